@@ -1,0 +1,112 @@
+"""What a run records about the machine it ran on, so that a figure can be traced back
+to the kernel, CPU, limits and tool versions behind it (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSCTLS = (
+    "net.core.somaxconn",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.tcp_fin_timeout",
+    "fs.file-max",
+    "fs.nr_open",
+)
+TOOL_VERSIONS = {
+    "python": ["python3", "--version"],
+    "node": ["node", "--version"],
+    "java": ["java", "-version"],
+    "go": ["go", "version"],
+    "rustc": ["rustc", "--version"],
+    "ruby": ["ruby", "--version"],
+    "nginx": ["nginx", "-v"],
+}
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Which CPUs the server and the engine run on. On 2 cores: engine on 0, server on 1,
+    so that the generator never competes with the server it measures."""
+
+    server: str
+    engine: str
+
+    @classmethod
+    def default(cls) -> Pinning:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return cls(server=str(cpus[0]), engine=str(cpus[0]))
+        half = len(cpus) // 2
+        return cls(server=_cpu_list(cpus[half:]), engine=_cpu_list(cpus[:half]))
+
+    @property
+    def shared(self) -> bool:
+        return bool(set(self.server.split(",")) & set(self.engine.split(",")))
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+def read_sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip().replace("\t", " ")
+    except OSError:
+        return None
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def describe(pinning: Pinning, extra_tools: dict[str, list[str]] | None = None) -> dict:
+    """A JSON-ready description of the machine, the limits in force and the tools."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    tools = {**TOOL_VERSIONS, **(extra_tools or {})}
+    return {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "os": _os_release(),
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "pinning": {"server": pinning.server, "engine": pinning.engine},
+        "rlimit_nofile": {"soft": soft, "hard": hard},
+        "sysctls": {name: read_sysctl(name) for name in SYSCTLS},
+        "tools": {name: _first_line(cmd) for name, cmd in tools.items()},
+    }
+
+
+def _os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.platform()

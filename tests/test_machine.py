@@ -1,0 +1,25 @@
+import json
+import os
+
+from serverlab.machine import Pinning, describe, read_sysctl
+
+
+def test_default_pinning_keeps_engine_and_server_apart_on_two_cores():
+    pinning = Pinning.default()
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert not pinning.shared
+        assert pinning.engine == "0"
+    assert Pinning("1", "0").shared is False
+    assert Pinning("0,1", "1").shared is True
+
+
+def test_description_is_json_and_reads_the_real_machine():
+    info = describe(Pinning("1", "0"))
+    json.dumps(info)
+    assert info["cpus"] == os.cpu_count()
+    assert info["kernel"] == os.uname().release
+    assert info["tools"]["python"].startswith("Python 3")
+    assert info["sysctls"]["net.core.somaxconn"] == read_sysctl("net.core.somaxconn")
+    assert int(info["sysctls"]["net.core.somaxconn"]) > 0
+    assert info["rlimit_nofile"]["soft"] <= info["rlimit_nofile"]["hard"]
+    assert read_sysctl("no.such.knob") is None
