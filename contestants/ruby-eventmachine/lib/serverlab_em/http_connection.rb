@@ -1,0 +1,297 @@
+# frozen_string_literal: true
+
+require "eventmachine"
+require "socket"
+require "thin_parser"
+
+module ServerlabEM
+  # One HTTP/1.1 client connection on the reactor. Request heads go through
+  # Thin's Ragel/Mongrel C parser; bodies (Content-Length or chunked) are
+  # framed here and streamed into the handler's sink as they arrive.
+  class HttpConnection < EM::Connection
+    MAX_HEAD_BYTES = 64 * 1024
+    HEAD_END = "\r\n\r\n"
+    BARE_LF_HEAD_END = "\n\n"
+
+    def initialize(app)
+      super()
+      @app = app
+    end
+
+    def post_init
+      @app.stats.connections_open += 1
+      @app.stats.connections_total += 1
+      @parser = Thin::HttpParser.new
+      @buffer = String.new(encoding: Encoding::BINARY)
+      @scan_from = 0
+      @state = :head
+      @processing = false
+      @on_close = nil
+    end
+
+    def receive_data(data)
+      case @state
+      when :head
+        @buffer << data
+        process_buffer
+      when :body
+        feed_body(data)
+      when :busy
+        hold_pipelined(data)
+      when :draining
+        drain(data)
+      end
+    end
+
+    def unbind
+      @app.stats.connections_open -= 1
+      @state = :closed
+      @on_close&.call
+      @on_close = nil
+    end
+
+    # --- used by handlers -------------------------------------------------
+
+    # Whoever holds the connection after the response head (a push
+    # subscription, a file stream) registers here to learn of a disconnect.
+    def on_close(&block)
+      @on_close = block
+    end
+
+    def loopback?
+      @loopback = loopback_peer? if @loopback.nil?
+      @loopback
+    end
+
+    def respond(status, content_type, body, extra_headers = nil)
+      extra_headers = "#{extra_headers}#{connection_header}" if connection_header
+      head = Responses.fixed_length(status, content_type, body.bytesize, extra_headers)
+      send_data(@request.head? ? head : head << body)
+      count_response(status)
+      request_done
+    end
+
+    def respond_json(status, object, extra_headers = nil)
+      respond(status, Responses::JSON_TYPE, JSON.generate(object), extra_headers)
+    end
+
+    def respond_error(status, reason, extra_headers = nil)
+      @keep_alive = false if status == 413
+      respond(status, Responses::JSON_TYPE, Responses.error_body(reason), extra_headers)
+    end
+
+    # Sends a head whose body the caller writes later (files, comet streams);
+    # the caller calls request_done when the body is complete.
+    def send_head(head_for_framing)
+      send_data(head_for_framing.call(connection_header))
+      count_response(200)
+    end
+
+    def request_done
+      @on_close = nil
+      unless @keep_alive
+        @draining ? start_draining : close_after_writing
+        return
+      end
+      @state = :head
+      process_buffer unless @processing
+    end
+
+    def head_request?
+      @request.head?
+    end
+
+    private
+
+    # --- request heads ----------------------------------------------------
+
+    def process_buffer
+      @processing = true
+      start_request(take_head) while @state == :head && complete_head?
+    ensure
+      @processing = false
+    end
+
+    def complete_head?
+      return false if @buffer.empty?
+
+      @head_end = @buffer.index(HEAD_END, @scan_from)
+      return true if @head_end
+
+      if @buffer.bytesize > MAX_HEAD_BYTES
+        reject(431, "request header section too large")
+      elsif @buffer.include?(BARE_LF_HEAD_END)
+        reject(400, "malformed request")
+      else
+        @scan_from = [@buffer.bytesize - 3, 0].max
+      end
+      false
+    end
+
+    def take_head
+      size = @head_end + HEAD_END.bytesize
+      @scan_from = 0
+      return reject(431, "request header section too large") if size > MAX_HEAD_BYTES
+
+      if size == @buffer.bytesize
+        head = @buffer
+        @buffer = String.new(encoding: Encoding::BINARY)
+      else
+        head = @buffer.byteslice(0, size)
+        @buffer = @buffer.byteslice(size, @buffer.bytesize - size)
+      end
+      head
+    end
+
+    def start_request(head)
+      return unless head
+
+      request = parse_head(head)
+      return reject(400, "malformed request") unless request
+
+      @app.stats.requests_total += 1
+      @request = request
+      @keep_alive = request.keep_alive?
+      @handler = @app.router.route(request, self)
+      @sink = @handler.body_sink(request)
+      begin_body
+    end
+
+    def parse_head(head)
+      env = {}
+      @parser.reset
+      @parser.execute(env, head, 0)
+      Request.new(env)
+    rescue Thin::InvalidRequest
+      nil
+    end
+
+    # --- request bodies ---------------------------------------------------
+
+    def begin_body
+      @decoder = body_decoder
+      return dispatch unless @decoder
+
+      send_data(Responses::CONTINUE) if @request.expects_continue?
+      @state = :body
+      pending = @buffer
+      @buffer = String.new(encoding: Encoding::BINARY)
+      feed_body(pending) unless pending.empty?
+    rescue BodyError => e
+      refuse_body(e)
+    end
+
+    def body_decoder
+      env = @request.env
+      transfer_encoding = env["HTTP_TRANSFER_ENCODING"]
+      content_length = env["CONTENT_LENGTH"]
+      if transfer_encoding
+        raise BodyError.new(400, "unsupported transfer-encoding") unless transfer_encoding.strip.casecmp?("chunked")
+
+        # Both headers at once is a smuggling pattern: honour chunked, then close.
+        @keep_alive = false if content_length
+        return ChunkedBody.new(@sink)
+      end
+      return nil unless content_length
+      raise BodyError.new(400, "invalid content-length") unless content_length.match?(/\A\d{1,18}\z/)
+
+      length = content_length.to_i
+      length.zero? ? nil : ContentLengthBody.new(length, @sink)
+    end
+
+    def feed_body(data)
+      leftover = @decoder.feed(data)
+      if @sink.refusal
+        @decoder = nil if leftover
+        return refuse_body(@sink.refusal)
+      end
+      return unless leftover
+
+      @decoder = nil
+      @buffer = leftover
+      dispatch
+    rescue BodyError => e
+      refuse_body(e)
+    end
+
+    # After a 413 the framing is still intact: read the rest of the body away
+    # before closing, because closing on unread data sends a reset that can
+    # destroy the answer before the client reads it.
+    def refuse_body(error)
+      @keep_alive = false
+      @draining = error.status == 413 && !@decoder.nil?
+      @decoder = nil unless @draining
+      respond_error(error.status, error.message)
+    end
+
+    def start_draining
+      @state = :draining
+      @decoder.sink = DiscardSink.new
+      pending = @buffer
+      @buffer = String.new(encoding: Encoding::BINARY)
+      drain(pending) unless pending.empty?
+    end
+
+    def drain(data)
+      return close_after_writing if @decoder.nil?
+
+      close_after_writing if @decoder.feed(data)
+    rescue BodyError
+      close_after_writing
+    end
+
+    def close_after_writing
+      @state = :closing
+      close_connection_after_writing
+    end
+
+    def dispatch
+      @state = :busy
+      @handler.respond(self, @request, @sink)
+    end
+
+    # A client may send its next request before a held one (long poll, file
+    # stream) is answered; keep it, but no more than one head's worth.
+    def hold_pipelined(data)
+      @buffer << data
+      return if @buffer.bytesize <= MAX_HEAD_BYTES
+
+      close_connection
+    end
+
+    # --- helpers ----------------------------------------------------------
+
+    def reject(status, reason)
+      @app.stats.requests_total += 1
+      @request = Request.new({})
+      @keep_alive = false
+      @buffer = String.new(encoding: Encoding::BINARY)
+      @state = :busy
+      respond_error(status, reason)
+      nil
+    end
+
+    def connection_header
+      if !@keep_alive
+        "Connection: close\r\n"
+      elsif @request.http10?
+        "Connection: keep-alive\r\n"
+      end
+    end
+
+    def count_response(status)
+      @app.stats.responses_total += 1
+      @app.log_request(self, @request, status) if @app.logging
+    end
+
+    def loopback_peer?
+      peer = get_peername
+      return false unless peer
+
+      address = Socket.unpack_sockaddr_in(peer).last
+      address.start_with?("127.") || address == "::1" || address.start_with?("::ffff:127.")
+    rescue ArgumentError
+      false
+    end
+  end
+end

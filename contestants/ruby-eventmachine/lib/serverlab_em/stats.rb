@@ -1,0 +1,47 @@
+# frozen_string_literal: true
+
+module ServerlabEM
+  # Counters behind GET /stats. The reactor is single-threaded, so plain
+  # integers need no locking.
+  class Stats
+    SPEC_VERSION = "1.0"
+
+    attr_accessor :connections_open, :connections_total, :requests_total,
+                  :responses_total, :responses_push, :responses_timeouts,
+                  :syslog_received, :syslog_bytes, :syslog_tcp_connections
+
+    def initialize(server_name)
+      @server_name = server_name
+      @started_ms = Clock.now_ms
+      @connections_open = 0
+      @connections_total = 0
+      @requests_total = 0
+      @responses_total = 0
+      @responses_push = 0
+      @responses_timeouts = 0
+      @syslog_received = 0
+      @syslog_bytes = 0
+      @syslog_tcp_connections = 0
+    end
+
+    def count_syslog_message(size)
+      @syslog_received += 1
+      @syslog_bytes += size
+    end
+
+    def snapshot(push_hub)
+      {
+        "spec_version" => SPEC_VERSION,
+        "server" => @server_name,
+        "uptime_ms" => Clock.now_ms - @started_ms,
+        "connections" => { "open" => @connections_open, "total" => @connections_total },
+        "requests" => { "total" => @requests_total, "open_push" => push_hub.open_count },
+        "responses" => { "total" => @responses_total, "push" => @responses_push,
+                         "timeouts" => @responses_timeouts },
+        "events" => push_hub.event_stats,
+        "syslog" => { "received" => @syslog_received, "bytes" => @syslog_bytes,
+                      "tcp_connections" => @syslog_tcp_connections }
+      }
+    end
+  end
+end

@@ -1,0 +1,138 @@
+# frozen_string_literal: true
+
+require "eventmachine"
+
+module ServerlabEM
+  # Splits a syslog TCP byte stream into messages (RFC 6587): a frame that
+  # starts with 1-9 is octet-counted ("LEN SP MSG"), anything else ends at
+  # "\n". Messages are only measured, never copied out of the buffer.
+  class SyslogFramer
+    MAX_LENGTH_DIGITS = 10
+    # A newline-framed message longer than this is not syslog; the caller
+    # drops the connection rather than buffer without bound.
+    MAX_PENDING = 1024 * 1024
+    MAX_OCTET_COUNTED = 16 * 1024 * 1024
+    NEWLINE = "\n"
+    SPACE = 0x20
+    DIGIT_ONE = 0x31
+    DIGIT_NINE = 0x39
+    DIGIT_ZERO = 0x30
+
+    class Overflow < StandardError; end
+
+    def initialize(&on_message)
+      @on_message = on_message
+      @buffer = String.new(encoding: Encoding::BINARY)
+    end
+
+    def feed(data)
+      @buffer = if !@buffer.empty? then @buffer << data
+                elsif data.frozen? then data.b
+                else data.force_encoding(Encoding::BINARY)
+                end
+      position = 0
+      size = @buffer.bytesize
+      while position < size
+        consumed = take_frame(position, size)
+        break unless consumed
+
+        position = consumed
+      end
+      keep_from(position, size)
+    end
+
+    private
+
+    # Returns the position after one complete frame, or nil if it is incomplete.
+    def take_frame(position, size)
+      first = @buffer.getbyte(position)
+      if first >= DIGIT_ONE && first <= DIGIT_NINE
+        octet_counted_end = take_octet_counted(position, size)
+        return octet_counted_end unless octet_counted_end == :not_octet_counted
+      end
+      take_newline_framed(position)
+    end
+
+    def take_octet_counted(position, size)
+      digits_end = position + 1
+      digits_end += 1 while digits_end < size && digit?(@buffer.getbyte(digits_end))
+      digit_count = digits_end - position
+      return :not_octet_counted if digit_count > MAX_LENGTH_DIGITS
+      return nil if digits_end == size
+      return :not_octet_counted unless @buffer.getbyte(digits_end) == SPACE
+
+      length = @buffer.byteslice(position, digit_count).to_i
+      raise Overflow if length > MAX_OCTET_COUNTED
+
+      message_end = digits_end + 1 + length
+      return nil if message_end > size
+
+      @on_message.call(length)
+      message_end
+    end
+
+    def take_newline_framed(position)
+      newline = @buffer.index(NEWLINE, position)
+      return nil unless newline
+
+      length = newline - position
+      @on_message.call(length) if length.positive?
+      newline + 1
+    end
+
+    def digit?(byte)
+      byte >= DIGIT_ZERO && byte <= DIGIT_NINE
+    end
+
+    def keep_from(position, size)
+      if position >= size
+        @buffer = String.new(encoding: Encoding::BINARY)
+      elsif position.positive?
+        @buffer = @buffer.byteslice(position, size - position)
+      end
+      raise Overflow if @buffer.bytesize > MAX_PENDING && !@buffer.getbyte(0).between?(DIGIT_ONE, DIGIT_NINE)
+    end
+  end
+
+  # One syslog TCP client.
+  class SyslogTcpConnection < EM::Connection
+    def initialize(stats)
+      super()
+      @stats = stats
+    end
+
+    def post_init
+      @stats.syslog_tcp_connections += 1
+      @framer = SyslogFramer.new { |size| @stats.count_syslog_message(size) }
+    end
+
+    def receive_data(data)
+      @framer.feed(data)
+    rescue SyslogFramer::Overflow
+      close_connection
+    end
+  end
+
+  # The syslog UDP socket: one message per datagram.
+  class SyslogUdpHandler < EM::Connection
+    NEWLINE_BYTE = 0x0a
+    # A deeper kernel queue rides out bursts while the reactor is busy
+    # elsewhere; the kernel caps it at net.core.rmem_max.
+    RECEIVE_BUFFER_BYTES = 8 * 1024 * 1024
+
+    def initialize(stats)
+      super()
+      @stats = stats
+    end
+
+    def post_init
+      set_sock_opt(Socket::SOL_SOCKET, Socket::SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+    end
+
+    def receive_data(datagram)
+      size = datagram.bytesize
+      size -= 1 if size.positive? && datagram.getbyte(size - 1) == NEWLINE_BYTE
+      @stats.count_syslog_message(size) if size.positive?
+    end
+  end
+end

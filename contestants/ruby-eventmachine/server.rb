@@ -1,0 +1,68 @@
+#!/usr/bin/env ruby
+# frozen_string_literal: true
+
+# serverlab contestant ruby-eventmachine: one EventMachine reactor serving
+# HTTP/1.1 and syslog (TCP and UDP) on 127.0.0.1.
+
+require "optparse"
+require_relative "lib/serverlab_em"
+
+HOST = "127.0.0.1"
+
+def parse_options(argv)
+  options = { name: "ruby-eventmachine", chunk_size: 65_536 }
+  OptionParser.new do |parser|
+    parser.banner = "usage: server.rb --port N [--syslog-port N] [--docroot DIR] [--chunk-size BYTES]"
+    parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
+    parser.on("--syslog-port N", Integer, "syslog port, TCP and UDP") { |v| options[:syslog_port] = v }
+    parser.on("--docroot DIR", "document root for /files") { |v| options[:docroot] = v }
+    parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
+    parser.on("--name NAME", "name reported by /stats") { |v| options[:name] = v }
+    parser.on("--version", "print runtime and library versions") { options[:version] = true }
+  end.parse!(argv)
+  options
+end
+
+def versions
+  require "thin/version"
+  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
+end
+
+# Long-poll and comet runs hold tens of thousands of sockets; take every
+# descriptor the hard limit allows.
+def raise_descriptor_limit
+  _soft, hard = Process.getrlimit(:NOFILE)
+  Process.setrlimit(:NOFILE, hard)
+rescue Errno::EPERM, Errno::EINVAL
+  nil
+end
+
+def validate!(options)
+  abort("server.rb: --port is required") unless options[:port]
+  abort("server.rb: --chunk-size must be positive") unless options[:chunk_size].positive?
+  docroot = options[:docroot]
+  abort("server.rb: docroot #{docroot} is not a directory") if docroot && !File.directory?(docroot)
+end
+
+def run(options)
+  validate!(options)
+  raise_descriptor_limit
+  app = ServerlabEM::App.new(name: options[:name], docroot: options[:docroot], chunk_size: options[:chunk_size])
+  EM.epoll
+  EM.set_max_timers(1_000_000)
+  EM.run do
+    %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
+    EM.start_server(HOST, options[:port], ServerlabEM::HttpConnection, app)
+    if options[:syslog_port]
+      EM.start_server(HOST, options[:syslog_port], ServerlabEM::SyslogTcpConnection, app.stats)
+      EM.open_datagram_socket(HOST, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
+    end
+  end
+end
+
+options = parse_options(ARGV)
+if options[:version]
+  puts versions
+else
+  run(options)
+end
