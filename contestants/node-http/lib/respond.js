@@ -1,0 +1,58 @@
+'use strict';
+// Every response leaves through these helpers so that responses.total counts each header
+// section exactly once, and every error carries the spec's JSON body.
+
+const { counters } = require('./stats');
+
+const JSON_TYPE = 'application/json';
+
+function sendHead(res, status, headers) {
+  counters.responsesTotal++;
+  res.writeHead(status, headers);
+}
+
+function sendBody(res, status, contentType, body, extraHeaders) {
+  const headers = {
+    'Content-Type': contentType,
+    'Content-Length': Buffer.byteLength(body),
+    ...extraHeaders,
+  };
+  sendHead(res, status, headers);
+  res.end(body);
+}
+
+function sendJson(res, status, value, extraHeaders) {
+  sendBody(res, status, JSON_TYPE, JSON.stringify(value), extraHeaders);
+}
+
+function sendError(res, status, reason, extraHeaders) {
+  sendJson(res, status, { error: reason }, extraHeaders);
+}
+
+function methodNotAllowed(res, allowed) {
+  sendError(res, 405, 'method not allowed', { Allow: allowed.join(', ') });
+}
+
+// A raw HTTP/1.1 error for sockets whose request never became a ServerResponse
+// (parse errors, oversized headers).
+function rawErrorResponse(status, statusText, reason) {
+  const body = JSON.stringify({ error: reason });
+  return (
+    `HTTP/1.1 ${status} ${statusText}\r\n` +
+    `Date: ${new Date().toUTCString()}\r\n` +
+    `Content-Type: ${JSON_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    body
+  );
+}
+
+module.exports = {
+  JSON_TYPE,
+  sendHead,
+  sendBody,
+  sendJson,
+  sendError,
+  methodNotAllowed,
+  rawErrorResponse,
+};

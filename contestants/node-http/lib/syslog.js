@@ -1,0 +1,137 @@
+'use strict';
+// Syslog listener (spec §7): TCP with per-message octet-counting or newline framing, and
+// UDP one message per datagram. Messages are counted, never parsed or buffered.
+
+const net = require('net');
+const dgram = require('dgram');
+const { counters } = require('./stats');
+
+const NEWLINE = 0x0a;
+const SPACE = 0x20;
+const DIGIT_0 = 0x30;
+const DIGIT_1 = 0x31;
+const DIGIT_9 = 0x39;
+// MSG-LEN longer than this is not a length but the start of a newline-framed message.
+const MAX_LENGTH_DIGITS = 10;
+const UDP_RECEIVE_BUFFER = 8 * 1024 * 1024;
+
+const FRAME_START = 0;
+const OCTET_LENGTH = 1;
+const OCTET_BODY = 2;
+const LINE = 3;
+
+function countMessage(length) {
+  counters.syslogReceived++;
+  counters.syslogBytes += length;
+}
+
+// Frames one TCP stream; only lengths are tracked, so a message split across segments
+// costs nothing to reassemble.
+class SyslogFramer {
+  constructor() {
+    this.state = FRAME_START;
+    this.octetLength = 0;
+    this.remaining = 0;
+    this.digits = 0;
+    this.lineLength = 0;
+  }
+
+  push(chunk) {
+    let pos = 0;
+    while (pos < chunk.length) {
+      if (this.state === FRAME_START) this.beginFrame(chunk[pos]);
+      if (this.state === OCTET_LENGTH) pos = this.readLength(chunk, pos);
+      else if (this.state === OCTET_BODY) pos = this.readBody(chunk, pos);
+      else pos = this.readLine(chunk, pos);
+    }
+  }
+
+  beginFrame(firstByte) {
+    this.octetLength = 0;
+    this.digits = 0;
+    this.lineLength = 0;
+    this.state = firstByte >= DIGIT_1 && firstByte <= DIGIT_9 ? OCTET_LENGTH : LINE;
+  }
+
+  readLength(chunk, pos) {
+    const byte = chunk[pos];
+    if (byte === SPACE) {
+      this.remaining = this.octetLength;
+      this.state = OCTET_BODY;
+      return pos + 1;
+    }
+    if (byte >= DIGIT_0 && byte <= DIGIT_9 && this.digits < MAX_LENGTH_DIGITS) {
+      this.octetLength = this.octetLength * 10 + (byte - DIGIT_0);
+      this.digits++;
+      return pos + 1;
+    }
+    // Not "MSG-LEN SP": the digits read so far were the start of a newline-framed message.
+    this.state = LINE;
+    this.lineLength = this.digits;
+    return pos;
+  }
+
+  readBody(chunk, pos) {
+    const take = Math.min(this.remaining, chunk.length - pos);
+    this.remaining -= take;
+    if (this.remaining === 0) {
+      countMessage(this.octetLength);
+      this.state = FRAME_START;
+    }
+    return pos + take;
+  }
+
+  readLine(chunk, pos) {
+    const end = chunk.indexOf(NEWLINE, pos);
+    if (end === -1) {
+      this.lineLength += chunk.length - pos;
+      return chunk.length;
+    }
+    this.lineLength += end - pos;
+    if (this.lineLength > 0) countMessage(this.lineLength);
+    this.state = FRAME_START;
+    return end + 1;
+  }
+}
+
+function onTcpConnection(socket) {
+  counters.syslogTcpConnections++;
+  const framer = new SyslogFramer();
+  socket.on('data', (chunk) => framer.push(chunk));
+  // A peer resetting the connection only loses its incomplete message.
+  socket.on('error', () => socket.destroy());
+}
+
+function onDatagram(message) {
+  const length = message.length > 0 && message[message.length - 1] === NEWLINE
+    ? message.length - 1
+    : message.length;
+  if (length > 0) countMessage(length);
+}
+
+function listen(target, port, host) {
+  return new Promise((resolve, reject) => {
+    target.once('error', reject);
+    const done = () => {
+      target.removeListener('error', reject);
+      resolve(target);
+    };
+    if (target instanceof net.Server) target.listen({ port, host }, done);
+    else target.bind({ port, address: host }, done);
+  });
+}
+
+async function startSyslog(port, host) {
+  const tcp = net.createServer(onTcpConnection);
+  const udp = dgram.createSocket({ type: 'udp4', recvBufferSize: UDP_RECEIVE_BUFFER });
+  udp.on('message', onDatagram);
+  await listen(tcp, port, host);
+  // Port 0 (tests) lets TCP pick; UDP then shares the number, as the spec's one port implies.
+  await listen(udp, tcp.address().port, host);
+  const report = (err) => process.stderr.write(`node-http syslog: ${err.message}\n`);
+  tcp.on('error', report);
+  udp.on('error', report);
+  return { tcp, udp };
+}
+
+module.exports = { startSyslog, SyslogFramer };
