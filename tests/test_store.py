@@ -1,0 +1,217 @@
+import csv
+import sqlite3
+
+import pytest
+
+from serverlab.export import export_csv
+from serverlab.migrations import migration_steps
+from serverlab.store import (
+    Crash,
+    EmitRecord,
+    EngineInterval,
+    MonitorSample,
+    RecordedTest,
+    ServerStats,
+    Store,
+    StoreError,
+    Suite,
+)
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "results" / "lab.db"
+
+
+def stored_suite(store, name="quick", sha="a" * 64):
+    return store.add_suite(Suite(name=name, path=f"suites/{name}.toml", sha256=sha, scale=0.2))
+
+
+def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="ok"):
+    return RecordedTest(
+        run_id=run_id,
+        permutation_key=key,
+        scenario="longpoll",
+        contestant="node-http",
+        repeat_index=repeat,
+        status=status,
+        started_at=1_700_000_000.0,
+        ended_at=1_700_000_012.5,
+        params={"behaviour": "longpoll", "clients": 1000, "emit_interval_ms": 1000},
+        tunables={"threads": "200"},
+        validity={"rate_shortfall": "achieved 950/s of 1000/s"},
+        summary={"type": "summary", "requests": 12000, "rps": 1000.0, "errors": {}},
+        intervals=[
+            EngineInterval(seq=i, t=float(i + 1), data={"completed": 1000}) for i in range(3)
+        ],
+        samples=[
+            MonitorSample(t=i / 10, cpu_percent=40.0 + i, rss_bytes=50_000_000, threads=9)
+            for i in range(5)
+        ],
+        histograms={"latency_us": "HISTFAAAAB94nJNpmSzMwMDAxQABzFCaEUzbLPoAEU"},
+        server_stats=[ServerStats(t=12.4, stats={"responses": {"total": 11999}})],
+        emits=[
+            EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
+        ],
+    )
+
+
+def test_round_trip_keeps_every_field(db_path):
+    with Store(db_path) as store:
+        suite = stored_suite(store)
+        run = store.start_run(suite, {"kernel": "6.1", "cores": 2})
+        written = full_test(run.id)
+        store.commit_test(written)
+        store.finish_run(run.id, "finished")
+
+    with Store(db_path) as store:
+        (run,) = store.runs()
+        assert (run.status, run.machine["cores"]) == ("finished", 2)
+        assert run.ended_at is not None
+        (read,) = store.tests([run.id])
+        store.load_details(read)
+    assert read == written
+
+
+def test_crash_details_survive_the_round_trip(db_path):
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {})
+        crashed = full_test(run.id, status="crashed")
+        crashed.crash = Crash(time=4.2, exit_code=None, signal=9, oom=True)
+        crashed.summary = None
+        store.commit_test(crashed)
+        (read,) = store.tests()
+    assert read.crash == Crash(time=4.2, exit_code=None, signal=9, oom=True)
+    assert read.summary is None
+
+
+def test_add_suite_returns_the_same_row_for_the_same_file(db_path):
+    with Store(db_path) as store:
+        first = stored_suite(store)
+        again = stored_suite(store)
+        edited = stored_suite(store, sha="b" * 64)
+    assert first.id == again.id
+    assert edited.id != first.id
+
+
+def test_finished_keys_cover_results_but_not_abandoned_tests_nor_other_suites(db_path):
+    with Store(db_path) as store:
+        suite = stored_suite(store)
+        other = stored_suite(store, name="full")
+        run = store.start_run(suite, {})
+        for repeat, status in enumerate(("ok", "crashed", "invalid", "abandoned")):
+            store.commit_test(full_test(run.id, key="p", repeat=repeat, status=status))
+        store.commit_test(full_test(store.start_run(other, {}).id, key="q"))
+        assert store.finished_test_keys(suite) == {"p#r0", "p#r1", "p#r2"}
+
+
+def test_a_failure_inside_commit_leaves_nothing_of_the_test(db_path):
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {})
+        broken = full_test(run.id)
+        # The emit records are written last; a bad one fails the insert after every other
+        # table of this test already received rows inside the transaction.
+        broken.emits.append(EmitRecord("e1", 1, 3, 3, None))
+        with pytest.raises(sqlite3.IntegrityError):
+            store.commit_test(broken)
+        counts = {
+            table: store._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in store.table_names()
+            if table not in ("suites", "runs")
+        }
+        assert counts == dict.fromkeys(counts, 0)
+        store.commit_test(full_test(run.id))
+        assert len(store.tests()) == 1
+
+
+def test_an_unknown_status_is_refused_before_writing(db_path):
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {})
+        with pytest.raises(ValueError, match="status"):
+            store.commit_test(full_test(run.id, status="great"))
+        with pytest.raises(ValueError, match="run status"):
+            store.finish_run(run.id, "done")
+        assert store.tests() == []
+
+
+def test_an_old_database_is_upgraded_and_keeps_its_data(db_path):
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.executescript(migration_steps()[0] + "\nPRAGMA user_version = 1;")
+    old.execute(
+        "INSERT INTO suites (id, name, path, sha256, scale, created_at)"
+        " VALUES (1, 'quick', 'suites/quick.toml', 'abc', 1.0, 0)"
+    )
+    old.execute("INSERT INTO runs (id, suite_id, started_at, status) VALUES (1, 1, 0, 'finished')")
+    old.execute(
+        "INSERT INTO tests (run_id, permutation_key, contestant, repeat_index, status,"
+        " started_at, ended_at) VALUES (1, 'p', 'node-http', 0, 'ok', 0, 1)"
+    )
+    old.commit()
+    old.close()
+
+    with Store(db_path) as store:
+        assert store.schema_version == len(migration_steps())
+        assert "emit_records" in store.table_names()
+        (kept,) = store.tests()
+        assert (kept.contestant, kept.key) == ("node-http", "p#r0")
+        assert store.finished_test_keys(1) == {"p#r0"}
+        # The tables added by the upgrade take rows like any other.
+        kept.emits = [EmitRecord("e1", 1, 1, 1, 1.0)]
+        kept.id = None
+        store.commit_test(kept)
+
+
+def test_a_database_from_a_newer_serverlab_is_refused(db_path):
+    db_path.parent.mkdir(parents=True)
+    newer = sqlite3.connect(db_path)
+    newer.execute(f"PRAGMA user_version = {len(migration_steps()) + 1}")
+    newer.close()
+    with pytest.raises(StoreError, match="newer than this serverlab knows"):
+        Store(db_path)
+
+
+def test_a_file_that_is_not_a_database_gets_a_clear_error(db_path):
+    db_path.parent.mkdir(parents=True)
+    db_path.write_text("this is a text file, not SQLite\n" * 100)
+    with pytest.raises(StoreError, match="not a usable results database"):
+        Store(db_path)
+
+
+def test_opening_a_missing_database_for_reading_is_an_error(db_path):
+    with pytest.raises(StoreError, match="no results database"):
+        Store(db_path, create=False)
+    assert not db_path.exists()
+
+
+def test_the_database_is_in_wal_mode(db_path):
+    with Store(db_path) as store:
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {"kernel": "6.1"})
+        store.commit_test(full_test(run.id))
+    files = export_csv(db_path, tmp_path / "csv")
+    names = sorted(f.stem for f in files)
+    assert names == sorted(
+        [
+            "emit_records",
+            "engine_intervals",
+            "histograms",
+            "monitor_samples",
+            "runs",
+            "server_stats",
+            "suites",
+            "tests",
+        ]
+    )
+    with (tmp_path / "csv" / "monitor_samples.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 5
+    assert rows[2]["cpu_percent"] == "42.0"
+    with (tmp_path / "csv" / "tests.csv").open() as handle:
+        (test_row,) = list(csv.DictReader(handle))
+    assert test_row["contestant"] == "node-http"
+    assert '"clients":1000' in test_row["params_json"]
