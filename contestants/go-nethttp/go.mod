@@ -1,0 +1,3 @@
+module serverlab/contestants/go-nethttp
+
+go 1.24

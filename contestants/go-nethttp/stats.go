@@ -1,0 +1,111 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+const specVersion = "1.0"
+
+// stats holds the counters of GET /stats; all are atomics so that no request takes a lock
+// to count itself.
+type stats struct {
+	started         time.Time
+	connectionsOpen atomic.Int64
+	connections     atomic.Int64
+	requests        atomic.Int64
+	openPush        atomic.Int64
+	responses       atomic.Int64
+	pushResponses   atomic.Int64
+	timeouts        atomic.Int64
+	syslog          syslogCounters
+}
+
+type syslogCounters struct {
+	received       atomic.Int64
+	bytes          atomic.Int64
+	tcpConnections atomic.Int64
+}
+
+func newStats() *stats {
+	return &stats{started: time.Now()}
+}
+
+// trackConn is the http.Server's ConnState hook.
+func (st *stats) trackConn(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		st.connections.Add(1)
+		st.connectionsOpen.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		st.connectionsOpen.Add(-1)
+	}
+}
+
+type statsReport struct {
+	SpecVersion string                 `json:"spec_version"`
+	Server      string                 `json:"server"`
+	UptimeMS    int64                  `json:"uptime_ms"`
+	Connections connectionsReport      `json:"connections"`
+	Requests    requestsReport         `json:"requests"`
+	Responses   responsesReport        `json:"responses"`
+	Events      map[string]eventReport `json:"events"`
+	Syslog      syslogReport           `json:"syslog"`
+}
+
+type connectionsReport struct {
+	Open  int64 `json:"open"`
+	Total int64 `json:"total"`
+}
+
+type requestsReport struct {
+	Total    int64 `json:"total"`
+	OpenPush int64 `json:"open_push"`
+}
+
+type responsesReport struct {
+	Total    int64 `json:"total"`
+	Push     int64 `json:"push"`
+	Timeouts int64 `json:"timeouts"`
+}
+
+type eventReport struct {
+	IntervalMS          int64 `json:"interval_ms"`
+	Active              bool  `json:"active"`
+	Emits               int64 `json:"emits"`
+	LastSeq             int64 `json:"last_seq"`
+	Deliveries          int64 `json:"deliveries"`
+	LastEmitDurationMS  int64 `json:"last_emit_duration_ms"`
+	MaxEmitDurationMS   int64 `json:"max_emit_duration_ms"`
+	TotalEmitDurationMS int64 `json:"total_emit_duration_ms"`
+}
+
+type syslogReport struct {
+	Received       int64 `json:"received"`
+	Bytes          int64 `json:"bytes"`
+	TCPConnections int64 `json:"tcp_connections"`
+}
+
+func (s *server) serveStats(w http.ResponseWriter) {
+	st := s.stats
+	writeValue(w, st, http.StatusOK, statsReport{
+		SpecVersion: specVersion,
+		Server:      "go-nethttp",
+		UptimeMS:    time.Since(st.started).Milliseconds(),
+		Connections: connectionsReport{Open: st.connectionsOpen.Load(), Total: st.connections.Load()},
+		Requests:    requestsReport{Total: st.requests.Load(), OpenPush: st.openPush.Load()},
+		Responses: responsesReport{
+			Total:    st.responses.Load(),
+			Push:     st.pushResponses.Load(),
+			Timeouts: st.timeouts.Load(),
+		},
+		Events: s.push.report(),
+		Syslog: syslogReport{
+			Received:       st.syslog.received.Load(),
+			Bytes:          st.syslog.bytes.Load(),
+			TCPConnections: st.syslog.tcpConnections.Load(),
+		},
+	})
+}
