@@ -49,7 +49,7 @@ function createRequestHandler({ serverName, docroot }) {
     if (requestLog.enabled) logWhenClosed(req, res);
     // HTTP/1.1 requires Host; Node's own check answers without the spec's JSON error body.
     if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
-      sendError(res, 400, 'missing host header');
+      sendError(res, 400, 'missing host header', { Connection: 'close' });
       return;
     }
     const url = splitUrl(req.url);
