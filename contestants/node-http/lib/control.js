@@ -64,11 +64,10 @@ function setLogging(res, body) {
 }
 
 function createControlRoutes(serverName) {
+  const sendStats = (req, res) => sendJson(res, 200, snapshot(serverName, push.eventStats()));
   return {
     '/timestamp': { GET: timestamp, HEAD: timestamp },
-    '/stats': {
-      GET: (req, res) => sendJson(res, 200, snapshot(serverName, push.eventStats())),
-    },
+    '/stats': { GET: sendStats, HEAD: sendStats },
     '/logging': { POST: loopbackOnly(withJsonBody(setLogging)) },
     '/event/set': { POST: loopbackOnly(withJsonBody(push.setEvent)) },
     '/event/clear': { POST: loopbackOnly(withJsonBody(push.clearEvent, { allowEmpty: true })) },
