@@ -64,7 +64,8 @@ module ServerlabEM
     end
 
     def respond(status, content_type, body, extra_headers = nil)
-      extra_headers = "#{extra_headers}#{connection_header}" if connection_header
+      connection = connection_header
+      extra_headers = "#{extra_headers}#{connection}" if connection
       head = Responses.fixed_length(status, content_type, body.bytesize, extra_headers)
       send_data(@request.head? ? head : head << body)
       count_response(status)

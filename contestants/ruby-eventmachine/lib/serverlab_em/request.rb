@@ -3,14 +3,13 @@
 module ServerlabEM
   # One parsed request head. env is the CGI-style hash Thin's C parser fills.
   class Request
-    attr_reader :env, :method, :path, :query, :started_ms
+    attr_reader :env, :method, :path, :query
 
     def initialize(env)
       @env = env
       @method = env["REQUEST_METHOD"]
       @path = env["REQUEST_PATH"] || env["PATH_INFO"] || ""
       @query = env["QUERY_STRING"]
-      @started_ms = Clock.now_ms
     end
 
     def http10?
