@@ -4,7 +4,7 @@
 const http = require('http');
 const { parseArgs } = require('util');
 const { createRequestHandler } = require('./lib/router');
-const { onClientError } = require('./lib/clienterror');
+const { onClientError, onConnectRequest } = require('./lib/clienterror');
 const { trackConnections } = require('./lib/stats');
 const { startSyslog } = require('./lib/syslog');
 
@@ -42,10 +42,16 @@ function parseOptions(argv) {
 }
 
 function createHttpServer(options) {
+  const { onRequest, onUnsupportedExpectation } = createRequestHandler({
+    serverName: SERVER_NAME,
+    docroot: options.docroot,
+  });
   const server = http.createServer(
     { maxHeaderSize: options.maxHeaderKb * 1024, requireHostHeader: false },
-    createRequestHandler({ serverName: SERVER_NAME, docroot: options.docroot }),
+    onRequest,
   );
+  server.on('checkExpectation', onUnsupportedExpectation);
+  server.on('connect', onConnectRequest);
   // Uploads may trickle in for longer than Node's default five minutes.
   server.requestTimeout = 0;
   server.on('clientError', onClientError);

@@ -1,6 +1,6 @@
 'use strict';
-// Requests Node's parser rejects (bad syntax, oversized headers) never reach a handler; they
-// are answered here on the raw socket with the spec's JSON error body.
+// Requests that never reach a request handler (bad syntax, oversized headers, CONNECT) are
+// answered here on the raw socket with the spec's JSON error body.
 
 const { rawErrorResponse } = require('./respond');
 const { counters } = require('./stats');
@@ -32,10 +32,22 @@ function onClientError(err, socket) {
     return;
   }
   const [status, statusText, reason] = ANSWERS[err.code] || BAD_REQUEST;
+  answerAndClose(socket, rawErrorResponse(status, statusText, reason));
+}
+
+function answerAndClose(socket, response) {
   counters.responsesTotal++;
-  socket.end(rawErrorResponse(status, statusText, reason));
+  socket.end(response);
   const linger = setTimeout(() => socket.destroy(), LINGER_MS);
   socket.once('close', () => clearTimeout(linger));
 }
 
-module.exports = { onClientError };
+// Node hands CONNECT over as a bare socket and drops it unanswered when nobody listens.
+function onConnectRequest(req, socket) {
+  counters.requestsTotal++;
+  socket.on('error', () => socket.destroy());
+  const allow = { Allow: 'GET, HEAD, POST' };
+  answerAndClose(socket, rawErrorResponse(405, 'Method Not Allowed', 'method not allowed', allow));
+}
+
+module.exports = { onClientError, onConnectRequest };

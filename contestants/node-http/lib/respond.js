@@ -35,11 +35,13 @@ function methodNotAllowed(res, allowed) {
 
 // A raw HTTP/1.1 error for sockets whose request never became a ServerResponse
 // (parse errors, oversized headers).
-function rawErrorResponse(status, statusText, reason) {
+function rawErrorResponse(status, statusText, reason, extraHeaders = {}) {
   const body = JSON.stringify({ error: reason });
+  const extraLines = Object.entries(extraHeaders).map(([name, value]) => `${name}: ${value}\r\n`);
   return (
     `HTTP/1.1 ${status} ${statusText}\r\n` +
     `Date: ${new Date().toUTCString()}\r\n` +
+    extraLines.join('') +
     `Content-Type: ${JSON_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
     'Connection: close\r\n\r\n' +

@@ -44,7 +44,7 @@ function createRequestHandler({ serverName, docroot }) {
     HEAD: (req, res, url) => serveFile(req, res, url.path),
   };
 
-  return function onRequest(req, res) {
+  function onRequest(req, res) {
     counters.requestsTotal++;
     if (requestLog.enabled) logWhenClosed(req, res);
     // HTTP/1.1 requires Host; Node's own check answers without the spec's JSON error body.
@@ -57,7 +57,16 @@ function createRequestHandler({ serverName, docroot }) {
     if (methods) dispatch(req, res, methods, url);
     else if (fileRoute && url.path.startsWith(FILES_PREFIX)) dispatch(req, res, fileRoute, url);
     else sendError(res, 404, 'not found');
-  };
+  }
+
+  // An Expect other than 100-continue: Node's own 417 would have no JSON body.
+  function onUnsupportedExpectation(req, res) {
+    counters.requestsTotal++;
+    if (requestLog.enabled) logWhenClosed(req, res);
+    sendError(res, 417, 'unsupported expectation', { Connection: 'close' });
+  }
+
+  return { onRequest, onUnsupportedExpectation };
 }
 
 module.exports = { createRequestHandler };

@@ -100,6 +100,16 @@ test('malformed requests get 400 with a JSON body', async () => {
   }
 });
 
+test('requests Node would answer bare (Expect, CONNECT) get JSON errors', async () => {
+  const expect = await rawExchange(
+    server.port,
+    'POST /upload HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Length: 3\r\n\r\nabc',
+  );
+  assert.match(expect, /^HTTP\/1\.1 417 [^]*\{"error":"unsupported expectation"\}$/);
+  const connect = await rawExchange(server.port, 'CONNECT a.example:443 HTTP/1.1\r\nHost: a\r\n\r\n');
+  assert.match(connect, /^HTTP\/1\.1 405 [^]*Allow: GET, HEAD, POST[^]*\{"error":"method not allowed"\}$/);
+});
+
 test('JSON bodies over 64 KiB get 413, announced or chunked', async () => {
   const big = JSON.stringify({ enabled: true, pad: 'x'.repeat(70000) });
   assertJsonError(await postJson(server.port, '/logging', big), 413);
