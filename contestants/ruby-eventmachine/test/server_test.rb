@@ -1,0 +1,193 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "digest"
+require "fileutils"
+require "json"
+require "net/http"
+require "socket"
+require "tmpdir"
+
+# Starts the real server (server.rb) on free loopback ports once for all tests.
+module LiveServer
+  ROOT = File.expand_path("..", __dir__)
+
+  class << self
+    attr_reader :port, :syslog_port, :docroot
+
+    def start
+      return if @pid
+
+      @docroot = Dir.mktmpdir("ruby-em-docroot")
+      File.write(File.join(@docroot, "small.txt"), "hello\n")
+      File.binwrite(File.join(@docroot, "big.bin"), Random.new(7).bytes(3_000_000))
+      File.symlink("/etc/passwd", File.join(@docroot, "escape"))
+      @port = free_port
+      @syslog_port = free_port
+      @pid = Process.spawn("ruby", File.join(ROOT, "server.rb"), "--port", @port.to_s,
+                           "--syslog-port", @syslog_port.to_s, "--docroot", @docroot, "--chunk-size", "4096")
+      wait_ready
+    end
+
+    def stop
+      return unless @pid
+
+      Process.kill("TERM", @pid)
+      Process.wait(@pid)
+      FileUtils.rm_rf(@docroot)
+    end
+
+    private
+
+    # A port free for both TCP and UDP, since syslog listens on both.
+    def free_port
+      loop do
+        tcp = TCPServer.new("127.0.0.1", 0)
+        port = tcp.addr[1]
+        udp = UDPSocket.new
+        begin
+          udp.bind("127.0.0.1", port)
+          return port
+        rescue Errno::EADDRINUSE
+          next
+        ensure
+          udp.close
+          tcp.close
+        end
+      end
+    end
+
+    def wait_ready
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 15
+      loop do
+        return if Net::HTTP.get_response("127.0.0.1", "/stats", @port).code == "200"
+      rescue SystemCallError
+        raise "server did not start" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep 0.05
+      end
+    end
+  end
+end
+
+Minitest.after_run { LiveServer.stop }
+
+class ServerTest < Minitest::Test
+  def setup
+    LiveServer.start
+  end
+
+  def http
+    Net::HTTP.start("127.0.0.1", LiveServer.port) { |client| yield client }
+  end
+
+  def post_json(path, body)
+    http { |client| client.post(path, body.is_a?(String) ? body : JSON.generate(body), "Content-Type" => "application/json") }
+  end
+
+  def stats
+    JSON.parse(http { |client| client.get("/stats") }.body)
+  end
+
+  # Sends raw bytes, reads until the server closes or goes quiet.
+  def raw(bytes, quiet_after: 1.0)
+    socket = TCPSocket.new("127.0.0.1", LiveServer.port)
+    socket.write(bytes)
+    reply = +""
+    reply << socket.readpartial(65_536) while socket.wait_readable(quiet_after)
+    reply
+  rescue EOFError, Errno::ECONNRESET
+    reply
+  ensure
+    socket&.close
+  end
+
+  def test_perf_body_and_headers
+    response = http { |client| client.get("/perf") }
+    assert_equal "200", response.code
+    assert_equal 84, response.body.bytesize
+    assert_equal "84", response["Content-Length"]
+    assert response["Date"]
+    assert_equal "text/plain", response["Content-Type"]
+  end
+
+  def test_upload_with_content_length_and_chunked
+    data = Random.new(1).bytes(2_000_000)
+    expected = { "bytes" => data.bytesize, "sha256" => Digest::SHA256.hexdigest(data) }
+    assert_equal expected, JSON.parse(http { |client| client.post("/upload", data, "Content-Type" => "application/octet-stream") }.body)
+    chunked = data.bytes.each_slice(70_000).map { |part| "#{part.size.to_s(16)}\r\n#{part.pack('C*')}\r\n" }.join
+    reply = raw("POST /upload HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n#{chunked}0\r\n\r\n".b)
+    assert_equal expected, JSON.parse(reply.split("\r\n\r\n", 2).last)
+  end
+
+  def test_files_streamed_and_traversal_refused
+    body = http { |client| client.get("/files/big.bin") }.body
+    assert_equal File.binread(File.join(LiveServer.docroot, "big.bin")), body
+    %w[/files/escape /files/%2e%2e/etc/passwd /files//etc/passwd /files/a%5cb].each do |path|
+      assert_equal "403", http { |client| client.get(path) }.code, path
+    end
+    assert_includes raw("GET /files/../../etc/passwd HTTP/1.1\r\nConnection: close\r\n\r\n"), "403 Forbidden"
+    assert_equal "404", http { |client| client.get("/files/missing") }.code
+  end
+
+  def test_bad_input_answers_and_server_survives
+    assert_match(/\AHTTP\/1.1 431 /, raw("GET /perf HTTP/1.1\r\nX: #{'a' * 70_000}\r\n\r\n"))
+    assert_match(/\AHTTP\/1.1 400 .*"error"/m, raw("NOT HTTP\r\n\r\n"))
+    assert_equal "405", http { |client| client.delete("/perf") }.tap { |r| assert_equal "GET, HEAD", r["Allow"] }.code
+    assert_equal "413", post_json("/event/set", JSON.generate("pad" => "x" * 70_000)).code
+    assert_equal "400", post_json("/push", "{not json").code
+    assert_equal "404", post_json("/event/clear", "name" => "never-set").code
+    assert_equal "200", http { |client| client.get("/perf") }.code
+  end
+
+  def test_long_poll_delivery_then_timeout
+    post_json("/event/set", "name" => "lp", "interval_ms" => 50)
+    first = JSON.parse(post_json("/push", "type" => "longpoll", "events" => ["lp"], "duration_ms" => 5000).body)
+    second = JSON.parse(post_json("/push", "type" => "longpoll", "events" => ["lp"], "duration_ms" => 5000).body)
+    assert_equal "lp", first.dig("response", "event", "name")
+    assert_operator second.dig("response", "event", "seq"), :>, first.dig("response", "event", "seq")
+    refute_includes JSON.generate(first), "timeout"
+    post_json("/event/clear", "name" => "lp")
+    timeout = JSON.parse(post_json("/push", "type" => "longpoll", "events" => ["lp"], "duration_ms" => 100).body)
+    assert_equal({ "timeout" => true }, timeout["response"])
+  end
+
+  def test_comet_lines_have_consecutive_seq
+    post_json("/event/set", "name" => "cm", "interval_ms" => 30)
+    body = JSON.generate("type" => "comet", "events" => ["cm"], "duration_ms" => 400)
+    reply = raw("POST /push HTTP/1.1\r\nContent-Length: #{body.bytesize}\r\nConnection: close\r\n\r\n#{body}")
+    post_json("/event/clear", "name" => "cm")
+    assert_includes reply, "Transfer-Encoding: chunked"
+    lines = reply.split("\r\n").select { |line| line.start_with?("{") }.map { |line| JSON.parse(line) }
+    seqs = lines.filter_map { |line| line.dig("response", "event", "seq") }
+    assert_operator seqs.size, :>=, 5
+    assert_equal (seqs.first..seqs.last).to_a, seqs
+    assert_equal({ "timeout" => true }, lines.last["response"])
+  end
+
+  def test_syslog_tcp_and_udp_are_counted
+    before = stats["syslog"]
+    message = "<14>1 - host app - - - seq=1 test"
+    TCPSocket.open("127.0.0.1", LiveServer.syslog_port) do |socket|
+      socket.write("#{message}\n#{message.bytesize} #{message}\n\n")
+      socket.write("99 incomplete")
+    end
+    UDPSocket.open { |socket| socket.send("#{message}\n", 0, "127.0.0.1", LiveServer.syslog_port) }
+    sleep 0.3
+    after = stats["syslog"]
+    assert_equal 3, after["received"] - before["received"]
+    assert_equal 3 * message.bytesize, after["bytes"] - before["bytes"]
+    assert_equal 1, after["tcp_connections"] - before["tcp_connections"]
+  end
+
+  def test_control_endpoints_and_stats_shape
+    assert_equal({ "enabled" => false }, JSON.parse(post_json("/logging", "enabled" => false).body))
+    assert_equal "400", post_json("/logging", "enabled" => "yes").code
+    stamp = JSON.parse(http { |client| client.get("/timestamp?client=1000") }.body)
+    assert_equal stamp["server"] - 1000, stamp["offset_ms"]
+    assert_equal "400", http { |client| client.get("/timestamp?client=abc") }.code
+    snapshot = stats
+    assert_equal %w[connections events requests responses server spec_version syslog uptime_ms], snapshot.keys.sort
+    assert_operator snapshot.dig("connections", "open"), :>=, 1
+  end
+end
