@@ -1,0 +1,19 @@
+package serverlab.core;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.regex.Pattern;
+
+/** The spec's event-name rule: {@code ^[A-Za-z0-9_.-]{1,64}$}. */
+public final class EventName {
+    private static final Pattern PATTERN = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+
+    private EventName() {
+    }
+
+    public static String require(JsonNode value) {
+        if (value == null || !value.isTextual() || !PATTERN.matcher(value.asText()).matches()) {
+            throw ApiException.badRequest("event name must match [A-Za-z0-9_.-]{1,64}");
+        }
+        return value.asText();
+    }
+}

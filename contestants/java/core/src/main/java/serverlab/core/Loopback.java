@@ -1,0 +1,19 @@
+package serverlab.core;
+
+/** The control endpoints' client check (spec §5). */
+public final class Loopback {
+    private Loopback() {
+    }
+
+    public static boolean isLoopback(String address) {
+        return address != null
+                && (address.startsWith("127.") || address.equals("::1") || address.equals("0:0:0:0:0:0:0:1")
+                        || address.startsWith("::ffff:127."));
+    }
+
+    public static void check(Endpoint endpoint, String clientAddress) {
+        if (endpoint.loopbackOnly() && !isLoopback(clientAddress)) {
+            throw new ApiException(403, "control endpoints answer loopback clients only");
+        }
+    }
+}

@@ -1,0 +1,90 @@
+package serverlab.tomcatblocking;
+
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import serverlab.core.ControlApi;
+import serverlab.core.Endpoint;
+import serverlab.core.PushRequest;
+import serverlab.core.PushSpec;
+import serverlab.core.RequestManager;
+import serverlab.tomcat.EndpointServlet;
+import serverlab.tomcat.Responses;
+
+/**
+ * {@code POST /push} in the thread-per-request model: the request thread registers, then
+ * blocks on its own inbox until an emitter hands it a delivery or its time is up. A waiting
+ * poll or stream holds one thread for its whole life, as Tomcat 6 did in seed 004.
+ */
+public final class BlockingPushServlet extends EndpointServlet {
+    private static final long serialVersionUID = 1L;
+    private static final String COMET_CONTENT_TYPE = "application/x-ndjson";
+    private final transient RequestManager manager;
+
+    public BlockingPushServlet(ControlApi control) {
+        super(Endpoint.PUSH);
+        this.manager = control.requestManager();
+    }
+
+    @Override
+    protected void handle(HttpServletRequest request, HttpServletResponse response) throws IOException {
+        PushSpec spec = PushSpec.parse(readJson(request));
+        BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
+        PushRequest push = manager.register(spec, inbox::offer);
+        try {
+            if (spec.longPoll()) {
+                Responses.json(response, awaitAnswer(push, inbox));
+            } else {
+                stream(push, inbox, response);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException("server stopping");
+        } finally {
+            manager.abandon(push); // a no-op when answered; drops it when the client went away
+        }
+    }
+
+    private byte[] awaitAnswer(PushRequest push, BlockingQueue<byte[]> inbox) throws InterruptedException {
+        byte[] answer = inbox.poll(push.spec().durationMs(), TimeUnit.MILLISECONDS);
+        if (answer != null) {
+            return answer;
+        }
+        answer = manager.timeout(push);
+        // null: an emitter claimed this poll just as it timed out, and its delivery is on the way.
+        return answer != null ? answer : inbox.take();
+    }
+
+    private void stream(PushRequest push, BlockingQueue<byte[]> inbox, HttpServletResponse response)
+            throws IOException, InterruptedException {
+        response.setStatus(200);
+        response.setContentType(COMET_CONTENT_TYPE);
+        response.flushBuffer(); // the header section goes at once; the body is chunked
+        ServletOutputStream out = response.getOutputStream();
+        Long durationMs = push.spec().durationMs();
+        long deadline = durationMs == null ? 0 : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);
+        while (true) {
+            byte[] line = durationMs == null
+                    ? inbox.take()
+                    : inbox.poll(deadline - System.nanoTime(), TimeUnit.NANOSECONDS);
+            if (line == null) {
+                line = manager.endStream(push);
+                if (line != null) {
+                    writeLine(out, line);
+                }
+                return;
+            }
+            writeLine(out, line);
+        }
+    }
+
+    private static void writeLine(ServletOutputStream out, byte[] line) throws IOException {
+        out.write(line);
+        out.flush();
+    }
+}

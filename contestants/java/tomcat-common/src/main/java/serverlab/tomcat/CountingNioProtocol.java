@@ -1,0 +1,41 @@
+package serverlab.tomcat;
+
+import java.nio.channels.SocketChannel;
+import org.apache.coyote.http11.Http11NioProtocol;
+import org.apache.tomcat.util.net.NioEndpoint;
+import serverlab.core.Stats;
+
+/**
+ * Tomcat's NIO HTTP/1.1 connector, plus the accepted-connection count that {@code /stats}
+ * needs and Tomcat does not keep. Open connections come from Tomcat's own connection latch.
+ */
+public final class CountingNioProtocol extends Http11NioProtocol {
+    private final CountingEndpoint endpoint;
+
+    public CountingNioProtocol() {
+        this(new CountingEndpoint());
+    }
+
+    private CountingNioProtocol(CountingEndpoint endpoint) {
+        super(endpoint);
+        this.endpoint = endpoint;
+    }
+
+    void countInto(Stats stats) {
+        endpoint.stats = stats;
+        stats.openConnectionsFrom(this::getConnectionCount);
+    }
+
+    private static final class CountingEndpoint extends NioEndpoint {
+        private volatile Stats stats;
+
+        @Override
+        protected boolean setSocketOptions(SocketChannel socket) {
+            Stats counters = stats;
+            if (counters != null) {
+                counters.connectionOpened();
+            }
+            return super.setSocketOptions(socket);
+        }
+    }
+}

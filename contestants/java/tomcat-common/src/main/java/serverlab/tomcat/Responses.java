@@ -1,0 +1,35 @@
+package serverlab.tomcat;
+
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import serverlab.core.ApiException;
+import serverlab.core.Json;
+
+/** Writing complete bodies of known length, the way every servlet here answers. */
+public final class Responses {
+    private Responses() {
+    }
+
+    public static void send(HttpServletResponse response, int status, String contentType, byte[] body)
+            throws IOException {
+        response.setStatus(status);
+        response.setContentType(contentType);
+        response.setContentLength(body.length);
+        response.getOutputStream().write(body);
+    }
+
+    public static void json(HttpServletResponse response, byte[] body) throws IOException {
+        send(response, 200, Json.CONTENT_TYPE, body);
+    }
+
+    public static void error(HttpServletResponse response, ApiException error) throws IOException {
+        if (response.isCommitted()) {
+            return;
+        }
+        response.reset();
+        if (error.allow() != null) {
+            response.setHeader("Allow", error.allow());
+        }
+        send(response, error.status(), Json.CONTENT_TYPE, error.body());
+    }
+}
