@@ -24,7 +24,7 @@ class Subscriber {
     this.names = [...new Set(body.events)];
     this.requestJson = JSON.stringify(body);
     this.created = Date.now();
-    this.start = counters.openPush;
+    this.start = 0; // open push requests at registration, set by subscribe()
     this.timer = null;
     this.done = false;
   }
