@@ -1,0 +1,233 @@
+//! Command-line options. Each tunable replays one version or sweep of the seed 001 study.
+
+use std::path::PathBuf;
+
+pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--syslog-port N] \
+[--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
+[--cache off|MB] [--cache-policy lru|fifo] | --version";
+
+const MIN_CHUNK: usize = 1024;
+const MAX_CHUNK: usize = 512 * 1024 * 1024;
+const MAX_RESPONDERS: usize = 1024;
+const MAX_CACHE_MB: u64 = 64 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The starting code: read the whole file into memory, then write it.
+    Whole,
+    /// zhtta-v1: read and write `chunk_size` bytes at a time through one reused buffer.
+    Chunked,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    Fifo,
+    /// zhtta-v3: shortest processing time first, keyed by file size.
+    Spt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachePolicy {
+    /// Evicts the entry used longest ago.
+    Lru,
+    /// Evicts the entry inserted longest ago, however often it is used.
+    Fifo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    pub capacity_bytes: u64,
+    pub policy: CachePolicy,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub port: u16,
+    pub syslog_port: Option<u16>,
+    pub docroot: PathBuf,
+    pub read: ReadMode,
+    pub chunk_size: usize,
+    pub responders: usize,
+    pub schedule: Schedule,
+    pub cache: Option<CacheConfig>,
+}
+
+pub enum Command {
+    Serve(Config),
+    Version,
+}
+
+impl Command {
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+        let mut port = None;
+        let mut syslog_port = None;
+        let mut docroot = None;
+        let mut read = ReadMode::Whole;
+        let mut chunk_size = 512_000;
+        let mut responders = 1;
+        let mut schedule = Schedule::Fifo;
+        let mut cache_mb = None;
+        let mut policy = CachePolicy::Lru;
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            if flag == "--version" {
+                return Ok(Command::Version);
+            }
+            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            match flag.as_str() {
+                "--port" => port = Some(parse_port(&value)?),
+                "--syslog-port" => syslog_port = Some(parse_port(&value)?),
+                "--docroot" => docroot = Some(PathBuf::from(value)),
+                "--read" => read = parse_read_mode(&value)?,
+                "--chunk-size" => chunk_size = parse_chunk_size(&value)?,
+                "--responders" => responders = parse_responders(&value)?,
+                "--schedule" => schedule = parse_schedule(&value)?,
+                "--cache" => cache_mb = parse_cache_size(&value)?,
+                "--cache-policy" => policy = parse_cache_policy(&value)?,
+                _ => return Err(format!("unknown option {flag}")),
+            }
+        }
+        Ok(Command::Serve(Config {
+            port: port.ok_or("--port is required")?,
+            syslog_port,
+            docroot: docroot.ok_or("--docroot is required")?,
+            read,
+            chunk_size,
+            responders,
+            schedule,
+            cache: cache_mb.map(|mb| CacheConfig {
+                capacity_bytes: mb * 1024 * 1024,
+                policy,
+            }),
+        }))
+    }
+}
+
+fn parse_port(value: &str) -> Result<u16, String> {
+    value.parse().map_err(|_| format!("bad port {value:?}"))
+}
+
+fn parse_read_mode(value: &str) -> Result<ReadMode, String> {
+    match value {
+        "whole" => Ok(ReadMode::Whole),
+        "chunked" => Ok(ReadMode::Chunked),
+        _ => Err(format!("read must be whole or chunked, not {value:?}")),
+    }
+}
+
+/// Plain bytes, or a binary `KB`/`MB` suffix as the seed's sweep wrote them (1KB … 512MB).
+fn parse_chunk_size(value: &str) -> Result<usize, String> {
+    let upper = value.to_ascii_uppercase();
+    let (digits, unit) = if let Some(kb) = upper.strip_suffix("KB") {
+        (kb, 1024)
+    } else if let Some(mb) = upper.strip_suffix("MB") {
+        (mb, 1024 * 1024)
+    } else {
+        (upper.as_str(), 1)
+    };
+    let size = digits
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("bad chunk size {value:?}"))?;
+    if (MIN_CHUNK..=MAX_CHUNK).contains(&size) {
+        Ok(size)
+    } else {
+        Err(format!("chunk size must be 1KB to 512MB, not {value:?}"))
+    }
+}
+
+fn parse_responders(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_RESPONDERS).contains(&n) => Ok(n),
+        _ => Err(format!("responders must be 1 to 1024, not {value:?}")),
+    }
+}
+
+fn parse_schedule(value: &str) -> Result<Schedule, String> {
+    match value {
+        "fifo" => Ok(Schedule::Fifo),
+        "spt" => Ok(Schedule::Spt),
+        _ => Err(format!("schedule must be fifo or spt, not {value:?}")),
+    }
+}
+
+fn parse_cache_size(value: &str) -> Result<Option<u64>, String> {
+    if value == "off" {
+        return Ok(None);
+    }
+    match value.parse::<u64>() {
+        Ok(mb) if (1..=MAX_CACHE_MB).contains(&mb) => Ok(Some(mb)),
+        _ => Err(format!(
+            "cache must be off or 1 to 65536 (MB), not {value:?}"
+        )),
+    }
+}
+
+fn parse_cache_policy(value: &str) -> Result<CachePolicy, String> {
+    match value {
+        "lru" => Ok(CachePolicy::Lru),
+        "fifo" => Ok(CachePolicy::Fifo),
+        _ => Err(format!("cache policy must be lru or fifo, not {value:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        match Command::from_args(args.iter().map(|a| a.to_string()))? {
+            Command::Serve(config) => Ok(config),
+            Command::Version => Err("version".into()),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_starting_code() {
+        let config = parse(&["--port", "1", "--docroot", "/tmp"]).unwrap();
+        assert_eq!(config.read, ReadMode::Whole);
+        assert_eq!(config.responders, 1);
+        assert_eq!(config.schedule, Schedule::Fifo);
+        assert_eq!(config.chunk_size, 512_000);
+        assert!(config.cache.is_none());
+    }
+
+    #[test]
+    fn chunk_size_accepts_the_seed_sweep_units_and_bounds() {
+        assert_eq!(parse_chunk_size("1KB"), Ok(1024));
+        assert_eq!(parse_chunk_size("512MB"), Ok(512 * 1024 * 1024));
+        assert_eq!(parse_chunk_size("512000"), Ok(512_000));
+        assert!(parse_chunk_size("1023").is_err());
+        assert!(parse_chunk_size("513MB").is_err());
+        assert!(parse_chunk_size("lots").is_err());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["--port", "1", "--docroot", "/", "--responders", "0"]).is_err());
+        assert!(parse(&["--port", "1", "--docroot", "/", "--responders", "1025"]).is_err());
+        assert!(parse(&["--port", "1", "--docroot", "/", "--cache", "big"]).is_err());
+        assert!(parse(&["--port", "1", "--docroot", "/", "--bogus", "1"]).is_err());
+        assert!(parse(&["--docroot", "/"]).is_err());
+    }
+
+    #[test]
+    fn cache_size_is_in_megabytes() {
+        let config = parse(&[
+            "--port",
+            "1",
+            "--docroot",
+            "/",
+            "--cache",
+            "64",
+            "--cache-policy",
+            "fifo",
+        ])
+        .unwrap();
+        let cache = config.cache.unwrap();
+        assert_eq!(cache.capacity_bytes, 64 << 20);
+        assert_eq!(cache.policy, CachePolicy::Fifo);
+    }
+}

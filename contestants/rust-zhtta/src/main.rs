@@ -1,0 +1,96 @@
+//! rust-zhtta: the seed 001 zhtta web server, with its versions as tunables.
+
+mod clock;
+mod config;
+mod control;
+mod files;
+mod http;
+mod push;
+mod server;
+mod stats;
+mod syslog;
+mod upload;
+
+use config::{Command, Config, USAGE};
+use files::FileService;
+use push::PushHub;
+use server::App;
+use socket2::{Domain, Socket, Type};
+use stats::Stats;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+pub const NAME: &str = "rust-zhtta";
+pub const SPEC_VERSION: &str = "1.0";
+/// Deep enough for a connect burst of 10,000 clients (seed 003); the kernel caps it at
+/// net.core.somaxconn.
+const LISTEN_BACKLOG: i32 = 65_535;
+/// Where the descriptor limit is raised to when allowed, for 20,000+ held connections.
+const WANTED_FILES: u64 = 1 << 20;
+
+fn main() -> ExitCode {
+    match Command::from_args(std::env::args().skip(1)) {
+        Ok(Command::Version) => {
+            println!("{}", env!("ZHTTA_VERSIONS"));
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Serve(config)) => match run(config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{NAME}: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(error) => {
+            eprintln!("{NAME}: {error}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(config: Config) -> std::io::Result<()> {
+    raise_file_limit();
+    let stats: &'static Stats = Box::leak(Box::default());
+    let listener = listen(config.port)?;
+    if let Some(port) = config.syslog_port {
+        syslog::start(port, stats)?;
+    }
+    // The server lives as long as the process, so its state is leaked once and shared
+    // as plain references by every thread.
+    let app: &'static App = Box::leak(Box::new(App {
+        stats,
+        files: FileService::start(&config, stats)?,
+        push: PushHub::new(stats),
+        logging: AtomicBool::new(false),
+        started: Instant::now(),
+    }));
+    server::accept_loop(app, &listener);
+    Ok(())
+}
+
+fn listen(port: u16) -> std::io::Result<TcpListener> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// As many descriptors as the system allows this process; failure only lowers the
+/// number of connections the server can hold.
+fn raise_file_limit() {
+    let Ok((_, hard)) = rlimit::Resource::NOFILE.get() else {
+        return;
+    };
+    if hard < WANTED_FILES
+        && rlimit::Resource::NOFILE
+            .set(WANTED_FILES, WANTED_FILES)
+            .is_ok()
+    {
+        return;
+    }
+    let _ = rlimit::Resource::NOFILE.set(hard, hard);
+}
