@@ -1,0 +1,594 @@
+"""A reference implementation of spec/SPEC.md in Python (asyncio + h11), for the tests.
+
+It is correct by default, so that `serverlab verify` passing against it shows the checker
+accepts a good server; each `--fault NAME` breaks one rule, so that verify failing on
+exactly the matching cases shows the checker can tell the difference.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import email.utils
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import h11
+
+SPEC_VERSION = "1.0"
+PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
+MAX_JSON_BODY = 64 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+FAULTS = {
+    "none": "a correct server",
+    "no_date_perf": "GET /perf answers without a Date header",
+    "timestamp_shape": "GET /timestamp leaves out offset_ms",
+    "no_longpoll_timeout": "a long poll is never answered when its duration passes",
+    "traversal": "/files joins the path naively: .., absolute paths and links get out",
+    "crash_on_bad_json": "the process exits on malformed JSON",
+    "fanout_place": "every delivery says place 1",
+    "accept_oversize": "JSON bodies over 64 KiB are accepted",
+    "syslog_newline_only": "TCP syslog ignores octet counting",
+}
+ROUTES = {
+    "/perf": ("GET",),
+    "/upload": ("POST",),
+    "/timestamp": ("GET",),
+    "/logging": ("POST",),
+    "/stats": ("GET",),
+    "/event/set": ("POST",),
+    "/event/clear": ("POST",),
+    "/push": ("POST",),
+}
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Counters:
+    def __init__(self, name: str):
+        self.name = name
+        self.started = time.monotonic()
+        self.connections_open = self.connections_total = 0
+        self.requests_total = 0
+        self.responses_total = self.responses_push = self.responses_timeouts = 0
+        self.syslog_received = self.syslog_bytes = self.syslog_tcp = 0
+
+
+class PushRequest:
+    """One open long poll or comet stream, registered with its events."""
+
+    def __init__(self, connection, body: dict, open_count: int):
+        self.connection = connection
+        self.body = body
+        self.kind = body["type"]
+        self.events = body["events"]
+        self.created = now_ms()
+        self.start = open_count
+        self.done = asyncio.get_running_loop().create_future()
+
+    def answer_shape(self, response: dict, open_count: int) -> dict:
+        sent = now_ms()
+        return {
+            "response": response,
+            "request": self.body,
+            "timings": {"duration": sent - self.created, "sent": sent, "created": self.created},
+            "connections": {"start": self.start, "finish": open_count},
+        }
+
+
+class PushHub:
+    """The seed 004 Event Manager and Request Manager."""
+
+    def __init__(self, counters: Counters, faults: set[str]):
+        self.counters, self.faults = counters, faults
+        self.subscribers: dict[str, list[PushRequest]] = {}
+        self.open: list[PushRequest] = []
+        self.emitters: dict[str, asyncio.Task] = {}
+        self.stats: dict[str, dict] = {}
+
+    def set(self, name: str, interval_ms: int) -> bool:
+        replaced = name in self.emitters
+        if replaced:
+            self.emitters.pop(name).cancel()
+        entry = self.stats.setdefault(
+            name,
+            {
+                "interval_ms": interval_ms,
+                "active": True,
+                "emits": 0,
+                "last_seq": 0,
+                "deliveries": 0,
+                "last_emit_duration_ms": 0,
+                "max_emit_duration_ms": 0,
+                "total_emit_duration_ms": 0,
+            },
+        )
+        entry.update(interval_ms=interval_ms, active=True)
+        self.emitters[name] = asyncio.create_task(self._emit_loop(name, interval_ms))
+        return replaced
+
+    def clear(self, name: str | None) -> list[str]:
+        names = sorted(self.emitters) if name is None else [name]
+        for each in names:
+            self.emitters.pop(each).cancel()
+            self.stats[each]["active"] = False
+        return names
+
+    async def _emit_loop(self, name: str, interval_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            due = max(due + interval_ms / 1000, loop.time())
+            await asyncio.sleep(due - loop.time())
+            self._emit(name)
+
+    def _emit(self, name: str) -> None:
+        entry = self.stats[name]
+        entry["emits"] += 1
+        entry["last_seq"] += 1
+        created = now_ms()
+        snapshot = list(self.subscribers.get(name, []))
+        for place, request in enumerate(snapshot, 1):
+            shown_place = 1 if "fanout_place" in self.faults else place
+            sent = now_ms()
+            event = {
+                "name": name,
+                "seq": entry["last_seq"],
+                "timings": {"duration": sent - created, "sent": sent, "created": created},
+                "connections": {"total": len(snapshot), "place": shown_place},
+            }
+            self._deliver(request, {"event": event})
+        duration = now_ms() - created
+        entry["deliveries"] += len(snapshot)
+        entry["last_emit_duration_ms"] = duration
+        entry["max_emit_duration_ms"] = max(entry["max_emit_duration_ms"], duration)
+        entry["total_emit_duration_ms"] += duration
+
+    def _deliver(self, request: PushRequest, response: dict) -> None:
+        document = request.answer_shape(response, len(self.open))
+        self.counters.responses_push += 1
+        if request.kind == "longpoll":
+            self.leave(request)
+            request.connection.send_json(200, document)
+            request.done.set_result(None)
+        else:
+            request.connection.send_line(document)
+
+    def register(self, connection, body: dict) -> PushRequest:
+        request = PushRequest(connection, body, len(self.open) + 1)
+        self.open.append(request)
+        for name in request.events:
+            self.subscribers.setdefault(name, []).append(request)
+        return request
+
+    def leave(self, request: PushRequest) -> None:
+        if request in self.open:
+            self.open.remove(request)
+        for name in request.events:
+            listed = self.subscribers.get(name, [])
+            if request in listed:
+                listed.remove(request)
+
+    def time_out(self, request: PushRequest) -> None:
+        if request.done.done():
+            return
+        document = request.answer_shape({"timeout": True}, len(self.open))
+        self.leave(request)
+        self.counters.responses_timeouts += 1
+        if request.kind == "longpoll":
+            request.connection.send_json(200, document)
+        else:
+            request.connection.send_line(document)
+            request.connection.end_body()
+        request.done.set_result(None)
+
+
+class HttpConnection:
+    """One client connection: h11 parsing, routing, and the answers."""
+
+    def __init__(self, server: "ReferenceServer", reader, writer):
+        self.server, self.reader, self.writer = server, reader, writer
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.peer = writer.get_extra_info("peername")[0]
+
+    # -- writing -----------------------------------------------------------------------
+    def send_head(self, status: int, content_type: str, length: int | None, extra=()) -> None:
+        headers = [("Content-Type", content_type), *extra]
+        if not (self.server.has_fault("no_date_perf") and self.target == "/perf"):
+            headers.append(("Date", email.utils.formatdate(usegmt=True)))
+        if length is not None:
+            headers.append(("Content-Length", str(length)))
+        self.server.counters.responses_total += 1
+        self.writer.write(self.h11.send(h11.Response(status_code=status, headers=headers)))
+
+    def send(self, status: int, body: bytes, content_type: str, extra=()) -> None:
+        self.send_head(status, content_type, len(body), extra)
+        self.writer.write(self.h11.send(h11.Data(data=body)) if body else b"")
+        self.writer.write(self.h11.send(h11.EndOfMessage()))
+
+    def send_json(self, status: int, document) -> None:
+        self.send(status, json.dumps(document).encode(), "application/json")
+
+    def send_error(self, status: int, reason: str, extra=()) -> None:
+        self.send(status, json.dumps({"error": reason}).encode(), "application/json", extra)
+
+    def send_line(self, document) -> None:
+        self.writer.write(self.h11.send(h11.Data(data=json.dumps(document).encode() + b"\n")))
+
+    def end_body(self) -> None:
+        self.writer.write(self.h11.send(h11.EndOfMessage()))
+
+    # -- reading -----------------------------------------------------------------------
+    async def next_event(self):
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.reader.read(65536)
+            self.h11.receive_data(data)
+
+    async def read_body(self, limit: int | None, sink=None) -> bytes:
+        """The request body; over `limit` bytes is a 413. `sink` receives it piece by piece."""
+        parts, size = [], 0
+        while True:
+            event = await self.next_event()
+            if isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            if not isinstance(event, h11.Data):
+                raise BadRequest(400, "incomplete request body")
+            size += len(event.data)
+            if limit is not None and size > limit:
+                raise BadRequest(413, "request body over 64 kib")
+            if sink:
+                sink(event.data)
+            else:
+                parts.append(event.data)
+
+    async def read_json(self) -> dict:
+        declared = dict(self.request.headers).get(b"content-length")
+        limit = None if self.server.has_fault("accept_oversize") else MAX_JSON_BODY
+        if declared and limit is not None and int(declared) > limit:
+            raise BadRequest(413, "request body over 64 kib")
+        body = await self.read_body(limit)
+        if not body.strip():
+            return {}
+        try:
+            document = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if self.server.has_fault("crash_on_bad_json"):
+                os._exit(3)
+            raise BadRequest(400, "malformed json") from None
+        if not isinstance(document, dict):
+            raise BadRequest(400, "expected a json object")
+        return document
+
+    # -- the connection's life ---------------------------------------------------------
+    async def serve(self) -> None:
+        counters = self.server.counters
+        counters.connections_open += 1
+        counters.connections_total += 1
+        try:
+            while await self.serve_one():
+                self.h11.start_next_cycle()
+        except (ConnectionError, h11.LocalProtocolError):
+            pass
+        finally:
+            counters.connections_open -= 1
+            self.writer.close()
+
+    async def serve_one(self) -> bool:
+        """Answers one request; False when the connection is to be closed."""
+        try:
+            event = await self.next_event()
+        except h11.RemoteProtocolError as error:
+            if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                self.target = ""
+                self.send_error(error.error_status_hint, "malformed request")
+            return False
+        if not isinstance(event, h11.Request):
+            return False
+        self.request = event
+        self.server.counters.requests_total += 1
+        if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
+            self.target = ""
+            self.send_error(431, "header section over 64 kib")
+            return False
+        self.target = event.target.decode("latin-1").split("?")[0]
+        if self.server.logging:
+            print(f"{event.method.decode()} {event.target.decode('latin-1')}", file=sys.stderr)
+        try:
+            await self.route(event.method.decode(), event.target.decode("latin-1"))
+        except BadRequest as bad:
+            self.send_error(bad.status, bad.reason)
+            if self.h11.their_state is not h11.DONE:
+                return False
+        except h11.RemoteProtocolError:
+            self.send_error(400, "malformed request")
+            return False
+        await self.writer.drain()
+        return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
+
+    async def route(self, method: str, target: str) -> None:
+        path, _, query = target.partition("?")
+        if path.startswith("/files/"):
+            return await self.check_method(method, ("GET",), self.files(path))
+        if path not in ROUTES:
+            await self.read_body(MAX_JSON_BODY)
+            raise BadRequest(404, "not found")
+        if path in ("/logging", "/event/set", "/event/clear") and not self.peer.startswith("127."):
+            raise BadRequest(403, "control endpoints answer loopback clients only")
+        handler = getattr(self, path.strip("/").replace("/", "_"))
+        return await self.check_method(method, ROUTES[path], handler(query))
+
+    async def check_method(self, method: str, allowed, handler) -> None:
+        if method not in allowed:
+            handler.close()
+            await self.read_body(MAX_JSON_BODY)
+            self.send_error(405, "method not allowed", [("Allow", ", ".join(allowed))])
+            return
+        await handler
+
+    # -- endpoints ---------------------------------------------------------------------
+    async def perf(self, query: str) -> None:
+        await self.read_body(0)
+        self.send(200, PERF_BODY, "text/plain")
+
+    async def upload(self, query: str) -> None:
+        digest, size = hashlib.sha256(), 0
+
+        def sink(data: bytes) -> None:
+            nonlocal size
+            digest.update(data)
+            size += len(data)
+
+        await self.read_body(None, sink)
+        self.send_json(200, {"bytes": size, "sha256": digest.hexdigest()})
+
+    async def timestamp(self, query: str) -> None:
+        await self.read_body(0)
+        values = urllib.parse.parse_qs(query).get("client")
+        if values and not values[0].isdigit():
+            raise BadRequest(400, "client is not a non-negative integer")
+        server = now_ms()
+        client = int(values[0]) if values else None
+        answer = {
+            "server": server,
+            "client": client,
+            "offset_ms": None if client is None else server - client,
+        }
+        if self.server.has_fault("timestamp_shape"):
+            del answer["offset_ms"]
+        self.send_json(200, answer)
+
+    async def logging(self, query: str) -> None:
+        enabled = (await self.read_json()).get("enabled")
+        if not isinstance(enabled, bool):
+            raise BadRequest(400, "enabled must be true or false")
+        self.server.logging = enabled
+        self.send_json(200, {"enabled": enabled})
+
+    async def stats(self, query: str) -> None:
+        await self.read_body(0)
+        self.send_json(200, self.server.stats_document())
+
+    async def event_set(self, query: str) -> None:
+        body = await self.read_json()
+        name, interval = body.get("name"), body.get("interval_ms")
+        if not isinstance(name, str) or not EVENT_NAME.match(name):
+            raise BadRequest(400, "bad event name")
+        if not is_int(interval) or not 10 <= interval <= 3_600_000:
+            raise BadRequest(400, "interval_ms must be an integer from 10 to 3600000")
+        replaced = self.server.hub.set(name, interval)
+        self.send_json(200, {"name": name, "interval_ms": interval, "replaced": replaced})
+
+    async def event_clear(self, query: str) -> None:
+        name = (await self.read_json()).get("name")
+        if name is not None and name not in self.server.hub.emitters:
+            raise BadRequest(404, "unknown event")
+        self.send_json(200, {"cleared": self.server.hub.clear(name)})
+
+    async def push(self, query: str) -> None:
+        body = validate_push(await self.read_json())
+        hub = self.server.hub
+        request = hub.register(self, body)
+        loop = asyncio.get_running_loop()
+        duration = body.get("duration_ms")
+        never = body["type"] == "longpoll" and self.server.has_fault("no_longpoll_timeout")
+        timer = (
+            None
+            if duration is None or never
+            else loop.call_later(duration / 1000, hub.time_out, request)
+        )
+        if body["type"] == "comet":
+            self.send_head(200, "application/x-ndjson", None)
+        closed = asyncio.ensure_future(self.reader.read(1))
+        await asyncio.wait([request.done, closed], return_when=asyncio.FIRST_COMPLETED)
+        if not request.done.done():
+            hub.leave(request)
+            raise ConnectionError("the push client went away")
+        await self.stop_watching(closed)
+        if timer:
+            timer.cancel()
+
+    async def stop_watching(self, closed: asyncio.Future) -> None:
+        """Ends the disconnect watch; a byte it read belongs to the next request."""
+        closed.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            early = await closed
+            self.h11.receive_data(early)
+
+    async def files(self, path: str) -> None:
+        await self.read_body(0)
+        relative = urllib.parse.unquote(path[len("/files/") :])
+        root = self.server.docroot
+        if self.server.has_fault("traversal"):
+            target = Path(os.path.join(root, relative))
+        else:
+            target = safe_path(root, relative)
+        if not target.is_file():
+            raise BadRequest(404, "not found")
+        self.send(200, target.read_bytes(), "application/octet-stream")
+
+
+def is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_push(body: dict) -> dict:
+    kind, events, duration = body.get("type"), body.get("events"), body.get("duration_ms")
+    if kind not in ("longpoll", "comet"):
+        raise BadRequest(400, "type must be longpoll or comet")
+    if not isinstance(events, list) or len(events) > 16:
+        raise BadRequest(400, "events must be a list of at most 16 names")
+    if not all(isinstance(name, str) and EVENT_NAME.match(name) for name in events):
+        raise BadRequest(400, "bad event name")
+    if duration is None and kind == "longpoll":
+        raise BadRequest(400, "a long poll needs duration_ms")
+    if duration is not None and (not is_int(duration) or not 1 <= duration <= 3_600_000):
+        raise BadRequest(400, "duration_ms must be an integer from 1 to 3600000")
+    return body
+
+
+def safe_path(root: Path, relative: str) -> Path:
+    """The file below `root`, or a 403 for anything that could leave it."""
+    if (
+        relative.startswith("/")
+        or "\\" in relative
+        or "\x00" in relative
+        or ".." in relative.split("/")
+    ):
+        raise BadRequest(403, "path outside the document root")
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise BadRequest(403, "path outside the document root")
+    return target
+
+
+class SyslogTcp(asyncio.Protocol):
+    def __init__(self, server: "ReferenceServer"):
+        self.server, self.buffer = server, b""
+
+    def connection_made(self, transport) -> None:
+        self.server.counters.syslog_tcp += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while self.buffer and (message := self.next_message()) is not None:
+            if message:
+                self.server.count_syslog(message)
+
+    def next_message(self) -> bytes | None:
+        """The next complete message (b"" for an empty line), or None if more must come."""
+        octets = self.buffer[:1] in b"123456789" and not self.server.has_fault(
+            "syslog_newline_only"
+        )
+        if octets:
+            space = self.buffer.find(b" ")
+            if space < 0:
+                return None
+            end = space + 1 + int(self.buffer[:space])
+            if len(self.buffer) < end:
+                return None
+            message, self.buffer = self.buffer[space + 1 : end], self.buffer[end:]
+            return message
+        newline = self.buffer.find(b"\n")
+        if newline < 0:
+            return None
+        message, self.buffer = self.buffer[:newline], self.buffer[newline + 1 :]
+        return message
+
+
+class SyslogUdp(asyncio.DatagramProtocol):
+    def __init__(self, server: "ReferenceServer"):
+        self.server = server
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        message = data[:-1] if data.endswith(b"\n") else data
+        if message:
+            self.server.count_syslog(message)
+
+
+class ReferenceServer:
+    def __init__(self, name: str, docroot: Path, faults: set[str]):
+        self.counters = Counters(name)
+        self.docroot = docroot
+        self.faults = faults
+        self.logging = False
+        self.hub = PushHub(self.counters, faults)
+
+    def has_fault(self, fault: str) -> bool:
+        return fault in self.faults
+
+    def count_syslog(self, message: bytes) -> None:
+        self.counters.syslog_received += 1
+        self.counters.syslog_bytes += len(message)
+
+    def stats_document(self) -> dict:
+        c = self.counters
+        return {
+            "spec_version": SPEC_VERSION,
+            "server": c.name,
+            "uptime_ms": int((time.monotonic() - c.started) * 1000),
+            "connections": {"open": c.connections_open, "total": c.connections_total},
+            "requests": {"total": c.requests_total, "open_push": len(self.hub.open)},
+            "responses": {
+                "total": c.responses_total,
+                "push": c.responses_push,
+                "timeouts": c.responses_timeouts,
+            },
+            "events": self.hub.stats,
+            "syslog": {
+                "received": c.syslog_received,
+                "bytes": c.syslog_bytes,
+                "tcp_connections": c.syslog_tcp,
+            },
+        }
+
+    async def run(self, port: int, syslog_port: int | None) -> None:
+        async def on_connection(reader, writer):
+            await HttpConnection(self, reader, writer).serve()
+
+        http = await asyncio.start_server(on_connection, "127.0.0.1", port)
+        if syslog_port:
+            loop = asyncio.get_running_loop()
+            await loop.create_server(lambda: SyslogTcp(self), "127.0.0.1", syslog_port)
+            await loop.create_datagram_endpoint(
+                lambda: SyslogUdp(self), local_addr=("127.0.0.1", syslog_port)
+            )
+        async with http:
+            await http.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--syslog-port", type=int)
+    parser.add_argument("--docroot", type=Path, required=True)
+    parser.add_argument("--name", default="reference")
+    parser.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS))
+    parser.add_argument("--crash-at-start", action="store_true")
+    args = parser.parse_args()
+    if args.crash_at_start:
+        print("reference server: crashing at start as asked", file=sys.stderr)
+        sys.exit(7)
+    server = ReferenceServer(args.name, args.docroot, set(args.fault) - {"none"})
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.run(args.port, args.syslog_port))
+
+
+if __name__ == "__main__":
+    main()
