@@ -1,0 +1,273 @@
+import random
+import re
+from pathlib import Path
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from serverlab.report import SelectionError, build_report, parse_selection
+from serverlab.report.histogram import HistogramError, decode, percentile_curve
+from serverlab.report.metrics import validity_flags
+from serverlab.store import (
+    Crash,
+    EmitRecord,
+    EngineInterval,
+    MonitorSample,
+    RecordedTest,
+    ServerStats,
+    Store,
+    Suite,
+)
+
+EVIL_NAME = '<script>alert("owned")</script>'
+# Serialized by the Rust hdrhistogram crate 7.6.0 (the engine's) with V2DeflateSerializer:
+# values 100, 200, ..., 100000 once each and 2,000,000 ten times; bounds 1..60e6, 3 digits.
+RUST_HISTOGRAM = (
+    "HISTFAAAAGx4nO2JsQmAMBBFLz+IBEsNNq4gjmBn7wTiLoKFlWQmcR1HEBJBBAtRQSF3/x//3v2sMzFRWJMbuaWwY"
+    "HoqF/eYBaa7HgXaS2pQvKwcGunPV0NZRZyPUkEeFDAzf8gSoN3nJxdeFkOVrO+TPQ0="
+)
+SECONDS = 10
+
+
+def encoded_latencies(rng: random.Random, median_us: float, count: int = 2000) -> str:
+    histogram = HdrHistogram(1, 60_000_000, 3)
+    for _ in range(count):
+        histogram.record_value(max(1, int(rng.lognormvariate(0, 0.6) * median_us)))
+    return histogram.encode().decode()
+
+
+def engine_summary(rps: float, median_us: float, errors: int, intended: float | None) -> dict:
+    return {
+        "type": "summary",
+        "requests": int(rps * SECONDS),
+        "errors": {"connect": 0, "timeout": errors},
+        "duration_s": SECONDS,
+        "rps": rps,
+        "intended_rate": intended,
+        "achieved_rate": rps,
+        "latency_us": {
+            "p50": median_us,
+            "p90": median_us * 2,
+            "p99": median_us * 4,
+            "p999": median_us * 9,
+            "max": median_us * 20,
+            "mean": median_us * 1.3,
+        },
+        "client_cpu_s": 3.2,
+    }
+
+
+def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> RecordedTest:
+    """A test as the runner would store it, with figures that differ by contestant."""
+    speed = 2.0 if contestant == "node-http" else 1.0
+    rps = 9000 * speed * rng.uniform(0.95, 1.05)
+    median_us = 400 / speed * rng.uniform(0.9, 1.1)
+    engine_cpu = overrides.pop("engine_cpu", 45.0)
+    test = RecordedTest(
+        run_id=run_id,
+        permutation_key=f"{scenario}|{contestant}|{sorted(params.items())}|",
+        scenario=scenario,
+        contestant=contestant,
+        repeat_index=repeat,
+        status="ok",
+        started_at=1_763_780_000.0 + 20 * repeat,
+        ended_at=1_763_780_000.0 + 20 * repeat + SECONDS + 2,
+        params=params,
+        tunables={"threads": "200"} if contestant.startswith("java") else {},
+        summary=engine_summary(rps, median_us, repeat % 2, intended=None),
+        intervals=[
+            EngineInterval(i, i + 1.0, {"requests": int(rps * (i + 1)), "open_connections": 50})
+            for i in range(SECONDS)
+        ],
+        samples=[
+            MonitorSample(
+                t=i / 10,
+                cpu_percent=80 / speed + rng.uniform(-5, 5),
+                rss_bytes=int((60 + i / 5) * 2**20 * (3 - speed)),
+                threads=1 if speed == 2 else 210,
+                fds=60,
+                ctx_switches=100,
+                processes=1,
+                system_cpu_percent=60.0,
+                system_mem_used_bytes=4 * 2**30,
+                engine_cpu_percent=engine_cpu,
+            )
+            for i in range(SECONDS * 10)
+        ],
+        histograms={"latency_us": encoded_latencies(rng, median_us)},
+        server_stats=[ServerStats(SECONDS + 0.5, {"responses": {"total": int(rps * SECONDS)}})],
+    )
+    if params.get("emit_interval_ms"):
+        test.emits = [
+            EmitRecord("e1", seq, place, 200, place * 0.05 / speed, 1000 * seq, 1000 * seq + place)
+            for seq in range(1, SECONDS)
+            for place in range(1, 201)
+        ]
+    for name, value in overrides.items():
+        setattr(test, name, value)
+    return test
+
+
+def fill_realistic_db(db_path: Path, odd_contestant: str = "java-tomcat-blocking") -> Path:
+    """A quick-suite database: two scenarios x three contestants x four repeats, with a crash,
+    a test without monitor samples, a generator-bound test and a missing histogram."""
+    rng = random.Random(4)
+    scenarios = {
+        "keepalive": {"behaviour": "keepalive", "pacer": "closed", "clients": 50},
+        "longpoll": {"behaviour": "longpoll", "clients": 200, "emit_interval_ms": 1000},
+    }
+    with Store(db_path) as store:
+        suite = store.add_suite(Suite("quick", "suites/quick.toml", "c0ffee" * 10 + "beef", 0.2))
+        run = store.start_run(suite, {"kernel": "6.1.0-28-amd64", "cpu_count": 2})
+        for repeat in range(4):
+            for scenario, params in scenarios.items():
+                for contestant in ("node-http", "java-tomcat-blocking", odd_contestant):
+                    store.commit_test(recorded(run.id, scenario, params, contestant, repeat, rng))
+        java = "java-tomcat-blocking"
+        crashed = recorded(run.id, "longpoll", scenarios["longpoll"], java, 4, rng)
+        crashed.status, crashed.summary, crashed.intervals = "crashed", None, []
+        crashed.crash = Crash(time=3.5, exit_code=None, signal=9, oom=True)
+        crashed.samples = crashed.samples[:35]
+        store.commit_test(crashed)
+        store.commit_test(
+            recorded(run.id, "keepalive", scenarios["keepalive"], "node-http", 4, rng, samples=[])
+        )
+        store.commit_test(
+            recorded(
+                run.id,
+                "keepalive",
+                scenarios["keepalive"],
+                "java-tomcat-blocking",
+                4,
+                rng,
+                engine_cpu=97.0,
+                histograms={},
+            )
+        )
+        store.finish_run(run.id, "finished")
+    return db_path
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    db = fill_realistic_db(folder / "lab.db", odd_contestant=EVIL_NAME)
+    out = build_report(db, None, folder / "out" / "report.html")
+    return out.read_text(encoding="utf-8")
+
+
+def figure_data(html: str) -> str:
+    pattern = r'<script type="application/json" id="figure-data">(.*?)</script>'
+    match = re.search(pattern, html, re.S)
+    assert match, "the figure data block is missing"
+    return match.group(1)
+
+
+def test_report_is_one_self_contained_file(report_html):
+    assert "<script src" not in report_html
+    assert "<link" not in report_html
+    assert "Plotly" in report_html and len(report_html) > 3_000_000
+
+
+def test_report_has_every_chart_kind_per_scenario(report_html):
+    for chart in ("rps", "lat", "pct", "cpu", "rss", "conn", "resp", "emit", "cycle"):
+        assert f'data-chart="s2-{chart}"' in report_html
+        assert f'id="s2-{chart}"' in report_html
+    # The keep-alive scenario has no emitter: the emit charts say so instead of drawing.
+    assert 'id="s1-emit"' not in report_html
+    assert "No chart: no emit records" in report_html
+
+
+def test_contestant_strings_are_escaped(report_html):
+    assert EVIL_NAME not in report_html
+    assert "&lt;script&gt;alert(" in report_html
+    assert "<script>alert" not in figure_data(report_html)
+    assert "</script" not in figure_data(report_html)
+
+
+def test_summary_table_has_medians_intervals_and_flags(report_html):
+    summary = report_html[report_html.index('<table class="summary">') :]
+    summary = summary[: summary.index("</table>")]
+    assert summary.count("<tr>") == 1 + 6
+    assert re.search(r"[\d,]+ \[[\d,]+, [\d,]+\] \(\d+%\) n=\d", summary)
+    assert "crashed (at 3.5 s, signal 9, out of memory)" in summary
+    assert "generator-bound (engine CPU 97 %)" in summary
+    assert "1 crashed, 4 ok" in summary
+
+
+def test_the_crash_and_the_missing_samples_are_flagged_on_the_figures(report_html):
+    longpoll = report_html[report_html.index('<section id="s2">') :]
+    cpu_card = longpoll[longpoll.index('data-chart="s2-cpu"') :]
+    cpu_card = cpu_card[: cpu_card.index("</div>\n")]
+    assert "java-tomcat-blocking r5: crashed" in cpu_card
+
+
+def test_a_partial_database_still_reports(tmp_path):
+    with Store(tmp_path / "lab.db") as store:
+        run = store.start_run(store.add_suite(Suite("q", "q.toml", "0" * 64)), {})
+        store.commit_test(
+            RecordedTest(
+                run_id=run.id,
+                permutation_key="p",
+                scenario="comet",
+                contestant="node-http",
+                repeat_index=0,
+                status="crashed",
+                started_at=0.0,
+                ended_at=1.0,
+                crash=Crash(time=0.5, exit_code=1),
+            )
+        )
+    html = build_report(tmp_path / "lab.db", "latest", tmp_path / "r.html").read_text()
+    assert "crashed (at 0.5 s, exit code 1)" in html
+    assert figure_data(html) == "{}"
+    assert html.count("No chart:") == 9
+
+
+def test_selection_narrows_to_contestants_and_runs(tmp_path):
+    db = fill_realistic_db(tmp_path / "lab.db")
+    html = build_report(db, ["run:1", "node-http"], tmp_path / "r.html").read_text()
+    assert "java-tomcat-blocking r1" not in html
+    assert "node-http r1" in html
+    with pytest.raises(SelectionError, match="no run 7"):
+        build_report(db, "run:7", tmp_path / "r.html")
+    with pytest.raises(SelectionError, match="no tests match"):
+        build_report(db, "contestant:nobody", tmp_path / "r.html")
+    with pytest.raises(SelectionError, match="unknown selection term"):
+        parse_selection("runs:1")
+
+
+def test_a_database_without_runs_is_a_clear_error(tmp_path):
+    Store(tmp_path / "lab.db").close()
+    with pytest.raises(SelectionError, match="holds no runs yet"):
+        build_report(tmp_path / "lab.db", None, tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_histogram_written_by_the_rust_crate_decodes_to_its_percentiles():
+    histogram = decode(RUST_HISTOGRAM)
+    assert histogram.get_total_count() == 1010
+    # The values the Rust crate itself reported for these quantiles.
+    assert [histogram.get_value_at_percentile(p) for p in (50, 90, 99, 99.9)] == [
+        50527,
+        90943,
+        100031,
+        2000895,
+    ]
+    curve = percentile_curve(RUST_HISTOGRAM, scale=1 / 1000)
+    assert curve.values[curve.percentiles.index(50.0)] == pytest.approx(50.527)
+
+
+def test_a_broken_histogram_is_a_histogram_error():
+    with pytest.raises(HistogramError):
+        decode("HISTFAAAAGx4nO2J-not-base64")
+
+
+def test_runner_validity_flags_and_rate_shortfall_are_reported():
+    rng = random.Random(1)
+    test = recorded(1, "open", {"pacer": "open"}, "node-http", 0, rng)
+    test.summary["intended_rate"] = 20000.0
+    test.validity = {"fd_exhaustion": "EMFILE at 12,000 connections"}
+    texts = [flag.text for flag in validity_flags(test)]
+    assert any(t.startswith("achieved") and "of intended 20,000/s" in t for t in texts)
+    assert "fd exhaustion: EMFILE at 12,000 connections" in texts
