@@ -15,7 +15,7 @@ HOST = "127.0.0.1"
 LISTEN_BACKLOG = 4096
 
 def parse_options(argv)
-  options = { name: "ruby-eventmachine", chunk_size: 65_536 }
+  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off" }
   OptionParser.new do |parser|
     parser.banner = "usage: server.rb --port N [--syslog-port N] [--docroot DIR] [--chunk-size BYTES]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
@@ -23,14 +23,17 @@ def parse_options(argv)
     parser.on("--docroot DIR", "document root for /files") { |v| options[:docroot] = v }
     parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
     parser.on("--name NAME", "name reported by /stats") { |v| options[:name] = v }
+    parser.on("--yjit MODE", %w[on off], "run on Ruby's YJIT compiler (on|off)") { |v| options[:yjit] = v }
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
+rescue OptionParser::ParseError => e
+  abort("server.rb: #{e.message}")
 end
 
 def versions
   require "thin/version"
-  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
+  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} (yjit available: #{defined?(RubyVM::YJIT) ? 'yes' : 'no'}) eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
@@ -57,12 +60,25 @@ def listener(port)
   socket
 end
 
+# YJIT can only be switched on when Ruby starts (before 3.3), so the server
+# replaces itself with a YJIT-enabled interpreter: same pid, still foreground.
+def ensure_yjit(options)
+  return unless options[:yjit] == "on"
+  return if defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?
+
+  exec(RbConfig.ruby, "--yjit", __FILE__, *ORIGINAL_ARGV)
+end
+
 def run(options)
   validate!(options)
+  ensure_yjit(options)
   raise_descriptor_limit
   app = ServerlabEM::App.new(name: options[:name], docroot: options[:docroot], chunk_size: options[:chunk_size])
   EM.epoll
   EM.set_max_timers(1_000_000)
+  # Last line of defence for timer callbacks (emitters, long-poll timeouts):
+  # report and keep the reactor serving everyone else.
+  EM.error_handler { |error| ServerlabEM.report_bug(error) }
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
     EM.attach_server(listener(options[:port]), ServerlabEM::HttpConnection, app)
@@ -73,6 +89,7 @@ def run(options)
   end
 end
 
+ORIGINAL_ARGV = ARGV.dup.freeze
 options = parse_options(ARGV)
 if options[:version]
   puts versions

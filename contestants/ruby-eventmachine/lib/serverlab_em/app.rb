@@ -1,6 +1,12 @@
 # frozen_string_literal: true
 
 module ServerlabEM
+  # Unexpected exceptions are bugs; they are printed (never per request in
+  # normal operation) so a run's log shows them.
+  def self.report_bug(error)
+    warn("ruby-eventmachine: #{error.class}: #{error.message} (#{error.backtrace&.first})")
+  end
+
   # What every connection shares: counters, the push hub, the router and the
   # logging switch.
   class App

@@ -41,6 +41,8 @@ module ServerlabEM
       when :draining
         drain(data)
       end
+    rescue StandardError => e
+      fail_internally(e)
     end
 
     def unbind
@@ -95,6 +97,7 @@ module ServerlabEM
         return
       end
       @state = :head
+      @responded = false
       process_buffer unless @processing
     end
 
@@ -152,6 +155,7 @@ module ServerlabEM
 
       @app.stats.requests_total += 1
       @request = request
+      @responded = false
       @keep_alive = request.keep_alive?
       @handler = @app.router.route(request, self)
       @sink = @handler.body_sink(request)
@@ -272,6 +276,22 @@ module ServerlabEM
       nil
     end
 
+    # A bug must cost one connection, never the reactor: answer 500 if no
+    # response has started, and close.
+    def fail_internally(error)
+      ServerlabEM.report_bug(error)
+      @keep_alive = false
+      @draining = false
+      if @state == :closed || @state == :closing
+        nil
+      elsif @responded
+        close_after_writing
+      else
+        @state = :busy
+        respond_error(500, "internal error")
+      end
+    end
+
     def connection_header
       if !@keep_alive
         "Connection: close\r\n"
@@ -281,6 +301,7 @@ module ServerlabEM
     end
 
     def count_response(status)
+      @responded = true
       @app.stats.responses_total += 1
       @app.log_request(self, @request, status) if @app.logging
     end
