@@ -24,7 +24,7 @@ module ServerlabEM
         body = parse_object(sink)
         name = body["name"]
         interval = body["interval_ms"]
-        return connection.respond_error(400, "name must match [A-Za-z0-9_.-]{1,64}") unless Handlers.event_name?(name)
+        return connection.respond_error(400, "name must be 1 to 64 letters, digits, _ . or -") unless Handlers.event_name?(name)
         return connection.respond_error(400, "interval_ms must be an integer from 10 to 3600000") unless integer_in?(interval, INTERVALS)
 
         replaced = @app.push_hub.set(name, interval)
@@ -85,7 +85,7 @@ module ServerlabEM
         duration = body["duration_ms"]
         return "type must be longpoll or comet" unless TYPES.include?(type)
         return "events must be a list of up to 16 event names" unless events.is_a?(Array) && events.size <= MAX_EVENTS
-        return "event names must match [A-Za-z0-9_.-]{1,64}" unless events.all? { |name| Handlers.event_name?(name) }
+        return "event names must be 1 to 64 letters, digits, _ . or -" unless events.all? { |name| Handlers.event_name?(name) }
         return nil if duration.nil? && type == "comet"
 
         "duration_ms must be an integer from 1 to 3600000" unless integer_in?(duration, DURATIONS)
