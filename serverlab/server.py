@@ -72,7 +72,11 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
+    return log_tail_text(text, lines)
+
+
+def log_tail_text(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:]) or "(no output)"
 
 
 class ContestantServer:

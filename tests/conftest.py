@@ -1,0 +1,42 @@
+"""Shared fixtures: a temporary contestants folder holding the reference server."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REFERENCE_SERVER = TESTS / "reference_server.py"
+
+REFERENCE_MANIFEST = f"""
+name = "reference"
+language = "python"
+architecture = "asyncio event loop"
+implements = ["perf", "files", "upload", "control", "push", "syslog"]
+version = "{sys.executable} --version"
+start = "{sys.executable} {REFERENCE_SERVER} --port {{port}} --syslog-port {{syslog_port}} \
+--docroot {{docroot}} --name {{name}} --fault {{fault}}"
+ready = "/stats"
+ready_timeout_s = 15
+
+[tunables.fault]
+default = "none"
+help = "which rule of the spec to break (see tests/reference_server.py)"
+"""
+
+
+def write_manifest(root: Path, name: str, text: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "contestant.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def contestants_dir(tmp_path, monkeypatch) -> Path:
+    """A contestants folder with the reference server, made the one serverlab uses."""
+    root = tmp_path / "contestants"
+    write_manifest(root, "reference", REFERENCE_MANIFEST)
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(root))
+    return root

@@ -1,0 +1,160 @@
+import pytest
+from conftest import write_manifest
+
+from serverlab.manifest import (
+    BrokenManifest,
+    Manifest,
+    ManifestError,
+    UnknownContestantError,
+    discover,
+    find,
+    load_manifest,
+)
+
+GOOD = """
+name = "demo"
+language = "python"
+architecture = "event loop"
+implements = ["perf", "control", "syslog"]
+version = "python3 --version"
+build = "true"
+artifacts = ["out.bin"]
+start = "server --port {port} --syslog {syslog_port} --threads {threads} --root {docroot}"
+ready = "/stats"
+ready_timeout_s = 12
+
+[tunables.threads]
+default = 8
+help = "worker threads"
+"""
+
+
+def good_with(**changes) -> str:
+    """GOOD with top-level keys replaced (None removes the key)."""
+    lines = GOOD.strip().splitlines()
+    out = []
+    for line in lines:
+        key = line.split("=")[0].strip()
+        if key in changes:
+            if changes[key] is not None:
+                out.append(f"{key} = {changes.pop(key)}")
+            else:
+                changes.pop(key)
+            continue
+        out.append(line)
+    out[4:4] = [f"{key} = {value}" for key, value in changes.items()]
+    return "\n".join(out) + "\n"
+
+
+def load(tmp_path, text, folder="demo") -> Manifest:
+    return load_manifest(write_manifest(tmp_path, folder, text))
+
+
+def test_a_good_manifest_is_read_whole(tmp_path):
+    manifest = load(tmp_path, GOOD)
+    assert manifest.name == "demo"
+    assert manifest.implements == ("perf", "control", "syslog")
+    assert manifest.tunables["threads"].default == "8"
+    assert manifest.ready_timeout_s == 12.0
+    assert manifest.parts() == ["http", "perf", "control", "syslog"]
+    assert manifest.speaks_http and manifest.uses_syslog_port
+    assert not manifest.is_built()
+    (manifest.folder / "out.bin").write_text("x")
+    assert manifest.is_built()
+
+
+def test_defaults_for_optional_keys(tmp_path):
+    manifest = load(tmp_path, good_with(ready=None, ready_timeout_s=None, build=None))
+    assert manifest.ready == "tcp"
+    assert manifest.ready_timeout_s == 30.0
+    assert manifest.build == ""
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        ({"colour": '"red"'}, "colour", "unknown key"),
+        ({"start": None}, "start", "missing required key"),
+        ({"version": None}, "version", "missing required key"),
+        ({"implements": None}, "implements", "missing required key"),
+        ({"name": '"other"'}, "name", "differs from its folder"),
+        ({"implements": '["perf", "gopher"]'}, "implements", "unknown spec part 'gopher'"),
+        ({"implements": "[]"}, "implements", "names no spec part"),
+        ({"implements": '["push"]'}, "implements", "'push' requires 'control'"),
+        ({"implements": '["perf", 3]'}, "implements", "list of strings"),
+        ({"language": "3"}, "language", "expected a string"),
+        (
+            {"start": '"srv --port {port} {syslog_port} {nope}"'},
+            "start",
+            "unknown placeholder {nope}",
+        ),
+        ({"version": '"v {port"'}, "version", "bad braces"),
+        ({"start": '"srv --syslog {syslog_port}"'}, "start", "must use {port}"),
+        ({"start": '"srv --port {port}"'}, "start", "does not use {syslog_port}"),
+        ({"ready": '"stats"'}, "ready", "starting with '/'"),
+        ({"ready_timeout_s": "0"}, "ready_timeout_s", "positive"),
+    ],
+)
+def test_each_validation_error_names_file_and_key(tmp_path, changes, key, message):
+    with pytest.raises(ManifestError) as error:
+        load(tmp_path, good_with(**changes))
+    text = str(error.value)
+    assert "demo/contestant.toml" in text
+    assert f"key '{key}'" in text
+    assert message in text
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ('[tunables.threads]\nhelp = "x"', "tunables.threads.default", "missing required key"),
+        ('[tunables.threads]\ndefault = "1"\nmin = 1', "tunables.threads.min", "unknown key"),
+        ("[tunables.threads]\ndefault = true", "tunables.threads.default", "string or a number"),
+        ('[tunables.Threads]\ndefault = "1"', "tunables.Threads", "lower-case"),
+        ('[tunables.port]\ndefault = "1"', "tunables.port", "built-in placeholder"),
+        ('[tunables]\nthreads = "1"', "tunables.threads", "expected a table"),
+    ],
+)
+def test_bad_tunable_tables_are_refused(tmp_path, table, key, message):
+    text = GOOD.split("[tunables.threads]")[0].replace(" --threads {threads}", "") + table
+    with pytest.raises(ManifestError, match=message) as error:
+        load(tmp_path, text)
+    assert f"key '{key}'" in str(error.value)
+
+
+def test_syslog_only_server_needs_a_count_command(tmp_path):
+    text = good_with(implements='["syslog"]', start='"rsyslogd -p {syslog_port}"')
+    text = text.replace(" --threads {threads}", "")
+    with pytest.raises(ManifestError, match="syslog_count"):
+        load(tmp_path, text)
+    manifest = load(tmp_path, 'syslog_count = "cat {workdir}/count"\n' + text)
+    assert manifest.parts() == ["syslog"] and not manifest.speaks_http
+
+
+def test_unreadable_toml_is_a_manifest_error(tmp_path):
+    with pytest.raises(ManifestError, match="cannot read"):
+        load(tmp_path, "name = ")
+
+
+def test_a_broken_manifest_does_not_hide_the_good_ones(tmp_path):
+    write_manifest(tmp_path, "demo", GOOD)
+    write_manifest(tmp_path, "broken", "x = 1\n" + GOOD.replace('"demo"', '"broken"'))
+    entries = discover(tmp_path)
+    assert [entry.name for entry in entries] == ["broken", "demo"]
+    assert isinstance(entries[0], BrokenManifest) and "unknown key" in entries[0].error
+    assert isinstance(entries[1], Manifest)
+    assert find("demo", tmp_path).name == "demo"
+    with pytest.raises(ManifestError, match="key 'x': unknown key"):
+        find("broken", tmp_path)
+
+
+def test_an_unknown_name_lists_the_known_ones(tmp_path):
+    write_manifest(tmp_path, "demo", GOOD)
+    with pytest.raises(UnknownContestantError, match=r"'nope' \(known: demo\)"):
+        find("nope", tmp_path)
+
+
+def test_the_contestants_root_comes_from_the_environment(tmp_path, monkeypatch):
+    write_manifest(tmp_path, "demo", GOOD)
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
+    assert [entry.name for entry in discover()] == ["demo"]
