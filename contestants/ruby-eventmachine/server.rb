@@ -33,7 +33,7 @@ end
 
 def versions
   require "thin/version"
-  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} (yjit available: #{defined?(RubyVM::YJIT) ? 'yes' : 'no'}) eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
+  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
