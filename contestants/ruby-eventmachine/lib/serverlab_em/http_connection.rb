@@ -288,6 +288,7 @@ module ServerlabEM
         close_after_writing
       else
         @state = :busy
+        @request ||= Request.new({})
         respond_error(500, "internal error")
       end
     end
