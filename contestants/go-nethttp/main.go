@@ -53,17 +53,21 @@ func run(port, syslogPort int, docroot string) error {
 	if err != nil {
 		return err
 	}
-	httpServer := &http.Server{
-		Handler:        srv,
-		MaxHeaderBytes: maxHeaderBytes,
-		ConnState:      srv.stats.trackConn,
-		ErrorLog:       log.New(os.Stderr, "", log.LstdFlags),
-	}
+	httpServer := newHTTPServer(srv)
 	go exitOnSignal(httpServer)
 	if err := httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats}); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
+}
+
+func newHTTPServer(srv *server) *http.Server {
+	return &http.Server{
+		Handler:        srv,
+		MaxHeaderBytes: maxHeaderBytes,
+		ConnState:      srv.stats.trackConn,
+		ErrorLog:       log.New(os.Stderr, "", log.LstdFlags),
+	}
 }
 
 // exitOnSignal closes every connection at once: long polls and comet streams would make a
