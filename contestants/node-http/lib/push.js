@@ -2,9 +2,11 @@
 // The seed 004 Event Manager and Request Manager (spec §6) on one event loop: each emitter
 // is a self-rescheduling setTimeout, each push request a subscriber held in per-event sets.
 
+const { performance } = require('perf_hooks');
 const { counters } = require('./stats');
 const { sendHead, sendBody, sendError, JSON_TYPE } = require('./respond');
 const { isEventName, isIntegerIn } = require('./validate');
+const { DeadlineTimer, cancelTimer } = require('./timers');
 
 const MAX_EVENTS_PER_REQUEST = 16;
 const MAX_DURATION_MS = 3600000;
@@ -57,7 +59,7 @@ function unsubscribe(sub) {
   if (sub.done) return;
   sub.done = true;
   counters.openPush--;
-  clearTimeout(sub.timer);
+  cancelTimer(sub.timer);
   for (const name of sub.names) {
     const subscribers = topics.get(name);
     if (!subscribers) continue;
@@ -123,12 +125,12 @@ class EventEmitterState {
     this.stop();
     this.intervalMs = intervalMs;
     this.active = true;
-    this.nextDue = Date.now() + intervalMs;
-    this.timer = setTimeout(this.tick, intervalMs);
+    this.nextDue = performance.now() + intervalMs;
+    this.timer = new DeadlineTimer(this.tick, intervalMs);
   }
 
   stop() {
-    clearTimeout(this.timer);
+    cancelTimer(this.timer);
     this.timer = null;
     this.active = false;
   }
@@ -137,9 +139,9 @@ class EventEmitterState {
   // delivering this snapshot took longer than that.
   tick() {
     this.emit();
-    const now = Date.now();
+    const now = performance.now();
     this.nextDue = Math.max(this.nextDue + this.intervalMs, now);
-    this.timer = setTimeout(this.tick, this.nextDue - now);
+    this.timer = new DeadlineTimer(this.tick, this.nextDue - now);
   }
 
   emit() {
@@ -254,7 +256,7 @@ function registerPush(res, body) {
   }
   const durationMs = body.duration_ms;
   if (durationMs !== undefined && durationMs !== null) {
-    sub.timer = setTimeout(sendTimeout, durationMs, sub);
+    sub.timer = new DeadlineTimer(sendTimeout, durationMs, sub);
   }
   return undefined;
 }
