@@ -69,6 +69,14 @@ def ensure_yjit(options)
   exec(RbConfig.ruby, "--yjit", __FILE__, *ORIGINAL_ARGV)
 end
 
+def serve(app, options)
+  EM.attach_server(listener(options[:port]), ServerlabEM::HttpConnection, app)
+  return unless options[:syslog_port]
+
+  EM.attach_server(listener(options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
+  EM.open_datagram_socket(HOST, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
+end
+
 def run(options)
   validate!(options)
   ensure_yjit(options)
@@ -76,16 +84,13 @@ def run(options)
   app = ServerlabEM::App.new(name: options[:name], docroot: options[:docroot], chunk_size: options[:chunk_size])
   EM.epoll
   EM.set_max_timers(1_000_000)
-  # Last line of defence for timer callbacks (emitters, long-poll timeouts):
-  # report and keep the reactor serving everyone else.
-  EM.error_handler { |error| ServerlabEM.report_bug(error) }
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
-    EM.attach_server(listener(options[:port]), ServerlabEM::HttpConnection, app)
-    if options[:syslog_port]
-      EM.attach_server(listener(options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
-      EM.open_datagram_socket(HOST, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
-    end
+    serve(app, options)
+    # Installed only once listening, so a taken port still fails the start.
+    # From here on a bug in a timer callback (emitter, long-poll timeout) is
+    # reported and the reactor goes on serving everyone else.
+    EM.error_handler { |error| ServerlabEM.report_bug(error) }
   end
 end
 

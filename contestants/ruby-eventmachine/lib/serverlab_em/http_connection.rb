@@ -124,7 +124,7 @@ module ServerlabEM
 
       if @buffer.bytesize > MAX_HEAD_BYTES
         reject(431, "request header section too large")
-      elsif @buffer.include?(BARE_LF_HEAD_END)
+      elsif @buffer.index(BARE_LF_HEAD_END, @scan_from)
         reject(400, "malformed request")
       else
         @scan_from = [@buffer.bytesize - 3, 0].max
