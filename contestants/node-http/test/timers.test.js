@@ -21,6 +21,18 @@ test('DeadlineTimer never fires before its delay, even when armed late in an ite
   assert.ok(elapsed >= 30, `fired after ${elapsed.toFixed(1)} ms`);
 });
 
+test('DeadlineTimer never fires early over many arming moments', async () => {
+  const runs = Array.from({ length: 40 }, (_, i) =>
+    new Promise((resolve) => {
+      setTimeout(() => {
+        const armedAt = performance.now();
+        new DeadlineTimer(() => resolve(performance.now() - armedAt), 20);
+      }, i * 0.37);
+    }));
+  const earliest = Math.min(...(await Promise.all(runs)));
+  assert.ok(earliest >= 20, `earliest fired after ${earliest.toFixed(2)} ms`);
+});
+
 test('DeadlineTimer passes its arguments and can be cancelled', async () => {
   const got = await new Promise((resolve) => new DeadlineTimer(resolve, 5, 'payload'));
   assert.equal(got, 'payload');
