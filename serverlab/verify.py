@@ -20,9 +20,11 @@ from serverlab.manifest import Manifest
 from serverlab.outcome import FAIL, PASS, WARN, CaseAborted, CaseResult, Outcome
 from serverlab.scenarios import SCENARIOS
 from serverlab.server import ContestantServer, ServerError, log_tail
+from serverlab.waiting import wait_for
 
 # A server's odd answer can break a scenario's reading of it; that is the server's FAIL.
 ANSWER_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+EXIT_GRACE_S = 1.0
 
 
 @dataclass
@@ -127,14 +129,17 @@ def check_still_serving(
 ) -> None:
     """After every case the server must be alive, and after bad input still answering."""
     server = ctx.server
+    must_answer = case.bad_input and server.manifest.speaks_http
+    if server.poll() is None and (not must_answer or ctx.answers()):
+        return
+    # A server that stopped answering may be on its way out: tell a crash from a hang.
+    wait_for(lambda: server.poll() is not None, EXIT_GRACE_S)
     if server.poll() is not None:
         crash = f"server crashed ({server.exit_status.describe()}) during {case.id}"
         outcome.fail(f"{crash}; log tail: {log_tail(server.log_path, 5)}")
-    elif case.bad_input and ctx.server.manifest.speaks_http and not ctx.answers():
+    else:
         crash = f"server stopped answering after {case.id}"
         outcome.fail(crash)
-    else:
-        return
     report.crashes.append(crash)
     server.stop()
     try:

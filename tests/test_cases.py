@@ -1,0 +1,72 @@
+import pytest
+
+from serverlab.cases import CaseFileError, load_cases, select
+from serverlab.manifest import SPEC_PARTS
+from serverlab.scenarios import SCENARIOS
+
+
+def test_the_spec_cases_load_and_name_known_scenarios():
+    cases = load_cases()
+    assert {case.part for case in cases} == set(SPEC_PARTS) - set()
+    for case in cases:
+        assert case.about, f"{case.id} says what it checks"
+        assert case.steps or case.scenario in SCENARIOS, case.id
+
+
+def test_every_scenario_kind_is_used_by_some_case():
+    used = {case.scenario for case in load_cases() if case.scenario}
+    assert used == set(SCENARIOS)
+
+
+def test_issue_2_coverage_is_there():
+    ids = {case.id for case in load_cases()}
+    wanted = {
+        "http.oversize_header",
+        "http.keepalive",
+        "http.connection_close",
+        "files.traversal_encoded_dots",
+        "files.traversal_absolute",
+        "files.traversal_backslash",
+        "upload.chunked",
+        "control.logging_malformed_json",
+        "push.clear_unknown",
+        "push.oversize",
+        "push.longpoll_timeout",
+        "push.longpoll_event",
+        "push.comet_stream",
+        "push.fanout",
+        "push.stats",
+        "syslog.tcp_octet_counting",
+        "syslog.tcp_split_octet",
+        "syslog.udp",
+    }
+    assert wanted <= ids
+
+
+def test_select_by_part_and_glob():
+    cases = load_cases()
+    perf = select(cases, ["perf"])
+    assert perf and all(case.part == "perf" for case in perf)
+    traversal = select(cases, ["files", "perf"], "files.traversal_*")
+    assert len(traversal) >= 7 and all("traversal" in case.id for case in traversal)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[case]]\nid = "perf.x"\nabout = "a"\ncolour = 1\nscenario = "keepalive"', "unknown key"),
+        ('[[case]]\nid = "files.x"\nscenario = "keepalive"', "start with 'perf.'"),
+        ('[[case]]\nid = "perf.x"', "either request/steps or a scenario"),
+        ('[[case]]\nid = "perf.x"\nrequest = { target = "/", verb = "GET" }', "request key verb"),
+        ('[[case]]\nid = "perf.x"\nlevel = "may"\nscenario = "keepalive"', "level"),
+        (
+            '[[case]]\nid = "perf.x"\nscenario = "keepalive"\n[[case]]\nid = "perf.x"\n'
+            'scenario = "keepalive"',
+            "duplicate case ids",
+        ),
+    ],
+)
+def test_bad_case_files_are_refused(tmp_path, text, message):
+    (tmp_path / "perf.toml").write_text(text)
+    with pytest.raises(CaseFileError, match=message):
+        load_cases(tmp_path)

@@ -1,0 +1,109 @@
+"""The verify runner against the reference server: it passes a correct server, and each
+fault of tests/reference_server.py fails exactly the cases that check the broken rule."""
+
+import pytest
+
+from serverlab.manifest import find
+from serverlab.outcome import FAIL, PASS
+from serverlab.verify import verify_contestant
+
+
+def run(fault: str = "none", pattern: str | None = None):
+    return verify_contestant(find("reference"), pattern=pattern, settings={"fault": fault})
+
+
+def failed(report) -> set[str]:
+    return {result.case_id for result in report.results if result.status == FAIL}
+
+
+def test_a_correct_server_passes_every_case(contestants_dir):
+    report = run()
+    assert not report.error and not report.crashes
+    problems = [r for r in report.results if r.status != PASS]
+    assert problems == []
+    assert len(report.results) > 70
+    assert report.ok
+
+
+FAULTS = [
+    (
+        "no_date_perf",
+        "[hp][te]*",  # http.* and perf.*: the http cases use /perf for their requests
+        {
+            "perf.get",
+            "perf.query_ignored",
+            "perf.wrong_method",
+            "http.keepalive",
+            "http.connection_close",
+        },
+    ),
+    ("timestamp_shape", "control.*", {"control.timestamp", "control.timestamp_no_client"}),
+    (
+        "no_longpoll_timeout",
+        "push.*",
+        {"push.longpoll_timeout", "push.emitter_clear_stops", "push.stats"},
+    ),
+    (
+        "traversal",
+        "files.*",
+        {
+            "files.traversal_dotdot",
+            "files.traversal_deep_dotdot",
+            "files.traversal_encoded_dots",
+            "files.traversal_encoded_slash",
+            "files.traversal_absolute",
+            "files.traversal_encoded_absolute",
+            "files.traversal_symlink",
+        },
+    ),
+    ("fanout_place", "push.*", {"push.fanout"}),
+    (
+        "accept_oversize",
+        "*oversize*",
+        {"control.logging_oversize", "push.set_oversize", "push.oversize"},
+    ),
+    (
+        "syslog_newline_only",
+        "syslog.*",
+        {"syslog.tcp_octet_counting", "syslog.tcp_mixed", "syslog.tcp_split_octet"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("fault", "pattern", "expected"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_fails_exactly_its_cases(contestants_dir, fault, pattern, expected):
+    report = run(fault, pattern)
+    assert not report.error
+    assert len(report.results) > len(expected), "the other cases of the part ran and passed"
+    assert failed(report) == expected
+    assert not report.ok
+
+
+def test_a_crash_fails_its_case_and_verify_goes_on(contestants_dir):
+    report = run("crash_on_bad_json")
+    crashing = {
+        "control.logging_malformed_json",
+        "push.set_malformed_json",
+        "push.malformed_json",
+    }
+    assert failed(report) == crashing
+    assert len(report.crashes) == 3
+    reasons = {r.case_id: r.reason for r in report.results if r.status == FAIL}
+    assert all("server crashed (exit code 3)" in reasons[case] for case in crashing)
+    assert report.results[-1].status == PASS, "the restarted server ran the remaining cases"
+    assert not report.ok
+
+
+def test_failures_carry_a_reason(contestants_dir):
+    report = run("no_date_perf", "perf.get")
+    [result] = report.results
+    assert result.status == FAIL
+    assert "without a Date header" in result.reason
+
+
+def test_an_unbuilt_contestant_is_not_started(contestants_dir):
+    manifest = find("reference")
+    unbuilt = manifest.__class__(**{**manifest.__dict__, "artifacts": ("missing.jar",)})
+    report = verify_contestant(unbuilt)
+    assert "not built (missing missing.jar)" in report.error
+    assert report.results == [] and not report.ok
