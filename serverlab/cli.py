@@ -66,7 +66,8 @@ def contestants():
             table.add_row(row.name, "[red]invalid manifest[/red]", row.error, "", "")
         else:
             table.add_row(row.name, row.language, row.architecture, row.version, row.built)
-    Console().print(table)
+    # Piped output (CI logs, grep) keeps one line per contestant instead of wrapping at 80.
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
 
 
 @cli.command()
