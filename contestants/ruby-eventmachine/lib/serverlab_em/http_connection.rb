@@ -21,6 +21,9 @@ module ServerlabEM
     def post_init
       @app.stats.connections_open += 1
       @app.stats.connections_total += 1
+      # Comet lines are small writes spaced by the emit interval; Nagle would
+      # hold each one back until the previous is acknowledged.
+      set_sock_opt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
       @parser = Thin::HttpParser.new
       @buffer = String.new(encoding: Encoding::BINARY)
       @scan_from = 0
