@@ -1,3 +1,4 @@
+import json
 import random
 import re
 from pathlib import Path
@@ -57,6 +58,37 @@ def engine_summary(rps: float, median_us: float, errors: int, intended: float | 
     }
 
 
+def engine_interval(index: int, rps: float, params: dict) -> EngineInterval:
+    """An interval line in the engine's format (engine/src/report.rs, IntervalLine)."""
+    clients = params.get("clients", 50)
+    line = {
+        "type": "interval",
+        "elapsed_s": index + 1.0,
+        "interval_s": 1.0,
+        "completed": int(rps),
+        "completed_total": int(rps * (index + 1)),
+        "ok": int(rps),
+        "rps": rps,
+        "open_connections": clients,
+        "events": clients if params.get("emit_interval_ms") else 0,
+    }
+    return EngineInterval(index, index + 1.0, line)
+
+
+def server_stats(rps: float, params: dict, speed: float) -> dict:
+    """A GET /stats answer at the end of a test (spec §5)."""
+    stats = {"responses": {"total": int(rps * SECONDS)}, "events": {}}
+    if params.get("emit_interval_ms"):
+        emits = SECONDS
+        stats["events"]["e1"] = {
+            "interval_ms": params["emit_interval_ms"],
+            "emits": emits,
+            "max_emit_duration_ms": 40 / speed,
+            "total_emit_duration_ms": emits * 20 / speed,
+        }
+    return stats
+
+
 def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> RecordedTest:
     """A test as the runner would store it, with figures that differ by contestant."""
     speed = 2.0 if contestant == "node-http" else 1.0
@@ -75,10 +107,7 @@ def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> 
         params=params,
         tunables={"threads": "200"} if contestant.startswith("java") else {},
         summary=engine_summary(rps, median_us, repeat % 2, intended=None),
-        intervals=[
-            EngineInterval(i, i + 1.0, {"requests": int(rps * (i + 1)), "open_connections": 50})
-            for i in range(SECONDS)
-        ],
+        intervals=[engine_interval(i, rps, params) for i in range(SECONDS)],
         samples=[
             MonitorSample(
                 t=i / 10,
@@ -95,7 +124,7 @@ def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> 
             for i in range(SECONDS * 10)
         ],
         histograms={"latency_us": encoded_latencies(rng, median_us)},
-        server_stats=[ServerStats(SECONDS + 0.5, {"responses": {"total": int(rps * SECONDS)}})],
+        server_stats=[ServerStats(SECONDS + 0.5, server_stats(rps, params, speed))],
     )
     if params.get("emit_interval_ms"):
         test.emits = [
@@ -108,7 +137,7 @@ def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> 
     return test
 
 
-def fill_realistic_db(db_path: Path, odd_contestant: str = "java-tomcat-blocking") -> Path:
+def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp") -> Path:
     """A quick-suite database: two scenarios x three contestants x four repeats, with a crash,
     a test without monitor samples, a generator-bound test and a missing histogram."""
     rng = random.Random(4)
@@ -189,7 +218,8 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     summary = report_html[report_html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 6
-    assert re.search(r"[\d,]+ \[[\d,]+, [\d,]+\] \(\d+%\) n=\d", summary)
+    median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] \(\d+%\) n=\d'
+    assert re.search(median_cell, summary)
     assert "crashed (at 3.5 s, signal 9, out of memory)" in summary
     assert "generator-bound (engine CPU 97 %)" in summary
     assert "1 crashed, 4 ok" in summary
@@ -271,3 +301,26 @@ def test_runner_validity_flags_and_rate_shortfall_are_reported():
     texts = [flag.text for flag in validity_flags(test)]
     assert any(t.startswith("achieved") and "of intended 20,000/s" in t for t in texts)
     assert "fd exhaustion: EMFILE at 12,000 connections" in texts
+
+
+def test_without_emit_records_the_emit_charts_use_the_servers_and_engines_figures(tmp_path):
+    rng = random.Random(7)
+    params = {"behaviour": "comet", "clients": 300, "emit_interval_ms": 500}
+    with Store(tmp_path / "lab.db") as store:
+        run = store.start_run(store.add_suite(Suite("q", "q.toml", "1" * 64)), {})
+        for contestant in ("node-http", "go-nethttp"):
+            for repeat in range(3):
+                test = recorded(run.id, "comet", params, contestant, repeat, rng)
+                test.emits = []
+                store.commit_test(test)
+    html = build_report(tmp_path / "lab.db", None, tmp_path / "r.html").read_text()
+    assert "Emit duration (the server&#39;s own figures)" in html
+    assert "Events delivered per emit cycle (estimated)" in html
+    assert 'id="s1-emit"' in html and 'id="s1-cycle"' in html
+    figures = json.loads(figure_data(html))
+    mean_bars = figures["s1-emit"]["data"][0]
+    assert mean_bars["x"] == ["node-http", "go-nethttp"]
+    # total_emit_duration_ms / emits: 20 ms at speed 1, 10 ms at node-http's speed 2.
+    assert mean_bars["y"] == [10.0, 20.0]
+    # 300 events a second with an emit every 0.5 s: 150 deliveries a cycle.
+    assert set(figures["s1-cycle"]["data"][0]["y"]) == {150.0}

@@ -20,6 +20,7 @@ from serverlab.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
     format_summary,
+    permutation_params,
     scenario_key,
     scenario_labels,
     validity_flags,
@@ -35,7 +36,7 @@ class SummaryRow:
     contestant: str
     tunables: str
     counts: str
-    cells: list[str]
+    cells: list[tuple[str, str]]
     flags: list[str]
 
 
@@ -116,7 +117,9 @@ def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
             ScenarioSection(
                 anchor=anchor,
                 label=labels[key],
-                params=", ".join(f"{k}={v}" for k, v in sorted(group[0].params.items())),
+                params=", ".join(
+                    f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
+                ),
                 summary=_summary_rows(group),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor),
                 tests=[_test_view(t) for t in group],
@@ -130,11 +133,18 @@ def _summary_rows(group: list[RecordedTest]) -> list[SummaryRow]:
     for contestant in dict.fromkeys(t.contestant for t in group):
         mine = [t for t in group if t.contestant == contestant]
         summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
-        cells = [format_summary(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
+        cells = [_cell(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
         flags = sorted({f.text for t in mine for f in validity_flags(t)})
         tunables = sorted({_tunable_text(t) for t in mine})
         rows.append(SummaryRow(contestant, "; ".join(tunables), _counts(mine), cells, flags))
     return rows
+
+
+def _cell(summary: stats.Summary) -> tuple[str, str]:
+    """The median, and the rest of its summary (interval, coverage, n) for a second line."""
+    text = format_summary(summary)
+    median, _, detail = text.partition(" ")
+    return median, detail
 
 
 def _tunable_text(test: RecordedTest) -> str:

@@ -91,17 +91,17 @@ def _chart(key, title, caption, tests, fig, axes, empty) -> Chart:
 def median_bars(key: str, tests: list[RecordedTest], metrics: list[Metric], title: str) -> Chart:
     """Median of each metric per contestant, the 95 % interval as error bars, and every
     repeat as a dot, so that a reader sees the spread rather than one number."""
-    colours = contestant_colours(tests)
+    contestants = list(contestant_colours(tests))
     fig = go.Figure()
-    for metric in metrics:
-        for contestant, colour in colours.items():
-            values = _metric_values(tests, contestant, metric)
-            summary = stats.summarize(values)
-            if summary.n == 0:
-                continue
-            x = [f"{contestant} · {metric.label}"] if len(metrics) > 1 else [contestant]
-            fig.add_trace(_bar(x, summary, colour, contestant, metric))
-            fig.add_trace(_dots(x * len(values), values, colour, contestant))
+    for metric, colour in zip(metrics, PALETTE, strict=False):
+        bars = [(c, stats.summarize(_metric_values(tests, c, metric))) for c in contestants]
+        bars = [(c, summary) for c, summary in bars if summary.n]
+        if not bars:
+            continue
+        fig.add_trace(_bars(bars, colour, metric))
+        dots = [(c, v) for c in contestants for v in _metric_values(tests, c, metric)]
+        fig.add_trace(_dots(dots, colour, metric))
+    fig.update_layout(barmode="group", scattermode="group")
     unit = metrics[0].unit
     return _chart(
         key,
@@ -125,39 +125,41 @@ def _metric_values(tests: list[RecordedTest], contestant: str, metric: Metric) -
     return [v for v in values if v is not None and not math.isnan(v)]
 
 
-def _bar(x, summary: stats.Summary, colour: str, contestant: str, metric: Metric) -> go.Bar:
-    interval = summary.interval
-    coverage = f"{interval.coverage:.1%}"
+def _bars(bars: list[tuple[str, stats.Summary]], colour: str, metric: Metric) -> go.Bar:
+    hover = [
+        f"median {s.median:.4g} {metric.unit}<br>interval [{s.interval.low:.4g}, "
+        f"{s.interval.high:.4g}], coverage {s.interval.coverage:.1%}<br>n = {s.n}"
+        for _, s in bars
+    ]
     return go.Bar(
-        x=x,
-        y=[summary.median],
+        x=[c for c, _ in bars],
+        y=[s.median for _, s in bars],
         marker_color=colour,
         opacity=0.7,
-        name=contestant,
-        legendgroup=contestant,
-        showlegend=False,
+        name=f"{metric.label} median",
+        offsetgroup=metric.name,
+        legendgroup=metric.name,
         error_y={
             "type": "data",
             "symmetric": False,
-            "array": [interval.high - summary.median],
-            "arrayminus": [summary.median - interval.low],
+            "array": [s.interval.high - s.median for _, s in bars],
+            "arrayminus": [s.median - s.interval.low for _, s in bars],
         },
-        hovertemplate=(
-            f"median %{{y:.4g}} {metric.unit}<br>interval [{interval.low:.4g}, "
-            f"{interval.high:.4g}], coverage {coverage}<br>n = {summary.n}<extra></extra>"
-        ),
+        hovertext=hover,
+        hovertemplate="%{x}<br>%{hovertext}<extra></extra>",
     )
 
 
-def _dots(x, values, colour: str, contestant: str) -> go.Scatter:
+def _dots(dots: list[tuple[str, float]], colour: str, metric: Metric) -> go.Scatter:
     return go.Scatter(
-        x=x,
-        y=values,
+        x=[c for c, _ in dots],
+        y=[v for _, v in dots],
         mode="markers",
         marker={"color": colour, "size": 7, "line": {"width": 1, "color": "white"}},
-        name=contestant,
-        legendgroup=contestant,
-        hovertemplate="repeat %{y:.4g}<extra></extra>",
+        name=f"{metric.label} repeats",
+        offsetgroup=metric.name,
+        legendgroup=metric.name,
+        hovertemplate="%{x}: repeat %{y:.4g}<extra></extra>",
     )
 
 
@@ -278,6 +280,46 @@ def responses_points(test: RecordedTest) -> tuple[list[float], list[float]]:
     return x, y
 
 
+def emit_durations(key: str, tests: list[RecordedTest]) -> Chart:
+    """Emit duration by place when per-delivery records exist, else the server's own
+    per-event emit durations from its final ``GET /stats``."""
+    if any(t.emits for t in tests) or not any(server_events(t) for t in tests):
+        return emit_duration_by_place(key, tests)
+    metrics = [
+        Metric("emit_mean", "mean emit duration", "ms", False, _emit_mean_ms),
+        Metric("emit_max", "max emit duration", "ms", False, _emit_max_ms),
+    ]
+    chart = median_bars(key, tests, metrics, "Emit duration (the server's own figures)")
+    chart.caption = (
+        "From the server's GET /stats at the end of each test: mean and longest emit cycle, "
+        "start of the cycle to its last delivery. No per-place records were stored. "
+        + chart.caption
+    )
+    return chart
+
+
+def server_events(test: RecordedTest) -> dict[str, dict]:
+    """The ``events`` table of the last ``GET /stats`` the runner read in this test."""
+    for snapshot in reversed(test.server_stats):
+        events = snapshot.stats.get("events")
+        if isinstance(events, dict) and events:
+            return {k: v for k, v in events.items() if isinstance(v, dict)}
+    return {}
+
+
+def _emit_mean_ms(test: RecordedTest) -> float | None:
+    events = server_events(test).values()
+    emits = sum(e.get("emits", 0) for e in events)
+    total = sum(e.get("total_emit_duration_ms", 0) for e in events)
+    return total / emits if emits else None
+
+
+def _emit_max_ms(test: RecordedTest) -> float | None:
+    durations = [e.get("max_emit_duration_ms") for e in server_events(test).values()]
+    durations = [d for d in durations if isinstance(d, int | float)]
+    return float(max(durations)) if durations else None
+
+
 def emit_duration_by_place(key: str, tests: list[RecordedTest]) -> Chart:
     """Seed 004's emit duration against place in the emit list: per contestant, the median
     and the maximum over every emit cycle and repeat at each place."""
@@ -316,7 +358,19 @@ def emit_duration_by_place(key: str, tests: list[RecordedTest]) -> Chart:
 
 
 def events_per_cycle(key: str, tests: list[RecordedTest]) -> Chart:
-    """Deliveries the clients received from each emit cycle, one line a test."""
+    """Deliveries the clients received from each emit cycle, one line a test; estimated from
+    the engine's per-interval event counts when no per-delivery records were stored."""
+    if not any(t.emits for t in tests) and any(_estimated_per_cycle(t)[0] for t in tests):
+        return time_series(
+            key,
+            tests,
+            "Events delivered per emit cycle (estimated)",
+            "deliveries per emit cycle",
+            _estimated_per_cycle,
+            "Events the engine received per second times the emit interval: the deliveries an "
+            "average emit cycle reached in each engine interval (seed 004 figure 20).",
+            "no events received",
+        )
     return time_series(
         key,
         tests,
@@ -328,6 +382,20 @@ def events_per_cycle(key: str, tests: list[RecordedTest]) -> Chart:
         "no emit records (no event emitter in this scenario, or none recorded)",
         x_title="emit cycle (seq)",
     )
+
+
+def _estimated_per_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
+    emit_interval_ms = test.params.get("emit_interval_ms")
+    if not isinstance(emit_interval_ms, int | float) or emit_interval_ms <= 0:
+        return [], []
+    x, y = [], []
+    for interval in test.intervals:
+        events = _first_number(interval.data, ("events",))
+        length = _first_number(interval.data, ("interval_s",))
+        if events is not None and length:
+            x.append(interval.t)
+            y.append(events / length * emit_interval_ms / 1000)
+    return x, y
 
 
 def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
@@ -381,6 +449,6 @@ def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Metric], prefi
             "Responses the engine received, summed over the test.",
             "no engine intervals",
         ),
-        emit_duration_by_place(keyed + "emit", tests),
+        emit_durations(keyed + "emit", tests),
         events_per_cycle(keyed + "cycle", tests),
     ]

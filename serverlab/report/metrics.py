@@ -4,6 +4,7 @@ are grouped into scenarios (same scenario and parameters, any contestant, any re
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ RATE_SHORTFALL_RATIO = 0.95
 MIB = 1024 * 1024
 # Only these tests count towards medians; the others are shown, flagged, but not summarized.
 SUMMARIZED_STATUSES = ("ok",)
+RUN_SPECIFIC_PARAMS = ("engine_plan",)
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,16 @@ def peak_rss_mib(test: RecordedTest) -> float | None:
     return max(values) / MIB if values else None
 
 
-def peak_engine_cpu(test: RecordedTest) -> float | None:
-    values = [s.engine_cpu_percent for s in test.samples if s.engine_cpu_percent is not None]
-    return max(values) if values else None
+def median_engine_cpu(test: RecordedTest) -> float | None:
+    """The generator's typical CPU (median, as the runner's own flag uses): a short peak at
+    start-up does not make a whole test generator-bound."""
+    values = [s.engine_cpu_percent for s in test.samples if s.engine_cpu_percent]
+    return statistics.median(values) if values else None
 
 
 FASTER = ("faster", "slower")
 METRICS = (
-    Metric("rps", "requests/s", "/s", True, lambda t: _summary_number(t, "rps"), *FASTER),
+    Metric("rps", "throughput", "req/s", True, lambda t: _summary_number(t, "rps"), *FASTER),
     Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
     Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
     Metric("errors", "errors", "", False, error_count),
@@ -95,11 +99,20 @@ def validity_flags(test: RecordedTest) -> list[Flag]:
     flags = _status_flags(test) + _measurement_flags(test)
     seen = {f.code for f in flags}
     for code, detail in sorted(test.validity.items()):
-        words = code.replace("_", " ")
-        if detail and code.replace("_", "-") not in seen:
-            text = words if detail is True else f"{words}: {detail}"
-            flags.append(Flag(code.replace("_", "-"), text))
+        # A bare number the runner stored is a measurement (e.g. a median CPU), not a flag.
+        informational = isinstance(detail, int | float) and not isinstance(detail, bool)
+        if detail and not informational and code.replace("_", "-") not in seen:
+            flags.append(Flag(code.replace("_", "-"), _flag_text(code, detail)))
     return flags
+
+
+def _flag_text(code: str, detail: Any) -> str:
+    words = code.replace("_", " ")
+    if detail is True:
+        return words
+    if isinstance(detail, dict):
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(detail.items()))
+    return f"{words}: {detail}"
 
 
 def _status_flags(test: RecordedTest) -> list[Flag]:
@@ -128,7 +141,7 @@ def _crash_detail(test: RecordedTest) -> str:
 
 def _measurement_flags(test: RecordedTest) -> list[Flag]:
     flags = []
-    engine_cpu = peak_engine_cpu(test)
+    engine_cpu = median_engine_cpu(test)
     if engine_cpu is not None and engine_cpu > GENERATOR_BOUND_PERCENT:
         flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
     intended = _summary_number(test, "intended_rate")
@@ -143,6 +156,9 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
         flags.append(Flag("errors", f"{errors:,.0f} {noun}{_error_kinds(test)}"))
     if test.summary is None and test.status != "crashed":
         flags.append(Flag("no-summary", "no engine summary"))
+    if test.summary is not None and test.summary.get("valid") is False:
+        reasons = "; ".join(map(str, test.summary.get("invalid_reasons") or [])) or "no reason"
+        flags.append(Flag("engine-invalid", f"engine marked the run invalid: {reasons}"))
     return flags
 
 
@@ -154,16 +170,24 @@ def _error_kinds(test: RecordedTest) -> str:
     return f" ({', '.join(kinds)})" if kinds else ""
 
 
+def permutation_params(test: RecordedTest) -> dict[str, Any]:
+    """The scenario's parameters, without what differs from run to run (the engine plan the
+    runner keeps beside them holds a port number)."""
+    return {k: v for k, v in test.params.items() if k not in RUN_SPECIFIC_PARAMS}
+
+
 def scenario_key(test: RecordedTest) -> str:
     """Tests with the same key ran the same scenario with the same parameters."""
-    return json.dumps([test.scenario, test.params], sort_keys=True)
+    return json.dumps([test.scenario, permutation_params(test)], sort_keys=True)
 
 
 def comparison_key(test: RecordedTest, with_contestant: bool) -> str:
     """The scenario key, plus contestant and tunables when contestants are not the sides."""
     if not with_contestant:
         return scenario_key(test)
-    return json.dumps([test.scenario, test.params, test.contestant, test.tunables], sort_keys=True)
+    return json.dumps(
+        [test.scenario, permutation_params(test), test.contestant, test.tunables], sort_keys=True
+    )
 
 
 def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
@@ -171,7 +195,7 @@ def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
     scenario keys sharing that name."""
     params_by_name: dict[str, dict[str, dict]] = {}
     for test in tests:
-        params_by_name.setdefault(test.scenario, {})[scenario_key(test)] = test.params
+        params_by_name.setdefault(test.scenario, {})[scenario_key(test)] = permutation_params(test)
     labels = {}
     for name, by_key in params_by_name.items():
         varying = _varying_keys(list(by_key.values()))

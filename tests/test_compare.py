@@ -1,0 +1,79 @@
+import random
+
+import pytest
+from rich.console import Console
+from test_report import fill_realistic_db, recorded
+
+from serverlab.compare import compare, print_comparison
+from serverlab.report import SelectionError
+from serverlab.stats import Verdict
+from serverlab.store import Store
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return fill_realistic_db(tmp_path_factory.mktemp("compare") / "lab.db")
+
+
+def rows_by(rows, scenario, metric):
+    return next(r for r in rows if r.scenario == scenario and r.metric.name == metric)
+
+
+def test_contestants_compared_scenario_by_scenario(db):
+    rows = compare(db, "node-http", "java-tomcat-blocking")
+    assert {r.scenario for r in rows} == {"keepalive", "longpoll"}
+    throughput = rows_by(rows, "longpoll", "rps")
+    # node-http is built twice as fast in the fixture, over four repeats against four.
+    assert throughput.verdict is Verdict.BETTER and throughput.words == "faster"
+    assert throughput.test.p_value == pytest.approx(2 / 70)
+    assert throughput.a.median > 1.8 * throughput.b.median
+    latency = rows_by(rows, "longpoll", "p99")
+    assert latency.words == "faster"
+    # The crashed fifth repeat of java-tomcat-blocking is not summarized.
+    assert throughput.b.n == 4
+    reverse = rows_by(compare(db, "java-tomcat-blocking", "node-http"), "longpoll", "rps")
+    assert reverse.words == "slower"
+
+
+def test_equal_contestants_are_not_significantly_different(tmp_path):
+    db = tmp_path / "lab.db"
+    fill_realistic_db(db, odd_contestant="java-tomcat-async")
+    rows = compare(db, "java-tomcat-async", "java-tomcat-blocking", metrics=["rps"])
+    # Same speed in the fixture: only noise separates them.
+    assert all(r.verdict is Verdict.NO_DIFFERENCE for r in rows)
+    assert all(r.words == "no significant difference" for r in rows)
+
+
+def test_runs_compared_contestant_by_contestant(tmp_path):
+    db = tmp_path / "lab.db"
+    fill_realistic_db(db)
+    with Store(db) as store:
+        (suite,) = store.suites()
+        run = store.start_run(suite, {})
+        rng = random.Random(9)
+        params = {"behaviour": "keepalive", "pacer": "closed", "clients": 50}
+        for repeat in range(4):
+            store.commit_test(recorded(run.id, "keepalive", params, "node-http", repeat, rng))
+    rows = compare(db, "run:1", "run:2", metrics=["rps"])
+    assert [(r.scenario, r.contestants) for r in rows] == [("keepalive", "node-http")]
+    assert rows[0].a.n == 5 and rows[0].b.n == 4
+    with pytest.raises(SelectionError, match="no scenario in common"):
+        compare(db, "run:2", "run:1 java-tomcat-blocking")
+
+
+def test_the_table_prints_medians_intervals_and_verdicts(db):
+    console = Console(record=True, width=200)
+    rows = compare(db, "node-http", "java-tomcat-blocking", metrics=["rps", "p50"])
+    print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
+    text = console.export_text()
+    assert "A = node-http" in text
+    assert "faster" in text
+    assert "(94%) n=5" in text
+    assert "Mann-Whitney" in text
+
+
+def test_sides_with_nothing_in_common_or_unknown_metrics_are_errors(db):
+    with pytest.raises(SelectionError, match="no tests match the selection 'run:1 contestant:x'"):
+        compare(db, "node-http", "x run:1")
+    with pytest.raises(SelectionError, match="unknown metric"):
+        compare(db, "node-http", "java-tomcat-blocking", metrics=["speed"])

@@ -1,0 +1,160 @@
+"""The generated report in real headless Chromium, driven over the DevTools protocol: every
+chart renders, nothing is fetched from the network, and the console stays free of errors."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import websocket
+from test_report import EVIL_NAME, fill_realistic_db
+
+from serverlab.report import build_report
+
+CHROMIUM = "/usr/bin/chromium"
+STARTUP_TIMEOUT_S = 30
+RENDER_TIMEOUT_S = 40
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+
+
+class DevTools:
+    """A minimal DevTools protocol client on one page: commands, and the events seen."""
+
+    def __init__(self, ws_url: str):
+        self.socket = websocket.create_connection(
+            ws_url, timeout=RENDER_TIMEOUT_S, suppress_origin=True
+        )
+        self.events: list[dict] = []
+        self.next_id = 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout_s: float):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {expression}")
+
+    def close(self):
+        self.socket.close()
+
+
+@pytest.fixture
+def chromium(tmp_path):
+    profile = tmp_path / "profile"
+    process = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield _page_socket_url(profile / "DevToolsActivePort", process)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def _page_socket_url(port_file: Path, process: subprocess.Popen) -> str:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not port_file.exists() or not port_file.read_text().strip():
+        assert process.poll() is None, "chromium exited at start"
+        assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+        time.sleep(0.1)
+    port = int(port_file.read_text().split()[0])
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as answer:
+            pages = [t for t in json.load(answer) if t["type"] == "page"]
+        if pages:
+            return pages[0]["webSocketDebuggerUrl"]
+        assert time.monotonic() < deadline, "chromium opened no page"
+        time.sleep(0.1)
+
+
+def problems_in(events: list[dict]) -> list[str]:
+    problems = []
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            problems.append(f"exception: {params['exceptionDetails'].get('text')}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            problems.append(f"console.{params['type']}: {params.get('args')}")
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            problems.append(f"log: {params['entry'].get('text')}")
+        elif method == "Page.javascriptDialogOpening":
+            problems.append(f"dialog opened: {params.get('message')}")
+        elif method == "Network.requestWillBeSent":
+            url = params["request"]["url"]
+            if not url.startswith(LOCAL_SCHEMES):
+                problems.append(f"network request: {url}")
+    return problems
+
+
+def test_report_renders_every_chart_offline_without_console_errors(tmp_path, chromium):
+    db = fill_realistic_db(tmp_path / "lab.db", odd_contestant=EVIL_NAME)
+    report = build_report(db, None, tmp_path / "report.html")
+    page = DevTools(chromium)
+    try:
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            page.call(f"{domain}.enable")
+        page.call("Page.navigate", url=report.as_uri())
+        rendered = page.wait_for(
+            "document.body && (document.body.getAttribute('data-charts-rendered')"
+            " || document.body.getAttribute('data-charts-failed') && 'failed')",
+            RENDER_TIMEOUT_S,
+        )
+        plots = page.evaluate("document.querySelectorAll('div.plot').length")
+        drawn = page.evaluate("document.querySelectorAll('div.plot svg.main-svg').length")
+        traced = page.evaluate(
+            "[...document.querySelectorAll('div.plot')]"
+            ".filter(p => p.querySelector('g.trace, g.point, path.js-line')).length"
+        )
+        shows_name = page.evaluate(f"document.body.innerText.includes({json.dumps(EVIL_NAME)})")
+        injected = page.evaluate("document.querySelectorAll('script:not([type])').length")
+        page.evaluate("0")  # one more round trip collects events still in flight
+    finally:
+        page.close()
+
+    assert rendered == str(plots), f"charts rendered: {rendered}"
+    # Two scenarios: nine charts for the long poll, seven for keep-alive (no emitter there).
+    assert plots == 16
+    assert drawn >= plots
+    assert traced == plots
+    assert shows_name, "the hostile contestant name is shown as text"
+    assert injected == 2, "only the report's own two scripts exist"
+    assert problems_in(page.events) == []
