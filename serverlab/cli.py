@@ -33,6 +33,9 @@ from serverlab.verify import VerifyReport, verify_contestant
 
 USER_ERRORS = (ManifestError, UnknownContestantError, ServerError, CaseFileError, PlaceholderError)
 STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "red"}
+SET_OPTION = click.option(
+    "--set", "assignments", multiple=True, metavar="KEY=VALUE", help="a tunable's value"
+)
 
 
 class UserError(click.ClickException):
@@ -99,13 +102,7 @@ def build(names):
 @click.option("--port", type=int, required=True, help="HTTP port on 127.0.0.1")
 @click.option("--syslog-port", type=int, help="syslog port (TCP and UDP); default: a free one")
 @click.option("--docroot", type=click.Path(file_okay=False, exists=True))
-@click.option(
-    "--set",
-    "assignments",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="a tunable's value (repeatable)",
-)
+@SET_OPTION
 @click.option("--cpus", help="pin the server to these CPUs (taskset -c)")
 def serve(name, port, syslog_port, docroot, assignments, cpus):
     """Run one contestant in the foreground until Ctrl-C."""
@@ -142,13 +139,7 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_contestants", is_flag=True, help="every contestant")
 @click.option("--case", "pattern", metavar="GLOB", help="only the cases whose id matches")
-@click.option(
-    "--set",
-    "assignments",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="a tunable's value (repeatable)",
-)
+@SET_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
 def verify(names, all_contestants, pattern, assignments, as_json):
     """Check contestants against spec/cases: PASS / WARN / FAIL per case."""
