@@ -44,6 +44,10 @@ public final class Main {
         int loops = args.integer("threads", 0);
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup(loops > 0 ? loops : Runtime.getRuntime().availableProcessors());
+        // Syslog first: readiness is judged on the HTTP port, so it must open last.
+        if (args.has("syslog-port")) {
+            Syslog.listen(boss, workers, Integer.parseInt(args.required("syslog-port")), stats);
+        }
         Channel http = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, args.integer("backlog", 1024))
                 .childOption(ChannelOption.TCP_NODELAY, true)
@@ -57,9 +61,6 @@ public final class Main {
                     }
                 })
                 .bind("127.0.0.1", Integer.parseInt(args.required("port"))).sync().channel();
-        if (args.has("syslog-port")) {
-            Syslog.listen(boss, workers, Integer.parseInt(args.required("syslog-port")), stats);
-        }
         http.closeFuture().sync();
     }
 }
