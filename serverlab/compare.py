@@ -104,24 +104,29 @@ def print_comparison(
 ) -> None:
     """The comparison as a rich table: median [95 % interval] per side, p-value, verdict."""
     console = console or Console()
+    with_contestant = any(row.contestants for row in rows)
     table = Table(title=f"A = {label_a}   vs   B = {label_b}", title_justify="left")
-    for column in ("scenario", "contestant", "metric", "A", "B", "p", "A is"):
+    columns = ["scenario", "contestant", "metric", "A", "B", "p", "A is"]
+    if not with_contestant:
+        columns.remove("contestant")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         p_value = "-" if row.test is None else f"{row.test.p_value:.3g}"
         unit = f" ({row.metric.unit})" if row.metric.unit else ""
-        table.add_row(
-            row.scenario,
-            row.contestants,
-            row.metric.label + unit,
-            format_summary(row.a),
-            format_summary(row.b),
-            p_value,
-            row.words,
-        )
+        cells = [row.scenario, row.contestants, row.metric.label + unit]
+        if not with_contestant:
+            del cells[1]
+        sides = [_two_lines(format_summary(side)) for side in (row.a, row.b)]
+        table.add_row(*cells, *sides, p_value, row.words)
     console.print(table)
     console.print(
-        "Median [95 % interval of the median] over repeats; a percentage after the interval is "
-        "its real coverage when there are too few repeats for 95 %. Two-sided Mann-Whitney "
-        "test; 'no significant difference' when p >= 0.05."
+        "Median, then [95 % interval of the median] over repeats; a percentage after the "
+        "interval is its real coverage when there are too few repeats for 95 %. Two-sided "
+        "Mann-Whitney test; 'no significant difference' when p >= 0.05."
     )
+
+
+def _two_lines(summary_text: str) -> str:
+    median, _, detail = summary_text.partition(" ")
+    return f"{median}\n{detail}" if detail else median
