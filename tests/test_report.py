@@ -1,13 +1,23 @@
 import json
+import os
 import random
 import re
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from serverlab.paths import REPO_ROOT
 from serverlab.report import SelectionError, build_report, parse_selection
-from serverlab.report.histogram import HistogramError, decode, percentile_curve
+from serverlab.report.histogram import (
+    HistogramError,
+    decode,
+    percentile_curve,
+    values_at_quantiles,
+)
 from serverlab.report.metrics import validity_flags
 from serverlab.store import (
     Crash,
@@ -278,14 +288,11 @@ def test_histogram_written_by_the_rust_crate_decodes_to_its_percentiles():
     histogram = decode(RUST_HISTOGRAM)
     assert histogram.get_total_count() == 1010
     # The values the Rust crate itself reported for these quantiles.
-    assert [histogram.get_value_at_percentile(p) for p in (50, 90, 99, 99.9)] == [
-        50527,
-        90943,
-        100031,
-        2000895,
-    ]
+    quantiles = [0.0, 0.5, 0.9, 0.99, 0.999, 1.0]
+    expected = [100, 50527, 90943, 100031, 2000895, 2000895]
+    assert values_at_quantiles(histogram, quantiles) == expected
     curve = percentile_curve(RUST_HISTOGRAM, scale=1 / 1000)
-    assert curve.values[curve.percentiles.index(50.0)] == pytest.approx(50.527)
+    assert curve.values[curve.quantiles.index(0.5)] == pytest.approx(50.527)
 
 
 def test_a_broken_histogram_is_a_histogram_error():
@@ -324,3 +331,47 @@ def test_without_emit_records_the_emit_charts_use_the_servers_and_engines_figure
     assert mean_bars["y"] == [10.0, 20.0]
     # 300 events a second with an emit every 0.5 s: 150 deliveries a cycle.
     assert set(figures["s1-cycle"]["data"][0]["y"]) == {150.0}
+
+
+class FixedBody(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    body = b"x" * 84
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_engines_histogram_decodes_to_the_engines_own_percentiles():
+    # The engine is built by `make build`; SERVERLAB_ENGINE points elsewhere if wanted.
+    engine = (
+        os.environ.get("SERVERLAB_ENGINE") or REPO_ROOT / "engine/target/release/serverlab-load"
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FixedBody)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/perf"
+        out = subprocess.run(
+            [str(engine), url, "-c", "2", "-d", "1s", "-t", "1", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["requests"] > 0
+    histogram = decode(summary["histogram"])
+    own = summary["latency_us"]
+    assert histogram.get_total_count() == own["count"]
+    quantiles = [0.5, 0.9, 0.99, 0.999, 1.0]
+    expected = [own[name] for name in ("p50", "p90", "p99", "p999", "max")]
+    assert values_at_quantiles(histogram, quantiles) == expected

@@ -178,7 +178,7 @@ def percentile_curves(key: str, tests: list[RecordedTest]) -> Chart:
             problems.append(f"{test_label(test)}: {error}")
             continue
         if curve.count:
-            x = [_tail_position(p) for p in curve.percentiles]
+            x = [_tail_position(q) for q in curve.quantiles]
             fig.add_trace(_line(test, x, curve.values, colours, "%{y:.3f} ms", in_legend))
     fig.update_xaxes(
         tickvals=[0, 1, 2, 3, 4, 5, 6],
@@ -198,8 +198,8 @@ def percentile_curves(key: str, tests: list[RecordedTest]) -> Chart:
     return chart
 
 
-def _tail_position(percentile: float) -> float:
-    remaining = 1 - percentile / 100
+def _tail_position(quantile: float) -> float:
+    remaining = 1 - quantile
     return 6.0 if remaining <= 1e-6 else min(6.0, -math.log10(remaining))
 
 

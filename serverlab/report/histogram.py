@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
 
 from serverlab.store import DEFAULT_HISTOGRAM, RecordedTest
 
-# Percentiles drawn on the curve: dense towards the tail, where architectures differ.
-CURVE_PERCENTILES = (
-    0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+# Quantiles drawn on the curve: dense towards the tail, where architectures differ. Written
+# as the engine writes them (0.999, not 99.9 / 100) so that float rounding agrees too.
+CURVE_QUANTILES = (
+    0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
 )  # fmt: skip
 
 
@@ -20,7 +22,7 @@ class HistogramError(ValueError):
 
 @dataclass(frozen=True)
 class PercentileCurve:
-    percentiles: list[float]
+    quantiles: list[float]
     values: list[float]
     count: int
 
@@ -35,16 +37,37 @@ def decode(encoded: str) -> HdrHistogram:
     return histogram
 
 
+def values_at_quantiles(histogram: HdrHistogram, quantiles: list[float]) -> list[int]:
+    """Values at ascending quantiles by the engine's rule (Rust hdrhistogram: the first bucket
+    whose running count reaches ceil(q * total)), so that the report's p50 or p99 is the very
+    number the engine printed. The Python package rounds the rank to nearest instead."""
+    total = histogram.get_total_count()
+    targets = [max(1, math.ceil(min(q, 1.0) * total)) for q in quantiles]
+    values: list[int] = []
+    running = 0
+    for index in range(histogram.counts_len):
+        running += histogram.get_count_at_index(index)
+        while len(values) < len(targets) and running >= targets[len(values)]:
+            value = histogram.get_value_from_index(index)
+            at_zero = quantiles[len(values)] == 0.0
+            values.append(
+                histogram.get_lowest_equivalent_value(value)
+                if at_zero
+                else histogram.get_highest_equivalent_value(value)
+            )
+        if len(values) == len(targets):
+            break
+    return values
+
+
 def percentile_curve(encoded: str, scale: float = 1.0) -> PercentileCurve:
-    """Values at ``CURVE_PERCENTILES`` (multiplied by ``scale``, e.g. 1/1000 for µs -> ms)."""
+    """Values at ``CURVE_QUANTILES`` (multiplied by ``scale``, e.g. 1/1000 for µs -> ms)."""
     histogram = decode(encoded)
     count = histogram.get_total_count()
     if count == 0:
         return PercentileCurve([], [], 0)
-    # One pass over the counts for every percentile, rather than one pass each.
-    by_percentile = histogram.get_percentile_to_value_dict(list(CURVE_PERCENTILES))
-    values = [by_percentile[p] * scale for p in CURVE_PERCENTILES]
-    return PercentileCurve(list(CURVE_PERCENTILES), values, count)
+    values = values_at_quantiles(histogram, list(CURVE_QUANTILES))
+    return PercentileCurve(list(CURVE_QUANTILES), [v * scale for v in values], count)
 
 
 def latency_histogram(test: RecordedTest) -> str | None:
