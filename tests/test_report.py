@@ -233,6 +233,8 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     assert "crashed (at 3.5 s, signal 9, out of memory)" in summary
     assert "generator-bound (engine CPU 97 %)" in summary
     assert "1 crashed, 4 ok" in summary
+    # The architecture label comes from the contestant's manifest.
+    assert "<em>single event loop</em>" in summary
 
 
 def test_the_crash_and_the_missing_samples_are_flagged_on_the_figures(report_html):

@@ -14,6 +14,7 @@ import jinja2
 import plotly.offline
 
 from serverlab import stats
+from serverlab.manifest import Manifest, discover
 from serverlab.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.report.metrics import (
     METRICS,
@@ -34,6 +35,7 @@ DEFAULT_REPORT = Path("results/report.html")
 @dataclass
 class SummaryRow:
     contestant: str
+    architecture: str
     tunables: str
     counts: str
     cells: list[tuple[str, str]]
@@ -106,6 +108,7 @@ def _environment() -> jinja2.Environment:
 
 
 def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
+    architectures = _architectures()
     groups: dict[str, list[RecordedTest]] = {}
     for test in tests:
         groups.setdefault(scenario_key(test), []).append(test)
@@ -120,7 +123,7 @@ def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
                 params=", ".join(
                     f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
                 ),
-                summary=_summary_rows(group),
+                summary=_summary_rows(group, architectures),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor),
                 tests=[_test_view(t) for t in group],
             )
@@ -128,7 +131,12 @@ def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
     return sections
 
 
-def _summary_rows(group: list[RecordedTest]) -> list[SummaryRow]:
+def _architectures() -> dict[str, str]:
+    """Each contestant's architecture label from its manifest, where the manifest exists."""
+    return {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
+
+
+def _summary_rows(group: list[RecordedTest], architectures: dict[str, str]) -> list[SummaryRow]:
     rows = []
     for contestant in dict.fromkeys(t.contestant for t in group):
         mine = [t for t in group if t.contestant == contestant]
@@ -136,7 +144,16 @@ def _summary_rows(group: list[RecordedTest]) -> list[SummaryRow]:
         cells = [_cell(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
         flags = sorted({f.text for t in mine for f in validity_flags(t)})
         tunables = sorted({_tunable_text(t) for t in mine})
-        rows.append(SummaryRow(contestant, "; ".join(tunables), _counts(mine), cells, flags))
+        rows.append(
+            SummaryRow(
+                contestant,
+                architectures.get(contestant, ""),
+                "; ".join(tunables),
+                _counts(mine),
+                cells,
+                flags,
+            )
+        )
     return rows
 
 
