@@ -10,12 +10,15 @@ final class Deliveries {
     private Deliveries() {
     }
 
+    /** Writes the {@code response} object; the rest of the answer is common to all answers. */
+    @FunctionalInterface
+    private interface ResponsePart {
+        void write(JsonGenerator g) throws IOException;
+    }
+
     static byte[] event(PushRequest request, String name, long seq, long created, long sent,
             int total, int place, int finish) {
-        ByteArrayBuilder out = new ByteArrayBuilder(384 + request.spec().requestJson().length());
-        try (JsonGenerator g = Json.FACTORY.createGenerator(out)) {
-            g.writeStartObject();
-            g.writeObjectFieldStart("response");
+        return render(request, sent, finish, g -> {
             g.writeObjectFieldStart("event");
             g.writeStringField("name", name);
             g.writeNumberField("seq", seq);
@@ -25,39 +28,36 @@ final class Deliveries {
             g.writeNumberField("place", place);
             g.writeEndObject();
             g.writeEndObject();
-            g.writeEndObject();
-            writeRequestPart(g, request, sent, finish);
-            g.writeEndObject();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        return terminate(out, request);
+        });
     }
 
     static byte[] timeout(PushRequest request, long sent, int finish) {
-        ByteArrayBuilder out = new ByteArrayBuilder(256 + request.spec().requestJson().length());
+        return render(request, sent, finish, g -> g.writeBooleanField("timeout", true));
+    }
+
+    private static byte[] render(PushRequest request, long sent, int finish, ResponsePart response) {
+        String requestJson = request.spec().requestJson();
+        ByteArrayBuilder out = new ByteArrayBuilder(384 + requestJson.length());
         try (JsonGenerator g = Json.FACTORY.createGenerator(out)) {
             g.writeStartObject();
             g.writeObjectFieldStart("response");
-            g.writeBooleanField("timeout", true);
+            response.write(g);
             g.writeEndObject();
-            writeRequestPart(g, request, sent, finish);
+            g.writeFieldName("request");
+            g.writeRawValue(requestJson);
+            writeTimings(g, request.created(), sent);
+            g.writeObjectFieldStart("connections");
+            g.writeNumberField("start", request.startCount());
+            g.writeNumberField("finish", finish);
+            g.writeEndObject();
             g.writeEndObject();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return terminate(out, request);
-    }
-
-    private static void writeRequestPart(JsonGenerator g, PushRequest request, long sent, int finish)
-            throws IOException {
-        g.writeFieldName("request");
-        g.writeRawValue(request.spec().requestJson());
-        writeTimings(g, request.created(), sent);
-        g.writeObjectFieldStart("connections");
-        g.writeNumberField("start", request.startCount());
-        g.writeNumberField("finish", finish);
-        g.writeEndObject();
+        if (!request.longPoll()) {
+            out.append('\n'); // comet lines are NDJSON; a long-poll answer is the bare object
+        }
+        return out.toByteArray();
     }
 
     private static void writeTimings(JsonGenerator g, long created, long sent) throws IOException {
@@ -66,13 +66,5 @@ final class Deliveries {
         g.writeNumberField("sent", sent);
         g.writeNumberField("created", created);
         g.writeEndObject();
-    }
-
-    /** Comet lines end in a newline (NDJSON); a long-poll answer is the bare object. */
-    private static byte[] terminate(ByteArrayBuilder out, PushRequest request) {
-        if (!request.longPoll()) {
-            out.append('\n');
-        }
-        return out.toByteArray();
     }
 }

@@ -17,7 +17,6 @@ import serverlab.tomcat.Responses;
  * Emitter threads and container threads may both answer, so writes are serialized on this.
  */
 final class AsyncRequestMonitor implements AsyncListener, PushSink {
-    private static final String COMET_CONTENT_TYPE = "application/x-ndjson";
     private final AsyncContext async;
     private final RequestManager manager;
     private final boolean longPoll;
@@ -29,13 +28,6 @@ final class AsyncRequestMonitor implements AsyncListener, PushSink {
         this.async = async;
         this.manager = manager;
         this.longPoll = longPoll;
-    }
-
-    /** Sends a comet stream's header section at once; the body follows chunked. */
-    static void startStream(HttpServletResponse response) throws IOException {
-        response.setStatus(200);
-        response.setContentType(COMET_CONTENT_TYPE);
-        response.flushBuffer();
     }
 
     void register(PushSpec spec) {

@@ -9,11 +9,9 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
-import serverlab.core.Endpoint;
 import serverlab.core.PushRequest;
 import serverlab.core.PushSpec;
-import serverlab.core.RequestManager;
-import serverlab.tomcat.EndpointServlet;
+import serverlab.tomcat.PushServlet;
 import serverlab.tomcat.Responses;
 
 /**
@@ -21,19 +19,16 @@ import serverlab.tomcat.Responses;
  * blocks on its own inbox until an emitter hands it a delivery or its time is up. A waiting
  * poll or stream holds one thread for its whole life, as Tomcat 6 did in seed 004.
  */
-public final class BlockingPushServlet extends EndpointServlet {
+public final class BlockingPushServlet extends PushServlet {
     private static final long serialVersionUID = 1L;
-    private static final String COMET_CONTENT_TYPE = "application/x-ndjson";
-    private final transient RequestManager manager;
 
     public BlockingPushServlet(ControlApi control) {
-        super(Endpoint.PUSH);
-        this.manager = control.requestManager();
+        super(control);
     }
 
     @Override
     protected void handle(HttpServletRequest request, HttpServletResponse response) throws IOException {
-        PushSpec spec = PushSpec.parse(readJson(request));
+        PushSpec spec = readSpec(request);
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
         PushRequest push = manager.register(spec, inbox::offer);
         try {
@@ -62,9 +57,7 @@ public final class BlockingPushServlet extends EndpointServlet {
 
     private void stream(PushRequest push, BlockingQueue<byte[]> inbox, HttpServletResponse response)
             throws IOException, InterruptedException {
-        response.setStatus(200);
-        response.setContentType(COMET_CONTENT_TYPE);
-        response.flushBuffer(); // the header section goes at once; the body is chunked
+        startStream(response);
         ServletOutputStream out = response.getOutputStream();
         Long durationMs = push.spec().durationMs();
         long deadline = durationMs == null ? 0 : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);
