@@ -1,5 +1,9 @@
 import csv
+import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -215,3 +219,43 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
         (test_row,) = list(csv.DictReader(handle))
     assert test_row["contestant"] == "node-http"
     assert '"clients":1000' in test_row["params_json"]
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from serverlab.store import MonitorSample, RecordedTest, Store, Suite
+
+    def samples():
+        for i in range(1000):
+            if i == 500:
+                print("inside the transaction", flush=True)
+                time.sleep(60)
+            yield MonitorSample(t=i / 10, cpu_percent=1.0)
+
+    with Store(sys.argv[1]) as store:
+        run = store.start_run(store.add_suite(Suite("quick", "q.toml", "a" * 64)), {})
+        store.commit_test(RecordedTest(
+            run_id=run.id, permutation_key="p", contestant="node-http", repeat_index=0,
+            status="ok", started_at=0.0, ended_at=1.0, samples=samples(),
+            intervals=[], emits=[]))
+    """
+)
+
+
+def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
+    writer = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(db_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline().strip() == "inside the transaction"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=10)
+    with Store(db_path) as store:
+        assert len(store.runs()) == 1
+        assert store.tests() == []
+        assert store._db.execute("SELECT COUNT(*) FROM monitor_samples").fetchone()[0] == 0
+        assert store.finished_test_keys(1) == set()
