@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,9 +60,9 @@ class DevTools:
         self.socket.close()
 
 
-@pytest.fixture
-def chromium(tmp_path):
-    profile = tmp_path / "profile"
+@contextmanager
+def launched_chromium(profile: Path):
+    """Headless Chromium with its DevTools port on loopback; yields the page's socket URL."""
     process = subprocess.Popen(
         [
             CHROMIUM,
@@ -88,6 +89,12 @@ def chromium(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+
+
+@pytest.fixture
+def chromium(tmp_path):
+    with launched_chromium(tmp_path / "profile") as page_url:
+        yield page_url
 
 
 def _page_socket_url(port_file: Path, process: subprocess.Popen) -> str:
