@@ -196,3 +196,7 @@ def main() -> None:
     except USER_ERRORS as error:
         UserError(str(error)).show()
         sys.exit(2)
+    except KeyboardInterrupt:
+        # Servers were stopped on the way out (context managers and finally blocks).
+        click.echo("serverlab: interrupted", err=True)
+        sys.exit(130)

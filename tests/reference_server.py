@@ -35,6 +35,9 @@ FAULTS = {
     "fanout_place": "every delivery says place 1",
     "accept_oversize": "JSON bodies over 64 KiB are accepted",
     "syslog_newline_only": "TCP syslog ignores octet counting",
+    "no_seq": "deliveries leave out response.event.seq",
+    "split_lines": "each comet line is written in two chunks",
+    "header_400": "an oversize header section gets 400 instead of 431",
 }
 ROUTES = {
     "/perf": ("GET",),
@@ -151,6 +154,8 @@ class PushHub:
                 "timings": {"duration": sent - created, "sent": sent, "created": created},
                 "connections": {"total": len(snapshot), "place": shown_place},
             }
+            if "no_seq" in self.faults:
+                del event["seq"]
             self._deliver(request, {"event": event})
         duration = now_ms() - created
         entry["deliveries"] += len(snapshot)
@@ -227,7 +232,10 @@ class HttpConnection:
         self.send(status, json.dumps({"error": reason}).encode(), "application/json", extra)
 
     def send_line(self, document) -> None:
-        self.writer.write(self.h11.send(h11.Data(data=json.dumps(document).encode() + b"\n")))
+        line = json.dumps(document).encode() + b"\n"
+        pieces = [line[:10], line[10:]] if self.server.has_fault("split_lines") else [line]
+        for piece in pieces:
+            self.writer.write(self.h11.send(h11.Data(data=piece)))
 
     def end_body(self) -> None:
         self.writer.write(self.h11.send(h11.EndOfMessage()))
@@ -305,7 +313,8 @@ class HttpConnection:
         self.server.counters.requests_total += 1
         if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
             self.target = ""
-            self.send_error(431, "header section over 64 kib")
+            status = 400 if self.server.has_fault("header_400") else 431
+            self.send_error(status, "header section over 64 kib")
             return False
         self.target = event.target.decode("latin-1").split("?")[0]
         if self.server.logging:

@@ -4,7 +4,7 @@ fault of tests/reference_server.py fails exactly the cases that check the broken
 import pytest
 
 from serverlab.manifest import find
-from serverlab.outcome import FAIL, PASS
+from serverlab.outcome import FAIL, PASS, WARN
 from serverlab.verify import verify_contestant
 
 
@@ -58,6 +58,17 @@ FAULTS = [
     ),
     ("fanout_place", "push.*", {"push.fanout"}),
     (
+        "no_seq",
+        "push.*",
+        {
+            "push.longpoll_event",
+            "push.comet_stream",
+            "push.fanout",
+            "push.seq_continues",
+            "push.emitter_replace",
+        },
+    ),
+    (
         "accept_oversize",
         "*oversize*",
         {"control.logging_oversize", "push.set_oversize", "push.oversize"},
@@ -107,3 +118,17 @@ def test_an_unbuilt_contestant_is_not_started(contestants_dir):
     report = verify_contestant(unbuilt)
     assert "not built (missing missing.jar)" in report.error
     assert report.results == [] and not report.ok
+
+
+@pytest.mark.parametrize(
+    ("fault", "pattern", "warned"),
+    [
+        ("header_400", "http.*", "http.oversize_header"),
+        ("split_lines", "push.comet_stream", "push.comet_stream"),
+    ],
+)
+def test_should_level_problems_warn_without_failing(contestants_dir, fault, pattern, warned):
+    report = run(fault, pattern)
+    assert failed(report) == set()
+    assert {r.case_id for r in report.results if r.status == WARN} == {warned}
+    assert report.ok, "warnings alone do not fail verify"

@@ -27,7 +27,7 @@ TIMEOUT_TYPES = {
     "response.timeout": "bool",
     **{key: kind for key, kind in DELIVERY_TYPES.items() if not key.startswith("response.")},
 }
-SLACK_S = 5.0  # how long past its due time an answer may take before verify gives up
+SLACK_S = 3.0  # how long past its due time an answer may take before verify gives up
 
 
 def set_event(ctx: VerifyContext, name: str, interval_ms: int, outcome: Outcome) -> dict:

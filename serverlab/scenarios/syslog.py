@@ -8,7 +8,7 @@ from serverlab.outcome import Outcome
 from serverlab.waiting import wait_for
 
 SETTLE_S = 0.3  # after the count is reached, how long extra counts may still show up
-COUNT_TIMEOUT_S = 5.0
+COUNT_TIMEOUT_S = 3.0
 
 
 def messages(ctx: VerifyContext, count: int, label: str) -> list[bytes]:
