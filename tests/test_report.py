@@ -306,8 +306,14 @@ def test_runner_validity_flags_and_rate_shortfall_are_reported():
     rng = random.Random(1)
     test = recorded(1, "open", {"pacer": "open"}, "node-http", 0, rng)
     test.summary["intended_rate"] = 20000.0
-    test.validity = {"fd_exhaustion": "EMFILE at 12,000 connections"}
+    test.validity = {
+        "fd_exhaustion": "EMFILE at 12,000 connections",
+        "engine_cpu_median_percent": 45.5,
+        "engine_stderr": "panicked " * 100,
+    }
     texts = [flag.text for flag in validity_flags(test)]
+    assert not any("engine cpu median" in t for t in texts), "a number is not a flag"
+    assert any(t.startswith("engine stderr: panicked") and len(t) <= 160 for t in texts)
     assert any(t.startswith("achieved") and "of intended 20,000/s" in t for t in texts)
     assert "fd exhaustion: EMFILE at 12,000 connections" in texts
 

@@ -19,6 +19,7 @@ MIB = 1024 * 1024
 # Only these tests count towards medians; the others are shown, flagged, but not summarized.
 SUMMARIZED_STATUSES = ("ok",)
 RUN_SPECIFIC_PARAMS = ("engine_plan",)
+FLAG_TEXT_LIMIT = 160
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,9 @@ def _flag_text(code: str, detail: Any) -> str:
         return words
     if isinstance(detail, dict):
         detail = ", ".join(f"{k} {v}" for k, v in sorted(detail.items()))
-    return f"{words}: {detail}"
+    text = f"{words}: {detail}"
+    # A flag is a badge on every figure; the full detail (an engine's stderr, say) is in the DB.
+    return text if len(text) <= FLAG_TEXT_LIMIT else text[: FLAG_TEXT_LIMIT - 1] + "…"
 
 
 def _status_flags(test: RecordedTest) -> list[Flag]:
