@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
+from rich.console import Console
 
 from serverlab.paths import REPO_ROOT
-from serverlab.report import SelectionError, build_report, parse_selection
+from serverlab.report import SelectionError, build_report, parse_selection, print_summary
 from serverlab.report.histogram import (
     HistogramError,
     decode,
@@ -230,8 +231,8 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     assert summary.count("<tr>") == 1 + 6
     median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] \(\d+%\) n=\d'
     assert re.search(median_cell, summary)
-    assert "crashed (at 3.5 s, signal 9, out of memory)" in summary
-    assert "generator-bound (engine CPU 97 %)" in summary
+    assert "crashed (at 3.5 s, signal 9, out of memory) (r5)" in summary
+    assert "generator-bound (engine CPU 97 %) (r5)" in summary
     assert "1 crashed, 4 ok" in summary
     # The architecture label comes from the contestant's manifest.
     assert "<em>single event loop</em>" in summary
@@ -383,3 +384,13 @@ def test_the_engines_histogram_decodes_to_the_engines_own_percentiles():
     quantiles = [0.5, 0.9, 0.99, 0.999, 1.0]
     expected = [own[name] for name in ("p50", "p90", "p99", "p999", "max")]
     assert values_at_quantiles(histogram, quantiles) == expected
+
+
+def test_the_terminal_summary_has_a_row_per_scenario_and_contestant(tmp_path):
+    db = fill_realistic_db(tmp_path / "lab.db")
+    console = Console(record=True, width=240)
+    print_summary(db, None, console=console)
+    text = console.export_text()
+    assert text.count("node-http") == 2 and text.count("go-nethttp") == 2
+    assert "17,242" in text and "(94%) n=5" in text
+    assert "crashed (at 3.5 s, signal 9, out of memory)" in text

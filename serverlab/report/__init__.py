@@ -2,5 +2,6 @@
 
 from serverlab.report.builder import DEFAULT_REPORT, build_report
 from serverlab.report.selection import SelectionError, parse_selection
+from serverlab.report.summary import print_summary
 
-__all__ = ["DEFAULT_REPORT", "SelectionError", "build_report", "parse_selection"]
+__all__ = ["DEFAULT_REPORT", "SelectionError", "build_report", "parse_selection", "print_summary"]

@@ -13,33 +13,26 @@ from pathlib import Path
 import jinja2
 import plotly.offline
 
-from serverlab import stats
-from serverlab.manifest import Manifest, discover
 from serverlab.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.report.metrics import (
     METRICS,
     METRICS_BY_NAME,
-    SUMMARIZED_STATUSES,
-    format_summary,
     permutation_params,
-    scenario_key,
     scenario_labels,
     validity_flags,
 )
 from serverlab.report.selection import parse_selection, select_tests
+from serverlab.report.summary import (
+    SummaryRow,
+    architectures,
+    scenario_groups,
+    status_counts,
+    summary_rows,
+    tunable_text,
+)
 from serverlab.store import RecordedTest, Run, Store, Suite
 
 DEFAULT_REPORT = Path("results/report.html")
-
-
-@dataclass
-class SummaryRow:
-    contestant: str
-    architecture: str
-    tunables: str
-    counts: str
-    cells: list[tuple[str, str]]
-    flags: list[str]
 
 
 @dataclass
@@ -91,7 +84,7 @@ def render_report(
         figures=figures,
         plot_template=shared_template(),
         test_count=len(tests),
-        status_counts=_counts(tests),
+        status_counts=status_counts(tests),
         plotly_js=plotly.offline.get_plotlyjs(),
     )
 
@@ -108,10 +101,8 @@ def _environment() -> jinja2.Environment:
 
 
 def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
-    architectures = _architectures()
-    groups: dict[str, list[RecordedTest]] = {}
-    for test in tests:
-        groups.setdefault(scenario_key(test), []).append(test)
+    names = architectures()
+    groups = scenario_groups(tests)
     labels = scenario_labels(tests)
     sections = []
     for index, (key, group) in enumerate(groups.items(), start=1):
@@ -123,7 +114,7 @@ def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
                 params=", ".join(
                     f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
                 ),
-                summary=_summary_rows(group, architectures),
+                summary=summary_rows(group, names),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor),
                 tests=[_test_view(t) for t in group],
             )
@@ -131,55 +122,11 @@ def _sections(tests: list[RecordedTest]) -> list[ScenarioSection]:
     return sections
 
 
-def _architectures() -> dict[str, str]:
-    """Each contestant's architecture label from its manifest, where the manifest exists."""
-    return {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
-
-
-def _summary_rows(group: list[RecordedTest], architectures: dict[str, str]) -> list[SummaryRow]:
-    rows = []
-    for contestant in dict.fromkeys(t.contestant for t in group):
-        mine = [t for t in group if t.contestant == contestant]
-        summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
-        cells = [_cell(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
-        flags = sorted({f.text for t in mine for f in validity_flags(t)})
-        tunables = sorted({_tunable_text(t) for t in mine})
-        rows.append(
-            SummaryRow(
-                contestant,
-                architectures.get(contestant, ""),
-                "; ".join(tunables),
-                _counts(mine),
-                cells,
-                flags,
-            )
-        )
-    return rows
-
-
-def _cell(summary: stats.Summary) -> tuple[str, str]:
-    """The median, and the rest of its summary (interval, coverage, n) for a second line."""
-    text = format_summary(summary)
-    median, _, detail = text.partition(" ")
-    return median, detail
-
-
-def _tunable_text(test: RecordedTest) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
-
-
-def _counts(tests: list[RecordedTest]) -> str:
-    counts: dict[str, int] = {}
-    for test in tests:
-        counts[test.status] = counts.get(test.status, 0) + 1
-    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-
-
 def _test_view(test: RecordedTest) -> dict:
     return {
         "label": test_label(test),
         "status": test.status,
-        "tunables": _tunable_text(test),
+        "tunables": tunable_text(test),
         "started": _utc(test.started_at),
         "seconds": f"{test.ended_at - test.started_at:.1f}",
         "flags": [f.text for f in validity_flags(test)],
