@@ -221,23 +221,24 @@ class Store:
 
     def _migrate(self) -> None:
         steps = migration_steps()
-        current = self.schema_version
-        if current > len(steps):
-            raise StoreError(
-                f"{self.path} has schema version {current}, newer than this serverlab knows "
-                f"({len(steps)}); use a newer serverlab or another --db"
-            )
-        if current == len(steps):
+        self._refuse_newer(len(steps))
+        if self.schema_version == len(steps):
             return
-        pending = "\n".join(steps[current:])
-        try:
-            self._db.executescript(
-                f"BEGIN IMMEDIATE;\n{pending}\nPRAGMA user_version = {len(steps)};\nCOMMIT;"
+        # The version is read again under the write lock: another process may have upgraded
+        # the file while this one waited for it.
+        with self._transaction() as db:
+            self._refuse_newer(len(steps))
+            for step in steps[self.schema_version :]:
+                for statement in _statements(step):
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {len(steps)}")
+
+    def _refuse_newer(self, known: int) -> None:
+        if self.schema_version > known:
+            raise StoreError(
+                f"{self.path} has schema version {self.schema_version}, newer than this "
+                f"serverlab knows ({known}); use a newer serverlab or another --db"
             )
-        except sqlite3.Error:
-            if self._db.in_transaction:
-                self._db.rollback()
-            raise
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -373,6 +374,20 @@ class Store:
             raise StoreError(f"no table {table!r} in {self.path}")
         cursor = self._db.execute(f'SELECT * FROM "{table}" ORDER BY rowid')
         return [d[0] for d in cursor.description], iter(cursor)
+
+
+def _statements(sql: str) -> Iterator[str]:
+    """The SQL statements of a migration file, one by one (executescript would commit the
+    surrounding transaction)."""
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    leftover = [ln for ln in pending.splitlines() if ln.strip() and not ln.strip().startswith("--")]
+    if leftover:
+        raise StoreError(f"incomplete SQL statement in a migration: {pending.strip()[:80]}")
 
 
 def _to_json(value: Any) -> str:

@@ -166,6 +166,23 @@ def test_an_old_database_is_upgraded_and_keeps_its_data(db_path):
         store.commit_test(kept)
 
 
+def test_a_failed_upgrade_leaves_the_old_database_as_it_was(db_path):
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    # A stray table that the second step also creates makes that step fail part-way.
+    old.executescript(
+        migration_steps()[0] + "\nCREATE TABLE emit_records (x);\nPRAGMA user_version = 1;"
+    )
+    old.close()
+    with pytest.raises(StoreError, match="emit_records already exists"):
+        Store(db_path)
+    check = sqlite3.connect(db_path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == 1
+    tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "server_stats" not in tables
+    check.close()
+
+
 def test_a_database_from_a_newer_serverlab_is_refused(db_path):
     db_path.parent.mkdir(parents=True)
     newer = sqlite3.connect(db_path)
