@@ -13,6 +13,7 @@ from rich.console import Console
 
 from serverlab.paths import REPO_ROOT
 from serverlab.report import SelectionError, build_report, parse_selection, print_summary
+from serverlab.report.charts import thinned
 from serverlab.report.histogram import (
     HistogramError,
     decode,
@@ -394,3 +395,12 @@ def test_the_terminal_summary_has_a_row_per_scenario_and_contestant(tmp_path):
     assert text.count("node-http") == 2 and text.count("go-nethttp") == 2
     assert "17,242" in text and "(94%) n=5" in text
     assert "crashed (at 3.5 s, signal 9, out of memory)" in text
+
+
+def test_long_lines_are_thinned_by_averaging_buckets():
+    x = [i / 10 for i in range(6000)]
+    y = [float(i % 4) for i in range(6000)]
+    thin_x, thin_y = thinned(x, y, limit=1500)
+    assert len(thin_x) == len(thin_y) == 1500
+    assert thin_x[0] == pytest.approx(0.15) and set(thin_y) == {1.5}
+    assert thinned([1.0], [2.0]) == ([1.0], [2.0])

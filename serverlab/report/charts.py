@@ -28,6 +28,7 @@ from serverlab.report.metrics import (
 from serverlab.store import RecordedTest
 
 TEMPLATE_NAME = "plotly_white"
+MAX_LINE_POINTS = 1500
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 # Engine interval fields, by preference: per-interval completions, else a cumulative count.
 COMPLETED_PER_INTERVAL = ("completed", "responses")
@@ -233,10 +234,23 @@ def time_series(
     colours = contestant_colours(tests)
     fig, in_legend = go.Figure(), set()
     for test in tests:
-        x, y = points(test)
+        x, y = thinned(*points(test))
         if x:
             fig.add_trace(_line(test, x, y, colours, "%{x:.1f} s: %{y:,.4g}", in_legend))
     return _chart(key, title, caption, tests, fig, (x_title, y_title), empty)
+
+
+def thinned(x: list[float], y: list[float], limit: int = MAX_LINE_POINTS):
+    """At most ``limit`` points: consecutive points averaged in equal buckets, so that a ten
+    minute test sampled ten times a second stays a light figure and keeps its shape."""
+    if len(x) <= limit:
+        return x, y
+    size = math.ceil(len(x) / limit)
+    buckets = range(0, len(x), size)
+    return (
+        [statistics.fmean(x[i : i + size]) for i in buckets],
+        [statistics.fmean(y[i : i + size]) for i in buckets],
+    )
 
 
 def cpu_points(test: RecordedTest) -> tuple[list[float], list[float]]:
@@ -335,10 +349,11 @@ def emit_duration_by_place(key: str, tests: list[RecordedTest]) -> Chart:
             continue
         places = sorted(by_place)
         for label, reduce, dash in (("median", statistics.median, None), ("max", max, "dot")):
+            x, y = thinned([float(p) for p in places], [reduce(by_place[p]) for p in places])
             fig.add_trace(
                 go.Scatter(
-                    x=places,
-                    y=[reduce(by_place[p]) for p in places],
+                    x=x,
+                    y=y,
                     mode="lines",
                     line={"color": colour, "dash": dash},
                     name=f"{contestant} {label}",
