@@ -140,6 +140,25 @@ class ServerTest < Minitest::Test
     assert_equal "200", http { |client| client.get("/perf") }.code
   end
 
+  def test_pipelined_requests_answer_in_order
+    reply = raw("GET /perf HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nGET /timestamp HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert_equal ["200", "404", "200"], reply.scan(%r{HTTP/1\.1 (\d{3}) }).flatten
+  end
+
+  # The 413 must arrive while the client is still sending, and the rest of
+  # the body must not reset the connection before the client reads it.
+  def test_oversize_json_answered_before_the_body_ends
+    socket = TCPSocket.new("127.0.0.1", LiveServer.port)
+    socket.write("POST /push HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n#{'x' * 100_000}")
+    assert socket.wait_readable(5), "no answer while the body is still arriving"
+    assert_match(/\AHTTP\/1.1 413 /, socket.readpartial(4096))
+    socket.write("x" * 900_000)
+    assert socket.wait_readable(5), "connection still open after the body ended"
+    assert_nil socket.read_nonblock(1, exception: false), "expected a clean close"
+  ensure
+    socket&.close
+  end
+
   def test_long_poll_delivery_then_timeout
     post_json("/event/set", "name" => "lp", "interval_ms" => 50)
     first = JSON.parse(post_json("/push", "type" => "longpoll", "events" => ["lp"], "duration_ms" => 5000).body)
