@@ -4,12 +4,13 @@ use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--syslog-port N] \
 [--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
-[--cache off|MB] [--cache-policy lru|fifo] | --version";
+[--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] | --version";
 
 const MIN_CHUNK: usize = 1024;
 const MAX_CHUNK: usize = 512 * 1024 * 1024;
 const MAX_RESPONDERS: usize = 1024;
 const MAX_CACHE_MB: u64 = 64 * 1024;
+const MAX_CONNECTION_THREADS: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadMode {
@@ -50,6 +51,8 @@ pub struct Config {
     pub responders: usize,
     pub schedule: Schedule,
     pub cache: Option<CacheConfig>,
+    /// `None`: as many as the machine's limits allow.
+    pub connection_threads: Option<usize>,
 }
 
 pub enum Command {
@@ -68,6 +71,7 @@ impl Command {
         let mut schedule = Schedule::Fifo;
         let mut cache_mb = None;
         let mut policy = CachePolicy::Lru;
+        let mut connection_threads = None;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "--version" {
@@ -84,6 +88,7 @@ impl Command {
                 "--schedule" => schedule = parse_schedule(&value)?,
                 "--cache" => cache_mb = parse_cache_size(&value)?,
                 "--cache-policy" => policy = parse_cache_policy(&value)?,
+                "--connection-threads" => connection_threads = parse_connection_threads(&value)?,
                 _ => return Err(format!("unknown option {flag}")),
             }
         }
@@ -99,6 +104,7 @@ impl Command {
                 capacity_bytes: mb * 1024 * 1024,
                 policy,
             }),
+            connection_threads,
         }))
     }
 }
@@ -161,6 +167,18 @@ fn parse_cache_size(value: &str) -> Result<Option<u64>, String> {
         Ok(mb) if (1..=MAX_CACHE_MB).contains(&mb) => Ok(Some(mb)),
         _ => Err(format!(
             "cache must be off or 1 to 65536 (MB), not {value:?}"
+        )),
+    }
+}
+
+fn parse_connection_threads(value: &str) -> Result<Option<usize>, String> {
+    if value == "auto" {
+        return Ok(None);
+    }
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_CONNECTION_THREADS).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "connection threads must be auto or 1 to 1048576, not {value:?}"
         )),
     }
 }

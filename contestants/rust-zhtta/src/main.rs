@@ -9,6 +9,7 @@ mod push;
 mod server;
 mod stats;
 mod syslog;
+mod threads;
 mod upload;
 
 use config::{Command, Config, USAGE};
@@ -21,6 +22,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
+use threads::ThreadBudget;
 
 pub const NAME: &str = "rust-zhtta";
 pub const SPEC_VERSION: &str = "1.0";
@@ -29,6 +31,8 @@ pub const SPEC_VERSION: &str = "1.0";
 const LISTEN_BACKLOG: i32 = 65_535;
 /// Where the descriptor limit is raised to when allowed, for 20,000+ held connections.
 const WANTED_FILES: u64 = 1 << 20;
+/// Threads outside the connection budget besides the responders: main, syslog, emitters.
+const FIXED_THREADS: usize = 64;
 
 fn main() -> ExitCode {
     match Command::from_args(std::env::args().skip(1)) {
@@ -53,14 +57,27 @@ fn main() -> ExitCode {
 fn run(config: Config) -> std::io::Result<()> {
     raise_file_limit();
     let stats: &'static Stats = Box::leak(Box::default());
+    let thread_limit = config
+        .connection_threads
+        .unwrap_or_else(|| threads::automatic_limit(config.responders + FIXED_THREADS));
+    let threads: &'static ThreadBudget = Box::leak(Box::new(ThreadBudget::new(thread_limit)));
     let listener = listen(config.port)?;
+    eprintln!(
+        "{NAME}: 127.0.0.1:{}, read {:?}, {} responder(s), {:?} queue, up to {} connection threads",
+        config.port,
+        config.read,
+        config.responders,
+        config.schedule,
+        threads.limit()
+    );
     if let Some(port) = config.syslog_port {
-        syslog::start(port, stats)?;
+        syslog::start(port, stats, threads)?;
     }
     // The server lives as long as the process, so its state is leaked once and shared
     // as plain references by every thread.
     let app: &'static App = Box::leak(Box::new(App {
         stats,
+        threads,
         files: FileService::start(&config, stats)?,
         push: PushHub::new(stats),
         logging: AtomicBool::new(false),

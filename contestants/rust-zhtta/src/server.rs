@@ -7,6 +7,7 @@ use crate::files::FileService;
 use crate::http::{Conn, HeadError, LimitedBodyError, Request, Sent, read_limited};
 use crate::push::{self, PushHub, request::parse_push};
 use crate::stats::{GaugeGuard, Stats, bump};
+use crate::threads::ThreadBudget;
 use crate::upload;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -28,6 +29,7 @@ pub const PERF_BODY: &[u8] =
 
 pub struct App {
     pub stats: &'static Stats,
+    pub threads: &'static ThreadBudget,
     pub files: FileService,
     pub push: PushHub,
     pub logging: AtomicBool,
@@ -84,12 +86,10 @@ fn spawn_connection(app: &'static App, stream: TcpStream) {
     let (open, _) = GaugeGuard::raise(&app.stats.connections_open);
     // If no thread can be started the closure is dropped: the stream closes and the
     // gauge goes down. That client is refused; the server stays up.
-    let _ = thread::Builder::new()
-        .stack_size(CONNECTION_STACK)
-        .spawn(move || {
-            let _open = open;
-            serve_connection(app, stream);
-        });
+    app.threads.spawn(CONNECTION_STACK, move || {
+        let _open = open;
+        serve_connection(app, stream);
+    });
 }
 
 fn serve_connection(app: &'static App, stream: TcpStream) {
@@ -134,13 +134,13 @@ fn log_request(request: &Request, result: &io::Result<Sent>) {
 }
 
 /// Half-closes, then reads and drops what the client still sends for a short while.
-fn close_gracefully(mut conn: Conn) {
+fn close_gracefully(conn: Conn) {
     let _ = conn.stream.shutdown(Shutdown::Write);
     let _ = conn.stream.set_read_timeout(Some(LINGER));
     let mut sink = [0; 8192];
     let mut drained = 0;
     while drained < LINGER_BYTES {
-        match conn.stream.read(&mut sink) {
+        match (&*conn.stream).read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
         }

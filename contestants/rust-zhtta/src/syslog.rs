@@ -3,6 +3,7 @@
 //! printed, and never buffered: the framer is a state machine over the byte stream.
 
 use crate::stats::{Stats, add, bump};
+use crate::threads::ThreadBudget;
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::thread;
@@ -103,19 +104,19 @@ pub fn datagram_len(datagram: &[u8]) -> u64 {
     datagram.strip_suffix(b"\n").unwrap_or(datagram).len() as u64
 }
 
-pub fn start(port: u16, stats: &'static Stats) -> io::Result<()> {
+pub fn start(port: u16, stats: &'static Stats, threads: &'static ThreadBudget) -> io::Result<()> {
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, port))?;
     thread::Builder::new()
         .name("syslog-tcp".into())
-        .spawn(move || accept_tcp(&tcp, stats))?;
+        .spawn(move || accept_tcp(&tcp, stats, threads))?;
     thread::Builder::new()
         .name("syslog-udp".into())
         .spawn(move || receive_udp(&udp, stats))?;
     Ok(())
 }
 
-fn accept_tcp(listener: &TcpListener, stats: &'static Stats) {
+fn accept_tcp(listener: &TcpListener, stats: &'static Stats, threads: &'static ThreadBudget) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else {
             // Out of descriptors or a connection reset while queued: keep listening.
@@ -124,9 +125,7 @@ fn accept_tcp(listener: &TcpListener, stats: &'static Stats) {
         };
         bump(&stats.syslog_tcp_connections);
         // If no thread can be started, dropping the stream refuses this sender only.
-        let _ = thread::Builder::new()
-            .stack_size(CONNECTION_STACK)
-            .spawn(move || count_tcp(stream, stats));
+        threads.spawn(CONNECTION_STACK, move || count_tcp(stream, stats));
     }
 }
 

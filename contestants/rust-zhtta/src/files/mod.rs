@@ -70,7 +70,7 @@ impl FileService {
         }
         let (reply, outcome) = mpsc::sync_channel(1);
         let job = FileJob {
-            stream: conn.stream.try_clone()?,
+            stream: Arc::clone(&conn.stream),
             file,
             keep_alive,
             reply,

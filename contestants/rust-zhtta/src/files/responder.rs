@@ -18,7 +18,7 @@ const CONTENT_TYPE: &str = "application/octet-stream";
 /// A checked file request handed from a connection thread to the responders. The reply
 /// carries the response status, or `None` when the connection must be closed.
 pub struct FileJob {
-    pub stream: TcpStream,
+    pub stream: Arc<TcpStream>,
     pub file: ResolvedFile,
     pub keep_alive: bool,
     pub reply: SyncSender<Option<Sent>>,
@@ -64,7 +64,7 @@ impl Responder {
             status: 200,
             keep_alive: job.keep_alive,
         };
-        let mut stream = &job.stream;
+        let mut stream = &*job.stream;
         if let Some(data) = self.cached(&job.file) {
             self.start_head(job, 200, Length::Known(data.len() as u64));
             stream.write_all(&self.head)?;
@@ -121,7 +121,7 @@ impl Responder {
             job.keep_alive,
         );
         self.head.extend_from_slice(body);
-        (&job.stream).write_all(&self.head)?;
+        (&*job.stream).write_all(&self.head)?;
         bump(&self.stats.responses_total);
         Ok(Sent {
             status: 404,
@@ -140,7 +140,7 @@ impl Responder {
         if response.len() - head_len != len as usize {
             return Err(changed_under_us());
         }
-        (&job.stream).write_all(&response)?;
+        (&*job.stream).write_all(&response)?;
         bump(&self.stats.responses_total);
         if self.wants_cache_fill(len) {
             self.fill_cache(&job.file, &response[head_len..]);
@@ -159,7 +159,7 @@ impl Responder {
             .wants_cache_fill(len)
             .then(|| Vec::with_capacity(len as usize));
         self.start_head(job, 200, Length::Known(len));
-        let mut stream = &job.stream;
+        let mut stream = &*job.stream;
         stream.write_all(&self.head)?;
         bump(&self.stats.responses_total);
         let mut left = len;

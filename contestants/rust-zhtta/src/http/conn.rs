@@ -6,6 +6,7 @@ use crate::stats::{Stats, bump};
 use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 
 /// Largest header section accepted; a bigger one gets 431.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -85,7 +86,9 @@ fn has_token(value: &str, token: &str) -> bool {
 }
 
 pub struct Conn {
-    pub stream: TcpStream,
+    /// Shared (not dup'ed) with a responder or an emitter that writes to it, so that a
+    /// connection costs one descriptor however it is served.
+    pub stream: Arc<TcpStream>,
     pub stats: &'static Stats,
     input: Vec<u8>,
     start: usize,
@@ -96,7 +99,7 @@ pub struct Conn {
 impl Conn {
     pub fn new(stream: TcpStream, stats: &'static Stats) -> Conn {
         Conn {
-            stream,
+            stream: Arc::new(stream),
             stats,
             input: vec![0; INITIAL_BUFFER],
             start: 0,
@@ -162,7 +165,7 @@ impl Conn {
                 self.input.resize(grown, 0);
             }
         }
-        let n = self.stream.read(&mut self.input[self.end..])?;
+        let n = (&*self.stream).read(&mut self.input[self.end..])?;
         self.end += n;
         Ok(n)
     }
@@ -172,7 +175,7 @@ impl Conn {
     pub fn read_into(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let buffered = self.buffered();
         if buffered.is_empty() {
-            return self.stream.read(out);
+            return (&*self.stream).read(out);
         }
         let n = buffered.len().min(out.len());
         out[..n].copy_from_slice(&buffered[..n]);
@@ -218,7 +221,7 @@ impl Conn {
             keep_alive,
         );
         self.out.extend_from_slice(body);
-        self.stream.write_all(&self.out)?;
+        (&*self.stream).write_all(&self.out)?;
         bump(&self.stats.responses_total);
         Ok(Sent { status, keep_alive })
     }
@@ -256,7 +259,7 @@ impl Conn {
 
     /// Tells a client that sent `Expect: 100-continue` to go on with its body.
     pub fn send_continue(&mut self) -> io::Result<()> {
-        self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+        (&*self.stream).write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
     }
 }
 

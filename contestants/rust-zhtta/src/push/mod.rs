@@ -106,7 +106,7 @@ impl PushHub {
     pub fn subscribe(
         &self,
         request: PushRequest,
-        stream: TcpStream,
+        stream: Arc<TcpStream>,
         keep_alive: bool,
     ) -> Registration {
         let (open, start_connections) = GaugeGuard::raise(&self.stats.open_push);

@@ -6,6 +6,7 @@ use super::request::{Mode, PushRequest};
 use super::subscriber::{SinkState, Subscriber};
 use crate::http::{Conn, Length, MAX_HEAD, Sent};
 use std::io::{self, ErrorKind};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 enum CometEnd {
@@ -22,7 +23,7 @@ pub fn serve(
     let deadline = request
         .duration_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
-    let writer = conn.stream.try_clone()?;
+    let writer = Arc::clone(&conn.stream);
     match request.mode {
         Mode::LongPoll => {
             let registration = hub.subscribe(request, writer, keep_alive);

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// What one emit cycle tells each of its deliveries.
@@ -76,7 +76,7 @@ pub enum SinkState {
 }
 
 struct Sink {
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     state: SinkState,
 }
 
@@ -97,7 +97,7 @@ impl Subscriber {
     pub fn new(
         id: u64,
         request: PushRequest,
-        stream: TcpStream,
+        stream: Arc<TcpStream>,
         keep_alive: bool,
         start_connections: u64,
     ) -> Subscriber {
@@ -214,8 +214,8 @@ impl Subscriber {
     /// chunk).
     fn write_answer(&self, sink: &mut Sink, body: &[u8], last: bool, stats: &Stats) -> bool {
         let result = match self.mode {
-            Mode::LongPoll => write_long_poll(&mut sink.stream, body, self.keep_alive, stats),
-            Mode::Comet => write_comet_line(&mut sink.stream, body, last),
+            Mode::LongPoll => write_long_poll(&sink.stream, body, self.keep_alive, stats),
+            Mode::Comet => write_comet_line(&sink.stream, body, last),
         };
         let ends = self.mode == Mode::LongPoll || last;
         sink.state = match result {
@@ -235,7 +235,7 @@ impl Subscriber {
 }
 
 fn write_long_poll(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     body: &[u8],
     keep_alive: bool,
     stats: &Stats,
@@ -257,7 +257,7 @@ fn write_long_poll(
 }
 
 /// One chunk per line, written in one call so that a line is never split across flushes.
-fn write_comet_line(stream: &mut TcpStream, body: &[u8], last: bool) -> io::Result<()> {
+fn write_comet_line(mut stream: &TcpStream, body: &[u8], last: bool) -> io::Result<()> {
     let mut chunk = Vec::with_capacity(body.len() + 16);
     // Writing into a Vec cannot fail.
     let _ = write!(chunk, "{:x}\r\n", body.len() + 1);
