@@ -24,6 +24,8 @@ class VerifyContext:
     run_tag: str
     case_id: str = ""
     timeout_s: float = 5.0
+    # How long past its due time an answer or a count may come before verify gives up.
+    give_up_s: float = 3.0
 
     @property
     def port(self) -> int:

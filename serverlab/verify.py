@@ -67,6 +67,7 @@ def verify_contestant(
     settings: dict[str, str] | None = None,
     cases_dir: Path | None = None,
     on_result: Callable[[CaseResult], None] = lambda result: None,
+    give_up_s: float = 3.0,
 ) -> VerifyReport:
     report = VerifyReport(manifest.name)
     if not manifest.is_built():
@@ -86,7 +87,9 @@ def verify_contestant(
         except ServerError as error:
             report.error = str(error)
             return report
-        context = VerifyContext(server=server, docroot=docroot, run_tag=new_run_tag())
+        context = VerifyContext(
+            server=server, docroot=docroot, run_tag=new_run_tag(), give_up_s=give_up_s
+        )
         try:
             for case in cases:
                 result = run_case(context, case, report)

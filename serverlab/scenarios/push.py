@@ -6,7 +6,6 @@ from serverlab import httpclient
 from serverlab.context import VerifyContext
 from serverlab.outcome import Outcome
 from serverlab.scenarios.pushwire import (
-    SLACK_S,
     check_delivery,
     check_longpoll_answer,
     check_timeout_answer,
@@ -74,7 +73,7 @@ def comet_stream(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     try:
         with ctx.connect() as connection:
             send_push(connection, body)
-            stream = read_comet(connection, outcome, duration_ms / 1000 + SLACK_S)
+            stream = read_comet(connection, outcome, duration_ms / 1000 + ctx.give_up_s)
     finally:
         clear_event(ctx, event)
     if stream is None:
@@ -233,7 +232,7 @@ def comet_then_leave(ctx: VerifyContext, event: str, outcome: Outcome) -> int:
         send_push(connection, push_body("comet", [event], None))
         head = connection.read_head()
         outcome.require(head.status == 200, f"comet answered {head.status}")
-        next(connection.iter_body(SLACK_S), None)
+        next(connection.iter_body(ctx.give_up_s), None)
         return ctx.stats()["requests"]["open_push"]
 
 

@@ -27,7 +27,6 @@ TIMEOUT_TYPES = {
     "response.timeout": "bool",
     **{key: kind for key, kind in DELIVERY_TYPES.items() if not key.startswith("response.")},
 }
-SLACK_S = 3.0  # how long past its due time an answer may take before verify gives up
 
 
 def set_event(ctx: VerifyContext, name: str, interval_ms: int, outcome: Outcome) -> dict:
@@ -66,7 +65,7 @@ def longpoll(
     connection = connection or ctx.connect()
     try:
         send_push(connection, body)
-        return connection.read_response(duration_ms / 1000 + SLACK_S), body
+        return connection.read_response(duration_ms / 1000 + ctx.give_up_s), body
     finally:
         if own:
             connection.close()

@@ -8,7 +8,6 @@ from serverlab.outcome import Outcome
 from serverlab.waiting import wait_for
 
 SETTLE_S = 0.3  # after the count is reached, how long extra counts may still show up
-COUNT_TIMEOUT_S = 3.0
 
 
 def messages(ctx: VerifyContext, count: int, label: str) -> list[bytes]:
@@ -83,7 +82,7 @@ def syslog_incomplete(ctx: VerifyContext, params: dict, outcome: Outcome) -> Non
 def expect_counted(ctx: VerifyContext, before, batch: list[bytes], outcome: Outcome) -> None:
     """The counters grow by exactly the batch: its messages and (if known) their bytes."""
     wanted_count = before[0] + len(batch)
-    wait_for(lambda: ctx.syslog_counters()[0] >= wanted_count, COUNT_TIMEOUT_S)
+    wait_for(lambda: ctx.syslog_counters()[0] >= wanted_count, ctx.give_up_s)
     time.sleep(SETTLE_S)
     received, size = ctx.syslog_counters()
     outcome.require(
