@@ -6,6 +6,7 @@ from serverlab.context import VerifyContext
 from serverlab.exchange import check_required_headers
 from serverlab.jsonshape import check_types
 from serverlab.outcome import Outcome
+from serverlab.waiting import wait_for
 
 SPEC_VERSION = "1.0"
 STATS_TYPES = {
@@ -118,4 +119,46 @@ def stats_counting(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.require(after["uptime_ms"] >= before["uptime_ms"], "uptime_ms went backwards")
 
 
-SCENARIOS = {"timestamp": timestamp, "stats_shape": stats_shape, "stats_counting": stats_counting}
+def log_lines(ctx: VerifyContext) -> int:
+    try:
+        return len(ctx.server.log_path.read_bytes().splitlines())
+    except OSError:
+        return 0
+
+
+def logging_output(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """Logging off prints nothing per request; logging on prints one line per request."""
+    requests = params.get("requests", 5)
+    quiet_before = log_lines(ctx)
+    for _ in range(requests):
+        ctx.get(ctx.probe_target)
+    time.sleep(params.get("flush_wait_s", 0.3))
+    printed = log_lines(ctx) - quiet_before
+    outcome.require(printed == 0, f"{printed} log lines for {requests} requests with logging off")
+    if not outcome.require(
+        ctx.post_json("/logging", {"enabled": True}).status == 200,
+        "POST /logging did not answer 200",
+    ):
+        return
+    before = log_lines(ctx)
+    try:
+        for _ in range(requests):
+            ctx.get(ctx.probe_target)
+    finally:
+        ctx.post_json("/logging", {"enabled": False})
+    # The two /logging requests may or may not be logged themselves, depending on when the
+    # switch takes effect; the probes in between must be, one line each.
+    wait_for(lambda: log_lines(ctx) - before >= requests, ctx.give_up_s)
+    printed = log_lines(ctx) - before
+    outcome.require(
+        requests <= printed <= requests + 2,
+        f"{printed} log lines for {requests} requests with logging on",
+    )
+
+
+SCENARIOS = {
+    "timestamp": timestamp,
+    "stats_shape": stats_shape,
+    "stats_counting": stats_counting,
+    "logging_output": logging_output,
+}
