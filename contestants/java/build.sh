@@ -9,13 +9,17 @@ source ./jvm.sh
 JARS=(tomcat-blocking/target/tomcat-blocking.jar tomcat-async/target/tomcat-async.jar
       virtual-threads/target/virtual-threads.jar netty/target/netty.jar)
 
+# Maven leaves an unchanged jar untouched, so a stamp, not the jars, records the last build.
+STAMP=target/build.stamp
+
 up_to_date() {
     local jar
+    [[ -f $STAMP ]] || return 1
     for jar in "${JARS[@]}"; do
         [[ -f $jar ]] || return 1
-        # Any source or pom newer than this jar means a rebuild.
-        [[ -z $(find pom.xml ./*/pom.xml ./*/src -newer "$jar" -print -quit) ]] || return 1
     done
+    # Any source or pom newer than the last successful build means a rebuild.
+    [[ -z $(find pom.xml ./*/pom.xml ./*/src -newer "$STAMP" -print -quit) ]]
 }
 
 exec 9>"${TMPDIR:-/tmp}/serverlab-java-build.lock"
@@ -26,4 +30,6 @@ fi
 JAVA_HOME=$(jdk_home 21) || { echo "build: needs a JDK 21 or newer (virtual-threads module)" >&2; exit 1; }
 export JAVA_HOME
 # Offline first: after the first build every artifact is in the local repository.
-mvn -q -B -o package 2>/dev/null || mvn -q -B package
+mvn -q -B -Dstyle.color=never -o package 2>/dev/null || mvn -q -B -Dstyle.color=never package
+mkdir -p "$(dirname "$STAMP")"
+touch "$STAMP"

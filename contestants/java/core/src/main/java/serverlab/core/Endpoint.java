@@ -12,6 +12,8 @@ public enum Endpoint {
     EVENT_CLEAR("/event/clear", "POST"),
     PUSH("/push", "POST");
 
+    private static final Endpoint[] ALL = values(); // values() copies the array on every call
+
     private final String path;
     private final String allow;
 
@@ -50,7 +52,7 @@ public enum Endpoint {
         if (path.startsWith(FILES.path)) {
             return FILES;
         }
-        for (Endpoint endpoint : values()) {
+        for (Endpoint endpoint : ALL) {
             if (endpoint.path.equals(path)) {
                 return endpoint;
             }

@@ -1,5 +1,7 @@
 package serverlab.core;
 
+import java.util.function.Supplier;
+
 /** The control endpoints' client check (spec §5). */
 public final class Loopback {
     private Loopback() {
@@ -11,8 +13,9 @@ public final class Loopback {
                         || address.startsWith("::ffff:127."));
     }
 
-    public static void check(Endpoint endpoint, String clientAddress) {
-        if (endpoint.loopbackOnly() && !isLoopback(clientAddress)) {
+    /** The client address is asked for only when the endpoint needs it: formatting it costs. */
+    public static void check(Endpoint endpoint, Supplier<String> clientAddress) {
+        if (endpoint.loopbackOnly() && !isLoopback(clientAddress.get())) {
             throw new ApiException(403, "control endpoints answer loopback clients only");
         }
     }

@@ -123,8 +123,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
             throw ApiException.notFound("unknown path");
         }
         endpoint.checkMethod(received.method().name());
-        InetSocketAddress peer = (InetSocketAddress) ctx.channel().remoteAddress();
-        Loopback.check(endpoint, peer.getAddress().getHostAddress());
+        Loopback.check(endpoint, () -> ((InetSocketAddress) ctx.channel().remoteAddress()).getAddress().getHostAddress());
         long declaredLength = HttpUtil.getContentLength(received, -1L);
         switch (endpoint) {
             case PERF:

@@ -26,7 +26,7 @@ public abstract class EndpointServlet extends HttpServlet {
     protected final void service(HttpServletRequest request, HttpServletResponse response) throws IOException {
         try {
             endpoint.checkMethod(request.getMethod());
-            Loopback.check(endpoint, request.getRemoteAddr());
+            Loopback.check(endpoint, request::getRemoteAddr);
             handle(request, response);
         } catch (ApiException refused) {
             Responses.error(response, refused);
