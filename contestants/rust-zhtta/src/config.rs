@@ -145,10 +145,16 @@ fn parse_chunk_size(value: &str) -> Result<usize, String> {
 }
 
 fn parse_responders(value: &str) -> Result<usize, String> {
-    match value.parse::<usize>() {
-        Ok(n) if (1..=MAX_RESPONDERS).contains(&n) => Ok(n),
-        _ => Err(format!("responders must be 1 to 1024, not {value:?}")),
-    }
+    parse_in_range(value, 1..=MAX_RESPONDERS)
+        .ok_or_else(|| format!("responders must be 1 to 1024, not {value:?}"))
+}
+
+/// A decimal integer within `range`, or `None`.
+fn parse_in_range<T: std::str::FromStr + PartialOrd>(
+    value: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Option<T> {
+    value.parse().ok().filter(|n| range.contains(n))
 }
 
 fn parse_schedule(value: &str) -> Result<Schedule, String> {
@@ -159,27 +165,28 @@ fn parse_schedule(value: &str) -> Result<Schedule, String> {
     }
 }
 
+/// `off`, or the cache size in MB.
 fn parse_cache_size(value: &str) -> Result<Option<u64>, String> {
-    if value == "off" {
-        return Ok(None);
-    }
-    match value.parse::<u64>() {
-        Ok(mb) if (1..=MAX_CACHE_MB).contains(&mb) => Ok(Some(mb)),
-        _ => Err(format!(
-            "cache must be off or 1 to 65536 (MB), not {value:?}"
-        )),
-    }
+    parse_optional(value, "off", 1..=MAX_CACHE_MB)
+        .ok_or_else(|| format!("cache must be off or 1 to 65536 (MB), not {value:?}"))
 }
 
+/// `auto`, or a thread count.
 fn parse_connection_threads(value: &str) -> Result<Option<usize>, String> {
-    if value == "auto" {
-        return Ok(None);
-    }
-    match value.parse::<usize>() {
-        Ok(n) if (1..=MAX_CONNECTION_THREADS).contains(&n) => Ok(Some(n)),
-        _ => Err(format!(
-            "connection threads must be auto or 1 to 1048576, not {value:?}"
-        )),
+    parse_optional(value, "auto", 1..=MAX_CONNECTION_THREADS)
+        .ok_or_else(|| format!("connection threads must be auto or 1 to 1048576, not {value:?}"))
+}
+
+/// `keyword` for none, or an integer within `range`.
+fn parse_optional<T: std::str::FromStr + PartialOrd>(
+    value: &str,
+    keyword: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Option<Option<T>> {
+    if value == keyword {
+        Some(None)
+    } else {
+        parse_in_range(value, range).map(Some)
     }
 }
 

@@ -117,21 +117,14 @@ impl Read for BodyReader<'_> {
         loop {
             match self.state {
                 State::Done => return Ok(0),
-                State::Remaining(remaining) => {
+                State::Remaining(remaining) | State::ChunkData(remaining) => {
                     let (n, left) = self.read_data(out, remaining)?;
-                    self.state = if left == 0 {
-                        State::Done
-                    } else {
-                        State::Remaining(left)
-                    };
-                    return Ok(n);
-                }
-                State::ChunkData(remaining) => {
-                    let (n, left) = self.read_data(out, remaining)?;
-                    self.state = if left == 0 {
-                        State::ChunkEnd
-                    } else {
-                        State::ChunkData(left)
+                    let chunked = matches!(self.state, State::ChunkData(_));
+                    self.state = match (chunked, left) {
+                        (false, 0) => State::Done,
+                        (false, left) => State::Remaining(left),
+                        (true, 0) => State::ChunkEnd,
+                        (true, left) => State::ChunkData(left),
                     };
                     return Ok(n);
                 }
