@@ -115,6 +115,8 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
         cpus=cpus,
     )
     signal.signal(signal.SIGTERM, _interrupt)
+    # A shell starts background jobs with SIGINT ignored; `kill -INT` must still stop us.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.start()
         click.echo(
