@@ -164,6 +164,8 @@ def _verify_one(name, pattern, settings, as_json):
     def show(result):
         style = STATUS_STYLE[result.status]
         line = f"{click.style(result.status, fg=style)}  {result.case_id}"
+        if result.observed:
+            line += click.style(f" [{result.observed}]", dim=True)
         click.echo(line + (f"  {result.reason}" if result.reason else ""), err=as_json)
 
     click.echo(click.style(f"== {name}", bold=True), err=as_json)

@@ -30,6 +30,7 @@ def run_step(ctx: VerifyContext, step: Step, outcome: Outcome, where: str = "") 
             send(connection, request, body)
             response = connection.read_response()
         except httpclient.HttpError as error:
+            outcome.observed.append("no answer")
             if expect.get("close_warns") and "closed" in str(error):
                 outcome.warn(f"{prefix}{error} (an answer is expected)")
             else:
@@ -71,6 +72,7 @@ def send(connection: httpclient.HttpConnection, request: dict, body: bytes) -> N
 
 
 def check_response(ctx, response, expect: dict, request_body: bytes, outcome, prefix="") -> None:
+    outcome.observed.append(str(response.status))
     if not check_status(response, expect, outcome, prefix):
         return
     check_required_headers(response, outcome, prefix)

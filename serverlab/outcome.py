@@ -13,6 +13,8 @@ class CaseAborted(Exception):
 class Outcome:
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What the server did (e.g. "403"), for reports of how each server meets bad input.
+    observed: list[str] = field(default_factory=list)
 
     def fail(self, reason: str) -> None:
         self.failures.append(reason)
@@ -51,6 +53,7 @@ class CaseResult:
     status: str
     reason: str
     seconds: float
+    observed: str = ""
 
     def as_dict(self) -> dict:
         return {
@@ -58,4 +61,5 @@ class CaseResult:
             "status": self.status,
             "reason": self.reason,
             "seconds": round(self.seconds, 3),
+            "observed": self.observed,
         }

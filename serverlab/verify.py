@@ -124,7 +124,8 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
     if case.level == "should":
         outcome.soften()
     check_still_serving(ctx, case, outcome, report)
-    return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started)
+    observed = ", ".join(outcome.observed) if case.bad_input else ""
+    return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started, observed)
 
 
 def check_still_serving(
