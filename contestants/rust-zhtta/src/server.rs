@@ -23,6 +23,9 @@ const MAX_JSON_BODY: usize = 64 * 1024;
 /// input does not turn the close into a reset that destroys the error answer.
 const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 1 << 20;
+/// A client that takes no bytes for this long is given up on, so that it cannot hold a
+/// responder or an emit cycle forever. Slow readers that make progress are unaffected.
+const WRITE_STALL_LIMIT: Duration = Duration::from_secs(60);
 
 pub const PERF_BODY: &[u8] =
     b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n";
@@ -94,6 +97,7 @@ fn spawn_connection(app: &'static App, stream: TcpStream) {
 
 fn serve_connection(app: &'static App, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(WRITE_STALL_LIMIT));
     let loopback = stream
         .peer_addr()
         .map(|peer| peer.ip().is_loopback())
