@@ -185,7 +185,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
                 answer(ctx, HttpResponses.json(control.eventClear(body)), keepAlive);
                 break;
             default:
-                new PushExchange(ctx, control, log.line(request), keepAlive).start(PushSpec.parse(body));
+                new PushExchange(ctx, control, request, keepAlive).start(PushSpec.parse(body));
                 break;
         }
     }
@@ -197,7 +197,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         HttpResponse head = HttpResponses.head(DocRoot.CONTENT_TYPE, length);
         HttpResponses.markConnection(head, keepAlive);
         ctx.write(head);
-        log.responded(log.line(request), 200);
+        log.responded(request, 200);
         if (request.method().equals(HttpMethod.HEAD)) {
             open.close();
         } else {
@@ -209,7 +209,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
 
     private void answer(ChannelHandlerContext ctx, HttpResponse response, boolean keepOpen) {
         HttpResponses.send(ctx, response, keepOpen);
-        log.responded(request == null ? null : log.line(request), response.status().code());
+        log.responded(request, response.status().code());
     }
 
     @Override

@@ -6,6 +6,7 @@ import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -27,7 +28,7 @@ final class PushExchange implements PushSink {
     private final Channel channel;
     private final RequestManager manager;
     private final ResponseLog log;
-    private final String requestLine;
+    private final HttpRequest httpRequest;
     private final boolean keepAlive;
     private final ChannelFutureListener onClose = closed -> abandon();
     private boolean longPoll;
@@ -36,12 +37,12 @@ final class PushExchange implements PushSink {
     /** The response is complete; read and written on the event loop only. */
     private boolean ended;
 
-    PushExchange(ChannelHandlerContext ctx, ControlApi control, String requestLine, boolean keepAlive) {
+    PushExchange(ChannelHandlerContext ctx, ControlApi control, HttpRequest httpRequest, boolean keepAlive) {
         this.ctx = ctx;
         this.channel = ctx.channel();
         this.manager = control.requestManager();
         this.log = new ResponseLog(control);
-        this.requestLine = requestLine;
+        this.httpRequest = httpRequest;
         this.keepAlive = keepAlive;
     }
 
@@ -52,7 +53,7 @@ final class PushExchange implements PushSink {
             HttpResponse head = HttpResponses.head(COMET_CONTENT_TYPE, -1);
             HttpResponses.markConnection(head, keepAlive);
             ctx.writeAndFlush(head);
-            log.responded(requestLine, 200);
+            log.responded(httpRequest, 200);
         }
         request = manager.register(spec, this);
         if (spec.durationMs() != null) {
@@ -84,7 +85,7 @@ final class PushExchange implements PushSink {
         }
         if (longPoll) {
             HttpResponses.send(ctx, HttpResponses.json(body), keepAlive);
-            log.responded(requestLine, 200);
+            log.responded(httpRequest, 200);
         } else {
             ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(body)));
             if (!last) {

@@ -11,14 +11,12 @@ final class ResponseLog {
         this.control = control;
     }
 
-    String line(HttpRequest request) {
-        return request.method().name() + " " + request.uri();
-    }
-
-    void responded(String requestLine, int status) {
+    /** The request is null when nothing parseable was read. */
+    void responded(HttpRequest request, int status) {
         control.counters().responseSent();
         if (control.logging()) {
-            System.err.println((requestLine == null ? "-" : requestLine) + " " + status);
+            String line = request == null ? "-" : request.method().name() + " " + request.uri();
+            System.err.println(line + " " + status);
         }
     }
 }
