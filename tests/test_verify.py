@@ -109,6 +109,14 @@ def test_a_crash_fails_its_case_and_verify_goes_on(contestants_dir):
     assert not report.ok
 
 
+def test_a_server_that_never_answers_fails_with_a_reason_instead_of_hanging(contestants_dir):
+    report = run("no_longpoll_timeout", "push.longpoll_timeout")
+    [result] = report.results
+    assert result.status == FAIL
+    assert "timed out waiting for the response head" in result.reason
+    assert result.seconds < 0.4 + 1.0 + 1.0, "gave up one give_up_s after duration_ms"
+
+
 def test_failures_carry_a_reason(contestants_dir):
     report = run("no_date_perf", "perf.get")
     [result] = report.results
