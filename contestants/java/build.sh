@@ -29,7 +29,8 @@ if up_to_date; then
 fi
 JAVA_HOME=$(jdk_home 21) || { echo "build: needs a JDK 21 or newer (virtual-threads module)" >&2; exit 1; }
 export JAVA_HOME
-# Offline first: after the first build every artifact is in the local repository.
-mvn -q -B -Dstyle.color=never -o package 2>/dev/null || mvn -q -B -Dstyle.color=never package
 mkdir -p "$(dirname "$STAMP")"
+# Offline first: after the first build every artifact is in the local repository. Its output
+# is kept aside; the online retry shows any real error again.
+mvn -q -B -Dstyle.color=never -o package >target/offline-build.log 2>&1 || mvn -q -B -Dstyle.color=never package
 touch "$STAMP"
