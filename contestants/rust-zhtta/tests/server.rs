@@ -289,3 +289,29 @@ fn hostile_input_gets_an_answer_and_the_server_stays_up() {
     let (status, body) = server.get("/perf");
     assert_eq!((status, body.len()), (200, 84));
 }
+
+/// One responder, held up writing a file nobody reads yet; meanwhile a large and then a
+/// small request queue up. Under SPT the small one is served next, while the large one is
+/// still unread (under FIFO the responder would be stuck on the large one and the small
+/// one would never come).
+#[test]
+fn spt_serves_the_small_file_before_an_earlier_large_one() {
+    let server = Server::start("spt", &["--schedule", "spt", "--read", "chunked"]);
+    let huge = vec![b'h'; 64 * 1024 * 1024];
+    std::fs::write(server.docroot.join("huge.bin"), &huge).unwrap();
+    let mut first = server.connect();
+    write!(first, "GET /files/huge.bin HTTP/1.1\r\n\r\n").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let mut large = server.connect();
+    write!(large, "GET /files/huge.bin HTTP/1.1\r\n\r\n").unwrap();
+    let mut small = server.connect();
+    write!(small, "GET /files/small.txt HTTP/1.1\r\n\r\n").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let (status, body) = read_response(&mut first);
+    assert_eq!((status, body.len()), (200, huge.len()));
+    small
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(read_response(&mut small), (200, b"small\n".to_vec()));
+    assert_eq!(read_response(&mut large).1.len(), huge.len());
+}
