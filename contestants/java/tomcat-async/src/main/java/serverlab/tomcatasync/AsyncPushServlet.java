@@ -27,7 +27,7 @@ public final class AsyncPushServlet extends PushServlet {
         // 0 disables the container's timeout: a comet stream without duration_ms stays open.
         async.setTimeout(spec.durationMs() == null ? 0 : spec.durationMs());
         if (!spec.longPoll()) {
-            startStream(response);
+            startStream(request, response);
         }
         AsyncRequestMonitor monitor = new AsyncRequestMonitor(async, manager, spec.longPoll());
         async.addListener(monitor);

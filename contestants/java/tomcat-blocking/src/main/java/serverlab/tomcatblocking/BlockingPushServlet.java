@@ -35,7 +35,7 @@ public final class BlockingPushServlet extends PushServlet {
             if (spec.longPoll()) {
                 Responses.json(response, awaitAnswer(push, inbox));
             } else {
-                stream(push, inbox, response);
+                stream(push, inbox, request, response);
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -55,9 +55,10 @@ public final class BlockingPushServlet extends PushServlet {
         return answer != null ? answer : inbox.take();
     }
 
-    private void stream(PushRequest push, BlockingQueue<byte[]> inbox, HttpServletResponse response)
+    private void stream(PushRequest push, BlockingQueue<byte[]> inbox, HttpServletRequest request,
+            HttpServletResponse response)
             throws IOException, InterruptedException {
-        startStream(response);
+        startStream(request, response);
         ServletOutputStream out = response.getOutputStream();
         Long durationMs = push.spec().durationMs();
         long deadline = durationMs == null ? 0 : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);

@@ -16,6 +16,9 @@ import serverlab.core.Stats;
  * the container, including those the error-report valve answers.
  */
 final class StatsValve extends ValveBase {
+    /** Marks a response already counted when its header section went out (a comet stream). */
+    private static final String COUNTED = StatsValve.class.getName() + ".counted";
+
     private final ControlApi control;
     private final Stats stats;
 
@@ -39,8 +42,16 @@ final class StatsValve extends ValveBase {
         }
     }
 
-    private void responded(Request request, Response response) {
+    /** Counts a response whose header section is sent now, long before the exchange ends. */
+    static void headerSent(jakarta.servlet.ServletRequest request, Stats stats) {
+        request.setAttribute(COUNTED, Boolean.TRUE);
         stats.responseSent();
+    }
+
+    private void responded(Request request, Response response) {
+        if (request.getAttribute(COUNTED) == null) {
+            stats.responseSent();
+        }
         if (control.logging()) {
             System.err.println(request.getMethod() + " " + request.getRequestURI() + " " + response.getStatus());
         }
