@@ -63,3 +63,13 @@ def _run(argv: list[str], manifest: Manifest) -> str:
         return ""
     output = done.stdout.decode("utf-8", errors="replace")
     return f"exit code {done.returncode}; output ends:\n{log_tail_text(output)}"
+
+
+def check_contestant(manifest: Manifest) -> BuildResult:
+    """Runs the manifest's `test` command: the contestant's own formatter, linter and unit
+    tests, in its folder. A contestant without one passes trivially (detail says so)."""
+    started = time.monotonic()
+    if not manifest.test:
+        return BuildResult(manifest.name, True, 0.0, "no test command")
+    problem = _run(["/bin/sh", "-c", manifest.test], manifest)
+    return BuildResult(manifest.name, not problem, time.monotonic() - started, problem)

@@ -14,8 +14,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from serverlab.build import build_contestant
+from serverlab import lab
+from serverlab.build import build_contestant, check_contestant
 from serverlab.cases import CaseFileError
+from serverlab.compare import DEFAULT_METRICS
+from serverlab.engine import EngineError
 from serverlab.inventory import contestant_rows
 from serverlab.manifest import (
     BrokenManifest,
@@ -28,11 +31,31 @@ from serverlab.manifest import (
 from serverlab.outcome import FAIL, PASS, WARN
 from serverlab.paths import CONTESTANTS_ENV
 from serverlab.placeholders import PlaceholderError
+from serverlab.report import DEFAULT_REPORT, SelectionError
 from serverlab.server import ContestantServer, ServerError, log_tail, parse_assignments
+from serverlab.store import DEFAULT_DB, StoreError
+from serverlab.suite import SuiteError
 from serverlab.verify import VerifyReport, verify_contestant
 
-USER_ERRORS = (ManifestError, UnknownContestantError, ServerError, CaseFileError, PlaceholderError)
+USER_ERRORS = (
+    ManifestError,
+    UnknownContestantError,
+    ServerError,
+    CaseFileError,
+    PlaceholderError,
+    SuiteError,
+    StoreError,
+    SelectionError,
+    EngineError,
+)
 STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "red"}
+DB_OPTION = click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_DB),
+    show_default=True,
+    help="results database (SQLite)",
+)
 SET_OPTION = click.option(
     "--set", "assignments", multiple=True, metavar="KEY=VALUE", help="a tunable's value"
 )
@@ -95,6 +118,24 @@ def build(names):
             )
     if failed:
         raise UserError(f"build failed for {', '.join(failed)}")
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+def check(names):
+    """Run the contestants' own checks (formatter, linter, unit tests): each manifest's
+    `test` command (default: every contestant)."""
+    manifests, failed = _split_broken(discover()) if not names else ([find(n) for n in names], [])
+    for manifest in manifests:
+        result = check_contestant(manifest)
+        if result.ok:
+            note = f" ({result.detail})" if result.detail else ""
+            click.secho(f"passed  {manifest.name} in {result.seconds:.1f} s{note}", fg="green")
+        else:
+            failed.append(manifest.name)
+            click.secho(f"FAILED  {manifest.name}: {result.detail}", fg="red", err=True)
+    if failed:
+        raise UserError(f"checks failed for {', '.join(failed)}")
 
 
 @cli.command()
@@ -179,6 +220,75 @@ def _verify_one(name, pattern, settings, as_json):
         click.secho(f"CRASH {crash}", fg="red", err=as_json)
     click.secho(report.summary(), fg="green" if report.ok else "red", bold=True, err=as_json)
     return report
+
+
+@cli.command()
+@click.argument("suite_file", type=click.Path(dir_okay=False))
+@DB_OPTION
+@click.option("--scale", type=float, default=1.0, show_default=True, help="duration factor")
+@click.option("--contestants", "only", help="comma-separated names: run only these")
+@click.option("--repeats", type=int, help="override the suite's repeats")
+@click.option("--dry-run", is_flag=True, help="print the tests and the estimated time, run nothing")
+@click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
+@click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
+def run(suite_file, db, scale, only, repeats, dry_run, resume, skip_verify):
+    """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
+    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
+    suite = lab.load(suite_file, scale, names, repeats)
+    if dry_run:
+        lab.print_plan(suite)
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    outcome = lab.run(suite, db, resume=resume, verify_first=not skip_verify)
+    if outcome.interrupted:
+        # click's standalone mode would turn a KeyboardInterrupt into "Aborted!" and exit 1.
+        click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
+        sys.exit(130)
+    if outcome.refused:
+        raise UserError(f"not run (failed verify): {', '.join(outcome.refused)}")
+
+
+@cli.command()
+@click.argument("selection", nargs=-1)
+@DB_OPTION
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_REPORT),
+    show_default=True,
+)
+@click.option("--summary", is_flag=True, help="also print the summary table")
+def report(selection, db, output, summary):
+    """Write the HTML report of the selected runs (default: latest; or all, run:N,
+    suite:NAME, contestant:NAME)."""
+    click.echo(lab.report(db, selection, output, summary))
+
+
+@cli.command()
+@click.argument("side_a")
+@click.argument("side_b")
+@DB_OPTION
+@click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
+def compare(side_a, side_b, db, metrics):
+    """Compare two selections: medians, intervals, and whether each difference is significant."""
+    lab.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
+
+
+@cli.command()
+@DB_OPTION
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), required=True)
+def export(db, csv_dir):
+    """Export every table of the results database to CSV files."""
+    for path in lab.export(db, csv_dir):
+        click.echo(path)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
+def load(engine_args):
+    """Run the load engine directly (serverlab-load's own flags; --help for them)."""
+    os.execv(*lab.engine_argv(engine_args))
 
 
 def _interrupt(signum, frame):

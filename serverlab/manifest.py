@@ -33,6 +33,7 @@ _OPTIONAL = {
     "ready": str,
     "ready_timeout_s": (int, float),
     "syslog_count": str,
+    "test": str,
     "tunables": dict,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
@@ -70,6 +71,7 @@ class Manifest:
     ready: str = "tcp"
     ready_timeout_s: float = 30.0
     syslog_count: str = ""
+    test: str = ""
     tunables: dict[str, Tunable] = field(default_factory=dict)
 
     @property

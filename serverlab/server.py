@@ -39,6 +39,15 @@ class ExitStatus:
     code: int | None  # exit code, or None if ended by a signal
     signal: int | None
 
+    @classmethod
+    def from_returncode(cls, code: int) -> "ExitStatus":
+        if code < 0:
+            return cls(code=None, signal=-code)
+        # `sh -c` that did not exec reports a child killed by signal N as 128 + N.
+        if code > 128 and code - 128 in signal.valid_signals():
+            return cls(code=None, signal=code - 128)
+        return cls(code=code, signal=None)
+
     def describe(self) -> str:
         if self.signal is not None:
             return f"killed by signal {signal.Signals(self.signal).name}"
@@ -187,9 +196,7 @@ class ContestantServer:
             return self.exit_status
         code = self.process.poll()
         if code is not None and self.exit_status is None:
-            self.exit_status = ExitStatus(
-                code=code if code >= 0 else None, signal=-code if code < 0 else None
-            )
+            self.exit_status = ExitStatus.from_returncode(code)
         return self.exit_status
 
     @property

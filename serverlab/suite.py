@@ -43,6 +43,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "ramp_up_s": ((int, float), True),
     "duration_s": ((int, float), True),
     "timeout_s": ((int, float), True),
+    "warmup_s": ((int, float), False),
     "emit_interval_ms": ((int,), True),
     "longpoll_duration_ms": ((int,), True),
     "comet_duration_ms": ((int,), True),
@@ -57,7 +58,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "contestants": ((list,), False),
     "tunables": ((dict,), False),
 }
-DURATION_FIELDS = ("duration_s", "ramp_up_s")
+DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
 # Fixed per-test cost of starting, verifying and stopping a server: only for the estimate.
 SETUP_ESTIMATE_S = 6.0
 
@@ -89,7 +90,8 @@ class Permutation:
 
     def estimated_seconds(self) -> float:
         p = self.params
-        return SETUP_ESTIMATE_S + float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+        spans = ("warmup_s", "ramp_up_s", "duration_s")
+        return SETUP_ESTIMATE_S + sum(float(p.get(k, 0)) for k in spans)
 
 
 @dataclass

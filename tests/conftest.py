@@ -15,13 +15,17 @@ architecture = "asyncio event loop"
 implements = ["perf", "files", "upload", "control", "push", "syslog"]
 version = "{sys.executable} --version"
 start = "{sys.executable} {REFERENCE_SERVER} --port {{port}} --syslog-port {{syslog_port}} \
---docroot {{docroot}} --name {{name}} --fault {{fault}}"
+--docroot {{docroot}} --name {{name}} --fault {{fault}} --die-after {{die_after}}"
 ready = "/stats"
 ready_timeout_s = 15
 
 [tunables.fault]
 default = "none"
 help = "which rule of the spec to break (see tests/reference_server.py)"
+
+[tunables.die_after]
+default = "0"
+help = "seconds after which the server kills itself (0: never)"
 """
 
 

@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -590,7 +592,15 @@ def main() -> None:
     parser.add_argument("--name", default="reference")
     parser.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS))
     parser.add_argument("--crash-at-start", action="store_true")
+    parser.add_argument(
+        "--die-after", type=float, default=0.0, help="SIGKILL itself after this many seconds"
+    )
     args = parser.parse_args()
+    if args.die_after > 0:
+        # A crash mid-test, as an out-of-memory kill would look: no goodbye, no cleanup.
+        killer = threading.Timer(args.die_after, os.kill, (os.getpid(), signal.SIGKILL))
+        killer.daemon = True
+        killer.start()
     if args.crash_at_start:
         print("reference server: crashing at start as asked", file=sys.stderr)
         sys.exit(7)

@@ -64,12 +64,14 @@ def test_placeholders_expand_with_tunable_overrides(contestants_dir):
     assert f"--port {server.port} " in command
     assert f"--syslog-port {server.syslog_port} " in command
     assert f"--docroot {server.docroot} " in command
-    assert command.endswith("--name reference --fault traversal")
+    assert command.endswith("--name reference --fault traversal --die-after 0")
     server.cleanup()
 
 
 def test_unknown_tunable_is_an_error(contestants_dir):
-    with pytest.raises(UnknownTunableError, match=r"no tunable 'threads' \(known: fault\)"):
+    with pytest.raises(
+        UnknownTunableError, match=r"no tunable 'threads' \(known: die_after, fault\)"
+    ):
         resolve_settings(find("reference"), {"threads": "4"})
 
 

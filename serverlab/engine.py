@@ -1,0 +1,214 @@
+"""The bridge to the Rust load engine: a suite permutation becomes an engine plan, and the
+engine's JSON Lines (interval snapshots, then one summary) come back as they are written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from serverlab.paths import REPO_ROOT
+from serverlab.suite import BEHAVIOURS
+
+PUSH_EVENT = "e1"
+# Long runs with many clients need more than one source address (~28k ports each).
+CLIENTS_PER_SOURCE = 20_000
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def engine_binary() -> Path:
+    override = os.environ.get("SERVERLAB_ENGINE")
+    path = Path(override) if override else REPO_ROOT / "engine/target/release/serverlab-load"
+    if not path.is_file():
+        raise EngineError(f"load engine not built: {path} is missing (run `make build`)")
+    return path
+
+
+def plan_for(params: dict[str, Any], port: int, syslog_port: int) -> dict[str, Any]:
+    """The engine plan (see engine/README.md) for one permutation's parameters."""
+    behaviour = params["behaviour"]
+    plan: dict[str, Any] = {
+        "target": _target(params, port, syslog_port),
+        "behaviour": _behaviour(params),
+        "pacer": _pacer(params),
+    }
+    clients = int(params.get("clients", 1))
+    plan["connections"] = clients
+    if params.get("pacer", "closed") != "users":
+        if "requests" in params:
+            plan["requests"] = int(params["requests"])
+        else:
+            plan["duration_s"] = float(params.get("ramp_up_s", 0)) + float(params["duration_s"])
+    if "timeout_s" in params:
+        plan["timeout_ms"] = int(float(params["timeout_s"]) * 1000)
+    if behaviour in ("longpoll", "comet", "slow-upload"):
+        plan["method"] = "POST"
+    if clients > CLIENTS_PER_SOURCE:
+        sources = -(-clients // CLIENTS_PER_SOURCE) + 1
+        plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
+    return plan
+
+
+def warmup_plan_for(params: dict[str, Any], port: int, syslog_port: int) -> dict[str, Any]:
+    """A short unrecorded load before the measurement, so that JIT compilers and caches are
+    warm (the seed 003 priming run): the scenario's own requests when they are plain
+    requests, else keep-alive GET /perf."""
+    behaviour = params["behaviour"]
+    plain = behaviour in ("keepalive", "new-connection")
+    warm = {
+        "behaviour": behaviour if plain else "keepalive",
+        "clients": min(int(params.get("clients", 1)), 50),
+        "duration_s": float(params["warmup_s"]),
+    }
+    if plain and "path" in params:
+        warm["path"] = params["path"]
+    return plan_for(warm, port, syslog_port)
+
+
+def _target(params: dict, port: int, syslog_port: int) -> str:
+    if params["behaviour"] == "syslog":
+        return f"{params.get('syslog_transport', 'tcp')}://127.0.0.1:{syslog_port}"
+    path = params.get("path") or BEHAVIOURS[params["behaviour"]]
+    return f"http://127.0.0.1:{port}{path}"
+
+
+def _behaviour(p: dict) -> dict[str, Any]:
+    kind = p["behaviour"]
+    if kind == "keepalive":
+        return {"kind": "keepalive"}
+    if kind == "new-connection":
+        return {"kind": "new_connection"}
+    if kind == "longpoll":
+        return {
+            "kind": "longpoll",
+            "events": [PUSH_EVENT],
+            "duration_ms": p["longpoll_duration_ms"],
+        }
+    if kind == "comet":
+        spec: dict[str, Any] = {"kind": "comet", "events": [PUSH_EVENT]}
+        if "comet_duration_ms" in p:
+            spec["duration_ms"] = p["comet_duration_ms"]
+        return spec
+    if kind == "slow-upload":
+        rate = p.get("upload_rate_bps", p["upload_bytes"])
+        return {"kind": "slow_upload", "bytes": p["upload_bytes"], "bytes_per_s": rate}
+    if kind == "slow-reader":
+        # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
+        rate = max(1, int(p.get("read_rate_bps", 64_000)))
+        return {
+            "kind": "slow_reader",
+            "read_bytes": 1024,
+            "read_interval_ms": max(1, 1024_000 // rate),
+        }
+    if kind == "syslog":
+        return {
+            "kind": "syslog",
+            "transport": p.get("syslog_transport", "tcp"),
+            "framing": p.get("syslog_framing", "newline"),
+        }
+    raise EngineError(f"no engine behaviour for {kind!r}")
+
+
+def _pacer(p: dict) -> dict[str, Any]:
+    kind = p.get("pacer", "closed")
+    if kind == "open":
+        spec: dict[str, Any] = {"kind": "open", "rate": p["rate"]}
+        if "rate_end" in p:
+            spec["ramp_to_rate"] = p["rate_end"]
+            spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
+        if "calls_per_connection" in p:
+            spec["calls_per_connection"] = p["calls_per_connection"]
+        return spec
+    if kind == "users":
+        return {
+            "kind": "users",
+            "users": int(p.get("clients", 1)),
+            "ramp_up_s": float(p.get("ramp_up_s", 0)),
+            "hold_s": float(p["duration_s"]),
+        }
+    return {"kind": kind}
+
+
+@dataclass
+class EngineRun:
+    """One engine process; `intervals` and `summary` fill in as its stdout arrives."""
+
+    argv: list[str]
+    on_interval: Callable[[dict], None] | None = None
+    intervals: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+    stderr_tail: str = ""
+    process: subprocess.Popen | None = None
+    _reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches serverlab, which stops the engine itself
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def _read(self) -> None:
+        assert self.process and self.process.stdout
+        for line in self.process.stdout:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "interval":
+                self.intervals.append(record)
+                if self.on_interval:
+                    self.on_interval(record)
+            elif record.get("type") == "summary":
+                self.summary = record
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.process is not None
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = self.stop()
+        if self._reader:
+            self._reader.join(timeout=5)
+        self.stderr_tail = (self.process.stderr.read() or "")[-2000:]
+        return code
+
+    def stop(self, grace_s: float = 3.0) -> int:
+        """Asks the engine to finish (SIGTERM: it prints its summary), then kills it."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def engine_command(plan_path: Path, cpus: str | None) -> list[str]:
+    argv = [str(engine_binary()), "--plan", str(plan_path), "--json"]
+    return ["taskset", "-c", cpus, *argv] if cpus else argv
+
+
+def write_plan(plan: dict, path: Path) -> Path:
+    path.write_text(json.dumps(plan, indent=2))
+    return path

@@ -1,0 +1,390 @@
+"""`serverlab run`: every permutation × repeat of a suite, each test in its own fresh server.
+
+Per test: start the contestant pinned to its CPUs, wait until ready, smoke-check it against
+the spec, set its control state (logging off, the scenario's emitter), start the monitor,
+run the engine, read `/stats`, clear the emitters, stop the server, and commit everything
+in one transaction. A server that dies is recorded as a crash and the suite goes on; Ctrl-C
+abandons the test in hand and keeps every finished one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from serverlab import httpclient
+from serverlab.engine import (
+    PUSH_EVENT,
+    EngineRun,
+    engine_command,
+    plan_for,
+    warmup_plan_for,
+    write_plan,
+)
+from serverlab.inventory import version_of
+from serverlab.leftovers import Leftovers
+from serverlab.machine import Pinning, describe
+from serverlab.manifest import Manifest, find
+from serverlab.monitor import Monitor
+from serverlab.server import ContestantServer, ServerError, log_tail
+from serverlab.store import (
+    Crash,
+    EngineInterval,
+    MonitorSample,
+    RecordedTest,
+    ServerStats,
+    Store,
+    make_test_key,
+)
+from serverlab.store import Suite as StoredSuite
+from serverlab.suite import Permutation, Suite
+from serverlab.validity import assess
+
+# The engine gets this long past its planned end before it is stopped.
+ENGINE_GRACE_S = 30.0
+PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
+OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
+
+
+@dataclass
+class Session:
+    """Everything one `serverlab run` shares across its tests, passed explicitly."""
+
+    suite: Suite
+    store: Store
+    pinning: Pinning
+    workdir: Path
+    progress: object = None  # a serverlab.progress.Progress, or None when quiet
+    resume: bool = False
+    stored_suite: StoredSuite | None = None
+    run_id: int | None = None
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    leftovers: Leftovers | None = None
+
+    def manifest(self, name: str) -> Manifest:
+        if name not in self.manifests:
+            self.manifests[name] = find(name)
+        return self.manifests[name]
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    finished: int
+    skipped: int
+    crashed: int
+    invalid: int
+    interrupted: bool
+
+
+def run_suite(session: Session) -> RunOutcome:
+    suite = session.suite
+    session.leftovers = Leftovers(session.workdir / "running.json")
+    session.leftovers.reap()
+    stored = session.store.add_suite(
+        StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
+    )
+    session.stored_suite = stored
+    done = session.store.finished_test_keys(stored) if session.resume else set()
+    run = session.store.start_run(stored, _machine(session))
+    session.run_id = run.id
+    todo = [(p, r) for p, r in suite.tests() if make_test_key(p.key, r) not in done]
+    counts = {"ok": 0, "crashed": 0, "invalid": 0}
+    if session.progress:
+        session.progress.begin(len(todo), skipped=len(suite.tests()) - len(todo))
+    try:
+        for index, (perm, repeat) in enumerate(todo):
+            if session.progress:
+                session.progress.test_started(index, perm, repeat)
+            recorded = run_test(session, perm, repeat)
+            session.store.commit_test(recorded)
+            counts[recorded.status] = counts.get(recorded.status, 0) + 1
+            if session.progress:
+                session.progress.test_finished(recorded)
+    except KeyboardInterrupt:
+        session.store.finish_run(run.id, "interrupted")
+        return RunOutcome(
+            run.id,
+            sum(counts.values()),
+            len(done),
+            counts["crashed"],
+            counts["invalid"],
+            interrupted=True,
+        )
+    session.store.finish_run(run.id, "finished")
+    return RunOutcome(
+        run.id,
+        sum(counts.values()),
+        len(suite.tests()) - len(todo),
+        counts["crashed"],
+        counts["invalid"],
+        interrupted=False,
+    )
+
+
+def _machine(session: Session) -> dict:
+    info = describe(session.pinning)
+    info["suite"] = {
+        "name": session.suite.name,
+        "sha256": session.suite.sha256,
+        "scale": session.suite.scale,
+        "needs": session.suite.needs,
+    }
+    info["contestant_versions"] = {
+        name: version_of(session.manifest(name))
+        for name in sorted({p.contestant for p in session.suite.permutations})
+    }
+    return info
+
+
+def run_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
+    """Runs one test. Never raises for what the server does; KeyboardInterrupt propagates
+    after the server and engine are stopped."""
+    manifest = session.manifest(perm.contestant)
+    started = time.time()
+    test = RecordedTest(
+        run_id=session.run_id,
+        permutation_key=perm.key,
+        contestant=perm.contestant,
+        repeat_index=repeat,
+        status="ok",
+        started_at=started,
+        ended_at=started,
+        scenario=perm.scenario,
+        params=perm.params,
+        tunables=perm.tunables,
+    )
+    workdir = session.workdir / f"test-{os.getpid()}-{int(started * 1000)}"
+    server = ContestantServer(
+        manifest, settings=perm.tunables, cpus=session.pinning.server, workdir=workdir
+    )
+    try:
+        server.start()
+    except ServerError as err:
+        test.status = "crashed"
+        test.crash = Crash(
+            time=0.0,
+            exit_code=_exit_code(server),
+            signal=_exit_signal(server),
+            oom=_oom_in_log(server),
+        )
+        test.validity = {"start_failed": str(err)[:2000]}
+        test.ended_at = time.time()
+        return test
+    except BaseException:
+        server.stop()  # Ctrl-C while it was starting: it must not outlive us
+        raise
+    server_pid = server.process.pid
+    session.leftovers.add(server_pid)
+    try:
+        _measure(session, perm, server, manifest, test, started)
+    except (ServerError, httpclient.HttpError, OSError, ValueError) as err:
+        # The server misbehaved outside the measurement (a control call failed, say):
+        # a result about this test, not a reason to stop the suite.
+        _record_failure(test, server, started, err)
+    finally:
+        with contextlib.suppress(Exception):
+            server.stop()
+        session.leftovers.remove(server_pid)
+        test.ended_at = time.time()
+        if test.status == "ok":
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            test.validity.setdefault("server_log", str(server.log_path))
+    return test
+
+
+def _record_failure(test: RecordedTest, server, started: float, err: Exception) -> None:
+    status = server.poll()
+    if status is not None:
+        test.status = "crashed"
+        test.crash = Crash(
+            time=round(time.time() - started, 3),
+            exit_code=status.code,
+            signal=status.signal,
+            oom=_oom_in_log(server),
+        )
+    else:
+        test.status = "invalid"
+    test.validity["runner_error"] = str(err)[:2000]
+
+
+def _measure(session, perm, server, manifest, test, started) -> None:
+    problem = smoke_check(server, manifest)
+    if problem:
+        test.status = "invalid"
+        test.validity = {"not_conforming": problem}
+        return
+    if perm.params.get("warmup_s"):
+        _warm_up(session, perm, server)
+    if "control" in manifest.implements:
+        _control(server, perm, test)
+    plan = plan_for(perm.params, server.port, server.syslog_port)
+    plan_path = write_plan(plan, server.workdir / "plan.json")
+    engine = EngineRun(
+        engine_command(plan_path, session.pinning.engine),
+        on_interval=session.progress.interval if session.progress else None,
+    )
+    crash = None
+    monitor = Monitor(
+        server.process.pid, on_sample=session.progress.sample if session.progress else None
+    )
+    with monitor:
+        engine.start()
+        monitor.watch_engine(engine.pid)
+        session.leftovers.add(engine.pid)
+        try:
+            crash = _wait_engine(engine, server, _planned_seconds(perm), started)
+        except KeyboardInterrupt:
+            engine.stop()
+            raise
+        finally:
+            session.leftovers.remove(engine.pid)
+    if crash is None and "control" in manifest.implements:
+        _after(server, test)
+    test.crash = crash
+    _fill(test, engine, monitor, plan)
+    test.status, test.validity = assess(test, session.pinning, crash)
+    if "syslog" in manifest.implements and not server.manifest.speaks_http:
+        test.server_stats.append(
+            ServerStats(t=time.time() - started, stats={"syslog_count": _syslog_count(server)})
+        )
+
+
+def _warm_up(session: Session, perm: Permutation, server: ContestantServer) -> None:
+    plan = warmup_plan_for(perm.params, server.port, server.syslog_port)
+    engine = EngineRun(
+        engine_command(write_plan(plan, server.workdir / "warmup.json"), session.pinning.engine)
+    )
+    engine.start()
+    try:
+        engine.wait(float(perm.params["warmup_s"]) + ENGINE_GRACE_S)
+    except KeyboardInterrupt:
+        engine.stop()
+        raise
+
+
+def smoke_check(server: ContestantServer, manifest: Manifest) -> str | None:
+    """The per-test conformance check: cheap, and enough to catch a wrong build or a server
+    that came up broken. The full `serverlab verify` runs once per contestant before."""
+    try:
+        if "perf" in manifest.implements:
+            r = httpclient.get(server.port, "/perf")
+            if r.status != 200 or r.body != PERF_BODY:
+                return f"GET /perf answered {r.status} with {len(r.body)} bytes"
+        if "control" in manifest.implements:
+            stats = server.stats()
+            if not str(stats.get("spec_version", "")).startswith("1."):
+                return f"/stats spec_version is {stats.get('spec_version')!r}"
+    except (httpclient.HttpError, OSError, ValueError) as err:
+        return f"smoke check failed: {err}"
+    return None
+
+
+def _control(server, perm: Permutation, test: RecordedTest) -> None:
+    httpclient.post_json(server.port, "/logging", {"enabled": False})
+    interval = perm.params.get("emit_interval_ms", 0)
+    if interval:
+        r = httpclient.post_json(
+            server.port, "/event/set", {"name": PUSH_EVENT, "interval_ms": interval}
+        )
+        if r.status != 200:
+            raise ServerError(f"/event/set answered {r.status}")
+    test.server_stats.append(
+        ServerStats(t=time.time() - test.started_at, stats=server.stats(), phase="start")
+    )
+
+
+def _after(server, test: RecordedTest) -> None:
+    try:
+        test.server_stats.append(
+            ServerStats(
+                t=time.time() - test.started_at, stats=server.stats(timeout_s=15), phase="end"
+            )
+        )
+        httpclient.post_json(server.port, "/event/clear", {})
+    except (httpclient.HttpError, OSError, ValueError) as err:
+        test.validity["stats_unreadable"] = str(err)
+
+
+def _planned_seconds(perm: Permutation) -> float:
+    p = perm.params
+    base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+    if "requests" in p:
+        base = max(base, 600.0)  # a count has no planned end; bound it anyway
+    return base
+
+
+def _wait_engine(
+    engine: EngineRun, server: ContestantServer, planned_s: float, started: float
+) -> Crash | None:
+    """Waits for the engine; if the server dies first, records the crash and lets the engine
+    see the refused connections for a moment (they are part of the result), then stops it."""
+    deadline = time.monotonic() + planned_s + ENGINE_GRACE_S
+    while engine.process.poll() is None:
+        status = server.poll()
+        if status is not None:
+            crash = Crash(
+                time=round(time.time() - started, 3),
+                exit_code=status.code,
+                signal=status.signal,
+                oom=_oom_in_log(server),
+            )
+            time.sleep(1.0)
+            engine.stop()
+            engine.wait(5)
+            return crash
+        if time.monotonic() > deadline:
+            engine.stop()
+            break
+        time.sleep(0.1)
+    engine.wait(10)
+    return None
+
+
+def _fill(test: RecordedTest, engine: EngineRun, monitor: Monitor, plan: dict) -> None:
+    test.summary = engine.summary
+    test.params = {**test.params, "engine_plan": plan}
+    test.intervals = [
+        EngineInterval(seq=i, t=float(r.get("elapsed_s", i)), data=r)
+        for i, r in enumerate(engine.intervals)
+    ]
+    test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
+    if engine.summary and engine.summary.get("histogram"):
+        test.histograms["latency_us"] = engine.summary["histogram"]
+    if engine.summary is None and engine.stderr_tail:
+        test.validity["engine_stderr"] = engine.stderr_tail
+
+
+def _oom_in_log(server: ContestantServer) -> bool:
+    tail = log_tail(server.log_path, lines=200)
+    return any(marker in tail for marker in OOM_MARKERS)
+
+
+def _exit_code(server: ContestantServer) -> int | None:
+    return server.exit_status.code if server.exit_status else None
+
+
+def _exit_signal(server: ContestantServer) -> int | None:
+    return server.exit_status.signal if server.exit_status else None
+
+
+def _syslog_count(server: ContestantServer) -> int | None:
+    if not server.manifest.syslog_count:
+        return None
+    out = subprocess.run(
+        ["/bin/sh", "-c", server.expand(server.manifest.syslog_count)],
+        cwd=server.manifest.folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    try:
+        return int(out.stdout.strip().split()[0])
+    except (IndexError, ValueError):
+        return None

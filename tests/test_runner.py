@@ -1,0 +1,203 @@
+"""The suite runner against the reference server and the real load engine."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from serverlab.machine import Pinning
+from serverlab.runner import Session, run_suite
+from serverlab.store import Store
+from serverlab.suite import load_suite
+
+SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
+
+
+def write_suite(tmp_path: Path, body: str, repeats: int = 1) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(f'name = "t"\nrepeats = {repeats}\ncontestants = ["reference"]\n{body}')
+    return path
+
+
+FAST = """
+[[scenario]]
+name = "fast"
+behaviour = "keepalive"
+clients = 4
+duration_s = {duration}
+"""
+
+
+def run_in_process(suite_path: Path, db: Path, resume: bool = False):
+    suite = load_suite(suite_path)
+    with Store(db) as store:
+        session = Session(
+            suite=suite,
+            store=store,
+            pinning=Pinning.default(),
+            workdir=db.parent / "work",
+            resume=resume,
+        )
+        outcome = run_suite(session)
+        tests = [store.load_details(t) for t in store.tests([outcome.run_id])]
+        runs = store.runs()
+    return outcome, tests, runs
+
+
+def test_every_test_is_measured_and_stored(contestants_dir, tmp_path):
+    suite = write_suite(tmp_path, FAST.format(duration=1.5), repeats=2)
+    outcome, tests, runs = run_in_process(suite, tmp_path / "lab.db")
+    assert (outcome.finished, outcome.crashed, outcome.invalid) == (2, 0, 0)
+    assert [t.repeat_index for t in tests] == [0, 1]
+    for test in tests:
+        assert test.status == "ok", test.validity
+        assert test.summary["requests"] > 50
+        assert test.summary["errors"]["connect"] == 0
+        assert test.histograms["latency_us"]
+        assert len(test.samples) >= 10
+        assert max(s.engine_cpu_percent or 0 for s in test.samples) > 0
+        assert [s.phase for s in test.server_stats] == ["start", "end"]
+        served = test.server_stats[1].stats["requests"]["total"]
+        assert served >= test.summary["requests"]
+    (run,) = runs
+    assert run.status == "finished"
+    assert run.machine["pinning"] == {
+        "server": Pinning.default().server,
+        "engine": Pinning.default().engine,
+    }
+    assert run.machine["contestant_versions"]["reference"].startswith("Python 3")
+
+
+def test_a_server_that_dies_mid_test_is_a_crash_and_the_suite_goes_on(contestants_dir, tmp_path):
+    body = (
+        FAST.format(duration=4).replace('name = "fast"', 'name = "dies"')
+        + '[scenario.tunables.reference]\ndie_after = "1.5"\n'
+        + FAST.format(duration=1)
+    )
+    outcome, tests, _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert outcome.crashed == 1 and outcome.finished == 2
+    dead, alive = tests
+    assert dead.scenario == "dies" and dead.status == "crashed"
+    assert dead.crash.signal == signal.SIGKILL
+    assert 0.5 < dead.crash.time < 4
+    assert dead.summary is not None and dead.summary["errors"]["connect"] > 0
+    assert alive.scenario == "fast" and alive.status == "ok"
+
+
+def test_a_server_that_cannot_start_is_recorded_not_fatal(contestants_dir, tmp_path):
+    body = FAST.format(duration=1) + '[scenario.tunables.reference]\nfault = "bogus"\n'
+    outcome, tests, _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    (test,) = tests
+    assert test.status == "crashed"
+    assert test.crash.exit_code == 2  # argparse refuses the unknown fault
+    assert "exited before it was ready" in test.validity["start_failed"]
+
+
+def _start_cli_run(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*SERVERLAB, "run", str(suite), "--db", str(db), "--skip-verify", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _finished_rows(db: Path) -> list[tuple]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT id, permutation_key, repeat_index FROM tests").fetchall()
+    except sqlite3.OperationalError:
+        return []  # schema not written yet
+
+
+def _wait_for_rows(db: Path, count: int, timeout_s: float = 60) -> list[tuple]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = _finished_rows(db)
+        if len(rows) >= count:
+            return rows
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} tests finished in {timeout_s} s")
+
+
+def _reference_servers(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "reference_server.py" in cmdline and marker in cmdline:
+            found.append(proc)
+    return found
+
+
+def test_kill_9_mid_suite_then_resume_loses_and_reruns_nothing(contestants_dir, tmp_path):
+    suite = write_suite(tmp_path, FAST.format(duration=1.5), repeats=4)
+    db = tmp_path / "lab.db"
+    first = _start_cli_run(suite, db)
+    before = _wait_for_rows(db, 1)
+    time.sleep(0.7)  # into the next test, with its server and engine running
+    first.kill()
+    first.wait()
+    kept = _finished_rows(db)
+    assert 1 <= len(kept) < 4
+    resumed = _start_cli_run(suite, db, "--resume")
+    out, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, out
+    rows = _finished_rows(db)
+    assert sorted(r[2] for r in rows) == [0, 1, 2, 3], "each repeat exactly once"
+    assert set(kept) <= set(rows) and set(before) <= set(rows), "finished tests untouched"
+    assert f"{len(kept)} kept from before" in out
+    assert _reference_servers(str(tmp_path)) == [], "the killed run's server was reaped"
+
+
+def test_ctrl_c_abandons_the_test_in_hand_and_keeps_the_rest(contestants_dir, tmp_path):
+    suite = write_suite(tmp_path, FAST.format(duration=2), repeats=5)
+    db = tmp_path / "lab.db"
+    run = _start_cli_run(suite, db)
+    _wait_for_rows(db, 1)
+    time.sleep(0.5)
+    run.send_signal(signal.SIGINT)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, out
+    assert "interrupted" in out
+    rows = _finished_rows(db)
+    assert 1 <= len(rows) < 5
+    with sqlite3.connect(db) as conn:
+        (status,) = conn.execute("SELECT status FROM runs").fetchone()
+    assert status == "interrupted"
+    assert _reference_servers(str(tmp_path)) == []
+
+
+def test_dry_run_shows_the_matrix_and_the_estimate(contestants_dir, tmp_path):
+    body = FAST.format(duration=10).replace("clients = 4", "clients = [1, 2, 3]")
+    out = subprocess.run(
+        [*SERVERLAB, "run", str(write_suite(tmp_path, body, repeats=2)), "--dry-run"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "3 permutations x 2 repeats = 6 tests, about 1.6 minutes" in out
+    assert "clients=3" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--contestants", "nobody"], "names no test"),
+        (["--scale", "0"], "--scale must be positive"),
+    ],
+)
+def test_bad_run_arguments_are_one_line_errors(contestants_dir, tmp_path, args, message):
+    suite = write_suite(tmp_path, FAST.format(duration=1))
+    done = subprocess.run([*SERVERLAB, "run", str(suite), *args], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
