@@ -3,6 +3,7 @@ the click layer parses flags and prints errors, this module does the work."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def _verify_all(suite: Suite) -> list[str]:
 def report(db: str, selection, output: str, summary: bool) -> Path:
     path = build_report(db, selection or None, output)
     if summary:
-        print_summary(db, selection or None)
+        wide = Console(width=None if sys.stdout.isatty() else 200)
+        print_summary(db, selection or None, console=wide)
     return path
 
 
