@@ -1,0 +1,507 @@
+//! What one request is. Every behaviour is one `exchange` on a session; pacing, budgets,
+//! timeouts and error counting live in the worker loop, once.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::http::{build_request, request_head, ParseError};
+use crate::plan::{SyslogFraming, ValidPlan};
+use crate::session::{Answer, Session, WorkerCtx};
+use crate::stats::{Counters, ErrorKind};
+
+pub(crate) trait Behaviour {
+    /// Budget units (requests, messages) one exchange uses at most.
+    fn units(&self) -> u64 {
+        1
+    }
+    /// Limit on one exchange; `None` for streams that end with the run.
+    fn timeout(&self) -> Option<Duration>;
+    /// Performs one exchange. Success statistics are recorded here; the caller counts the
+    /// attempt and any error.
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind>;
+}
+
+/// One exchange as the pacer granted it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempt {
+    /// The scheduled send time in open loop (latency is timed from it).
+    pub intended: Option<Instant>,
+    /// Budget units granted (messages for syslog, else 1).
+    pub units: u64,
+}
+
+fn discard(_: &[u8]) -> Result<(), ParseError> {
+    Ok(())
+}
+
+/// A request with a fixed body: keep-alive, new connection, slow reader.
+pub(crate) struct Plain {
+    request: Vec<u8>,
+    keep_alive: bool,
+    head_request: bool,
+    /// Wait for the server's close before the exchange counts as done (sequential pacing).
+    await_close: bool,
+    timeout: Duration,
+}
+
+impl Plain {
+    pub fn new(plan: &ValidPlan, keep_alive: bool, await_close: bool) -> Plain {
+        let method = plan.plan.method.as_str();
+        Plain {
+            request: build_request(plan, method, None, &plan.body, !keep_alive),
+            keep_alive,
+            head_request: method == "HEAD",
+            await_close,
+            timeout: Duration::from_millis(plan.plan.timeout_ms),
+        }
+    }
+}
+
+impl Behaviour for Plain {
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+        let sent = s.open_and_send(&self.request).await?;
+        let answer = s.read_answer(self.head_request, &mut discard).await?;
+        s.record_answer(attempt.intended, sent, &answer);
+        if self.await_close && answer.close {
+            s.await_peer_close().await?;
+        }
+        s.finish(&answer, self.keep_alive);
+        Ok(())
+    }
+}
+
+/// The body the spec's `POST /push` takes.
+fn push_request(
+    plan: &ValidPlan,
+    kind: &str,
+    events: &[String],
+    duration_ms: Option<u64>,
+) -> Vec<u8> {
+    let mut body = serde_json::json!({ "type": kind, "events": events });
+    if let Some(d) = duration_ms {
+        body["duration_ms"] = d.into();
+    }
+    let body = body.to_string().into_bytes();
+    build_request(plan, "POST", Some("application/json"), &body, false)
+}
+
+#[derive(Deserialize)]
+struct PushLine<'a> {
+    #[serde(borrow)]
+    response: PushResponse<'a>,
+}
+
+#[derive(Deserialize)]
+struct PushResponse<'a> {
+    #[serde(default)]
+    timeout: bool,
+    #[serde(borrow, default)]
+    event: Option<PushEvent<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PushEvent<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    seq: u64,
+    timings: EventTimings,
+}
+
+#[derive(Deserialize)]
+struct EventTimings {
+    created: u64,
+}
+
+/// What one push answer or comet line was.
+#[derive(Debug, PartialEq)]
+enum PushKind {
+    Timeout,
+    Event,
+    Unreadable,
+}
+
+/// Checks `seq` per event name within one subscription: +1 is in order, a jump is lost
+/// events, a repeat is a duplicate, a step back is reordering.
+#[derive(Debug, Default)]
+pub(crate) struct SeqTracker {
+    last: Vec<(String, u64)>,
+}
+
+#[derive(Debug, PartialEq)]
+pub(crate) enum SeqVerdict {
+    First,
+    InOrder,
+    Lost(u64),
+    Duplicate,
+    Reordered,
+}
+
+impl SeqTracker {
+    pub fn observe(&mut self, name: &str, seq: u64) -> SeqVerdict {
+        let Some(entry) = self.last.iter_mut().find(|(n, _)| n == name) else {
+            self.last.push((name.to_string(), seq));
+            return SeqVerdict::First;
+        };
+        let last = entry.1;
+        entry.1 = entry.1.max(seq);
+        match seq {
+            s if s == last + 1 => SeqVerdict::InOrder,
+            s if s > last => SeqVerdict::Lost(s - last - 1),
+            s if s == last => SeqVerdict::Duplicate,
+            _ => SeqVerdict::Reordered,
+        }
+    }
+}
+
+/// Reads one delivery or timeout answer and updates the counters.
+fn observe_push(
+    ctx: &WorkerCtx,
+    text: &[u8],
+    tracker: &mut SeqTracker,
+    subscribed: Instant,
+    count_losses: bool,
+) -> PushKind {
+    let Ok(line) = serde_json::from_slice::<PushLine>(text) else {
+        return PushKind::Unreadable;
+    };
+    let event = match (line.response.timeout, line.response.event) {
+        (true, _) => return PushKind::Timeout,
+        (false, Some(event)) => event,
+        (false, None) => return PushKind::Unreadable,
+    };
+    let c = &ctx.counters;
+    Counters::add(&c.events, 1);
+    ctx.record_event(event.timings.created, subscribed);
+    match tracker.observe(&event.name, event.seq) {
+        SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
+        SeqVerdict::Duplicate => Counters::add(&c.events_duplicated, 1),
+        SeqVerdict::Reordered => Counters::add(&c.events_reordered, 1),
+        _ => {}
+    }
+    PushKind::Event
+}
+
+const MAX_PUSH_BODY: usize = 1 << 20;
+
+/// Long poll: one answer per exchange, then the slot re-subscribes at once.
+pub(crate) struct LongPoll {
+    request: Vec<u8>,
+    timeout: Duration,
+}
+
+impl LongPoll {
+    pub fn new(plan: &ValidPlan, events: &[String], duration_ms: u64) -> LongPoll {
+        LongPoll {
+            request: push_request(plan, "longpoll", events, Some(duration_ms)),
+            timeout: Duration::from_millis(duration_ms + plan.plan.timeout_ms),
+        }
+    }
+}
+
+impl Behaviour for LongPoll {
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+        let sent = s.open_and_send(&self.request).await?;
+        let mut body = std::mem::take(&mut s.scratch);
+        body.clear();
+        let result = s
+            .read_answer(false, &mut |d: &[u8]| {
+                if body.len() + d.len() > MAX_PUSH_BODY {
+                    return Err(ParseError::BodyTooLarge);
+                }
+                body.extend_from_slice(d);
+                Ok(())
+            })
+            .await;
+        let outcome = result.map(|answer| self.judge(s, &body, sent, attempt.intended, answer));
+        s.scratch = body;
+        outcome?
+    }
+}
+
+impl LongPoll {
+    fn judge(
+        &self,
+        s: &mut Session,
+        body: &[u8],
+        sent: Instant,
+        intended: Option<Instant>,
+        answer: Answer,
+    ) -> Result<(), ErrorKind> {
+        s.record_answer(intended, sent, &answer);
+        s.finish(&answer, true);
+        if answer.status >= 400 {
+            return Ok(());
+        }
+        // A long poll legitimately misses the events emitted while it re-subscribes, so
+        // only repeats and steps back are judged, over the whole life of the session.
+        let mut tracker = std::mem::take(&mut s.seq);
+        let kind = observe_push(&s.ctx, body, &mut tracker, sent, false);
+        s.seq = tracker;
+        let c = &s.ctx.counters;
+        match kind {
+            PushKind::Event => Counters::add(&c.longpoll_event_answers, 1),
+            PushKind::Timeout => Counters::add(&c.longpoll_timeout_answers, 1),
+            PushKind::Unreadable => return Err(ErrorKind::Parse),
+        }
+        Ok(())
+    }
+}
+
+/// Comet: one subscription per exchange, its stream read to the end (or to the run's end).
+pub(crate) struct Comet {
+    request: Vec<u8>,
+    timeout: Option<Duration>,
+}
+
+impl Comet {
+    pub fn new(plan: &ValidPlan, events: &[String], duration_ms: Option<u64>) -> Comet {
+        Comet {
+            request: push_request(plan, "comet", events, duration_ms),
+            timeout: duration_ms.map(|d| Duration::from_millis(d + plan.plan.timeout_ms)),
+        }
+    }
+}
+
+impl Behaviour for Comet {
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+        let sent = s.open_and_send(&self.request).await?;
+        let ctx = s.ctx.clone();
+        let mut line = std::mem::take(&mut s.scratch);
+        line.clear();
+        let mut tracker = SeqTracker::default();
+        let result = s
+            .read_answer(false, &mut |data: &[u8]| {
+                comet_bytes(&ctx, data, &mut line, &mut tracker, sent)
+            })
+            .await;
+        s.scratch = line;
+        let answer = result?;
+        s.record_answer(attempt.intended, sent, &answer);
+        s.finish(&answer, true);
+        Ok(())
+    }
+}
+
+/// Splits stream bytes into lines (a line may span reads) and judges each complete one.
+fn comet_bytes(
+    ctx: &WorkerCtx,
+    mut data: &[u8],
+    line: &mut Vec<u8>,
+    tracker: &mut SeqTracker,
+    subscribed: Instant,
+) -> Result<(), ParseError> {
+    while let Some(pos) = data.iter().position(|&b| b == b'\n') {
+        line.extend_from_slice(&data[..pos]);
+        data = &data[pos + 1..];
+        if !line.trim_ascii().is_empty() {
+            match observe_push(ctx, line, tracker, subscribed, true) {
+                PushKind::Timeout => Counters::add(&ctx.counters.comet_timeout_lines, 1),
+                PushKind::Unreadable => ctx.counters.error(ErrorKind::Parse),
+                PushKind::Event => {}
+            }
+        }
+        line.clear();
+    }
+    if line.len() + data.len() > MAX_PUSH_BODY {
+        return Err(ParseError::BodyTooLarge);
+    }
+    line.extend_from_slice(data);
+    Ok(())
+}
+
+static FILLER: [u8; 16 * 1024] = [b'x'; 16 * 1024];
+
+/// A body of `bytes` bytes written at `bytes_per_s`, then the answer read.
+pub(crate) struct SlowUpload {
+    head: Vec<u8>,
+    bytes: u64,
+    bytes_per_s: u64,
+    timeout: Duration,
+}
+
+/// Pieces are sized so a trickle is written about 50 times a second.
+const UPLOAD_TICKS_PER_S: u64 = 50;
+
+impl SlowUpload {
+    pub fn new(plan: &ValidPlan, bytes: u64, bytes_per_s: u64) -> SlowUpload {
+        let head = request_head(plan, "POST", Some("application/octet-stream"), bytes, false);
+        let trickle = Duration::from_secs_f64(bytes as f64 / bytes_per_s as f64);
+        SlowUpload {
+            head,
+            bytes,
+            bytes_per_s,
+            timeout: trickle + Duration::from_millis(plan.plan.timeout_ms),
+        }
+    }
+
+    async fn trickle(&self, s: &mut Session) -> Result<(), ErrorKind> {
+        let piece = (self.bytes_per_s / UPLOAD_TICKS_PER_S).clamp(1, FILLER.len() as u64);
+        let began = Instant::now();
+        let mut sent = 0u64;
+        while sent < self.bytes {
+            let n = piece.min(self.bytes - sent);
+            s.send(&FILLER[..n as usize]).await?;
+            sent += n;
+            let due = Duration::from_secs_f64(sent as f64 / self.bytes_per_s as f64);
+            tokio::time::sleep_until((began + due).into()).await;
+        }
+        Ok(())
+    }
+}
+
+impl Behaviour for SlowUpload {
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+        let sent = s.open_and_send(&self.head).await?;
+        self.trickle(s).await?;
+        let answer = s.read_answer(false, &mut discard).await?;
+        s.record_answer(attempt.intended, sent, &answer);
+        s.finish(&answer, true);
+        Ok(())
+    }
+}
+
+/// Numbered syslog messages over TCP (a batch per exchange) or UDP (a datagram each).
+pub(crate) struct Syslog {
+    framing: SyslogFraming,
+    message_bytes: usize,
+    batch: u64,
+    udp: bool,
+    timeout: Duration,
+}
+
+impl Syslog {
+    pub fn new(
+        plan: &ValidPlan,
+        framing: SyslogFraming,
+        message_bytes: usize,
+        udp: bool,
+        batch: u64,
+    ) -> Syslog {
+        Syslog {
+            framing,
+            message_bytes,
+            batch,
+            udp,
+            timeout: Duration::from_millis(plan.plan.timeout_ms),
+        }
+    }
+
+    /// Appends one framed message numbered `seq`, padded to exactly `message_bytes`.
+    pub fn frame(&self, out: &mut Vec<u8>, seq: u64) {
+        if self.framing == SyslogFraming::Octet {
+            let _ = write!(out, "{} ", self.message_bytes);
+        }
+        let start = out.len();
+        let _ = write!(out, "<14>1 - serverlab-load load - - - seq={seq:012} ");
+        let pad = self.message_bytes.saturating_sub(out.len() - start);
+        out.extend_from_slice(&FILLER[..pad]);
+        if self.framing == SyslogFraming::Newline {
+            out.push(b'\n');
+        }
+    }
+
+    async fn send_udp(&self, s: &mut Session, first: u64, units: u64) -> Result<(), ErrorKind> {
+        if s.udp.is_none() {
+            let source = s
+                .ctx
+                .shared
+                .next_source()
+                .unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+            let socket = tokio::net::UdpSocket::bind((source, 0)).await?;
+            socket.connect(s.ctx.shared.addr).await?;
+            s.udp = Some(socket);
+        }
+        let socket = s.udp.as_ref().ok_or(ErrorKind::Other)?;
+        let mut datagram = std::mem::take(&mut s.scratch);
+        let mut result = Ok(());
+        for seq in first..first + units {
+            datagram.clear();
+            self.frame(&mut datagram, seq);
+            if let Err(e) = socket.send(&datagram).await {
+                result = Err(ErrorKind::from_connect(&e));
+                break;
+            }
+            Counters::add(&s.ctx.counters.bytes_written, datagram.len() as u64);
+        }
+        s.scratch = datagram;
+        result
+    }
+}
+
+impl Behaviour for Syslog {
+    fn units(&self) -> u64 {
+        self.batch
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+        let units = attempt.units;
+        let first = s
+            .ctx
+            .shared
+            .syslog_seq
+            .fetch_add(units, std::sync::atomic::Ordering::Relaxed);
+        if self.udp {
+            return self.send_udp(s, first, units).await;
+        }
+        s.ensure_conn().await?;
+        let mut batch = std::mem::take(&mut s.scratch);
+        batch.clear();
+        for seq in first..first + units {
+            self.frame(&mut batch, seq);
+        }
+        let result = s.send(&batch).await;
+        s.scratch = batch;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_tracker_names_every_anomaly() {
+        let mut t = SeqTracker::default();
+        assert_eq!(t.observe("e1", 5), SeqVerdict::First);
+        assert_eq!(t.observe("e1", 6), SeqVerdict::InOrder);
+        assert_eq!(t.observe("e1", 9), SeqVerdict::Lost(2));
+        assert_eq!(t.observe("e1", 9), SeqVerdict::Duplicate);
+        assert_eq!(t.observe("e1", 7), SeqVerdict::Reordered);
+        assert_eq!(t.observe("e1", 10), SeqVerdict::InOrder);
+        assert_eq!(t.observe("e2", 1), SeqVerdict::First);
+    }
+
+    #[test]
+    fn push_lines_parse_without_the_rest_of_the_shape() {
+        let line = br#"{"response":{"event":{"name":"e1","seq":3,"timings":{"created":1,"sent":2,"duration":1},"connections":{"total":1,"place":1}}},"request":{},"timings":{},"connections":{}}"#;
+        let parsed: PushLine = serde_json::from_slice(line).unwrap();
+        let event = parsed.response.event.unwrap();
+        assert_eq!((event.name.as_ref(), event.seq), ("e1", 3));
+        let timeout: PushLine =
+            serde_json::from_slice(br#"{"response":{"timeout":true},"request":{}}"#).unwrap();
+        assert!(timeout.response.timeout);
+    }
+}

@@ -1,0 +1,384 @@
+//! Command-line flags, close to wrk and oha, turned into a `Plan`. Anything the flags cannot
+//! say goes in a plan file (`--plan FILE`), which then stands alone.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::plan::{BehaviourSpec, PacerSpec, Plan, PlanError, SyslogFraming, SyslogTransport};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "serverlab-load",
+    version,
+    about = "Load generator for serverlab: closed and open loop, users, long poll, comet, slow clients, syslog",
+    after_help = "Only 127.0.0.0/8 targets are accepted. Exit codes: 0 run done, 1 run failed, 2 plan refused."
+)]
+pub struct Args {
+    /// Target URL, e.g. http://127.0.0.1:8080/perf (tcp:// or udp:// for --syslog)
+    pub url: Option<String>,
+    /// A plan file (JSON); excludes every load flag
+    #[arg(long)]
+    pub plan: Option<PathBuf>,
+    /// JSON Lines on stdout: interval lines and a summary line
+    #[arg(long)]
+    pub json: bool,
+    /// Print the JSON schema of the output lines and exit
+    #[arg(long)]
+    pub print_schema: bool,
+
+    /// Concurrent connections
+    #[arg(short = 'c', long)]
+    pub connections: Option<u64>,
+    /// Run for this long (e.g. 10s, 500ms, 2m)
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many requests
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Open loop: arrivals per second (latency from the intended send time)
+    #[arg(short = 'R', long)]
+    pub rate: Option<f64>,
+    /// Open loop: let the rate rise linearly to this over --ramp
+    #[arg(long, requires = "rate")]
+    pub ramp_to: Option<f64>,
+    /// Open loop: the length of the rate ramp (e.g. 30s)
+    #[arg(long, value_parser = parse_duration, requires = "ramp_to")]
+    pub ramp: Option<Duration>,
+    /// Open loop with a new connection per arrival: requests per connection (httperf --num-calls)
+    #[arg(long, requires = "rate")]
+    pub calls: Option<u64>,
+    /// One connection at a time, the next after the last closed (implies --new-connection)
+    #[arg(long)]
+    pub sequential: bool,
+    /// JMeter-style users, each looping its behaviour (with --ramp-up and --hold)
+    #[arg(long)]
+    pub users: Option<u64>,
+    #[arg(long, value_parser = parse_duration, requires = "users")]
+    pub ramp_up: Option<Duration>,
+    #[arg(long, value_parser = parse_duration, requires = "users")]
+    pub hold: Option<Duration>,
+
+    /// A new connection per request
+    #[arg(long)]
+    pub new_connection: bool,
+    /// Worker threads (default: one per usable CPU)
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Per-request timeout (e.g. 5s)
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Extra header "Name: value" (repeatable)
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request method
+    #[arg(short = 'm', long)]
+    pub method: Option<String>,
+    /// Request body from a file
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+    /// Source addresses, e.g. 127.0.0.2-127.0.0.250 (repeatable, comma lists allowed)
+    #[arg(long = "source")]
+    pub sources: Vec<String>,
+    /// Interval between progress lines (e.g. 1s)
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+
+    /// Long poll the target, subscribed to these events (comma list; may be empty: "")
+    #[arg(long, value_delimiter = ',')]
+    pub longpoll: Option<Vec<String>>,
+    /// Comet stream from the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub comet: Option<Vec<String>>,
+    /// Push request duration_ms (long poll timeout; comet stream length)
+    #[arg(long)]
+    pub push_ms: Option<u64>,
+    /// Slow upload: body size in bytes (with --upload-rate)
+    #[arg(long, requires = "upload_rate")]
+    pub upload_bytes: Option<u64>,
+    /// Slow upload: bytes per second
+    #[arg(long, requires = "upload_bytes")]
+    pub upload_rate: Option<u64>,
+    /// Slow reader: bytes per read (with --read-interval)
+    #[arg(long, requires = "read_interval")]
+    pub read_bytes: Option<usize>,
+    /// Slow reader: pause before each read (e.g. 10ms)
+    #[arg(long, value_parser = parse_duration, requires = "read_bytes")]
+    pub read_interval: Option<Duration>,
+    /// Slow reader: socket receive buffer in bytes
+    #[arg(long, requires = "read_bytes")]
+    pub rcvbuf: Option<u32>,
+    /// Syslog flood over tcp or udp
+    #[arg(long, value_parser = ["tcp", "udp"])]
+    pub syslog: Option<String>,
+    /// Syslog TCP framing
+    #[arg(long, value_parser = ["newline", "octet"], requires = "syslog")]
+    pub framing: Option<String>,
+    /// Syslog message size in bytes
+    #[arg(long, requires = "syslog")]
+    pub message_bytes: Option<usize>,
+}
+
+/// Parses `10s`, `250ms`, `2m`, `1h`, or plain seconds (`1.5`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 10s, 500ms or 2m"))?;
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(format!("{text:?} is not a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+impl Args {
+    /// The plan these flags describe (not yet validated).
+    pub fn into_plan(self) -> Result<Plan, PlanError> {
+        if let Some(path) = &self.plan {
+            return self.plan_file(path);
+        }
+        let url = self
+            .url
+            .clone()
+            .ok_or_else(|| PlanError::Contradiction("give a target URL or --plan FILE".into()))?;
+        let mut plan = Plan::for_target(&url);
+        plan.pacer = self.pacer()?;
+        plan.behaviour = self.behaviour()?;
+        if let Some(c) = self.connections {
+            plan.connections = c;
+        }
+        plan.threads = self.threads.unwrap_or(0);
+        plan.requests = self.requests;
+        plan.duration_s = self.duration.map(|d| d.as_secs_f64());
+        if let Some(t) = self.timeout {
+            plan.timeout_ms = t.as_millis() as u64;
+        }
+        if let Some(i) = self.interval {
+            plan.interval_ms = i.as_millis() as u64;
+        }
+        if let Some(m) = self.method {
+            plan.method = m;
+        } else if matches!(plan.behaviour, BehaviourSpec::SlowUpload { .. })
+            || self.body_file.is_some()
+        {
+            plan.method = "POST".into();
+        }
+        plan.headers = self.headers;
+        plan.body_file = self.body_file;
+        plan.sources = self.sources;
+        Ok(plan)
+    }
+
+    fn plan_file(&self, path: &PathBuf) -> Result<Plan, PlanError> {
+        let load_flag_given = self.url.is_some()
+            || self.connections.is_some()
+            || self.duration.is_some()
+            || self.requests.is_some()
+            || self.rate.is_some()
+            || self.users.is_some()
+            || self.sequential
+            || self.new_connection
+            || self.threads.is_some()
+            || self.timeout.is_some()
+            || !self.headers.is_empty()
+            || self.method.is_some()
+            || self.body_file.is_some()
+            || !self.sources.is_empty()
+            || self.longpoll.is_some()
+            || self.comet.is_some()
+            || self.upload_bytes.is_some()
+            || self.read_bytes.is_some()
+            || self.syslog.is_some();
+        if load_flag_given {
+            return Err(PlanError::Contradiction(
+                "--plan stands alone: put every setting in the plan file".into(),
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PlanError::PlanFile(format!("{}: {e}", path.display())))?;
+        Plan::from_json(&text)
+    }
+
+    fn pacer(&self) -> Result<PacerSpec, PlanError> {
+        let chosen = [self.rate.is_some(), self.sequential, self.users.is_some()];
+        if chosen.iter().filter(|&&c| c).count() > 1 {
+            return Err(PlanError::Contradiction(
+                "choose one of -R, --sequential and --users".into(),
+            ));
+        }
+        if let Some(rate) = self.rate {
+            return Ok(PacerSpec::Open {
+                rate,
+                ramp_to_rate: self.ramp_to,
+                ramp_s: self.ramp.map_or(0.0, |d| d.as_secs_f64()),
+                calls_per_connection: self.calls.unwrap_or(1),
+            });
+        }
+        if self.sequential {
+            return Ok(PacerSpec::Sequential);
+        }
+        if let Some(users) = self.users {
+            return Ok(PacerSpec::Users {
+                users,
+                ramp_up_s: self.ramp_up.map_or(0.0, |d| d.as_secs_f64()),
+                hold_s: self.hold.map_or(0.0, |d| d.as_secs_f64()),
+            });
+        }
+        Ok(PacerSpec::Closed)
+    }
+
+    fn behaviour(&self) -> Result<BehaviourSpec, PlanError> {
+        let mut chosen = Vec::new();
+        if self.new_connection || self.sequential {
+            chosen.push(BehaviourSpec::NewConnection);
+        }
+        if let Some(events) = &self.longpoll {
+            let duration_ms = self.push_ms.ok_or_else(|| {
+                PlanError::Contradiction("--longpoll needs --push-ms (the poll timeout)".into())
+            })?;
+            chosen.push(BehaviourSpec::Longpoll {
+                events: non_empty(events),
+                duration_ms,
+            });
+        }
+        if let Some(events) = &self.comet {
+            chosen.push(BehaviourSpec::Comet {
+                events: non_empty(events),
+                duration_ms: self.push_ms,
+            });
+        }
+        if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
+            chosen.push(BehaviourSpec::SlowUpload { bytes, bytes_per_s });
+        }
+        if let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) {
+            chosen.push(BehaviourSpec::SlowReader {
+                rcvbuf: self.rcvbuf.unwrap_or(4096),
+                read_bytes,
+                read_interval_ms: interval.as_millis() as u64,
+            });
+        }
+        if let Some(transport) = &self.syslog {
+            chosen.push(BehaviourSpec::Syslog {
+                transport: if transport == "udp" {
+                    SyslogTransport::Udp
+                } else {
+                    SyslogTransport::Tcp
+                },
+                framing: match self.framing.as_deref() {
+                    Some("octet") => SyslogFraming::Octet,
+                    _ => SyslogFraming::Newline,
+                },
+                message_bytes: self.message_bytes.unwrap_or(100),
+            });
+        }
+        match chosen.len() {
+            0 => Ok(BehaviourSpec::Keepalive),
+            1 => Ok(chosen.remove(0)),
+            _ if self.sequential && chosen.len() == 2 && !self.new_connection => Err(
+                PlanError::Contradiction("--sequential works with plain requests only".into()),
+            ),
+            _ => Err(PlanError::Contradiction(
+                "choose one behaviour: --new-connection, --longpoll, --comet, --upload-bytes, --read-bytes or --syslog".into(),
+            )),
+        }
+    }
+}
+
+fn non_empty(events: &[String]) -> Vec<String> {
+    events.iter().filter(|e| !e.is_empty()).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(args: &[&str]) -> Result<Plan, PlanError> {
+        let mut all = vec!["serverlab-load"];
+        all.extend_from_slice(args);
+        Args::try_parse_from(all).unwrap().into_plan()
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn wrk_style_flags_become_a_plan() {
+        let p = plan(&[
+            "http://127.0.0.1:8080/perf",
+            "-c",
+            "100",
+            "-d",
+            "5s",
+            "-H",
+            "X-A: b",
+        ])
+        .unwrap();
+        assert_eq!(
+            (p.connections, p.duration_s, p.requests),
+            (100, Some(5.0), None)
+        );
+        assert_eq!(p.pacer, PacerSpec::Closed);
+        assert_eq!(p.behaviour, BehaviourSpec::Keepalive);
+        assert_eq!(p.headers, vec!["X-A: b".to_string()]);
+    }
+
+    #[test]
+    fn open_loop_and_sequential_flags() {
+        let p = plan(&[
+            "http://127.0.0.1:1/",
+            "-R",
+            "500",
+            "-n",
+            "1000",
+            "--new-connection",
+            "--calls",
+            "2",
+        ])
+        .unwrap();
+        assert!(
+            matches!(p.pacer, PacerSpec::Open { rate, calls_per_connection: 2, .. } if rate == 500.0)
+        );
+        let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "6000"]).unwrap();
+        assert_eq!(
+            (p.pacer, p.behaviour),
+            (PacerSpec::Sequential, BehaviourSpec::NewConnection)
+        );
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        assert!(plan(&["http://127.0.0.1:1/", "-R", "5", "--sequential", "-n", "5"]).is_err());
+        assert!(plan(&[
+            "http://127.0.0.1:1/",
+            "--comet",
+            "e1",
+            "--new-connection",
+            "-d",
+            "1s"
+        ])
+        .is_err());
+        assert!(plan(&["http://127.0.0.1:1/", "--longpoll", "e1", "-d", "1s"]).is_err());
+        assert!(plan(&["--plan", "/nonexistent.json", "-c", "3"]).is_err());
+        assert!(plan(&["-n", "3"]).is_err());
+    }
+}

@@ -1,0 +1,170 @@
+//! serverlab-load: the load engine of serverlab. `run` takes a validated plan, drives the
+//! load on one event loop per worker thread, reports each interval through a callback, and
+//! returns the summary.
+
+mod behaviour;
+pub mod cli;
+mod conn;
+pub mod http;
+pub mod pacer;
+pub mod plan;
+pub mod report;
+mod session;
+pub mod stats;
+pub mod system;
+pub mod target;
+mod worker;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+pub use plan::{Plan, PlanError, ValidPlan};
+pub use report::{IntervalLine, Summary};
+
+use plan::{PacerSpec, Stop};
+use report::SummaryInput;
+use session::Shared;
+use stats::{Histograms, Snapshot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start worker thread: {0}")]
+    Worker(std::io::Error),
+    #[error("a worker thread panicked")]
+    WorkerPanic,
+}
+
+/// Runs a plan, discarding interval lines.
+pub fn run(plan: ValidPlan) -> Result<Summary, RunError> {
+    run_with(plan, |_| {})
+}
+
+/// Runs a plan, handing each interval line to `on_interval` as it is due.
+pub fn run_with(
+    plan: ValidPlan,
+    mut on_interval: impl FnMut(&IntervalLine),
+) -> Result<Summary, RunError> {
+    let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
+    let cpu_before = system::cpu_times();
+    let interval = Duration::from_millis(plan.plan.interval_ms);
+    let shared = Arc::new(Shared::new(plan, Instant::now()));
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut handles = Vec::new();
+    for index in 0..shared.plan.threads {
+        let shared = shared.clone();
+        let done = done_tx.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("load-{index}"))
+            .spawn(move || {
+                let result = worker::run_worker(index, shared);
+                let _ = done.send(());
+                result
+            })
+            .map_err(RunError::Worker)?;
+        handles.push(handle);
+    }
+    drop(done_tx);
+    let mut prev = Snapshot::default();
+    let mut last_tick = shared.start;
+    let mut finished = 0;
+    let mut last_done = shared.start;
+    while finished < handles.len() {
+        let due = last_tick + interval;
+        match done_rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+            Ok(()) => {
+                finished += 1;
+                last_done = Instant::now();
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+                let elapsed = due - shared.start;
+                on_interval(&IntervalLine::between(
+                    &prev,
+                    &now,
+                    elapsed.as_secs_f64(),
+                    (due - last_tick).as_secs_f64(),
+                ));
+                prev = now;
+                last_tick = due;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    shared.stopping.store(true, Relaxed);
+    let mut histograms = Histograms::default();
+    for handle in handles {
+        let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
+        histograms.merge(&worker.map_err(RunError::Worker)?);
+    }
+    let cpu_after = system::cpu_times();
+    let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+    let duration = match shared.end {
+        Some(end) => end.min(last_done) - shared.start,
+        None => last_done - shared.start,
+    };
+    invalid.extend(exhaustion_reasons(&snapshot));
+    Ok(Summary::build(SummaryInput {
+        snapshot: &snapshot,
+        histograms: &histograms,
+        duration_s: duration.as_secs_f64(),
+        intended_rate: intended_rate(&shared.plan, duration.as_secs_f64()),
+        cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
+        invalid_reasons: invalid,
+        plan: &shared.plan.plan,
+        threads: shared.plan.threads,
+    }))
+}
+
+/// Descriptors the plan may hold at once, plus room for the runtime itself.
+fn needed_descriptors(plan: &ValidPlan) -> u64 {
+    let slots = match &plan.plan.pacer {
+        PacerSpec::Users { users, .. } => *users,
+        PacerSpec::Sequential => 1,
+        _ => plan.plan.connections,
+    };
+    slots + 64 + 4 * plan.threads as u64
+}
+
+fn exhaustion_reasons(s: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    let ports = s.error_count(stats::ErrorKind::PortsExhausted);
+    if ports > 0 {
+        out.push(format!(
+            "{ports} connects found no free local port (EADDRNOTAVAIL): spread sources with --source 127.0.0.2-127.0.0.250"
+        ));
+    }
+    let fds = s.error_count(stats::ErrorKind::FdsExhausted);
+    if fds > 0 {
+        out.push(format!(
+            "{fds} connects found no free file descriptor (EMFILE/ENFILE): raise the hard RLIMIT_NOFILE"
+        ));
+    }
+    out
+}
+
+/// The open-loop schedule's rate over the run (null for closed pacing).
+fn intended_rate(plan: &ValidPlan, duration_s: f64) -> Option<f64> {
+    if !matches!(plan.plan.pacer, PacerSpec::Open { .. }) {
+        return None;
+    }
+    let curve = worker::rate_curve(&plan.plan.pacer);
+    let calls = match (&plan.plan.pacer, &plan.plan.behaviour) {
+        (_, plan::BehaviourSpec::Keepalive) => 1,
+        (
+            PacerSpec::Open {
+                calls_per_connection,
+                ..
+            },
+            _,
+        ) => *calls_per_connection,
+        _ => 1,
+    };
+    // Requests per second: each arrival of a new-connection open loop makes `calls`.
+    let scheduled = curve.arrivals_by(duration_s) * calls as f64;
+    let scheduled = match plan.stop {
+        Stop::Requests(n) => scheduled.min(n as f64),
+        Stop::Duration(_) => scheduled,
+    };
+    Some(scheduled / duration_s.max(1e-9))
+}

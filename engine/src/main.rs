@@ -1,0 +1,96 @@
+//! `serverlab-load`: parse flags into a validated plan, run it, print the result.
+//! Exit codes: 0 the run happened, 1 it failed, 2 the plan was refused.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serverlab_load::cli::Args;
+use serverlab_load::{report, IntervalLine, Summary};
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if args.print_schema {
+        print!("{}", report::output_schema());
+        return ExitCode::SUCCESS;
+    }
+    let json = args.json;
+    let plan = match args.into_plan().and_then(|p| p.validate()) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("serverlab-load: plan refused: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(plan, json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("serverlab-load: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
+    let progress = progress_bar();
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let summary = serverlab_load::run_with(plan, |line| {
+        if let Some(bar) = &progress {
+            bar.set_message(progress_text(line));
+        }
+        if json && write_error.is_none() {
+            write_error = write_json(&mut stdout, line).err();
+        }
+    })?;
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    print_summary(&mut stdout, &summary, json)
+}
+
+fn print_summary(out: &mut impl Write, summary: &Summary, json: bool) -> anyhow::Result<()> {
+    if json {
+        write_json(out, summary)
+    } else {
+        out.write_all(summary.human().as_bytes())?;
+        Ok(())
+    }
+}
+
+fn write_json(out: &mut impl Write, line: &impl serde::Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer(&mut *out, line)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A progress line on stderr, only when a person is watching it.
+fn progress_bar() -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}").ok()?);
+    Some(bar)
+}
+
+fn progress_text(line: &IntervalLine) -> String {
+    format!(
+        "{} done, {:.0} req/s, {} open, {} errors",
+        line.completed_total,
+        line.rps,
+        line.open_connections,
+        line.errors.total()
+    )
+}

@@ -1,0 +1,576 @@
+//! The validated description of one run. Flags and `--plan FILE` both end here, and no
+//! worker starts before `Plan::validate` has accepted it.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::target::{Target, TargetError};
+
+/// A plan as written in a plan file (JSON). Every field but `target` has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// `http://127.0.0.1:PORT/path` for HTTP behaviours, `tcp://` or `udp://` `127.0.0.1:PORT`
+    /// (or the same `http://` URL) for syslog. Only 127.0.0.0/8 and `localhost` are accepted.
+    pub target: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Extra request headers, each `"Name: value"`.
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// Request body sent as is (mutually exclusive with `body_file`).
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub body_file: Option<PathBuf>,
+    /// Concurrent connections (closed loop, open-loop keep-alive pool) or the cap on open
+    /// connections in an open loop with a new connection per arrival (0 = no cap).
+    #[serde(default = "default_connections")]
+    pub connections: u64,
+    /// Worker threads, each with its own event loop; 0 = one per CPU the process may use.
+    #[serde(default)]
+    pub threads: usize,
+    /// Stop after this many requests (syslog: messages). Exclusive with `duration_s`.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Stop after this many seconds.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Per-request timeout; long poll adds its `duration_ms`, comet applies it between events.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Period of the `interval` output lines.
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+    /// Source addresses: single addresses or ranges `127.0.0.2-127.0.0.250`, used round robin.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub pacer: PacerSpec,
+    #[serde(default)]
+    pub behaviour: BehaviourSpec,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+fn default_connections() -> u64 {
+    10
+}
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+fn default_interval_ms() -> u64 {
+    1_000
+}
+
+/// When requests start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PacerSpec {
+    /// `connections` slots, each starting its next request as soon as the last one ended.
+    #[default]
+    Closed,
+    /// One connection at a time, the next opened after the last one closed (seed 000 Test 1).
+    Sequential,
+    /// Arrivals at `rate` per second, rising linearly to `ramp_to_rate` over `ramp_s`.
+    /// With the `keepalive` behaviour the arrivals are spread over a pool of `connections`
+    /// kept-alive connections (wrk2 style); otherwise every arrival opens a new connection
+    /// and makes `calls_per_connection` requests on it (httperf `--num-conns --num-calls`).
+    Open {
+        rate: f64,
+        #[serde(default)]
+        ramp_to_rate: Option<f64>,
+        #[serde(default)]
+        ramp_s: f64,
+        #[serde(default = "default_calls")]
+        calls_per_connection: u64,
+    },
+    /// JMeter thread group: `users` users started evenly over `ramp_up_s`, all stopped at
+    /// `ramp_up_s + hold_s`, each looping its behaviour (`connections` is ignored).
+    Users {
+        users: u64,
+        ramp_up_s: f64,
+        hold_s: f64,
+    },
+}
+
+fn default_calls() -> u64 {
+    1
+}
+
+/// What each request is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BehaviourSpec {
+    /// Requests on a kept-alive connection.
+    #[default]
+    Keepalive,
+    /// A new connection per request (`Connection: close`).
+    NewConnection,
+    /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
+    Longpoll {
+        events: Vec<String>,
+        duration_ms: u64,
+    },
+    /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
+    Comet {
+        events: Vec<String>,
+        #[serde(default)]
+        duration_ms: Option<u64>,
+    },
+    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
+    SlowUpload { bytes: u64, bytes_per_s: u64 },
+    /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
+    SlowReader {
+        #[serde(default = "default_rcvbuf")]
+        rcvbuf: u32,
+        read_bytes: usize,
+        read_interval_ms: u64,
+    },
+    /// Numbered syslog messages; one message counts as one request.
+    Syslog {
+        #[serde(default)]
+        transport: SyslogTransport,
+        #[serde(default)]
+        framing: SyslogFraming,
+        #[serde(default = "default_message_bytes")]
+        message_bytes: usize,
+    },
+}
+
+fn default_rcvbuf() -> u32 {
+    4096
+}
+fn default_message_bytes() -> usize {
+    100
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogTransport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogFraming {
+    #[default]
+    Newline,
+    Octet,
+}
+
+/// Why a plan was refused. Each message is one line meant for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("give either a request count or a duration, not both")]
+    BothStops,
+    #[error("give a request count (-n) or a duration (-d)")]
+    NoStop,
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("{0}")]
+    Contradiction(String),
+    #[error("bad header {0:?}: expected \"Name: value\"")]
+    BadHeader(String),
+    #[error("bad source address {0:?}: {1}")]
+    BadSource(String, String),
+    #[error("cannot read body file {0}: {1}")]
+    BodyFile(PathBuf, std::io::Error),
+    #[error("cannot read plan: {0}")]
+    PlanFile(String),
+}
+
+/// A plan whose every value has been checked, with the derived values workers need.
+#[derive(Debug, Clone)]
+pub struct ValidPlan {
+    pub plan: Plan,
+    pub target: Target,
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, String)>,
+    pub sources: Vec<Ipv4Addr>,
+    pub threads: usize,
+    pub stop: Stop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    Requests(u64),
+    Duration(std::time::Duration),
+}
+
+impl Plan {
+    /// A plan with defaults for everything but the target.
+    pub fn for_target(target: &str) -> Plan {
+        serde_json::from_value(serde_json::json!({ "target": target }))
+            .expect("defaults of a plan always deserialize")
+    }
+
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        serde_json::from_str(text).map_err(|e| PlanError::PlanFile(e.to_string()))
+    }
+
+    pub fn validate(self) -> Result<ValidPlan, PlanError> {
+        let target = Target::parse(&self.target, self.needs_http())?;
+        let stop = self.checked_stop()?;
+        let endless_stream = matches!(
+            self.behaviour,
+            BehaviourSpec::Comet {
+                duration_ms: None,
+                ..
+            }
+        );
+        if endless_stream && matches!(stop, Stop::Requests(_)) {
+            return Err(PlanError::Contradiction(
+                "a comet stream without duration_ms never ends: give -d, not -n".into(),
+            ));
+        }
+        self.check_counts()?;
+        self.check_pacer()?;
+        self.check_behaviour()?;
+        let body = self.load_body()?;
+        let headers = self.parsed_headers()?;
+        let sources = parse_sources(&self.sources)?;
+        let threads = self.effective_threads();
+        Ok(ValidPlan {
+            plan: self,
+            target,
+            body,
+            headers,
+            sources,
+            threads,
+            stop,
+        })
+    }
+
+    fn needs_http(&self) -> bool {
+        !matches!(self.behaviour, BehaviourSpec::Syslog { .. })
+    }
+
+    fn checked_stop(&self) -> Result<Stop, PlanError> {
+        if let PacerSpec::Users {
+            ramp_up_s, hold_s, ..
+        } = self.pacer
+        {
+            if self.requests.is_some() || self.duration_s.is_some() {
+                return Err(PlanError::Contradiction(
+                    "users pacer runs for ramp_up_s + hold_s; do not give -n or -d".into(),
+                ));
+            }
+            let total = ramp_up_s + hold_s;
+            if !(total.is_finite() && total > 0.0 && ramp_up_s >= 0.0 && hold_s >= 0.0) {
+                return Err(PlanError::NotPositive("ramp_up_s + hold_s"));
+            }
+            return Ok(Stop::Duration(std::time::Duration::from_secs_f64(total)));
+        }
+        match (self.requests, self.duration_s) {
+            (Some(_), Some(_)) => Err(PlanError::BothStops),
+            (None, None) => Err(PlanError::NoStop),
+            (Some(0), _) => Err(PlanError::NotPositive("request count")),
+            (Some(n), None) => Ok(Stop::Requests(n)),
+            (None, Some(d)) if d.is_finite() && d > 0.0 => {
+                Ok(Stop::Duration(std::time::Duration::from_secs_f64(d)))
+            }
+            (None, Some(_)) => Err(PlanError::NotPositive("duration")),
+        }
+    }
+
+    fn check_counts(&self) -> Result<(), PlanError> {
+        if self.timeout_ms == 0 {
+            return Err(PlanError::NotPositive("timeout"));
+        }
+        if self.interval_ms == 0 {
+            return Err(PlanError::NotPositive("interval"));
+        }
+        let needs_connections = !matches!(
+            self.pacer,
+            PacerSpec::Users { .. } | PacerSpec::Sequential | PacerSpec::Open { .. }
+        );
+        if needs_connections && self.connections == 0 {
+            return Err(PlanError::NotPositive("connection count"));
+        }
+        if let (Some(n), PacerSpec::Closed) = (self.requests, &self.pacer) {
+            if n < self.connections {
+                return Err(PlanError::Contradiction(format!(
+                    "{n} requests cannot keep {} connections busy; lower -c",
+                    self.connections
+                )));
+            }
+        }
+        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(PlanError::Contradiction(format!(
+                "method {:?} is not an upper-case token",
+                self.method
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_pacer(&self) -> Result<(), PlanError> {
+        match &self.pacer {
+            PacerSpec::Open {
+                rate,
+                ramp_to_rate,
+                ramp_s,
+                calls_per_connection,
+            } => {
+                if !(rate.is_finite() && *rate > 0.0) {
+                    return Err(PlanError::NotPositive("rate"));
+                }
+                if *calls_per_connection == 0 {
+                    return Err(PlanError::NotPositive("calls per connection"));
+                }
+                if let Some(to) = ramp_to_rate {
+                    if !(to.is_finite() && *to > 0.0 && ramp_s.is_finite() && *ramp_s > 0.0) {
+                        return Err(PlanError::NotPositive("ramp_to_rate and ramp_s"));
+                    }
+                }
+                if self.behaviour == BehaviourSpec::Keepalive
+                    && self.connections as f64 > rate.max(ramp_to_rate.unwrap_or(0.0)) * 60.0
+                {
+                    return Err(PlanError::Contradiction(
+                        "each pooled connection would wait over a minute between requests; lower -c"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            PacerSpec::Users { users, .. } if *users == 0 => Err(PlanError::NotPositive("users")),
+            PacerSpec::Sequential if self.behaviour != BehaviourSpec::NewConnection => {
+                Err(PlanError::Contradiction(
+                    "sequential pacing opens one connection per request: use --new-connection"
+                        .into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_behaviour(&self) -> Result<(), PlanError> {
+        match &self.behaviour {
+            BehaviourSpec::Longpoll {
+                events,
+                duration_ms,
+            } => {
+                check_events(events)?;
+                if *duration_ms == 0 || *duration_ms > 3_600_000 {
+                    return Err(PlanError::Contradiction(
+                        "long poll duration_ms must be 1..3600000".into(),
+                    ));
+                }
+            }
+            BehaviourSpec::Comet {
+                events,
+                duration_ms,
+            } => {
+                check_events(events)?;
+                if matches!(duration_ms, Some(0)) {
+                    return Err(PlanError::NotPositive("comet duration_ms"));
+                }
+            }
+            BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
+                if *bytes == 0 || *bytes_per_s == 0 {
+                    return Err(PlanError::NotPositive("slow upload bytes and bytes_per_s"));
+                }
+            }
+            BehaviourSpec::SlowReader {
+                rcvbuf,
+                read_bytes,
+                read_interval_ms,
+            } => {
+                if *rcvbuf == 0 || *read_bytes == 0 || *read_interval_ms == 0 {
+                    return Err(PlanError::NotPositive(
+                        "slow reader rcvbuf, read_bytes and read_interval_ms",
+                    ));
+                }
+            }
+            BehaviourSpec::Syslog { message_bytes, .. } => {
+                if !(32..=65_000).contains(message_bytes) {
+                    return Err(PlanError::Contradiction(
+                        "syslog message_bytes must be 32..65000".into(),
+                    ));
+                }
+            }
+            BehaviourSpec::Keepalive | BehaviourSpec::NewConnection => {}
+        }
+        let body_given = self.body.is_some() || self.body_file.is_some();
+        if self.body.is_some() && self.body_file.is_some() {
+            return Err(PlanError::Contradiction(
+                "give body or body_file, not both".into(),
+            ));
+        }
+        let own_body = !matches!(
+            self.behaviour,
+            BehaviourSpec::Keepalive
+                | BehaviourSpec::NewConnection
+                | BehaviourSpec::SlowReader { .. }
+        );
+        if body_given && own_body {
+            return Err(PlanError::Contradiction(
+                "this behaviour builds its own body; drop --body-file".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn load_body(&self) -> Result<Vec<u8>, PlanError> {
+        if let Some(path) = &self.body_file {
+            return std::fs::read(path).map_err(|e| PlanError::BodyFile(path.clone(), e));
+        }
+        Ok(self.body.clone().unwrap_or_default().into_bytes())
+    }
+
+    fn parsed_headers(&self) -> Result<Vec<(String, String)>, PlanError> {
+        self.headers
+            .iter()
+            .map(|line| {
+                let (name, value) = line
+                    .split_once(':')
+                    .ok_or_else(|| PlanError::BadHeader(line.clone()))?;
+                let name = name.trim();
+                let valid_name = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b));
+                if !valid_name || value.contains(['\r', '\n']) {
+                    return Err(PlanError::BadHeader(line.clone()));
+                }
+                Ok((name.to_string(), value.trim().to_string()))
+            })
+            .collect()
+    }
+
+    fn effective_threads(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wanted = if self.threads == 0 {
+            cpus
+        } else {
+            self.threads
+        };
+        let parallel_units = match (&self.pacer, &self.behaviour) {
+            (PacerSpec::Sequential, _) => 1,
+            (PacerSpec::Users { users, .. }, _) => *users,
+            (PacerSpec::Open { .. }, BehaviourSpec::Keepalive) => self.connections,
+            (PacerSpec::Open { .. }, _) => u64::MAX,
+            _ => self.connections,
+        };
+        wanted.clamp(1, parallel_units.min(1024) as usize)
+    }
+}
+
+fn check_events(events: &[String]) -> Result<(), PlanError> {
+    if events.len() > 16 {
+        return Err(PlanError::Contradiction(
+            "at most 16 events per subscription".into(),
+        ));
+    }
+    for name in events {
+        let ok = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        if !ok {
+            return Err(PlanError::Contradiction(format!(
+                "event name {name:?} does not match ^[A-Za-z0-9_.-]{{1,64}}$"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Expands `127.0.0.2-127.0.0.250` ranges; every address must be loopback.
+pub fn parse_sources(items: &[String]) -> Result<Vec<Ipv4Addr>, PlanError> {
+    let mut out = Vec::new();
+    for item in items.iter().flat_map(|s| s.split(',')) {
+        let item = item.trim();
+        let bad = |why: &str| PlanError::BadSource(item.to_string(), why.to_string());
+        let (first, last) = match item.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (item, item),
+        };
+        let first: Ipv4Addr = first.parse().map_err(|_| bad("not an IPv4 address"))?;
+        let last: Ipv4Addr = last.parse().map_err(|_| bad("not an IPv4 address"))?;
+        if !first.is_loopback() || !last.is_loopback() {
+            return Err(bad("only 127.0.0.0/8 may be used"));
+        }
+        let (a, b) = (u32::from(first), u32::from(last));
+        if a > b {
+            return Err(bad("range runs backwards"));
+        }
+        out.extend((a..=b).map(Ipv4Addr::from));
+    }
+    Ok(out)
+}
+
+impl ValidPlan {
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(self.target.ip, self.target.port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
+        serde_json::from_value::<Plan>(json).unwrap().validate()
+    }
+
+    #[test]
+    fn defaults_need_a_stop() {
+        let err = plan(serde_json::json!({"target": "http://127.0.0.1:1/"})).unwrap_err();
+        assert!(matches!(err, PlanError::NoStop));
+    }
+
+    #[test]
+    fn refuses_both_stops_and_remote_targets() {
+        let both =
+            serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 5, "duration_s": 1.0});
+        assert!(matches!(plan(both).unwrap_err(), PlanError::BothStops));
+        let remote = serde_json::json!({"target": "http://10.0.0.1:80/", "requests": 5});
+        assert!(matches!(plan(remote).unwrap_err(), PlanError::Target(_)));
+    }
+
+    #[test]
+    fn sequential_needs_new_connections() {
+        let p = serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 5,
+            "pacer": {"kind": "sequential"}});
+        assert!(matches!(plan(p).unwrap_err(), PlanError::Contradiction(_)));
+    }
+
+    #[test]
+    fn source_ranges_expand_and_stay_on_loopback() {
+        let got = parse_sources(&["127.0.0.2-127.0.0.4,127.0.0.9".into()]).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[3], Ipv4Addr::new(127, 0, 0, 9));
+        assert!(parse_sources(&["10.0.0.1".into()]).is_err());
+        assert!(parse_sources(&["127.0.0.9-127.0.0.2".into()]).is_err());
+    }
+
+    #[test]
+    fn header_lines_are_checked() {
+        let p = serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 10,
+            "headers": ["X-Ok: yes", "bad header"]});
+        assert!(matches!(plan(p).unwrap_err(), PlanError::BadHeader(_)));
+    }
+
+    #[test]
+    fn unknown_plan_fields_are_refused() {
+        assert!(Plan::from_json(r#"{"target":"http://127.0.0.1:1/","conns":3}"#).is_err());
+    }
+
+    #[test]
+    fn users_pacer_derives_its_duration() {
+        let p = plan(serde_json::json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
+        .unwrap();
+        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
+    }
+}

@@ -1,0 +1,429 @@
+//! The output lines (`--json`: one JSON object per line) and the human summary. These types
+//! are the contract with the orchestrator; `schema/output.schema.json` is generated from them.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+use crate::stats::{ErrorKind, Histograms, Snapshot};
+
+/// Output format version; raised when a field changes meaning or disappears.
+pub const OUTPUT_VERSION: u32 = 1;
+
+/// Errors by kind. Every kind is always present.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Errors {
+    /// Connection refused or failed otherwise while connecting.
+    pub connect: u64,
+    /// No complete answer within the timeout.
+    pub timeout: u64,
+    /// Connection reset or broken pipe.
+    pub reset: u64,
+    /// The server closed before the answer was complete.
+    pub closed: u64,
+    /// Answers with status 400 or above (these are also counted in `requests`).
+    pub status: u64,
+    /// Unparseable answer: bad status line or header, header over 64 KiB, bad chunking,
+    /// unreadable push event.
+    pub parse: u64,
+    /// No local port left (EADDRNOTAVAIL): the run is invalid.
+    pub ports_exhausted: u64,
+    /// No file descriptor left (EMFILE/ENFILE): the run is invalid.
+    pub fds_exhausted: u64,
+    pub other: u64,
+}
+
+impl Errors {
+    /// From counts indexed by `ErrorKind`.
+    pub fn from_counts(counts: &[u64; ErrorKind::ALL.len()]) -> Errors {
+        let n = |k: ErrorKind| counts[k as usize];
+        Errors {
+            connect: n(ErrorKind::Connect),
+            timeout: n(ErrorKind::Timeout),
+            reset: n(ErrorKind::Reset),
+            closed: n(ErrorKind::Closed),
+            status: n(ErrorKind::Status),
+            parse: n(ErrorKind::Parse),
+            ports_exhausted: n(ErrorKind::PortsExhausted),
+            fds_exhausted: n(ErrorKind::FdsExhausted),
+            other: n(ErrorKind::Other),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        let all = [
+            self.connect,
+            self.timeout,
+            self.reset,
+            self.closed,
+            self.status,
+            self.parse,
+            self.ports_exhausted,
+            self.fds_exhausted,
+            self.other,
+        ];
+        all.iter().sum()
+    }
+}
+
+/// Server-push counters (zero for other behaviours).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Events {
+    /// Event deliveries received (long-poll event answers plus comet event lines).
+    pub received: u64,
+    /// Comet only: events skipped in a stream (sum of `seq` gaps).
+    pub lost: u64,
+    /// A `seq` seen twice in a row by one client.
+    pub duplicated: u64,
+    /// A `seq` lower than one already seen by the same client.
+    pub reordered: u64,
+    pub longpoll_event_answers: u64,
+    pub longpoll_timeout_answers: u64,
+    /// Comet timeout lines (a stream ended by its `duration_ms`).
+    pub comet_timeout_lines: u64,
+}
+
+impl Events {
+    fn from_snapshot(s: &Snapshot) -> Events {
+        Events {
+            received: s.events,
+            lost: s.events_lost,
+            duplicated: s.events_duplicated,
+            reordered: s.events_reordered,
+            longpoll_event_answers: s.longpoll_event_answers,
+            longpoll_timeout_answers: s.longpoll_timeout_answers,
+            comet_timeout_lines: s.comet_timeout_lines,
+        }
+    }
+}
+
+/// One line per interval. Counts are for this interval unless named `_total`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IntervalLine {
+    /// Always `"interval"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Seconds since the run started, at the end of this interval.
+    pub elapsed_s: f64,
+    /// Length of this interval in seconds.
+    pub interval_s: f64,
+    /// Attempts finished in this interval (answered or failed).
+    pub completed: u64,
+    pub completed_total: u64,
+    /// Answers with status below 400 in this interval.
+    pub ok: u64,
+    pub errors: Errors,
+    /// `completed / interval_s`.
+    pub rps: f64,
+    /// Connections open at the end of the interval.
+    pub open_connections: i64,
+    pub connections_opened: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Push events received in this interval.
+    pub events: u64,
+}
+
+impl IntervalLine {
+    pub fn between(prev: &Snapshot, now: &Snapshot, elapsed_s: f64, interval_s: f64) -> Self {
+        let completed = now.requests - prev.requests;
+        IntervalLine {
+            kind: "interval".into(),
+            elapsed_s: round3(elapsed_s),
+            interval_s: round3(interval_s),
+            completed,
+            completed_total: now.requests,
+            ok: now.ok - prev.ok,
+            errors: Errors::from_counts(&std::array::from_fn(|k| now.errors[k] - prev.errors[k])),
+            rps: round3(completed as f64 / interval_s.max(1e-9)),
+            open_connections: now.open_connections.max(0),
+            connections_opened: now.connections_opened - prev.connections_opened,
+            bytes_read: now.bytes_read - prev.bytes_read,
+            bytes_written: now.bytes_written - prev.bytes_written,
+            events: now.events - prev.events,
+        }
+    }
+}
+
+/// Percentiles of one histogram, in microseconds (0 when it is empty).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: round3(h.mean()),
+            stdev: round3(h.stdev()),
+        }
+    }
+}
+
+/// The last line of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Summary {
+    /// Always `"summary"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    /// False when the figures cannot be trusted; `invalid_reasons` says why.
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    /// Finished attempts (answered with any status, or failed). Syslog: messages sent.
+    pub requests: u64,
+    /// Answers with a status below 400.
+    pub ok: u64,
+    pub errors: Errors,
+    /// Answers by status class: keys `1xx` … `5xx`.
+    pub status: BTreeMap<String, u64>,
+    /// From the start of the run to the last finished attempt (or the end of the duration).
+    pub duration_s: f64,
+    /// `requests / duration_s`.
+    pub rps: f64,
+    /// Open loop: arrivals the schedule asked for per second; null for closed loops.
+    pub intended_rate: Option<f64>,
+    /// Attempts started per second.
+    pub achieved_rate: f64,
+    /// In open loop from the intended send time (corrected for coordinated omission), else
+    /// from the actual send; in microseconds.
+    pub latency_us: Percentiles,
+    /// From the actual send to the complete answer (the raw service time).
+    pub service_us: Percentiles,
+    pub connect_us: Percentiles,
+    /// From the send to the first byte of the answer.
+    pub first_byte_us: Percentiles,
+    /// Generator scheduling lag: actual minus intended send time (open loop only).
+    pub lag_us: Percentiles,
+    /// Push: server `created` timestamp to arrival (millisecond grain, same machine clock).
+    pub event_delay_us: Percentiles,
+    /// Push: from the subscription request to each event's arrival.
+    pub event_since_subscribe_us: Percentiles,
+    /// `latency_us` as HdrHistogram V2 + DEFLATE, base64 (standard alphabet, padded).
+    pub histogram: String,
+    /// `service_us` in the same encoding.
+    pub service_histogram: String,
+    pub events: Events,
+    pub connections_opened: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// CPU time the generator process used during the run (user + system), seconds.
+    pub client_cpu_s: f64,
+    pub client_cpu_user_s: f64,
+    pub client_cpu_system_s: f64,
+    pub threads: usize,
+    /// The plan as run, defaults filled in.
+    pub plan: Plan,
+}
+
+pub struct SummaryInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub histograms: &'a Histograms,
+    pub duration_s: f64,
+    pub intended_rate: Option<f64>,
+    pub cpu: (f64, f64),
+    pub invalid_reasons: Vec<String>,
+    pub plan: &'a Plan,
+    pub threads: usize,
+}
+
+impl Summary {
+    pub fn build(input: SummaryInput) -> Summary {
+        let s = input.snapshot;
+        let h = input.histograms;
+        let duration = input.duration_s.max(1e-9);
+        let status = (1..=5)
+            .map(|c| (format!("{c}xx"), s.status_classes[c - 1]))
+            .collect();
+        Summary {
+            kind: "summary".into(),
+            version: OUTPUT_VERSION,
+            valid: input.invalid_reasons.is_empty(),
+            invalid_reasons: input.invalid_reasons,
+            requests: s.requests,
+            ok: s.ok,
+            errors: Errors::from_counts(&s.errors),
+            status,
+            duration_s: round3(input.duration_s),
+            rps: round3(s.requests as f64 / duration),
+            intended_rate: input.intended_rate.map(round3),
+            achieved_rate: round3(s.started as f64 / duration),
+            latency_us: Percentiles::of(&h.latency),
+            service_us: Percentiles::of(&h.service),
+            connect_us: Percentiles::of(&h.connect),
+            first_byte_us: Percentiles::of(&h.first_byte),
+            lag_us: Percentiles::of(&h.lag),
+            event_delay_us: Percentiles::of(&h.event_delay),
+            event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
+            histogram: encode_histogram(&h.latency),
+            service_histogram: encode_histogram(&h.service),
+            events: Events::from_snapshot(s),
+            connections_opened: s.connections_opened,
+            bytes_read: s.bytes_read,
+            bytes_written: s.bytes_written,
+            client_cpu_s: round3(input.cpu.0 + input.cpu.1),
+            client_cpu_user_s: round3(input.cpu.0),
+            client_cpu_system_s: round3(input.cpu.1),
+            threads: input.threads,
+            plan: input.plan.clone(),
+        }
+    }
+
+    /// A wrk-like text summary.
+    pub fn human(&self) -> String {
+        let l = &self.latency_us;
+        let mut out = format!(
+            "{} {} with {} thread(s), {} connection(s)\n",
+            self.plan.method, self.plan.target, self.threads, self.plan.connections
+        );
+        out += "  Latency     p50       p90       p99       p99.9     max\n";
+        out += &format!(
+            "           {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            fmt_us(l.p50),
+            fmt_us(l.p90),
+            fmt_us(l.p99),
+            fmt_us(l.p999),
+            fmt_us(l.max)
+        );
+        out += &format!(
+            "  {} requests in {:.2}s, {} read, {} errors\n",
+            self.requests,
+            self.duration_s,
+            fmt_bytes(self.bytes_read),
+            self.errors.total()
+        );
+        if self.errors.total() > 0 {
+            out += &format!(
+                "  Errors: {}\n",
+                serde_json::to_string(&self.errors).unwrap_or_default()
+            );
+        }
+        if self.events.received > 0 || self.events.longpoll_timeout_answers > 0 {
+            out += &format!(
+                "  Events: {}\n",
+                serde_json::to_string(&self.events).unwrap_or_default()
+            );
+        }
+        if let Some(rate) = self.intended_rate {
+            out += &format!(
+                "Intended rate: {rate:.2}/s, achieved {:.2}/s\n",
+                self.achieved_rate
+            );
+        }
+        out += &format!("Requests/sec: {:.2}\n", self.rps);
+        out += &format!("Client CPU: {:.3}s\n", self.client_cpu_s);
+        if !self.valid {
+            out += &format!("INVALID RUN: {}\n", self.invalid_reasons.join("; "));
+        }
+        out
+    }
+}
+
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        Err(_) => String::new(),
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn fmt_us(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us}us"),
+        1_000..1_000_000 => format!("{:.2}ms", us as f64 / 1e3),
+        _ => format!("{:.2}s", us as f64 / 1e6),
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b}B"),
+        1024..1_048_576 => format!("{:.1}KB", b as f64 / 1024.0),
+        _ => format!("{:.1}MB", b as f64 / 1_048_576.0),
+    }
+}
+
+/// The JSON schema of every output line: an interval line or a summary line.
+pub fn output_schema() -> String {
+    #[derive(JsonSchema)]
+    #[serde(untagged)]
+    #[allow(dead_code)]
+    enum OutputLine {
+        Interval(IntervalLine),
+        Summary(Box<Summary>),
+    }
+    let schema = schemars::schema_for!(OutputLine);
+    serde_json::to_string_pretty(&schema).expect("schemas serialize") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::serialization::Deserializer;
+
+    #[test]
+    fn histogram_round_trips_through_base64() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        for v in [10u64, 200, 3000, 40_000] {
+            h.record(v).unwrap();
+        }
+        let text = encode_histogram(&h);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        let back: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn interval_lines_are_deltas() {
+        let prev = Snapshot {
+            requests: 10,
+            ok: 9,
+            ..Default::default()
+        };
+        let now = Snapshot {
+            requests: 30,
+            ok: 27,
+            events: 4,
+            ..Default::default()
+        };
+        let line = IntervalLine::between(&prev, &now, 2.0, 1.0);
+        assert_eq!(
+            (line.completed, line.completed_total, line.ok),
+            (20, 30, 18)
+        );
+        assert_eq!(line.rps, 20.0);
+        assert_eq!(line.events, 4);
+    }
+}

@@ -1,0 +1,73 @@
+//! What the engine asks of the operating system for itself: descriptors and CPU accounting.
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (and the hard limit too when running as
+/// root). Returns a reason the run is invalid when `needed` still does not fit.
+pub fn raise_fd_limit(needed: u64) -> Vec<String> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return vec![format!(
+                "cannot read RLIMIT_NOFILE: {}",
+                std::io::Error::last_os_error()
+            )];
+        }
+        let wanted_max = limit.rlim_max.max(needed);
+        let raised = libc::rlimit {
+            rlim_cur: wanted_max,
+            rlim_max: wanted_max,
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+            let soft = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    if limit.rlim_cur < needed {
+        return vec![format!(
+            "file descriptor limit {} is below the {needed} this plan may hold open",
+            limit.rlim_cur
+        )];
+    }
+    Vec::new()
+}
+
+/// User and system CPU seconds this process has used so far.
+pub fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_limit_covers_a_modest_need() {
+        assert!(raise_fd_limit(256).is_empty());
+    }
+
+    #[test]
+    fn cpu_time_moves_forward() {
+        let (u0, s0) = cpu_times();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        let (u1, s1) = cpu_times();
+        assert!(u1 + s1 > u0 + s0);
+    }
+}

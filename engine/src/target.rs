@@ -1,0 +1,111 @@
+//! The address load goes to. Anything outside 127.0.0.0/8 is refused here, before any socket
+//! exists, because the lab must never load a machine it does not own.
+
+use std::net::Ipv4Addr;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TargetError {
+    #[error("target {0:?} is not a URL like http://127.0.0.1:8080/path")]
+    Malformed(String),
+    #[error("target scheme {0:?} is not supported here (use {1})")]
+    Scheme(String, &'static str),
+    #[error("target host {0:?} is not on loopback: serverlab-load only sends to 127.0.0.0/8")]
+    NotLoopback(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub ip: Ipv4Addr,
+    pub port: u16,
+    /// Path and query, always starting with `/`.
+    pub path: String,
+    /// The `Host` header value, as the user wrote it.
+    pub authority: String,
+}
+
+impl Target {
+    pub fn parse(url: &str, http: bool) -> Result<Target, TargetError> {
+        let malformed = || TargetError::Malformed(url.to_string());
+        let (scheme, rest) = url.split_once("://").ok_or_else(malformed)?;
+        let allowed: &[&str] = if http {
+            &["http"]
+        } else {
+            &["http", "tcp", "udp", "syslog"]
+        };
+        if !allowed.contains(&scheme) {
+            let hint = if http { "http://" } else { "tcp:// or udp://" };
+            return Err(TargetError::Scheme(scheme.to_string(), hint));
+        }
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().map_err(|_| malformed())?),
+            None if scheme == "http" => (authority, 80),
+            None => return Err(malformed()),
+        };
+        if port == 0 || host.is_empty() {
+            return Err(malformed());
+        }
+        let ip = match host {
+            "localhost" => Ipv4Addr::LOCALHOST,
+            other => other
+                .parse::<Ipv4Addr>()
+                .map_err(|_| TargetError::NotLoopback(other.to_string()))?,
+        };
+        if !ip.is_loopback() {
+            return Err(TargetError::NotLoopback(host.to_string()));
+        }
+        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(malformed());
+        }
+        Ok(Target {
+            ip,
+            port,
+            path: path.to_string(),
+            authority: authority.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_loopback_urls() {
+        let t = Target::parse("http://127.0.0.1:8080/perf?x=1", true).unwrap();
+        assert_eq!(
+            (t.ip, t.port, t.path.as_str()),
+            (Ipv4Addr::LOCALHOST, 8080, "/perf?x=1")
+        );
+        let t = Target::parse("http://localhost:9", true).unwrap();
+        assert_eq!(t.path, "/");
+        assert_eq!(
+            Target::parse("tcp://127.0.0.3:514", false).unwrap().port,
+            514
+        );
+    }
+
+    #[test]
+    fn refuses_everything_off_loopback() {
+        for url in [
+            "http://192.168.1.1:80/",
+            "http://example.com/",
+            "http://[::1]:80/",
+        ] {
+            assert!(matches!(
+                Target::parse(url, true),
+                Err(TargetError::NotLoopback(_))
+            ));
+        }
+        assert!(matches!(
+            Target::parse("https://127.0.0.1:1/", true),
+            Err(TargetError::Scheme(..))
+        ));
+        assert!(Target::parse("127.0.0.1:80", true).is_err());
+        assert!(Target::parse("http://127.0.0.1:0/", true).is_err());
+        assert!(Target::parse("http://127.0.0.1:1/a b", true).is_err());
+    }
+}

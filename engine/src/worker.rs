@@ -1,0 +1,263 @@
+//! One worker thread: a single-threaded event loop running this worker's share of slots (or
+//! its share of open-loop arrivals), all through one generic loop.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
+use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
+use crate::plan::{BehaviourSpec, PacerSpec, SyslogTransport};
+use crate::session::{Session, Shared, WorkerCtx};
+use crate::stats::{Counters, ErrorKind, Histograms};
+
+/// Messages per write when syslog is not paced: batching is what a real forwarder does.
+const SYSLOG_BATCH: u64 = 64;
+
+/// Runs worker `index` to completion and returns its histograms.
+pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<Histograms> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let ctx = Rc::new(WorkerCtx {
+        counters: shared.counters[index].clone(),
+        shared,
+        histograms: RefCell::new(Histograms::default()),
+    });
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, drive(index, ctx.clone()));
+    // Dropping the set drops every task still in flight (and closes its connections).
+    drop(local);
+    Ok(ctx.histograms.take())
+}
+
+async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
+    let plan = &ctx.shared.plan;
+    let open = matches!(plan.plan.pacer, PacerSpec::Open { .. });
+    let sequential = plan.plan.pacer == PacerSpec::Sequential;
+    match &plan.plan.behaviour {
+        BehaviourSpec::Keepalive => drive_with(index, &ctx, Plain::new(plan, true, false)).await,
+        BehaviourSpec::NewConnection => {
+            let calls = calls_per_connection(&plan.plan.pacer);
+            let plain = Plain::new(plan, open && calls > 1, sequential);
+            drive_with(index, &ctx, plain).await
+        }
+        BehaviourSpec::SlowReader { .. } => {
+            drive_with(index, &ctx, Plain::new(plan, true, false)).await
+        }
+        BehaviourSpec::Longpoll {
+            events,
+            duration_ms,
+        } => drive_with(index, &ctx, LongPoll::new(plan, events, *duration_ms)).await,
+        BehaviourSpec::Comet {
+            events,
+            duration_ms,
+        } => drive_with(index, &ctx, Comet::new(plan, events, *duration_ms)).await,
+        BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
+            drive_with(index, &ctx, SlowUpload::new(plan, *bytes, *bytes_per_s)).await
+        }
+        BehaviourSpec::Syslog {
+            transport,
+            framing,
+            message_bytes,
+        } => {
+            let batch = if open { 1 } else { SYSLOG_BATCH };
+            let udp = *transport == SyslogTransport::Udp;
+            let syslog = Syslog::new(plan, *framing, *message_bytes, udp, batch);
+            drive_with(index, &ctx, syslog).await
+        }
+    }
+}
+
+fn calls_per_connection(pacer: &PacerSpec) -> u64 {
+    match pacer {
+        PacerSpec::Open {
+            calls_per_connection,
+            ..
+        } => *calls_per_connection,
+        _ => 1,
+    }
+}
+
+async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, behaviour: B) {
+    let behaviour = Rc::new(behaviour);
+    let shared = &ctx.shared;
+    let plan = &shared.plan;
+    let threads = plan.threads as u64;
+    let mine = |total: u64| (index as u64..total).step_by(threads as usize);
+    let start = shared.start;
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let mut spawn_slot = |pacer: Box<dyn Pacer>| {
+        tasks.push(tokio::task::spawn_local(slot_loop(
+            ctx.clone(),
+            behaviour.clone(),
+            pacer,
+        )));
+    };
+    match &plan.plan.pacer {
+        PacerSpec::Closed => {
+            for _ in mine(plan.plan.connections) {
+                spawn_slot(Box::new(BackToBack::new(start)));
+            }
+        }
+        PacerSpec::Sequential => {
+            for _ in mine(1) {
+                spawn_slot(Box::new(BackToBack::new(start)));
+            }
+        }
+        PacerSpec::Users {
+            users, ramp_up_s, ..
+        } => {
+            let ramp = Duration::from_secs_f64(*ramp_up_s);
+            for user in mine(*users) {
+                spawn_slot(Box::new(BackToBack::new(user_start(
+                    start, user, *users, ramp,
+                ))));
+            }
+        }
+        PacerSpec::Open { .. } if plan.plan.behaviour == BehaviourSpec::Keepalive => {
+            let curve = rate_curve(&plan.plan.pacer);
+            let pool = plan.plan.connections;
+            for slot in mine(pool) {
+                spawn_slot(Box::new(Scheduled::new(
+                    start, curve, slot, pool, shared.end,
+                )));
+            }
+        }
+        PacerSpec::Open { .. } => {
+            let curve = rate_curve(&plan.plan.pacer);
+            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
+            let calls = calls_per_connection(&plan.plan.pacer);
+            tasks.push(tokio::task::spawn_local(dispatch(
+                ctx.clone(),
+                behaviour.clone(),
+                pacer,
+                calls,
+            )));
+        }
+    }
+    let all = async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    };
+    match shared.end {
+        Some(end) => {
+            tokio::select! {
+                _ = all => {}
+                _ = tokio::time::sleep_until(end.into()) => {}
+            }
+        }
+        None => all.await,
+    }
+}
+
+pub fn rate_curve(pacer: &PacerSpec) -> RateCurve {
+    match pacer {
+        PacerSpec::Open {
+            rate,
+            ramp_to_rate: Some(to),
+            ramp_s,
+            ..
+        } => RateCurve {
+            from: *rate,
+            to: *to,
+            ramp: Duration::from_secs_f64(*ramp_s),
+        },
+        PacerSpec::Open { rate, .. } => RateCurve::fixed(*rate),
+        _ => RateCurve::fixed(1.0),
+    }
+}
+
+/// One slot: a session looping its behaviour whenever its pacer allows.
+async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer: Box<dyn Pacer>) {
+    let mut session = Session::new(ctx.clone());
+    configure(&mut session);
+    while let Some(at) = pacer.next() {
+        if at > Instant::now() {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        let granted = ctx.shared.take_budget(behaviour.units());
+        if granted == 0 {
+            break;
+        }
+        let intended = pacer.open_loop().then_some(at);
+        attempt(&*behaviour, &mut session, intended, granted).await;
+    }
+}
+
+/// Open loop with a new connection per arrival: arrivals never wait for earlier ones.
+async fn dispatch<B: Behaviour + 'static>(
+    ctx: Rc<WorkerCtx>,
+    behaviour: Rc<B>,
+    mut pacer: Scheduled,
+    calls: u64,
+) {
+    let mut sessions = JoinSet::new();
+    while let Some(at) = pacer.next() {
+        if at > Instant::now() {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        if ctx.shared.take_budget(1) == 0 {
+            break;
+        }
+        sessions.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, calls));
+        while sessions.try_join_next().is_some() {}
+    }
+    while sessions.join_next().await.is_some() {}
+}
+
+async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant, calls: u64) {
+    let mut session = Session::new(ctx.clone());
+    configure(&mut session);
+    attempt(&*behaviour, &mut session, Some(at), 1).await;
+    for _ in 1..calls {
+        if ctx.shared.take_budget(1) == 0 {
+            break;
+        }
+        attempt(&*behaviour, &mut session, None, 1).await;
+    }
+}
+
+fn configure(session: &mut Session) {
+    if let BehaviourSpec::SlowReader {
+        rcvbuf,
+        read_bytes,
+        read_interval_ms,
+    } = session.ctx.shared.plan.plan.behaviour
+    {
+        session.recv_buffer = Some(rcvbuf);
+        session.read_pace = Some((read_bytes, Duration::from_millis(read_interval_ms)));
+    }
+}
+
+/// One exchange with its timeout; counts the attempt and classifies a failure.
+async fn attempt<B: Behaviour>(
+    behaviour: &B,
+    session: &mut Session,
+    intended: Option<Instant>,
+    units: u64,
+) {
+    let counters = session.ctx.counters.clone();
+    Counters::add(&counters.started, units);
+    let exchange = behaviour.exchange(session, Attempt { intended, units });
+    let result = match behaviour.timeout() {
+        Some(limit) => tokio::time::timeout(limit, exchange)
+            .await
+            .unwrap_or(Err(ErrorKind::Timeout)),
+        None => exchange.await,
+    };
+    Counters::add(&counters.requests, units);
+    if let Err(kind) = result {
+        counters.error(kind);
+        session.close();
+        if kind.invalidates_run() {
+            // Without a free port or descriptor every retry fails at once; a short pause
+            // keeps a starved slot from spinning while the run is reported invalid.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The binary: exit codes, JSON Lines output, and the committed output schema.
+
+mod common;
+
+use std::process::Command;
+
+fn engine() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_serverlab-load"))
+}
+
+#[test]
+fn off_loopback_targets_exit_2() {
+    let out = engine()
+        .args(["http://10.1.2.3:80/", "-n", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("loopback"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line reason: {err}");
+}
+
+#[test]
+fn contradictory_flags_exit_2() {
+    let out = engine()
+        .args(["http://127.0.0.1:9/", "-n", "5", "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn json_lines_end_with_a_summary() {
+    let server = common::perf_server();
+    let out = engine()
+        .args([
+            &server.url("/perf"),
+            "-c",
+            "4",
+            "-d",
+            "1.2s",
+            "--interval",
+            "500ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (last, intervals) = lines.split_last().unwrap();
+    assert_eq!(last["type"], "summary");
+    assert!(intervals.len() >= 2 && intervals.iter().all(|l| l["type"] == "interval"));
+    let sum: u64 = intervals
+        .iter()
+        .map(|l| l["completed"].as_u64().unwrap())
+        .sum();
+    assert!(sum <= last["requests"].as_u64().unwrap());
+    for key in [
+        "requests",
+        "errors",
+        "duration_s",
+        "rps",
+        "intended_rate",
+        "achieved_rate",
+        "latency_us",
+        "histogram",
+        "client_cpu_s",
+    ] {
+        assert!(last.get(key).is_some(), "summary lacks {key}");
+    }
+    assert!(last["latency_us"]["p999"].as_u64().is_some());
+}
+
+#[test]
+fn plan_files_run_alone() {
+    let server = common::perf_server();
+    let dir = std::env::temp_dir().join(format!("serverlab-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({"target": server.url("/perf"), "requests": 25}).to_string(),
+    )
+    .unwrap();
+    let out = engine()
+        .args(["--plan", path.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["requests"], 25);
+    let mixed = engine()
+        .args(["--plan", path.to_str().unwrap(), "-c", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(mixed.status.code(), Some(2));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn committed_schema_matches_the_types() {
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schema/output.schema.json"
+    ))
+    .expect("schema/output.schema.json is committed (regenerate: serverlab-load --print-schema)");
+    assert_eq!(
+        committed,
+        serverlab_load::report::output_schema(),
+        "schema is stale: run `serverlab-load --print-schema > schema/output.schema.json`"
+    );
+}

@@ -1,0 +1,113 @@
+//! Broken and hostile servers: each failure is counted by kind and the run goes on.
+
+mod common;
+
+use common::{read_request, serve};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+fn run_against(server: &common::TestServer, timeout_ms: u64) -> serverlab_load::Summary {
+    common::run_plan(
+        json!({"target": server.url("/perf"), "requests": 6, "connections": 2,
+        "timeout_ms": timeout_ms}),
+    )
+}
+
+#[test]
+fn garbage_is_a_parse_error() {
+    let server = serve(|mut stream, _| async move {
+        while read_request(&mut stream).await.is_some() {
+            let _ = stream
+                .write_all(b"\x00\x01garbage that is not HTTP\r\n\r\n")
+                .await;
+        }
+    });
+    let s = run_against(&server, 2000);
+    assert_eq!((s.requests, s.errors.parse), (6, 6));
+}
+
+#[test]
+fn truncated_chunked_body_is_a_closed_error() {
+    let server = serve(|mut stream, _| async move {
+        if read_request(&mut stream).await.is_some() {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly-part")
+                .await;
+        }
+    });
+    let s = run_against(&server, 2000);
+    assert_eq!((s.requests, s.errors.closed), (6, 6), "{:?}", s.errors);
+}
+
+#[test]
+fn megabyte_header_is_refused() {
+    let server = serve(|mut stream, _| async move {
+        if read_request(&mut stream).await.is_some() {
+            let mut answer = b"HTTP/1.1 200 OK\r\nX-Huge: ".to_vec();
+            answer.resize(1 << 20, b'h');
+            answer.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+            let _ = stream.write_all(&answer).await;
+        }
+    });
+    let s = run_against(&server, 2000);
+    assert_eq!((s.requests, s.errors.parse), (6, 6), "{:?}", s.errors);
+}
+
+#[test]
+fn reset_mid_body_is_a_reset() {
+    let server = serve(|mut stream, _| async move {
+        if read_request(&mut stream).await.is_some() {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
+                .await;
+            let _ = stream.flush().await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            // SO_LINGER 0 makes close send RST instead of FIN.
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+            drop(stream);
+        }
+    });
+    let s = run_against(&server, 2000);
+    assert_eq!((s.requests, s.errors.reset), (6, 6), "{:?}", s.errors);
+}
+
+#[test]
+fn silent_server_times_out() {
+    let server =
+        serve(|mut stream, _| async move { while read_request(&mut stream).await.is_some() {} });
+    let s = run_against(&server, 150);
+    assert_eq!((s.requests, s.errors.timeout), (6, 6), "{:?}", s.errors);
+}
+
+#[test]
+fn refused_connections_are_connect_errors() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = common::run_plan(
+        json!({"target": format!("http://127.0.0.1:{port}/"), "requests": 5,
+        "connections": 1}),
+    );
+    assert_eq!((s.requests, s.errors.connect), (5, 5));
+}
+
+#[test]
+fn error_statuses_are_counted_but_answered() {
+    let server = serve(|mut stream, _| async move {
+        while read_request(&mut stream).await.is_some() {
+            let body = r#"{"error":"nope"}"#;
+            let answer = format!(
+                "HTTP/1.1 503 Busy\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if stream.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let s = run_against(&server, 2000);
+    assert_eq!((s.requests, s.ok, s.errors.status), (6, 0, 6));
+    assert_eq!(s.status["5xx"], 6);
+}

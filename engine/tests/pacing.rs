@@ -1,0 +1,132 @@
+//! Request counts and pacing against a real hyper server on loopback.
+
+mod common;
+
+use common::{perf_server, run_plan, ServerStats};
+use serde_json::json;
+
+#[test]
+fn keepalive_makes_exactly_n_requests() {
+    let server = perf_server();
+    let s = run_plan(
+        json!({"target": server.url("/perf"), "connections": 7, "requests": 1003, "threads": 2}),
+    );
+    assert_eq!(s.requests, 1003);
+    assert_eq!(s.ok, 1003);
+    assert_eq!(s.errors.total(), 0);
+    assert_eq!(ServerStats::get(&server.stats.requests), 1003);
+    assert_eq!(ServerStats::get(&server.stats.connections), 7);
+    assert_eq!(s.bytes_read % 1003, 0, "every answer has the same size");
+    assert_eq!(s.latency_us.count, 1003);
+    assert!(s.valid, "{:?}", s.invalid_reasons);
+}
+
+#[test]
+fn new_connection_opens_one_connection_per_request() {
+    let server = perf_server();
+    let s = run_plan(
+        json!({"target": server.url("/perf"), "connections": 5, "requests": 200,
+        "behaviour": {"kind": "new_connection"}}),
+    );
+    assert_eq!((s.requests, s.ok), (200, 200));
+    assert_eq!(s.connections_opened, 200);
+    assert_eq!(ServerStats::get(&server.stats.connections), 200);
+    assert_eq!(s.connect_us.count, 200);
+}
+
+#[test]
+fn sequential_is_one_connection_at_a_time() {
+    let server = perf_server();
+    let s = run_plan(json!({"target": server.url("/perf"), "requests": 60,
+        "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new_connection"}}));
+    assert_eq!(s.requests, 60);
+    assert_eq!(ServerStats::get(&server.stats.connections), 60);
+    assert_eq!(
+        server
+            .stats
+            .max_open
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}
+
+#[test]
+fn open_loop_holds_its_rate_on_a_keepalive_pool() {
+    let server = perf_server();
+    let s = run_plan(
+        json!({"target": server.url("/perf"), "connections": 10, "duration_s": 2.0,
+        "pacer": {"kind": "open", "rate": 1000.0}}),
+    );
+    let expected = 2000.0;
+    assert!(
+        (s.requests as f64 - expected).abs() / expected < 0.02,
+        "{} requests",
+        s.requests
+    );
+    assert!((s.intended_rate.unwrap() - 1000.0).abs() < 10.0);
+    assert!(
+        (s.achieved_rate - 1000.0).abs() / 1000.0 < 0.02,
+        "achieved {}",
+        s.achieved_rate
+    );
+    assert_eq!(s.lag_us.count, s.requests);
+    assert_eq!(ServerStats::get(&server.stats.connections), 10);
+}
+
+#[test]
+fn open_loop_per_arrival_makes_k_calls_per_connection() {
+    let server = perf_server();
+    let s = run_plan(json!({"target": server.url("/perf"), "requests": 100,
+        "pacer": {"kind": "open", "rate": 400.0, "calls_per_connection": 2},
+        "behaviour": {"kind": "new_connection"}}));
+    assert_eq!(s.requests, 100);
+    assert_eq!(ServerStats::get(&server.stats.requests), 100);
+    assert_eq!(ServerStats::get(&server.stats.connections), 50);
+    // 50 arrivals at 400/s take about 0.125 s.
+    assert!(s.duration_s > 0.1 && s.duration_s < 1.0, "{}", s.duration_s);
+}
+
+#[test]
+fn ramp_rises_to_its_final_rate() {
+    let server = perf_server();
+    let s = run_plan(json!({"target": server.url("/perf"), "duration_s": 2.0,
+        "pacer": {"kind": "open", "rate": 100.0, "ramp_to_rate": 500.0, "ramp_s": 1.0},
+        "behaviour": {"kind": "new_connection"}}));
+    // 300 arrivals during the ramp, then 500 in the last second.
+    assert!(
+        (s.requests as f64 - 800.0).abs() < 24.0,
+        "{} requests",
+        s.requests
+    );
+}
+
+#[test]
+fn users_ramp_up_then_hold() {
+    let server = perf_server();
+    let s = run_plan(json!({"target": server.url("/perf"), "threads": 2,
+        "pacer": {"kind": "users", "users": 6, "ramp_up_s": 0.6, "hold_s": 0.4}}));
+    assert!(s.requests > 100, "{} requests", s.requests);
+    assert_eq!(ServerStats::get(&server.stats.connections), 6);
+    assert!((s.duration_s - 1.0).abs() < 0.1, "{}", s.duration_s);
+}
+
+#[test]
+fn source_addresses_are_spread() {
+    let server = perf_server();
+    let s = run_plan(
+        json!({"target": server.url("/perf"), "requests": 40, "connections": 4,
+        "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new_connection"}}),
+    );
+    assert_eq!((s.requests, s.ok), (40, 40));
+}
+
+#[test]
+fn bodies_and_headers_are_sent() {
+    let server = perf_server();
+    let s = run_plan(
+        json!({"target": server.url("/perf"), "requests": 10, "connections": 1,
+        "method": "POST", "body": "hello", "headers": ["X-Test: 1"]}),
+    );
+    assert_eq!(s.ok, 10);
+    assert_eq!(ServerStats::get(&server.stats.body_bytes), 50);
+}
