@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# serverlab-load beside wrk, h2load and ab against nginx (one worker pinned to CPU 1, the
+# 84-byte /perf body), every generator pinned to CPU 0, side by side in one run.
+# Prints requests/s, generator CPU microseconds per request, and the ratios to wrk; then the
+# seed 003 test (-c 10000 -n 20000 --new-connection) and an open loop at 20,000 req/s.
+#
+# Usage: bench/engine-vs-peers.sh            (DURATION=10 CONNS=100 by default)
+# Needs: nginx-light wrk nghttp2-client apache2-utils (the Makefile's DEBIAN_PACKAGES), cargo.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$HERE")"
+DURATION="${DURATION:-10}"
+CONNS="${CONNS:-100}"
+GEN_CPU="${GEN_CPU:-0}"
+SERVER_CPU="${SERVER_CPU:-1}"
+ENGINE="$ROOT/engine/target/release/serverlab-load"
+BODY='serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.'
+
+for tool in nginx wrk h2load ab taskset python3; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
+done
+(cd "$ROOT/engine" && cargo build --release --locked --quiet)
+
+WORK="$(mktemp -d /tmp/serverlab-bench.XXXXXX)"
+NGINX_PID=""
+cleanup() {
+  if [[ -n "$NGINX_PID" ]]; then kill "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+mkdir -p "$WORK/tmp"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log error;
+worker_rlimit_nofile 70000;
+events { worker_connections 30000; multi_accept on; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
+  uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+  keepalive_requests 100000000;
+  keepalive_timeout 60s;
+  server {
+    listen 127.0.0.1:$PORT backlog=65535 reuseport;
+    location = /perf { default_type text/plain; return 200 "$BODY\n"; }
+  }
+}
+CONF
+# The master and its single worker both run on the server CPU.
+taskset -c "$SERVER_CPU" nginx -e "$WORK/error.log" -p "$WORK" -c "$WORK/nginx.conf" &
+NGINX_PID=$!
+URL="http://127.0.0.1:$PORT/perf"
+for _ in $(seq 50); do
+  [[ "$(curl -s "$URL" 2>/dev/null || true)" == "$BODY" ]] && break
+  sleep 0.1
+done
+[[ "$(curl -s "$URL")" == "$BODY" ]] || { echo "bench: nginx did not come up" >&2; cat "$WORK/error.log" >&2; exit 1; }
+[[ "$(curl -s "$URL" | wc -c)" == 84 ]] || { echo "bench: /perf is not 84 bytes" >&2; exit 1; }
+
+# run NAME CMD... : runs pinned to the generator CPU; leaves output in $WORK/NAME.out and
+# "user sys rc" in $WORK/NAME.cpu
+run() {
+  local name="$1"; shift
+  ulimit -n "$(ulimit -Hn)"
+  taskset -c "$GEN_CPU" python3 "$HERE/measure.py" "$WORK/$name.cpu" -- "$@" >"$WORK/$name.out" 2>&1 || true
+  sleep 1
+}
+
+# requests NAME TOOL : completed requests parsed from each tool's own report
+requests() {
+  local f="$WORK/$1.out"
+  case "$2" in
+    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["requests"])' "$f" ;;
+    wrk) awk '/requests in/ {print $1}' "$f" ;;
+    h2load) awk '/^requests:/ {print $8}' "$f" ;;   # "requests: N total, N started, N done, N succeeded"
+    ab) awk '/^Complete requests:/ {print $3}' "$f" ;;
+  esac
+}
+failures() {
+  local f="$WORK/$1.out"
+  case "$2" in
+    serverlab) python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(sum(s["errors"].values()))' "$f" ;;
+    wrk) awk '/Non-2xx|Socket errors/ {gsub(",","",$0); for(i=1;i<=NF;i++) if ($i ~ /^[0-9]+$/) n+=$i} END {print n+0}' "$f" ;;
+    h2load) awk '/^requests:/ {print $10+$12}' "$f" ;;
+    ab) awk '/^Failed requests:/ {print $3}' "$f" ;;
+  esac
+}
+seconds() {
+  local f="$WORK/$1.out"
+  case "$2" in
+    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["duration_s"])' "$f" ;;
+    wrk) awk '/requests in/ {sub("s,","",$4); print $4}' "$f" ;;
+    h2load) awk '/^finished in/ {sub("s,","",$3); print $3}' "$f" ;;
+    ab) awk '/^Time taken for tests:/ {print $5}' "$f" ;;
+  esac
+}
+
+declare -A RPS CPU
+report() {  # report LABEL NAME TOOL
+  local label="$1" name="$2" tool="$3"
+  local n s f cpu
+  n="$(requests "$name" "$tool")"; s="$(seconds "$name" "$tool")"; f="$(failures "$name" "$tool")"
+  read -r user sys rc < "$WORK/$name.cpu"
+  if [[ -z "$n" || -z "$s" || "$n" == 0 ]]; then
+    printf '%-34s %12s   (no result, exit %s; tail of output below)\n' "$label" "-" "$rc"
+    tail -n 3 "$WORK/$name.out" | sed 's/^/    /'
+    return
+  fi
+  RPS[$name]="$(python3 -c "print($n / $s)")"
+  CPU[$name]="$(python3 -c "print(($user + $sys) * 1e6 / $n)")"
+  printf '%-34s %12.0f %10.2f %10s %8s\n' "$label" "${RPS[$name]}" "${CPU[$name]}" "$n" "$f"
+}
+ratios() {  # ratios NAME BASE
+  local name="$1" base="$2"
+  [[ -n "${RPS[$name]:-}" && -n "${RPS[$base]:-}" ]] || return 0
+  python3 -c "print(f'    {\"$name\"}: rps {${RPS[$name]}/${RPS[$base]}:.2f}x $base, CPU/request {${CPU[$name]}/${CPU[$base]}:.2f}x $base')"
+}
+
+echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU, generators on CPU $GEN_CPU, ${DURATION}s per run, kernel $(uname -r)"
+printf '%-34s %12s %10s %10s %8s\n' "workload / generator" "requests/s" "CPU us/req" "requests" "errors"
+
+echo "-- keep-alive, $CONNS connections"
+run sl_ka "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --json
+run wrk_ka wrk -t1 -c "$CONNS" -d "${DURATION}s" "$URL"
+run h2_ka h2load --h1 -t1 -c "$CONNS" -D "$DURATION" "$URL"
+run ab_ka ab -k -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
+report "serverlab-load" sl_ka serverlab
+report "wrk" wrk_ka wrk
+report "h2load --h1" h2_ka h2load
+report "ab -k" ab_ka ab
+ratios sl_ka wrk_ka; ratios h2_ka wrk_ka; ratios ab_ka wrk_ka
+
+echo "-- new connection per request, $CONNS concurrent"
+run sl_nc "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --json
+run wrk_nc wrk -t1 -c "$CONNS" -d "${DURATION}s" -H "Connection: close" "$URL"
+run ab_nc ab -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
+report "serverlab-load --new-connection" sl_nc serverlab
+report "wrk (Connection: close)" wrk_nc wrk
+report "ab" ab_nc ab
+echo "    (h2load cannot open a connection per request)"
+ratios sl_nc wrk_nc; ratios sl_nc ab_nc; ratios ab_nc wrk_nc
+
+echo "-- seed 003: -c 10000 -n 20000, new connection per request"
+run sl_10k "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json
+run ab_10k ab -c 10000 -n 20000 -s 30 "$URL"
+report "serverlab-load -c 10000" sl_10k serverlab
+report "ab -c 10000" ab_10k ab
+python3 - "$WORK/sl_10k.out" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(f"    serverlab-load: {s['requests']} requests, errors {s['errors']}, valid={s['valid']}, p99 {s['latency_us']['p99']/1000:.1f} ms")
+PY
+
+echo "-- open loop at 20000 req/s for 5 s, $CONNS kept-alive connections"
+run sl_open "$ENGINE" "$URL" -R 20000 -c "$CONNS" -t 1 -d 5s --json
+report "serverlab-load -R 20000" sl_open serverlab
+python3 - "$WORK/sl_open.out" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+off = (s["achieved_rate"] - s["intended_rate"]) / s["intended_rate"] * 100
+print(f"    intended {s['intended_rate']:.0f}/s, achieved {s['achieved_rate']:.0f}/s ({off:+.2f}%), "
+      f"completed {s['rps']:.0f}/s, latency p50 {s['latency_us']['p50']} us p99 {s['latency_us']['p99']} us, "
+      f"lag p99 {s['lag_us']['p99']} us")
+PY
