@@ -115,3 +115,38 @@ fn committed_schema_matches_the_types() {
         "schema is stale: run `serverlab-load --print-schema > schema/output.schema.json`"
     );
 }
+
+#[test]
+fn descriptor_exhaustion_marks_the_run_invalid_without_hanging() {
+    let server = common::perf_server();
+    // Without CAP_SYS_RESOURCE the engine cannot lift the hard limit of 60 descriptors.
+    let script = format!(
+        "ulimit -n 60 && exec {} {} -c 200 -t 1 -n 2000 --json",
+        env!("CARGO_BIN_EXE_serverlab-load"),
+        server.url("/perf")
+    );
+    let began = std::time::Instant::now();
+    let out = Command::new("setpriv")
+        .args([
+            "--bounding-set=-sys_resource",
+            "--inh-caps=-sys_resource",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .expect("setpriv (util-linux) runs");
+    assert!(began.elapsed().as_secs() < 20, "the run must not hang");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["requests"], 2000);
+    assert_eq!(summary["valid"], false);
+    assert!(summary["errors"]["fds_exhausted"].as_u64().unwrap() > 0);
+    let reasons = summary["invalid_reasons"].to_string();
+    assert!(reasons.contains("file descriptor"), "{reasons}");
+}
