@@ -51,7 +51,7 @@ test-contestants: venv
 	$(SERVERLAB) check
 
 verify: venv
-	$(SERVERLAB) verify node-http java-tomcat-blocking
+	$(SERVERLAB) verify --all
 
 demo: build
 	$(SERVERLAB) run suites/quick.toml
