@@ -27,7 +27,39 @@ BEHAVIOURS = {
 PACERS = ("closed", "sequential", "open", "users")
 PUSH_BEHAVIOURS = ("longpoll", "comet")
 
-SUITE_KEYS = {"name", "description", "repeats", "contestants", "scenario", "needs"}
+SUITE_KEYS = {
+    "name",
+    "description",
+    "repeats",
+    "contestants",
+    "scenario",
+    "seed",
+    "needs",
+    "links",
+    "filesets",
+    "profiles",
+}
+SEEDS = ("000", "001", "002", "003", "004")
+# [needs] key -> what it asks of the machine (serverlab/tune.py checks and sets them).
+NEEDS_KEYS = ("nofile", "somaxconn", "local_ports", "max_map_count", "tcp_tw_reuse")
+LINK_KEYS = {"rate_mbit": True, "delay_ms": False}  # key -> required
+FILESET_DEFAULTS: dict[str, Any] = {
+    "seed": 1,
+    "count": 100,
+    "min_bytes": 1024,
+    "max_bytes": 1_000_000,
+    "size_distribution": "lognormal",
+    "popularity": "zipf",
+    "zipf_s": 1.0,
+}
+SIZE_DISTRIBUTIONS = ("lognormal", "uniform")
+POPULARITIES = ("zipf", "uniform")
+PROFILE_KEYS = {"duration_scale", "count_scale", "only"}
+FULL_PROFILE = "full"
+COUNT_FIELDS = ("requests", "syslog_messages")
+FILE_BEHAVIOURS = ("keepalive", "new-connection", "slow-reader")
+SYSLOG_TRANSPORTS = ("tcp", "udp")
+SYSLOG_FRAMINGS = ("newline", "octet")
 # key -> (accepted python types, may be a matrix list)
 SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "name": ((str,), False),
@@ -54,6 +86,8 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),
     "files": ((str,), True),
+    "link": ((str,), True),
+    "priming_runs": ((int,), False),
     "repeats": ((int,), False),
     "contestants": ((list,), False),
     "tunables": ((dict,), False),
@@ -90,8 +124,9 @@ class Permutation:
 
     def estimated_seconds(self) -> float:
         p = self.params
-        spans = ("warmup_s", "ramp_up_s", "duration_s")
-        return SETUP_ESTIMATE_S + sum(float(p.get(k, 0)) for k in spans)
+        load = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+        runs = 1 + int(p.get("priming_runs", 0))
+        return SETUP_ESTIMATE_S + float(p.get("warmup_s", 0)) + runs * load
 
 
 @dataclass
@@ -102,7 +137,12 @@ class Suite:
     scale: float
     repeats: int
     description: str = ""
-    needs: dict[str, Any] = field(default_factory=dict)
+    seed: str | None = None
+    profile: str = FULL_PROFILE
+    count_scale: float = 1.0
+    needs: dict[str, int] = field(default_factory=dict)
+    links: dict[str, dict[str, float]] = field(default_factory=dict)
+    filesets: dict[str, dict[str, Any]] = field(default_factory=dict)
     permutations: list[Permutation] = field(default_factory=list)
 
     def tests(self) -> list[tuple[Permutation, int]]:
@@ -112,6 +152,31 @@ class Suite:
 
     def estimated_seconds(self) -> float:
         return sum(p.estimated_seconds() for p, _ in self.tests())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a named profile shrinks the suite: durations, counts, and the matrix."""
+
+    name: str = FULL_PROFILE
+    duration_scale: float = 1.0
+    count_scale: float = 1.0
+    only: dict[str, list] = field(default_factory=dict)
+
+    def admits(self, perm: Permutation, written: dict[str, Any]) -> bool:
+        """Whether a test lies inside `only`; values compare as written in the file."""
+        for dim, allowed in self.only.items():
+            if dim == "contestants":
+                value, choices = perm.contestant, allowed
+            elif dim in written:
+                value, choices = written[dim], allowed
+            elif dim in perm.tunables:
+                value, choices = perm.tunables[dim], [str(v).lower() for v in allowed]
+            else:
+                continue
+            if value not in choices:
+                return False
+        return True
 
 
 class _Lines:
@@ -133,14 +198,32 @@ class _Lines:
                 return i + 1
         return lo + 1 if scenario_index is not None else None
 
+    def in_table(self, header: str, key: str | None = None) -> int | None:
+        """The line of `key` inside the `[header]` table (or of the header itself)."""
+        heading = re.compile(rf"^\s*\[\s*{re.escape(header)}\s*\]")
+        start = next((i for i, ln in enumerate(self.lines) if heading.search(ln)), None)
+        if start is None:
+            return self.of(header.split(".")[0])
+        if key is None:
+            return start + 1
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for i in range(start + 1, len(self.lines)):
+            if self.lines[i].lstrip().startswith("["):
+                break
+            if pattern.search(self.lines[i]):
+                return i + 1
+        return start + 1
+
 
 def load_suite(
     path: Path | str,
     scale: float = 1.0,
     known_contestants: set[str] | None = None,
     only: list[str] | None = None,
+    profile: str | None = None,
 ) -> Suite:
-    """Parses, validates and expands a suite file. `only` narrows it to some contestants."""
+    """Parses, validates and expands a suite file. `only` narrows it to some contestants,
+    `profile` applies a `[profiles.NAME]` table (its scales, then `scale` on top)."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -164,30 +247,150 @@ def load_suite(
     scenarios = doc.get("scenario")
     if not isinstance(scenarios, list) or not scenarios:
         raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
+    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
     suite = Suite(
         name=name,
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),
-        scale=scale,
+        scale=round(scale * chosen.duration_scale, 6),
         repeats=repeats,
         description=doc.get("description", ""),
-        needs=doc.get("needs", {}),
+        seed=_seed(path, lines, doc),
+        profile=chosen.name,
+        count_scale=chosen.count_scale,
+        needs=_needs(path, lines, doc.get("needs", {})),
+        links=_named_tables(path, lines, doc, "links", _link),
+        filesets=_named_tables(path, lines, doc, "filesets", _fileset),
     )
     seen: set[str] = set()
+    expanded = []
     for index, scenario in enumerate(scenarios):
-        ctx = _ScenarioContext(path, lines, index, known_contestants)
-        for perm in ctx.expand(scenario, default_contestants, scale):
-            if only and perm.contestant not in only:
-                continue
-            if perm.key in seen:
-                raise SuiteError(path, lines.of("name", index), f"duplicate test {perm.key}")
-            seen.add(perm.key)
-            suite.permutations.append(perm)
+        ctx = _ScenarioContext(path, lines, index, known_contestants, suite)
+        expanded += [(index, *t) for t in ctx.expand(scenario, default_contestants)]
+    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    for index, perm, written in expanded:
+        if only and perm.contestant not in only:
+            continue
+        if not chosen.admits(perm, written):
+            continue
+        if perm.key in seen:
+            raise SuiteError(path, lines.of("name", index), f"duplicate test {perm.key}")
+        seen.add(perm.key)
+        suite.permutations.append(perm)
     if only:
         unknown = sorted(set(only) - {p.contestant for p in suite.permutations})
         if unknown:
             raise SuiteError(path, None, f"--contestants names no test of this suite: {unknown}")
+    if not suite.permutations:
+        raise SuiteError(path, None, f"profile {chosen.name!r} leaves no test to run")
     return suite
+
+
+def _seed(path: Path, lines: _Lines, doc: dict) -> str | None:
+    seed = _get(path, lines, doc, "seed", str, None)
+    if seed is not None and seed not in SEEDS:
+        raise SuiteError(path, lines.of("seed"), f"seed must be one of {', '.join(SEEDS)}")
+    return seed
+
+
+def _needs(path: Path, lines: _Lines, needs: Any) -> dict[str, int]:
+    if not isinstance(needs, dict):
+        raise SuiteError(path, lines.of("needs"), "needs must be a table")
+    for key, value in needs.items():
+        where = lines.in_table("needs", key)
+        if key not in NEEDS_KEYS:
+            raise SuiteError(path, where, f"unknown needs key {key!r} ({', '.join(NEEDS_KEYS)})")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SuiteError(path, where, f"needs.{key} must be a non-negative int")
+    return dict(needs)
+
+
+def _named_tables(path: Path, lines: _Lines, doc: dict, key: str, check) -> dict[str, dict]:
+    tables = doc.get(key, {})
+    if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise SuiteError(path, lines.of(key), f"{key} must be [{key}.NAME] tables")
+    return {name: check(path, lines, f"{key}.{name}", table) for name, table in tables.items()}
+
+
+def _number(path, lines, header, table, key, minimum: float, kind=(int, float)):
+    value = table[key]
+    if not isinstance(value, kind) or isinstance(value, bool) or value < minimum:
+        what = "an int" if kind == (int,) else "a number"
+        raise SuiteError(
+            path, lines.in_table(header, key), f"{header}.{key} must be {what} >= {minimum}"
+        )
+    return value
+
+
+def _unknown_keys(path, lines, header, table, allowed) -> None:
+    for key in table:
+        if key not in allowed:
+            hint = ", ".join(sorted(allowed))
+            raise SuiteError(path, lines.in_table(header, key), f"unknown key {key!r} ({hint})")
+
+
+def _link(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, float]:
+    _unknown_keys(path, lines, header, table, LINK_KEYS)
+    if "rate_mbit" not in table:
+        raise SuiteError(path, lines.in_table(header), f"{header} needs rate_mbit")
+    link = {"rate_mbit": _number(path, lines, header, table, "rate_mbit", 0.001)}
+    if "delay_ms" in table:
+        link["delay_ms"] = _number(path, lines, header, table, "delay_ms", 0)
+    return link
+
+
+def _fileset(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, Any]:
+    _unknown_keys(path, lines, header, table, FILESET_DEFAULTS)
+    spec = {**FILESET_DEFAULTS, **table}
+    for key in ("seed", "count", "min_bytes", "max_bytes"):
+        if key in table:
+            _number(path, lines, header, table, key, 0 if key == "seed" else 1, (int,))
+    if "zipf_s" in table:
+        _number(path, lines, header, table, "zipf_s", 0)
+    if spec["max_bytes"] < spec["min_bytes"]:
+        raise SuiteError(path, lines.in_table(header, "max_bytes"), "max_bytes < min_bytes")
+    for key, allowed in (("size_distribution", SIZE_DISTRIBUTIONS), ("popularity", POPULARITIES)):
+        if spec[key] not in allowed:
+            where = lines.in_table(header, key)
+            raise SuiteError(path, where, f"{header}.{key} must be one of {', '.join(allowed)}")
+    return spec
+
+
+def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Profile:
+    if not isinstance(profiles, dict):
+        raise SuiteError(path, lines.of("profiles"), "profiles must be [profiles.NAME] tables")
+    if name is None or (name == FULL_PROFILE and name not in profiles):
+        return Profile()
+    if name not in profiles:
+        known = ", ".join(sorted({FULL_PROFILE, *profiles}))
+        raise SuiteError(path, None, f"no profile {name!r} in this suite ({known})")
+    header = f"profiles.{name}"
+    table = profiles[name]
+    _unknown_keys(path, lines, header, table, PROFILE_KEYS)
+    scales = {
+        key: _number(path, lines, header, table, key, 1e-6)
+        for key in ("duration_scale", "count_scale")
+        if key in table
+    }
+    only = table.get("only", {})
+    if not isinstance(only, dict):
+        raise SuiteError(path, lines.in_table(header, "only"), f"{header}.only must be a table")
+    for dim, values in only.items():
+        if not isinstance(values, list) or not values:
+            where = lines.in_table(f"{header}.only", dim)
+            raise SuiteError(path, where, f"{header}.only.{dim} must be a non-empty list")
+    return Profile(name=name, only=dict(only), **scales)
+
+
+def _check_only_dimensions(path: Path, lines: _Lines, profile: Profile, perms) -> None:
+    """A dimension of `only` that no test has is a typo, not a filter that passes all."""
+    present = {"contestants"}
+    for perm in perms:
+        present.update(perm.params, perm.tunables)
+    for dim in profile.only:
+        if dim not in present:
+            where = lines.in_table(f"profiles.{profile.name}.only", dim)
+            raise SuiteError(path, where, f"profile {profile.name!r}: no test has {dim!r}")
 
 
 def _toml_error_line(message: str) -> int | None:
@@ -212,13 +415,15 @@ def _get(path, lines, table, key, typ, index, default=None):
 
 
 class _ScenarioContext:
-    def __init__(self, path: Path, lines: _Lines, index: int, known: set[str] | None):
+    def __init__(self, path: Path, lines: _Lines, index: int, known: set[str] | None, suite: Suite):
         self.path, self.lines, self.index, self.known = path, lines, index, known
+        self.suite = suite
 
     def fail(self, key: str, reason: str) -> SuiteError:
         return SuiteError(self.path, self.lines.of(key, self.index), reason)
 
-    def expand(self, scenario: dict, default_contestants: list, scale: float):
+    def expand(self, scenario: dict, default_contestants: list):
+        """Yields (permutation, its parameters as written, before any scaling)."""
         _check_keys(self.path, self.lines, scenario, SCENARIO_FIELDS, self.index, "scenario")
         if "name" not in scenario:
             raise self.fail("[[scenario]]", "a scenario needs a name")
@@ -228,6 +433,8 @@ class _ScenarioContext:
         for key, value in scenario.items():
             if key in ("name", "description", "contestants", "tunables", "repeats"):
                 continue
+            if key == "priming_runs":
+                self._priming_runs(value)
             dims[key] = self._dimension(key, value)
         contestants = scenario.get("contestants", default_contestants)
         if not contestants or not all(isinstance(c, str) for c in contestants):
@@ -238,11 +445,15 @@ class _ScenarioContext:
                 raise self.fail("contestants", f"unknown contestant {contestant!r} ({known})")
         tunables = scenario.get("tunables", {})
         for contestant in contestants:
-            for params in _product(dims):
-                params = _scaled(params, scale)
+            for written in _product(dims):
+                params = _scaled(written, self.suite.scale, self.suite.count_scale)
                 self._check_combination(params)
                 for tuned in _product(self._tunable_dims(tunables, contestant)):
-                    yield Permutation(scenario["name"], contestant, params, tuned)
+                    yield Permutation(scenario["name"], contestant, params, tuned), written
+
+    def _priming_runs(self, value: Any) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise self.fail("priming_runs", "priming_runs must be a non-negative int")
 
     def _dimension(self, key: str, value: Any) -> list:
         types, matrix_ok = SCENARIO_FIELDS[key]
@@ -303,6 +514,33 @@ class _ScenarioContext:
         for key in ("clients", "requests", "rate", "duration_s", "emit_interval_ms"):
             if key in p and p[key] < 0:
                 raise self.fail(key, f"{key} cannot be negative")
+        self._check_named(p, "link", self.suite.links)
+        self._check_named(p, "files", self.suite.filesets)
+        if "files" in p and behaviour not in FILE_BEHAVIOURS:
+            raise self.fail("files", f"files applies to {', '.join(FILE_BEHAVIOURS)}")
+        self._check_syslog(p)
+
+    def _check_named(self, p: dict, key: str, tables: dict) -> None:
+        if key in p and p[key] not in tables:
+            known = ", ".join(sorted(tables)) or "none"
+            table = "links" if key == "link" else "filesets"
+            raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+    def _check_syslog(self, p: dict) -> None:
+        syslog_keys = ("syslog_messages", "syslog_transport", "syslog_framing")
+        if p["behaviour"] != "syslog":
+            for key in syslog_keys:
+                if key in p:
+                    raise self.fail(key, f"{key} only applies to the syslog behaviour")
+            return
+        for key, allowed in (
+            ("syslog_transport", SYSLOG_TRANSPORTS),
+            ("syslog_framing", SYSLOG_FRAMINGS),
+        ):
+            if key in p and p[key] not in allowed:
+                raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
+        if p.get("syslog_messages", 1) < 1:
+            raise self.fail("syslog_messages", "syslog_messages must be at least 1")
 
 
 def _product(dims: dict[str, list]):
@@ -311,9 +549,12 @@ def _product(dims: dict[str, list]):
         yield dict(zip(keys, combo, strict=True))
 
 
-def _scaled(params: dict, scale: float) -> dict:
+def _scaled(params: dict, scale: float, count_scale: float = 1.0) -> dict:
     out = dict(params)
     for key in DURATION_FIELDS:
         if key in out:
             out[key] = round(out[key] * scale, 3)
+    for key in COUNT_FIELDS:
+        if key in out:
+            out[key] = max(1, round(out[key] * count_scale))
     return out

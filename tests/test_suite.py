@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,113 @@ ramp_up_s = 4
     )
     suite = load_suite(path)
     assert suite.estimated_seconds() == pytest.approx(3 * (6 + 4 + 10))
+
+
+SEED_SUITE = """
+seed = "004"
+contestants = ["node-http", "go-nethttp"]
+
+[needs]
+nofile = 65536
+tcp_tw_reuse = 1
+
+[links.slow]
+rate_mbit = 10
+delay_ms = 50
+
+[filesets.zipfy]
+seed = 7
+count = 20
+max_bytes = 50000
+
+[profiles.quick]
+duration_scale = 0.1
+count_scale = 0.01
+[profiles.quick.only]
+clients = [1000]
+contestants = ["go-nethttp"]
+
+[[scenario]]
+name = "push"
+behaviour = "keepalive"
+clients = [1000, 5000]
+duration_s = 100
+requests = 20000
+priming_runs = 1
+link = "slow"
+files = "zipfy"
+
+[[scenario]]
+name = "flood"
+behaviour = "syslog"
+syslog_messages = 1000000
+syslog_transport = "tcp"
+syslog_framing = "octet"
+"""
+
+
+def test_a_profile_scales_durations_and_counts_and_narrows_the_matrix(tmp_path):
+    path = write(tmp_path, SEED_SUITE)
+    full = load_suite(path, known_contestants=KNOWN)
+    assert len(full.permutations) == 6
+    assert full.seed == "004" and full.needs == {"nofile": 65536, "tcp_tw_reuse": 1}
+    assert full.links == {"slow": {"rate_mbit": 10, "delay_ms": 50}}
+    assert full.filesets["zipfy"]["count"] == 20
+    assert full.filesets["zipfy"]["size_distribution"] == "lognormal"
+    quick = load_suite(path, known_contestants=KNOWN, profile="quick", scale=0.5)
+    push, flood = quick.permutations
+    assert (push.contestant, push.params["clients"]) == ("go-nethttp", 1000)
+    assert push.params["duration_s"] == 5  # 100 x 0.1 x 0.5
+    assert push.params["requests"] == 200
+    assert push.params["priming_runs"] == 1
+    assert flood.params["syslog_messages"] == 10_000
+    assert quick.profile == "quick"
+    assert load_suite(path, profile="full").permutations == full.permutations
+
+
+def test_priming_runs_count_in_the_estimate(tmp_path):
+    path = write(tmp_path, SEED_SUITE)
+    perm = load_suite(path).permutations[0]
+    assert perm.estimated_seconds() == pytest.approx(6 + 2 * 100)
+
+
+def _swap(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "reason"),
+    [
+        ('seed = "004"', 'seed = "9"', 2, "seed must be one of"),
+        ("nofile = 65536", "nofiles = 65536", 6, "unknown needs key"),
+        ("tcp_tw_reuse = 1", "tcp_tw_reuse = -1", 7, "non-negative"),
+        ("rate_mbit = 10", "rate_mbit = 0", 10, "rate_mbit must be a number"),
+        ("delay_ms = 50", "jitter_ms = 5", 11, "unknown key 'jitter_ms'"),
+        ("max_bytes = 50000", "max_bytes = 5", 16, "max_bytes < min_bytes"),
+        ("count = 20", 'popularity = "pareto"', 15, "popularity must be one of"),
+        ("count_scale = 0.01", "count_scal = 0.01", 20, "unknown key 'count_scal'"),
+        ("clients = [1000]\n", "client = [1000]\n", 22, "no test has 'client'"),
+        ('link = "slow"', 'link = "fast"', 32, "not a [links.NAME] table"),
+        ('files = "zipfy"', 'files = "nope"', 33, "not a [filesets.NAME] table"),
+        ("priming_runs = 1", "priming_runs = -1", 31, "priming_runs must be"),
+        ('syslog_transport = "tcp"', 'syslog_transport = "sctp"', 39, "syslog_transport"),
+        ('syslog_framing = "octet"', 'syslog_framing = "lines"', 40, "syslog_framing"),
+    ],
+)
+def test_bad_seed_fields_name_file_line_and_reason(tmp_path, old, new, line, reason):
+    path = write(tmp_path, _swap(SEED_SUITE, old, new))
+    with pytest.raises(SuiteError, match=re.escape(reason)) as caught:
+        load_suite(path, known_contestants=KNOWN, profile="quick")
+    assert caught.value.line == line
+
+
+def test_an_unknown_profile_lists_the_known_ones(tmp_path):
+    with pytest.raises(SuiteError, match="no profile 'fast'.*full, quick"):
+        load_suite(write(tmp_path, SEED_SUITE), profile="fast")
+
+
+def test_files_only_go_with_behaviours_that_fetch_files(tmp_path):
+    text = _swap(SEED_SUITE, 'behaviour = "keepalive"', 'behaviour = "comet"')
+    with pytest.raises(SuiteError, match="files applies to"):
+        load_suite(write(tmp_path, text))
