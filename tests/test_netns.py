@@ -1,0 +1,109 @@
+"""Shaped links: real namespaces, real tc, real sockets on the namespace's loopback."""
+
+import os
+import socket
+import subprocess
+import threading
+import time
+
+from serverlab import netns
+
+PAYLOAD_BYTES = 2_000_000
+
+
+def _serve_once(listener: socket.socket) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        conn.sendall(b"x" * PAYLOAD_BYTES)
+
+
+def _listener() -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+def _download(port: int) -> tuple[int, float]:
+    started = time.monotonic()
+    received = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        while chunk := conn.recv(65536):
+            received += len(chunk)
+    return received, time.monotonic() - started
+
+
+def _timed_download(run=lambda f, *a: f(*a)) -> tuple[int, float]:
+    """A 2 MB download; `run` makes the sockets (so in a namespace when it is ns.call)."""
+    listener = run(_listener)
+    server = threading.Thread(target=_serve_once, args=(listener,))
+    server.start()
+    try:
+        return run(_download, listener.getsockname()[1])
+    finally:
+        server.join(timeout=30)
+        listener.close()
+
+
+def test_a_10_mbit_link_takes_its_time_and_plain_loopback_does_not():
+    with netns.shaped_namespace(rate_mbit=10) as ns:
+        received, shaped_s = _timed_download(ns.call)
+    assert received == PAYLOAD_BYTES
+    # 2 MB at 10 Mbit/s is 1.6 s; allow for TCP's ramp and the token bucket's burst.
+    assert 1.3 < shaped_s < 2.6, shaped_s
+    received, plain_s = _timed_download()
+    assert received == PAYLOAD_BYTES
+    assert plain_s < 0.4, plain_s
+
+
+def test_the_namespace_has_its_own_loopback_and_is_deleted_after():
+    with netns.shaped_namespace(rate_mbit=80) as ns:
+        assert ns.name in netns.existing()
+        links = subprocess.run(
+            ns.command(["ip", "-o", "link"]), capture_output=True, text=True, check=True
+        ).stdout
+        assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
+        qdisc = subprocess.run(
+            ns.command(["tc", "qdisc", "show", "dev", "lo"]), capture_output=True, text=True
+        ).stdout
+        assert "tbf" in qdisc and "80Mbit" in qdisc
+        shell = subprocess.run(
+            ["/bin/sh", "-c", ns.shell("readlink /proc/self/ns/net")],
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert shell.strip() != os.readlink("/proc/self/ns/net")
+    assert ns.name not in netns.existing()
+
+
+def test_a_delay_this_kernel_cannot_apply_is_reported_not_fatal():
+    with netns.shaped_namespace(rate_mbit=10, delay_ms=50) as ns:
+        qdisc = subprocess.run(
+            ns.command(["tc", "qdisc", "show", "dev", "lo"]), capture_output=True, text=True
+        ).stdout
+        assert ns.delay_applied == ("netem" in qdisc)
+        assert "tbf" in qdisc
+        assert ns.metadata()["delay_applied"] == ns.delay_applied
+
+
+def test_an_exception_inside_still_deletes_the_namespace():
+    name = None
+    try:
+        with netns.shaped_namespace(rate_mbit=10) as ns:
+            name = ns.name
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert name and name not in netns.existing()
+
+
+def test_stale_namespaces_of_dead_runs_are_reaped_and_live_ones_kept():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{netns.PREFIX}{dead.pid}-0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    with netns.shaped_namespace(rate_mbit=10) as live:
+        reaped = netns.reap_stale()
+        assert stale in reaped
+        assert live.name not in reaped and live.name in netns.existing()
+    assert stale not in netns.existing()
