@@ -20,6 +20,9 @@ use crate::stats::Counters;
 pub struct ConnOptions {
     pub source: Option<Ipv4Addr>,
     pub recv_buffer: Option<u32>,
+    /// Disable Nagle: needed when a request is several writes (trickled bodies, batches);
+    /// a request written at once on a fresh connection never waits for an ACK anyway.
+    pub no_delay: bool,
 }
 
 pub struct Conn {
@@ -48,12 +51,10 @@ impl Conn {
         .map_err(|e| e.into_parts().1)?;
         counters.open_connections.fetch_add(1, Relaxed);
         let conn = Conn { fd, counters };
-        let mut guard = conn.fd.writable().await?;
+        let guard = conn.fd.writable().await?;
+        // The first writable edge of a fresh socket means the connect finished; SO_ERROR
+        // tells how.
         if let Some(err) = guard.get_inner().take_error()? {
-            return Err(err);
-        }
-        if let Err(err) = guard.get_inner().peer_addr() {
-            guard.clear_ready();
             return Err(err);
         }
         Ok(conn)
@@ -107,7 +108,9 @@ fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
         Type::STREAM.nonblocking().cloexec(),
         Some(Protocol::TCP),
     )?;
-    socket.set_nodelay(true)?;
+    if options.no_delay {
+        socket.set_nodelay(true)?;
+    }
     if let Some(size) = options.recv_buffer {
         socket.set_recv_buffer_size(size as usize)?;
     }

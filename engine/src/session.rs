@@ -121,6 +121,7 @@ pub struct Session {
     /// Slow reader: at most this many bytes per read, one read per interval.
     pub read_pace: Option<(usize, Duration)>,
     pub recv_buffer: Option<u32>,
+    pub no_delay: bool,
     /// Per-session reusable space for behaviours (a body, a line, a batch of messages).
     pub scratch: Vec<u8>,
     pub udp: Option<tokio::net::UdpSocket>,
@@ -138,6 +139,7 @@ impl Session {
             end: 0,
             read_pace: None,
             recv_buffer: None,
+            no_delay: true,
             scratch: Vec::new(),
             udp: None,
             seq: Default::default(),
@@ -152,6 +154,7 @@ impl Session {
         let options = ConnOptions {
             source: self.ctx.shared.next_source(),
             recv_buffer: self.recv_buffer,
+            no_delay: self.no_delay,
         };
         let began = Instant::now();
         let conn = Conn::connect(self.ctx.shared.addr, &options, self.ctx.counters.clone())

@@ -223,6 +223,8 @@ async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant
 }
 
 fn configure(session: &mut Session) {
+    // One write per request on a connection used once: TCP_NODELAY would only cost a call.
+    session.no_delay = session.ctx.shared.plan.plan.behaviour != BehaviourSpec::NewConnection;
     if let BehaviourSpec::SlowReader {
         rcvbuf,
         read_bytes,
