@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
+use crate::plan::{BehaviourSpec, PacerSpec, Plan};
 use crate::stats::{ErrorKind, Histograms, Snapshot};
 
 /// Output format version; raised when a field changes meaning or disappears.
@@ -296,8 +296,11 @@ impl Summary {
     pub fn human(&self) -> String {
         let l = &self.latency_us;
         let mut out = format!(
-            "{} {} with {} thread(s), {} connection(s)\n",
-            self.plan.method, self.plan.target, self.threads, self.plan.connections
+            "{} {} with {} thread(s), {}\n",
+            self.method(),
+            self.plan.target,
+            self.threads,
+            self.clients()
         );
         out += "  Latency     p50       p90       p99       p99.9     max\n";
         out += &format!(
@@ -339,6 +342,30 @@ impl Summary {
             out += &format!("INVALID RUN: {}\n", self.invalid_reasons.join("; "));
         }
         out
+    }
+}
+
+impl Summary {
+    /// The method on the wire (push and upload behaviours always `POST`).
+    fn method(&self) -> &str {
+        match self.plan.behaviour {
+            BehaviourSpec::Longpoll { .. }
+            | BehaviourSpec::Comet { .. }
+            | BehaviourSpec::SlowUpload { .. } => "POST",
+            BehaviourSpec::Syslog { .. } => "SYSLOG",
+            _ => &self.plan.method,
+        }
+    }
+
+    fn clients(&self) -> String {
+        match (&self.plan.pacer, &self.plan.behaviour) {
+            (PacerSpec::Users { users, .. }, _) => format!("{users} user(s)"),
+            (PacerSpec::Sequential, _) => "1 connection at a time".into(),
+            (PacerSpec::Open { .. }, BehaviourSpec::Keepalive) | (PacerSpec::Closed, _) => {
+                format!("{} connection(s)", self.plan.connections)
+            }
+            (PacerSpec::Open { .. }, _) => "a new connection per arrival".into(),
+        }
     }
 }
 
