@@ -226,15 +226,16 @@ def _verify_one(name, pattern, settings, as_json):
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @DB_OPTION
 @click.option("--scale", type=float, default=1.0, show_default=True, help="duration factor")
+@click.option("--profile", help="a [profiles.NAME] of the suite, e.g. quick (default: full)")
 @click.option("--contestants", "only", help="comma-separated names: run only these")
 @click.option("--repeats", type=int, help="override the suite's repeats")
 @click.option("--dry-run", is_flag=True, help="print the tests and the estimated time, run nothing")
 @click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
 @click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
-def run(suite_file, db, scale, only, repeats, dry_run, resume, skip_verify):
+def run(suite_file, db, scale, profile, only, repeats, dry_run, resume, skip_verify):
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    suite = lab.load(suite_file, scale, names, repeats)
+    suite = lab.load(suite_file, scale, names, repeats, profile)
     if dry_run:
         lab.print_plan(suite)
         return
@@ -246,6 +247,19 @@ def run(suite_file, db, scale, only, repeats, dry_run, resume, skip_verify):
         sys.exit(130)
     if outcome.refused:
         raise UserError(f"not run (failed verify): {', '.join(outcome.refused)}")
+
+
+@cli.command()
+@click.argument("suite_file", required=False, type=click.Path(dir_okay=False))
+@click.option("--profile", help="the suite's profile whose needs count (default: full)")
+@click.option("--apply", "apply_changes", is_flag=True, help="as root, set what is short")
+def tune(suite_file, profile, apply_changes):
+    """The limits large connection counts need: in force, needed by SUITE, OK or not."""
+    changes = lab.tune(suite_file, profile, apply_changes)
+    for change in changes:
+        click.echo(f"changed {change}")
+    if apply_changes and not changes:
+        click.echo("nothing to change")
 
 
 @cli.command()

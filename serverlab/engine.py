@@ -3,6 +3,7 @@ engine's JSON Lines (interval snapshots, then one summary) come back as they are
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -33,25 +34,32 @@ def engine_binary() -> Path:
     return path
 
 
-def plan_for(params: dict[str, Any], port: int, syslog_port: int) -> dict[str, Any]:
-    """The engine plan (see engine/README.md) for one permutation's parameters."""
+def plan_for(
+    params: dict[str, Any], port: int, syslog_port: int, paths: list[dict] | None = None
+) -> dict[str, Any]:
+    """The engine plan (see engine/README.md) for one permutation's parameters; `paths`
+    spreads the requests over weighted paths (a file set)."""
     behaviour = params["behaviour"]
     plan: dict[str, Any] = {
-        "target": _target(params, port, syslog_port),
+        "target": _target(params, port, syslog_port, paths),
         "behaviour": _behaviour(params),
         "pacer": _pacer(params),
     }
     clients = int(params.get("clients", 1))
     plan["connections"] = clients
     if params.get("pacer", "closed") != "users":
-        if "requests" in params:
-            plan["requests"] = int(params["requests"])
+        # A syslog flood's messages are the engine's requests.
+        count = params.get("requests", params.get("syslog_messages"))
+        if count is not None:
+            plan["requests"] = int(count)
         else:
             plan["duration_s"] = float(params.get("ramp_up_s", 0)) + float(params["duration_s"])
     if "timeout_s" in params:
         plan["timeout_ms"] = int(float(params["timeout_s"]) * 1000)
     if behaviour in ("longpoll", "comet", "slow-upload"):
         plan["method"] = "POST"
+    if paths and engine_supports("paths"):
+        plan["paths"] = paths
     if clients > CLIENTS_PER_SOURCE:
         sources = -(-clients // CLIENTS_PER_SOURCE) + 1
         plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
@@ -74,11 +82,29 @@ def warmup_plan_for(params: dict[str, Any], port: int, syslog_port: int) -> dict
     return plan_for(warm, port, syslog_port)
 
 
-def _target(params: dict, port: int, syslog_port: int) -> str:
+def _target(params: dict, port: int, syslog_port: int, paths: list[dict] | None) -> str:
     if params["behaviour"] == "syslog":
         return f"{params.get('syslog_transport', 'tcp')}://127.0.0.1:{syslog_port}"
     path = params.get("path") or BEHAVIOURS[params["behaviour"]]
+    if paths:
+        # An engine without weighted paths fetches the most popular file only.
+        path = max(paths, key=lambda p: p["weight"])["path"]
     return f"http://127.0.0.1:{port}{path}"
+
+
+@functools.cache
+def engine_supports(feature: str) -> bool:
+    """Whether the built engine knows a newer feature: `netns` (the `--netns` flag) or
+    `paths` (weighted paths in a plan), read from its --help and schema."""
+    probe = ["--help"] if feature == "netns" else ["--print-schema"]
+    try:
+        out = subprocess.run(
+            [str(engine_binary()), *probe], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    needle = "--netns" if feature == "netns" else '"paths"'
+    return needle in out.stdout
 
 
 def _behaviour(p: dict) -> dict[str, Any]:
@@ -204,8 +230,13 @@ class EngineRun:
         return self.process.wait()
 
 
-def engine_command(plan_path: Path, cpus: str | None) -> list[str]:
+def engine_command(plan_path: Path, cpus: str | None, netns: str | None = None) -> list[str]:
+    """The engine's argv; with `netns` it opens its sockets in that network namespace."""
     argv = [str(engine_binary()), "--plan", str(plan_path), "--json"]
+    if netns and engine_supports("netns"):
+        argv += ["--netns", netns]
+    elif netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
     return ["taskset", "-c", cpus, *argv] if cpus else argv
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serverlab import compare as comparing
+from serverlab import tune as tuning
 from serverlab.engine import engine_binary
 from serverlab.export import export_csv
 from serverlab.machine import Pinning
@@ -26,9 +27,15 @@ from serverlab.verify import verify_contestant
 console = Console(stderr=True)
 
 
-def load(path: str, scale: float, only: list[str] | None, repeats: int | None) -> Suite:
+def load(
+    path: str,
+    scale: float,
+    only: list[str] | None,
+    repeats: int | None,
+    profile: str | None = None,
+) -> Suite:
     known = {m.name for m in discover() if isinstance(m, Manifest)}
-    suite = load_suite(path, scale=scale, known_contestants=known, only=only)
+    suite = load_suite(path, scale=scale, known_contestants=known, only=only, profile=profile)
     if repeats is not None:
         if repeats < 1:
             raise ServerError("--repeats must be at least 1")
@@ -37,7 +44,10 @@ def load(path: str, scale: float, only: list[str] | None, repeats: int | None) -
 
 
 def print_plan(suite: Suite) -> None:
-    table = Table(title=f"{suite.name}: {suite.path} (scale {suite.scale:g})")
+    table = Table(
+        title=f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
+        f"counts x{suite.count_scale:g})"
+    )
     for column in ("#", "scenario", "contestant", "parameters", "tunables"):
         table.add_column(column, overflow="fold")
     for i, perm in enumerate(suite.permutations, 1):
@@ -65,6 +75,7 @@ class LabOutcome:
 
 def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
+    limits = prepare_limits(suite)
     refused = _verify_all(suite) if verify_first else []
     if refused:
         suite.permutations = [p for p in suite.permutations if p.contestant not in refused]
@@ -83,6 +94,7 @@ def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
             workdir=db_path.parent / "work",
             progress=progress,
             resume=resume,
+            limits=limits,
         )
         try:
             outcome.run = run_suite(session)
@@ -94,6 +106,33 @@ def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
         f"invalid), {r.skipped} kept from before" + (" — interrupted" if r.interrupted else "")
     )
     return outcome
+
+
+def prepare_limits(suite: Suite) -> dict:
+    """Raises our descriptor limit (the servers and engine inherit it) and refuses, before
+    anything starts, a suite whose [needs] this machine does not meet."""
+    changed = tuning.raise_nofile(suite.needs.get("nofile"))
+    short = tuning.shortfalls(suite.needs)
+    if short:
+        raise ServerError(tuning.refusal(str(suite.path), short))
+    return {"in_force": tuning.in_force(), "rlimit_nofile_raised": changed}
+
+
+def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
+    """Prints the limits table; with `apply` sets what is short first. Returns the changes."""
+    needs = load(suite_path, 1.0, None, None, profile).needs if suite_path else {}
+    changes = []
+    if apply:
+        if not tuning.is_root():
+            raise ServerError("serverlab tune --apply must run as root (it writes /proc/sys)")
+        changes = tuning.apply(needs)
+    table = Table("limit", "in force", "needed", "ok", "note")
+    for row in tuning.rows(needs):
+        mark = "[green]ok[/green]" if row.ok else "[red]SHORT[/red]"
+        needed = "-" if row.needed is None else str(row.needed)
+        table.add_row(row.limit, row.in_force, needed, mark, row.note)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    return changes
 
 
 def _verify_all(suite: Suite) -> list[str]:

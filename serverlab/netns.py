@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from serverlab.server import ContestantServer
+
 PREFIX = "serverlab-"
 NETNS_DIR = Path("/var/run/netns")
 CLONE_NEWNET = 0x40000000
@@ -122,7 +124,10 @@ def delete(name: str) -> None:
 
 
 def existing() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    try:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    except OSError:
+        return []  # no iproute2: no namespace of ours can exist either
     return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -155,3 +160,30 @@ def _run(argv: list[str]) -> None:
     if done.returncode != 0:
         hint = " (shaped links need root and iproute2)" if os.geteuid() != 0 else ""
         raise NetnsError(f"{shlex.join(argv)} failed: {done.stderr.strip()}{hint}")
+
+
+def netem_available() -> bool:
+    """Whether this kernel can delay packets (sch_netem), tried in a throwaway namespace."""
+    with shaped_namespace(rate_mbit=1000, delay_ms=1) as probe:
+        return probe.delay_applied
+
+
+class NamespacedServer(ContestantServer):
+    """A contestant started inside a namespace; readiness and /stats go through it."""
+
+    def __init__(self, namespace: Namespace, manifest, **kwargs):
+        super().__init__(manifest, **kwargs)
+        self.namespace = namespace
+
+    @property
+    def start_command(self) -> str:
+        return self.namespace.shell(super().start_command)
+
+    def is_ready(self) -> bool:
+        return self.namespace.call(super().is_ready)
+
+    def stats(self, timeout_s: float = 5.0) -> dict:
+        return self.namespace.call(super().stats, timeout_s)
+
+    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return self.namespace.call(function, *args, **kwargs)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serverlab import httpclient
+from serverlab import fileset, httpclient, netns
 from serverlab.engine import (
     PUSH_EVENT,
     EngineRun,
@@ -47,6 +47,12 @@ from serverlab.validity import assess
 
 # The engine gets this long past its planned end before it is stopped.
 ENGINE_GRACE_S = 30.0
+# A syslog receiver has settled when its count has not risen for SETTLE_QUIET_S.
+SETTLE_POLL_S = 0.25
+SETTLE_QUIET_S = 2.0
+SETTLE_LIMIT_S = 600.0
+# Requests (or messages) per second below which a counted run is stopped as hung.
+SLOWEST_COUNTED_RATE = 5000
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
@@ -65,6 +71,7 @@ class Session:
     run_id: int | None = None
     manifests: dict[str, Manifest] = field(default_factory=dict)
     leftovers: Leftovers | None = None
+    limits: dict = field(default_factory=dict)  # serverlab.lab.prepare_limits
 
     def manifest(self, name: str) -> Manifest:
         if name not in self.manifests:
@@ -86,6 +93,7 @@ def run_suite(session: Session) -> RunOutcome:
     suite = session.suite
     session.leftovers = Leftovers(session.workdir / "running.json")
     session.leftovers.reap()
+    netns.reap_stale()
     stored = session.store.add_suite(
         StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
     )
@@ -129,12 +137,21 @@ def run_suite(session: Session) -> RunOutcome:
 
 def _machine(session: Session) -> dict:
     info = describe(session.pinning)
+    suite = session.suite
     info["suite"] = {
-        "name": session.suite.name,
-        "sha256": session.suite.sha256,
-        "scale": session.suite.scale,
-        "needs": session.suite.needs,
+        "name": suite.name,
+        "sha256": suite.sha256,
+        "seed": suite.seed,
+        "profile": suite.profile,
+        "scale": suite.scale,
+        "count_scale": suite.count_scale,
+        "needs": suite.needs,
+        "links": suite.links,
+        "filesets": suite.filesets,
     }
+    info["limits"] = session.limits
+    if any(link.get("delay_ms") for link in suite.links.values()):
+        info["link_delay_available"] = netns.netem_available()
     info["contestant_versions"] = {
         name: version_of(session.manifest(name))
         for name in sorted({p.contestant for p in session.suite.permutations})
@@ -143,11 +160,31 @@ def _machine(session: Session) -> dict:
 
 
 def run_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
-    """Runs one test. Never raises for what the server does; KeyboardInterrupt propagates
-    after the server and engine are stopped."""
-    manifest = session.manifest(perm.contestant)
+    """Runs one test, inside a shaped link when it names one. Never raises for what the
+    server does; KeyboardInterrupt propagates after the server, engine and link are gone."""
+    link_name = perm.params.get("link")
+    if not link_name:
+        return _run_test(session, perm, repeat, None)
+    link = session.suite.links[link_name]
+    try:
+        with netns.shaped_namespace(link["rate_mbit"], link.get("delay_ms", 0)) as namespace:
+            test = _run_test(session, perm, repeat, namespace)
+    except netns.NetnsError as err:
+        test = _new_test(session, perm, repeat)
+        test.status = "invalid"
+        test.validity = {"link_failed": str(err)[:2000]}
+        return test
+    test.params = {**test.params, "link_as_run": namespace.metadata()}
+    if link.get("delay_ms") and not namespace.delay_applied:
+        test.validity["link_delay_unavailable"] = (
+            f"{link['delay_ms']} ms not applied (no sch_netem); rate {link['rate_mbit']} Mbit/s"
+        )
+    return test
+
+
+def _new_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
     started = time.time()
-    test = RecordedTest(
+    return RecordedTest(
         run_id=session.run_id,
         permutation_key=perm.key,
         contestant=perm.contestant,
@@ -159,10 +196,23 @@ def run_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
         params=perm.params,
         tunables=perm.tunables,
     )
+
+
+def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTest:
+    manifest = session.manifest(perm.contestant)
+    test = _new_test(session, perm, repeat)
+    started = test.started_at
     workdir = session.workdir / f"test-{os.getpid()}-{int(started * 1000)}"
-    server = ContestantServer(
-        manifest, settings=perm.tunables, cpus=session.pinning.server, workdir=workdir
-    )
+    options = {
+        "settings": perm.tunables,
+        "cpus": session.pinning.server,
+        "workdir": workdir,
+        "docroot": _docroot(session, perm),
+    }
+    if namespace is None:
+        server = ContestantServer(manifest, **options)
+    else:
+        server = netns.NamespacedServer(namespace, manifest, **options)
     try:
         server.start()
     except ServerError as err:
@@ -199,6 +249,25 @@ def run_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
     return test
 
 
+def _docroot(session: Session, perm: Permutation) -> Path | None:
+    name = perm.params.get("files")
+    if not name:
+        return None
+    return _fileset(session, name).root
+
+
+def _fileset(session: Session, name: str) -> fileset.FileSet:
+    # Beside the results database (results/filesets/), generated once and kept.
+    return fileset.materialize(session.suite.filesets[name], session.workdir.parent / "filesets")
+
+
+def _call(server: ContestantServer, function, *args, **kwargs):
+    """A control request to the server, from inside its namespace when it has one."""
+    if isinstance(server, netns.NamespacedServer):
+        return server.call(function, *args, **kwargs)
+    return function(*args, **kwargs)
+
+
 def _record_failure(test: RecordedTest, server, started: float, err: Exception) -> None:
     status = server.poll()
     if status is not None:
@@ -224,42 +293,142 @@ def _measure(session, perm, server, manifest, test, started) -> None:
         _warm_up(session, perm, server)
     if "control" in manifest.implements:
         _control(server, perm, test)
-    plan = plan_for(perm.params, server.port, server.syslog_port)
+    paths = (
+        _fileset(session, perm.params["files"]).weighted_paths() if "files" in perm.params else None
+    )
+    plan = plan_for(perm.params, server.port, server.syslog_port, paths)
     plan_path = write_plan(plan, server.workdir / "plan.json")
     engine = EngineRun(
-        engine_command(plan_path, session.pinning.engine),
+        _engine_argv(session, server, plan_path),
         on_interval=session.progress.interval if session.progress else None,
     )
-    crash = None
+    syslog = perm.params["behaviour"] == "syslog"
+    baseline = _syslog_received(server) if syslog else None
     monitor = Monitor(
         server.process.pid, on_sample=session.progress.sample if session.progress else None
     )
     with monitor:
-        engine.start()
-        monitor.watch_engine(engine.pid)
-        session.leftovers.add(engine.pid)
-        try:
-            crash = _wait_engine(engine, server, _planned_seconds(perm), started)
-        except KeyboardInterrupt:
-            engine.stop()
-            raise
-        finally:
-            session.leftovers.remove(engine.pid)
+        # Priming runs load the server exactly as the measured run will, with the monitor
+        # on so that the peak RSS includes them (seed 003's first `ab` run).
+        crash = _prime(session, perm, server, plan_path, test, started)
+        load_started = time.monotonic()
+        if crash is None:
+            crash = _run_engine(session, engine, server, _planned_seconds(perm), started, monitor)
+        load_ended = time.monotonic()
+    receiver = None
+    if syslog and crash is None:
+        receiver = _settle_receiver(server, baseline, load_started, load_ended)
     if crash is None and "control" in manifest.implements:
         _after(server, test)
     test.crash = crash
     _fill(test, engine, monitor, plan)
+    if syslog and crash is None:
+        _put_receiver_figures(test, receiver, started)
     test.status, test.validity = assess(test, session.pinning, crash)
-    if "syslog" in manifest.implements and not server.manifest.speaks_http:
-        test.server_stats.append(
-            ServerStats(t=time.time() - started, stats={"syslog_count": _syslog_count(server)})
-        )
+
+
+def _syslog_received(server: ContestantServer) -> int | None:
+    """Messages the server has counted so far: /stats, or the manifest's syslog_count."""
+    if "control" in server.manifest.implements:
+        try:
+            return int(server.stats()["syslog"]["received"])
+        except (httpclient.HttpError, OSError, ValueError, KeyError, TypeError):
+            return None
+    return _syslog_count(server)
+
+
+def _settle_receiver(server, baseline: int | None, load_started: float, load_ended: float):
+    """Polls the receiver's count until it stops rising: a flood is over when the server
+    has read the last message, not when the sender has written it. None when the server
+    cannot count."""
+    count = _syslog_received(server) if baseline is not None else None
+    if count is None:
+        return None
+    last_rise = load_ended
+    quiet_since = time.monotonic()
+    deadline = quiet_since + SETTLE_LIMIT_S
+    while time.monotonic() - quiet_since < SETTLE_QUIET_S and time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        now = _syslog_received(server)
+        if now is not None and now > count:
+            count, last_rise = now, time.monotonic()
+            quiet_since = last_rise
+    span = max(last_rise - load_started, 1e-6)
+    return {
+        "received": count - baseline,
+        "received_total": count,
+        "receiving_s": round(span, 3),
+        "messages_per_s": round((count - baseline) / span, 1),
+        "settled": time.monotonic() < deadline,
+    }
+
+
+def _put_receiver_figures(test: RecordedTest, receiver: dict | None, started: float) -> None:
+    """The flood's figures are the receiver's: rate and loss as the server counted them;
+    the engine's own rate stays beside them as `sender_rps`."""
+    if receiver is None:
+        test.validity["receiver_count_unavailable"] = "figures are the sender's"
+        return
+    test.server_stats.append(
+        ServerStats(t=time.time() - started, stats={"syslog_count": receiver["received_total"]})
+    )
+    if test.summary is None:
+        test.validity["syslog_receiver"] = receiver
+        return
+    sent = test.summary.get("requests")
+    figures = {
+        **receiver,
+        "sent": sent,
+        "lost": None if sent is None else sent - receiver["received"],
+    }
+    test.summary = {
+        **test.summary,
+        "sender_rps": test.summary.get("rps"),
+        "rps": receiver["messages_per_s"],
+        "syslog": figures,
+    }
+
+
+def _engine_argv(session: Session, server: ContestantServer, plan_path: Path) -> list[str]:
+    namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
+    return engine_command(plan_path, session.pinning.engine, netns=namespace)
+
+
+def _run_engine(session, engine: EngineRun, server, planned_s: float, started, monitor=None):
+    """Starts the engine and waits for it; returns the server's crash or None."""
+    engine.start()
+    if monitor is not None:
+        monitor.watch_engine(engine.pid)
+    session.leftovers.add(engine.pid)
+    try:
+        return _wait_engine(engine, server, planned_s, started)
+    except KeyboardInterrupt:
+        engine.stop()
+        raise
+    finally:
+        session.leftovers.remove(engine.pid)
+
+
+def _prime(session, perm: Permutation, server, plan_path: Path, test, started) -> Crash | None:
+    """The scenario's own load `priming_runs` times; only a short note of each is kept."""
+    notes = []
+    for _ in range(int(perm.params.get("priming_runs", 0))):
+        engine = EngineRun(_engine_argv(session, server, plan_path))
+        crash = _run_engine(session, engine, server, _planned_seconds(perm), started)
+        summary = engine.summary or {}
+        notes.append({k: summary.get(k) for k in ("requests", "ok", "rps", "duration_s", "valid")})
+        if crash is not None:
+            test.params = {**test.params, "priming": notes}
+            return crash
+    if notes:
+        test.params = {**test.params, "priming": notes}
+    return None
 
 
 def _warm_up(session: Session, perm: Permutation, server: ContestantServer) -> None:
     plan = warmup_plan_for(perm.params, server.port, server.syslog_port)
     engine = EngineRun(
-        engine_command(write_plan(plan, server.workdir / "warmup.json"), session.pinning.engine)
+        _engine_argv(session, server, write_plan(plan, server.workdir / "warmup.json"))
     )
     engine.start()
     try:
@@ -274,7 +443,7 @@ def smoke_check(server: ContestantServer, manifest: Manifest) -> str | None:
     that came up broken. The full `serverlab verify` runs once per contestant before."""
     try:
         if "perf" in manifest.implements:
-            r = httpclient.get(server.port, "/perf")
+            r = _call(server, httpclient.get, server.port, "/perf")
             if r.status != 200 or r.body != PERF_BODY:
                 return f"GET /perf answered {r.status} with {len(r.body)} bytes"
         if "control" in manifest.implements:
@@ -287,12 +456,11 @@ def smoke_check(server: ContestantServer, manifest: Manifest) -> str | None:
 
 
 def _control(server, perm: Permutation, test: RecordedTest) -> None:
-    httpclient.post_json(server.port, "/logging", {"enabled": False})
+    _call(server, httpclient.post_json, server.port, "/logging", {"enabled": False})
     interval = perm.params.get("emit_interval_ms", 0)
     if interval:
-        r = httpclient.post_json(
-            server.port, "/event/set", {"name": PUSH_EVENT, "interval_ms": interval}
-        )
+        event = {"name": PUSH_EVENT, "interval_ms": interval}
+        r = _call(server, httpclient.post_json, server.port, "/event/set", event)
         if r.status != 200:
             raise ServerError(f"/event/set answered {r.status}")
     test.server_stats.append(
@@ -307,7 +475,7 @@ def _after(server, test: RecordedTest) -> None:
                 t=time.time() - test.started_at, stats=server.stats(timeout_s=15), phase="end"
             )
         )
-        httpclient.post_json(server.port, "/event/clear", {})
+        _call(server, httpclient.post_json, server.port, "/event/clear", {})
     except (httpclient.HttpError, OSError, ValueError) as err:
         test.validity["stats_unreadable"] = str(err)
 
@@ -315,8 +483,10 @@ def _after(server, test: RecordedTest) -> None:
 def _planned_seconds(perm: Permutation) -> float:
     p = perm.params
     base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
-    if "requests" in p:
-        base = max(base, 600.0)  # a count has no planned end; bound it anyway
+    count = p.get("requests", p.get("syslog_messages"))
+    if count is not None:
+        # A count has no planned end; bound it anyway, generously for a slow receiver.
+        base = max(base, 600.0, count / SLOWEST_COUNTED_RATE)
     return base
 
 
@@ -377,8 +547,11 @@ def _exit_signal(server: ContestantServer) -> int | None:
 def _syslog_count(server: ContestantServer) -> int | None:
     if not server.manifest.syslog_count:
         return None
+    command = server.expand(server.manifest.syslog_count)
+    if isinstance(server, netns.NamespacedServer):
+        command = server.namespace.shell(command)
     out = subprocess.run(
-        ["/bin/sh", "-c", server.expand(server.manifest.syslog_count)],
+        ["/bin/sh", "-c", command],
         cwd=server.manifest.folder,
         capture_output=True,
         text=True,
