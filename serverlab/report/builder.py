@@ -21,6 +21,7 @@ from serverlab.report.metrics import (
     scenario_labels,
     validity_flags,
 )
+from serverlab.report.seeds import seed_sections
 from serverlab.report.selection import parse_selection, select_tests
 from serverlab.report.summary import (
     SummaryRow,
@@ -81,6 +82,7 @@ def render_report(
         runs=[_run_view(r, suites) for r in runs],
         metrics=METRICS,
         sections=sections,
+        seed_sections=seed_sections(tests, runs, suites),
         figures=figures,
         plot_template=shared_template(),
         test_count=len(tests),
