@@ -163,9 +163,13 @@ def test_seed_004_takes_the_largest_client_count_and_counts_crashes():
 
 
 def syslog_test(contestant: str, scenario: str, sent: int, received: int, seconds: float):
+    """A flood as the runner stores it: the receiver's figures beside the sender's."""
     test = recorded(1, scenario, {"behaviour": "syslog"}, contestant, 0, random.Random(sent))
-    test.summary.update({"requests": sent, "duration_s": seconds})
-    test.server_stats = [ServerStats(seconds + 1, {"syslog": {"received": received}})]
+    receiver = {"received": received, "receiving_s": seconds, "sent": sent}
+    receiver.update(messages_per_s=round(received / seconds, 1), lost=sent - received)
+    test.summary.update(requests=sent, sender_rps=sent / 3, rps=received / seconds)
+    test.summary["syslog"] = receiver
+    test.server_stats = [ServerStats(seconds + 1, {"syslog_count": received})]
     return test
 
 

@@ -48,33 +48,14 @@ def _milliseconds(*path: str) -> Callable[[RecordedTest], float | None]:
     return of
 
 
-def syslog_received(test: RecordedTest) -> float | None:
-    """Messages the receiver counted: the highest count of the test's /stats answers, or of
-    the manifest's syslog_count command (spec §7)."""
-    counts = []
-    for sample in test.server_stats:
-        syslog = sample.stats.get("syslog")
-        found = syslog.get("received") if isinstance(syslog, dict) else None
-        found = sample.stats.get("syslog_count") if found is None else found
-        if _number(found) is not None:
-            counts.append(float(found))
-    return max(counts) if counts else None
-
-
 def received_per_s(test: RecordedTest) -> float | None:
-    """Messages received over the sender's duration: the receiver's rate, given that the
-    runner reads the count only once it has stopped rising."""
-    received, seconds = syslog_received(test), _summary(test, "duration_s")
-    if received is None or not seconds:
-        return None
-    return received / seconds
+    """Messages/s counted at the receiver, over the time until its count stopped rising
+    (the runner's `syslog` figures, spec §7)."""
+    return _summary(test, "syslog", "messages_per_s")
 
 
 def syslog_lost(test: RecordedTest) -> float | None:
-    sent, received = _summary(test, "requests"), syslog_received(test)
-    if sent is None or received is None:
-        return None
-    return max(0.0, sent - received)
+    return _summary(test, "syslog", "lost")
 
 
 def mean_emit_ms(test: RecordedTest) -> float | None:
