@@ -323,7 +323,7 @@ def _measure(session, perm, server, manifest, test, started) -> None:
     test.crash = crash
     _fill(test, engine, monitor, plan)
     if syslog and crash is None:
-        _put_receiver_figures(test, receiver, started)
+        _put_receiver_figures(test, receiver, server)
     test.status, test.validity = assess(test, session.pinning, crash)
 
 
@@ -363,15 +363,16 @@ def _settle_receiver(server, baseline: int | None, load_started: float, load_end
     }
 
 
-def _put_receiver_figures(test: RecordedTest, receiver: dict | None, started: float) -> None:
+def _put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> None:
     """The flood's figures are the receiver's: rate and loss as the server counted them;
     the engine's own rate stays beside them as `sender_rps`."""
     if receiver is None:
         test.validity["receiver_count_unavailable"] = "figures are the sender's"
         return
-    test.server_stats.append(
-        ServerStats(t=time.time() - started, stats={"syslog_count": receiver["received_total"]})
-    )
+    if "control" not in server.manifest.implements:
+        # No /stats to hold the count at the end: keep the receiver's own.
+        stats = {"syslog_count": receiver["received_total"]}
+        test.server_stats.append(ServerStats(t=time.time() - test.started_at, stats=stats))
     if test.summary is None:
         test.validity["syslog_receiver"] = receiver
         return

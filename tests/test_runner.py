@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from serverlab import netns
 from serverlab.machine import Pinning
 from serverlab.runner import Session, run_suite
 from serverlab.store import Store
@@ -201,3 +202,81 @@ def test_bad_run_arguments_are_one_line_errors(contestants_dir, tmp_path, args, 
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_priming_runs_load_the_server_first_and_only_the_last_run_is_the_figure(
+    contestants_dir, tmp_path
+):
+    body = FAST.format(duration=1) + "priming_runs = 1\n"
+    outcome, (test,), _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    (priming,) = test.params["priming"]
+    assert priming["requests"] > 50
+    served = test.server_stats[-1].stats["requests"]["total"]
+    assert served >= priming["requests"] + test.summary["requests"]
+    assert test.samples[-1].t >= 1.5, "the monitor ran through the priming run too"
+
+
+SYSLOG = """
+[[scenario]]
+name = "flood"
+behaviour = "syslog"
+clients = 1
+syslog_messages = 20000
+syslog_transport = "tcp"
+syslog_framing = "{framing}"
+"""
+
+
+@pytest.mark.parametrize("framing", ["newline", "octet"])
+def test_a_syslog_flood_is_measured_at_the_receiver(contestants_dir, tmp_path, framing):
+    suite = write_suite(tmp_path, SYSLOG.format(framing=framing))
+    _, (test,), _ = run_in_process(suite, tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    figures = test.summary["syslog"]
+    assert figures["sent"] == 20000
+    assert figures["received"] == 20000 and figures["lost"] == 0
+    assert test.summary["rps"] == figures["messages_per_s"] > 0
+    assert test.summary["sender_rps"] >= figures["messages_per_s"]
+    assert test.server_stats[-1].stats["syslog"]["received"] == 20000
+
+
+FILES = """
+[filesets.few]
+seed = 5
+count = {count}
+min_bytes = {size}
+max_bytes = {size}
+
+[[scenario]]
+name = "downloads"
+behaviour = "keepalive"
+clients = 2
+duration_s = {duration}
+files = "few"
+"""
+
+
+def test_a_file_set_is_the_docroot_and_its_files_are_fetched(contestants_dir, tmp_path):
+    suite = write_suite(tmp_path, FILES.format(count=5, size=20_000, duration=1))
+    _, (test,), _ = run_in_process(suite, tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    assert test.summary["ok"] > 20 and test.summary["errors"]["status"] == 0
+    assert test.summary["bytes_read"] >= test.summary["ok"] * 20_000
+    target = test.params["engine_plan"]["target"]
+    assert target.rsplit("/files/", 1)[1] in {f"f000{i}.bin" for i in range(5)}
+    assert len(list((tmp_path / "filesets").glob("*/f*.bin"))) == 5
+
+
+def test_a_shaped_link_limits_what_the_server_can_send(contestants_dir, tmp_path):
+    body = FILES.format(count=1, size=500_000, duration=3)
+    body = "[links.slow]\nrate_mbit = 10\ndelay_ms = 50\n" + body + 'link = "slow"\n'
+    _, (test,), runs = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    rate = test.summary["bytes_read"] / test.summary["duration_s"]
+    assert 0.7e6 < rate < 1.4e6, rate  # 10 Mbit/s is 1.25 MB/s, headers included
+    assert test.params["link_as_run"]["rate_mbit"] == 10
+    assert ("link_delay_unavailable" in test.validity) == (
+        not runs[0].machine["link_delay_available"]
+    )
+    assert not [n for n in netns.existing() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
