@@ -4,13 +4,15 @@
 # Prints requests/s, generator CPU microseconds per request, and the ratios to wrk; then the
 # seed 003 test (-c 10000 -n 20000 --new-connection) and an open loop at 20,000 req/s.
 #
-# Usage: bench/engine-vs-peers.sh            (DURATION=10 CONNS=100 by default)
+# Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 by default; the machine is
+# shared, so each workload runs ROUNDS times with the generators alternating, medians shown)
 # Needs: nginx-light wrk nghttp2-client apache2-utils (the Makefile's DEBIAN_PACKAGES), cargo.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
 DURATION="${DURATION:-10}"
+ROUNDS="${ROUNDS:-3}"
 CONNS="${CONNS:-100}"
 GEN_CPU="${GEN_CPU:-0}"
 SERVER_CPU="${SERVER_CPU:-1}"
@@ -100,20 +102,45 @@ seconds() {
   esac
 }
 
-declare -A RPS CPU
-report() {  # report LABEL NAME TOOL
-  local label="$1" name="$2" tool="$3"
-  local n s f cpu
+# record NAME TOOL : appends "rps cpu_us_per_request requests errors" of the last run
+record() {
+  local name="$1" tool="$2" n s f user sys rc
   n="$(requests "$name" "$tool")"; s="$(seconds "$name" "$tool")"; f="$(failures "$name" "$tool")"
   read -r user sys rc < "$WORK/$name.cpu"
   if [[ -z "$n" || -z "$s" || "$n" == 0 ]]; then
-    printf '%-34s %12s   (no result, exit %s; tail of output below)\n' "$label" "-" "$rc"
-    tail -n 3 "$WORK/$name.out" | sed 's/^/    /'
+    echo "bench: $name gave no result (exit $rc):" >&2
+    tail -n 3 "$WORK/$name.out" | sed 's/^/    /' >&2
+    return 0
+  fi
+  python3 -c "print($n / $s, ($user + $sys) * 1e6 / $n, $n, ${f:-0})" >> "$WORK/$name.results"
+}
+
+# measure NAME TOOL CMD... : one run, recorded
+measure() {
+  local name="$1" tool="$2"; shift 2
+  run "$name" "$@"
+  record "$name" "$tool"
+}
+
+declare -A RPS CPU
+# report LABEL NAME : medians over the rounds (requests and errors summed)
+report() {
+  local label="$1" name="$2" line
+  if [[ ! -s "$WORK/$name.results" ]]; then
+    printf '%-34s %12s\n' "$label" "no result"
     return
   fi
-  RPS[$name]="$(python3 -c "print($n / $s)")"
-  CPU[$name]="$(python3 -c "print(($user + $sys) * 1e6 / $n)")"
-  printf '%-34s %12.0f %10.2f %10s %8s\n' "$label" "${RPS[$name]}" "${CPU[$name]}" "$n" "$f"
+  line="$(python3 - "$WORK/$name.results" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+rps = statistics.median(r[0] for r in rows)
+cpu = statistics.median(r[1] for r in rows)
+print(rps, cpu, int(sum(r[2] for r in rows)), int(sum(r[3] for r in rows)), len(rows))
+PY
+)"
+  read -r rps cpu n f rounds <<<"$line"
+  RPS[$name]="$rps"; CPU[$name]="$cpu"
+  printf '%-34s %12.0f %10.2f %10s %8s %6s\n' "$label" "$rps" "$cpu" "$n" "$f" "$rounds"
 }
 ratios() {  # ratios NAME BASE
   local name="$1" base="$2"
@@ -122,34 +149,39 @@ ratios() {  # ratios NAME BASE
 }
 
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU, generators on CPU $GEN_CPU, ${DURATION}s per run, kernel $(uname -r)"
-printf '%-34s %12s %10s %10s %8s\n' "workload / generator" "requests/s" "CPU us/req" "requests" "errors"
+printf '%-34s %12s %10s %10s %8s %6s\n' "workload / generator" "requests/s" "CPU us/req" "requests" "errors" "rounds"
+echo "(requests/s and CPU are medians over the rounds; requests and errors are totals)"
 
-echo "-- keep-alive, $CONNS connections"
-run sl_ka "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --json
-run wrk_ka wrk -t1 -c "$CONNS" -d "${DURATION}s" "$URL"
-run h2_ka h2load --h1 -t1 -c "$CONNS" -D "$DURATION" "$URL"
-run ab_ka ab -k -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
-report "serverlab-load" sl_ka serverlab
-report "wrk" wrk_ka wrk
-report "h2load --h1" h2_ka h2load
-report "ab -k" ab_ka ab
+echo "-- keep-alive, $CONNS connections ($ROUNDS rounds, generators alternating)"
+for _ in $(seq "$ROUNDS"); do
+  measure sl_ka serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --json
+  measure wrk_ka wrk wrk -t1 -c "$CONNS" -d "${DURATION}s" "$URL"
+  measure h2_ka h2load h2load --h1 -t1 -c "$CONNS" -D "$DURATION" "$URL"
+  measure ab_ka ab ab -k -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
+done
+report "serverlab-load" sl_ka
+report "wrk" wrk_ka
+report "h2load --h1" h2_ka
+report "ab -k" ab_ka
 ratios sl_ka wrk_ka; ratios h2_ka wrk_ka; ratios ab_ka wrk_ka
 
-echo "-- new connection per request, $CONNS concurrent"
-run sl_nc "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --json
-run wrk_nc wrk -t1 -c "$CONNS" -d "${DURATION}s" -H "Connection: close" "$URL"
-run ab_nc ab -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
-report "serverlab-load --new-connection" sl_nc serverlab
-report "wrk (Connection: close)" wrk_nc wrk
-report "ab" ab_nc ab
+echo "-- new connection per request, $CONNS concurrent ($ROUNDS rounds)"
+for _ in $(seq "$ROUNDS"); do
+  measure sl_nc serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --json
+  measure wrk_nc wrk wrk -t1 -c "$CONNS" -d "${DURATION}s" -H "Connection: close" "$URL"
+  measure ab_nc ab ab -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
+done
+report "serverlab-load --new-connection" sl_nc
+report "wrk (Connection: close)" wrk_nc
+report "ab" ab_nc
 echo "    (h2load cannot open a connection per request)"
 ratios sl_nc wrk_nc; ratios sl_nc ab_nc; ratios ab_nc wrk_nc
 
 echo "-- seed 003: -c 10000 -n 20000, new connection per request"
-run sl_10k "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json
-run ab_10k ab -c 10000 -n 20000 -s 30 "$URL"
-report "serverlab-load -c 10000" sl_10k serverlab
-report "ab -c 10000" ab_10k ab
+measure sl_10k serverlab "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json
+measure ab_10k ab ab -c 10000 -n 20000 -s 30 "$URL"
+report "serverlab-load -c 10000" sl_10k
+report "ab -c 10000" ab_10k
 python3 - "$WORK/sl_10k.out" <<'PY'
 import json, sys
 s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
@@ -157,8 +189,8 @@ print(f"    serverlab-load: {s['requests']} requests, errors {s['errors']}, vali
 PY
 
 echo "-- open loop at 20000 req/s for 5 s, $CONNS kept-alive connections"
-run sl_open "$ENGINE" "$URL" -R 20000 -c "$CONNS" -t 1 -d 5s --json
-report "serverlab-load -R 20000" sl_open serverlab
+measure sl_open serverlab "$ENGINE" "$URL" -R 20000 -c "$CONNS" -t 1 -d 5s --json
+report "serverlab-load -R 20000" sl_open
 python3 - "$WORK/sl_open.out" <<'PY'
 import json, sys
 s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
