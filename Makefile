@@ -58,8 +58,9 @@ demo: build
 	$(SERVERLAB) report --summary -o results/report.html
 	@echo "report: $(CURDIR)/results/report.html   database: $(CURDIR)/results/lab.db"
 
-bench:
-	@echo "make bench: not yet available (arrives with the load engine)"; exit 1
+# serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
+bench: deps engine
+	bench/engine-vs-peers.sh
 
 clean:
 	rm -rf $(VENV) engine/target results .pytest_cache .ruff_cache
