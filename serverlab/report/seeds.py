@@ -116,7 +116,7 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
     return ComparisonRow(
         label=comparison.label,
         where=", ".join(f"{k}={v}" for k, v in params),
-        metric=SEED_METRICS[comparison.numerator.metric].label,
+        metric=_metric_label(comparison),
         published=_published_text(comparison),
         ours=_ratio_text(top, bottom, ratio) if comparison.denominator else _value_text(top),
         detail=_detail(top, bottom),
@@ -201,6 +201,11 @@ def verdict(
     if failed:
         return FAILS, f"{claim} does not hold here: {'; '.join(failed)} went the other way."
     return HOLDS, f"{claim} still holds on our runs ({len(judged)} of {len(judged)} checks)."
+
+
+def _metric_label(comparison: Comparison) -> str:
+    metrics = dict.fromkeys(s.metric for s in (comparison.numerator, comparison.denominator) if s)
+    return " / ".join(SEED_METRICS[m].label for m in metrics)
 
 
 def _published_text(comparison: Comparison) -> str:
