@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ from serverlab.validity import assess
 # The engine gets this long past its planned end before it is stopped.
 ENGINE_GRACE_S = 30.0
 # A syslog receiver has settled when its count has not risen for SETTLE_QUIET_S.
-SETTLE_POLL_S = 0.25
+SETTLE_POLL_S = 0.02
 SETTLE_QUIET_S = 2.0
 SETTLE_LIMIT_S = 600.0
 # Requests (or messages) per second below which a counted run is stopped as hung.
@@ -303,7 +304,6 @@ def _measure(session, perm, server, manifest, test, started) -> None:
         on_interval=session.progress.interval if session.progress else None,
     )
     syslog = perm.params["behaviour"] == "syslog"
-    baseline = _syslog_received(server) if syslog else None
     monitor = Monitor(
         server.process.pid, on_sample=session.progress.sample if session.progress else None
     )
@@ -311,13 +311,16 @@ def _measure(session, perm, server, manifest, test, started) -> None:
         # Priming runs load the server exactly as the measured run will, with the monitor
         # on so that the peak RSS includes them (seed 003's first `ab` run).
         crash = _prime(session, perm, server, plan_path, test, started)
-        load_started = time.monotonic()
-        if crash is None:
-            crash = _run_engine(session, engine, server, _planned_seconds(perm), started, monitor)
-        load_ended = time.monotonic()
-    receiver = None
-    if syslog and crash is None:
-        receiver = _settle_receiver(server, baseline, load_started, load_ended)
+        watch = _ReceiverWatch(server) if syslog and crash is None else None
+        try:
+            if crash is None:
+                crash = _run_engine(
+                    session, engine, server, _planned_seconds(perm), started, monitor
+                )
+            receiver = watch.settle() if watch and crash is None else None
+        finally:
+            if watch:
+                watch.stop()
     if crash is None and "control" in manifest.implements:
         _after(server, test)
     test.crash = crash
@@ -337,30 +340,69 @@ def _syslog_received(server: ContestantServer) -> int | None:
     return _syslog_count(server)
 
 
-def _settle_receiver(server, baseline: int | None, load_started: float, load_ended: float):
-    """Polls the receiver's count until it stops rising: a flood is over when the server
-    has read the last message, not when the sender has written it. None when the server
-    cannot count."""
-    count = _syslog_received(server) if baseline is not None else None
-    if count is None:
-        return None
-    last_rise = load_ended
-    quiet_since = time.monotonic()
-    deadline = quiet_since + SETTLE_LIMIT_S
-    while time.monotonic() - quiet_since < SETTLE_QUIET_S and time.monotonic() < deadline:
-        time.sleep(SETTLE_POLL_S)
-        now = _syslog_received(server)
-        if now is not None and now > count:
-            count, last_rise = now, time.monotonic()
-            quiet_since = last_rise
-    span = max(last_rise - load_started, 1e-6)
-    return {
-        "received": count - baseline,
-        "received_total": count,
-        "receiving_s": round(span, 3),
-        "messages_per_s": round((count - baseline) / span, 1),
-        "settled": time.monotonic() < deadline,
-    }
+class _ReceiverWatch:
+    """Polls a syslog receiver's count from before the flood until it stops rising. The
+    receiving time is then bounded by polls at both ends: the last one that saw nothing
+    new yet and the first that saw the final count. Neither the sender's start-up nor the
+    megabytes the socket buffers hold when the sender finishes can hide in it."""
+
+    def __init__(self, server: ContestantServer):
+        self.server = server
+        self.samples: list[tuple[float, float, int]] = []  # (asked, answered, count)
+        self.baseline = _syslog_received(server)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        if self.baseline is not None:
+            self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            asked = time.monotonic()
+            count = _syslog_received(self.server)
+            if count is not None:
+                self.samples.append((asked, time.monotonic(), count))
+            self._stop.wait(SETTLE_POLL_S)
+
+    def settle(self) -> dict | None:
+        """Waits until the count has not risen for SETTLE_QUIET_S; None if it cannot count."""
+        if self.baseline is None:
+            return None
+        deadline = time.monotonic() + SETTLE_LIMIT_S
+        while time.monotonic() < deadline and not self._quiet():
+            time.sleep(SETTLE_POLL_S)
+        self.stop()
+        samples = list(self.samples)
+        final = max(count for _, _, count in samples)
+        # A count may take a while to read (rsyslog's count.sh waits for its file to
+        # settle), so the bounds are the start of the last read that saw nothing new and
+        # the end of the first that saw everything: never shorter than the truth.
+        finished = next(done for _, done, count in samples if count == final)
+        began = max(
+            (asked for asked, _, count in samples if count == self.baseline),
+            default=samples[0][0],
+        )
+        span = max(finished - began, SETTLE_POLL_S)
+        return {
+            "received": final - self.baseline,
+            "received_total": final,
+            "receiving_s": round(span, 3),
+            "messages_per_s": round((final - self.baseline) / span, 1),
+            "poll_s": SETTLE_POLL_S,
+            "settled": time.monotonic() < deadline,
+        }
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _quiet(self) -> bool:
+        samples = list(self.samples)
+        if not samples:
+            return False
+        last_count = samples[-1][2]
+        changed = next(done for _, done, count in samples if count == last_count)
+        return samples[-1][1] - changed >= SETTLE_QUIET_S
 
 
 def _put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> None:
@@ -385,7 +427,7 @@ def _put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> 
     test.summary = {
         **test.summary,
         "sender_rps": test.summary.get("rps"),
-        "rps": receiver["messages_per_s"],
+        "rps": figures["messages_per_s"],
         "syslog": figures,
     }
 
