@@ -280,3 +280,18 @@ def test_a_shaped_link_limits_what_the_server_can_send(contestants_dir, tmp_path
         not runs[0].machine["link_delay_available"]
     )
     assert not [n for n in netns.existing() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+
+
+def test_dry_run_with_a_profile_shows_the_scaled_matrix(contestants_dir, tmp_path):
+    body = (
+        FAST.format(duration=10).replace("clients = 4", "clients = [1, 2, 3]") + "requests = 1000\n"
+    ).replace("duration_s = 10\n", "")
+    body = "[profiles.quick]\ncount_scale = 0.1\n[profiles.quick.only]\nclients = [2]\n" + body
+    out = subprocess.run(
+        [*SERVERLAB, "run", str(write_suite(tmp_path, body)), "--dry-run", "--profile", "quick"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "1 permutations x 1 repeats" in out
+    assert "clients=2" in out and "requests=100" in out
