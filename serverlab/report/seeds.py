@@ -199,7 +199,8 @@ def verdict(
         what = "; ".join(missing) or "no comparison to judge"
         return NO_DATA, f"{claim} cannot be judged: not enough data ({what})."
     if failed:
-        return FAILS, f"{claim} does not hold here: {'; '.join(failed)} went the other way."
+        failures = "; ".join(failed)
+        return FAILS, f"{claim} does not hold here: {failures} did not come out as the seed found."
     return HOLDS, f"{claim} still holds on our runs ({len(judged)} of {len(judged)} checks)."
 
 
