@@ -54,7 +54,9 @@ FILESET_DEFAULTS: dict[str, Any] = {
 }
 SIZE_DISTRIBUTIONS = ("lognormal", "uniform")
 POPULARITIES = ("zipf", "uniform")
-PROFILE_KEYS = {"duration_scale", "count_scale", "only"}
+# A profile's own `needs` replace the suite's key by key: a quick run of 5,000 clients
+# does not need what the full 20,000 do.
+PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs"}
 FULL_PROFILE = "full"
 COUNT_FIELDS = ("requests", "syslog_messages")
 FILE_BEHAVIOURS = ("keepalive", "new-connection", "slow-reader")
@@ -162,6 +164,7 @@ class Profile:
     duration_scale: float = 1.0
     count_scale: float = 1.0
     only: dict[str, list] = field(default_factory=dict)
+    needs: dict[str, int] = field(default_factory=dict)
 
     def admits(self, perm: Permutation, written: dict[str, Any]) -> bool:
         """Whether a test lies inside `only`; values compare as written in the file."""
@@ -258,7 +261,7 @@ def load_suite(
         seed=_seed(path, lines, doc),
         profile=chosen.name,
         count_scale=chosen.count_scale,
-        needs=_needs(path, lines, doc.get("needs", {})),
+        needs={**_needs(path, lines, doc.get("needs", {}), "needs"), **chosen.needs},
         links=_named_tables(path, lines, doc, "links", _link),
         filesets=_named_tables(path, lines, doc, "filesets", _fileset),
     )
@@ -293,15 +296,15 @@ def _seed(path: Path, lines: _Lines, doc: dict) -> str | None:
     return seed
 
 
-def _needs(path: Path, lines: _Lines, needs: Any) -> dict[str, int]:
+def _needs(path: Path, lines: _Lines, needs: Any, header: str) -> dict[str, int]:
     if not isinstance(needs, dict):
-        raise SuiteError(path, lines.of("needs"), "needs must be a table")
+        raise SuiteError(path, lines.in_table(header), f"{header} must be a table")
     for key, value in needs.items():
-        where = lines.in_table("needs", key)
+        where = lines.in_table(header, key)
         if key not in NEEDS_KEYS:
             raise SuiteError(path, where, f"unknown needs key {key!r} ({', '.join(NEEDS_KEYS)})")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise SuiteError(path, where, f"needs.{key} must be a non-negative int")
+            raise SuiteError(path, where, f"{header}.{key} must be a non-negative int")
     return dict(needs)
 
 
@@ -379,7 +382,8 @@ def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Prof
         if not isinstance(values, list) or not values:
             where = lines.in_table(f"{header}.only", dim)
             raise SuiteError(path, where, f"{header}.only.{dim} must be a non-empty list")
-    return Profile(name=name, only=dict(only), **scales)
+    needs = _needs(path, lines, table.get("needs", {}), f"{header}.needs")
+    return Profile(name=name, only=dict(only), needs=needs, **scales)
 
 
 def _check_only_dimensions(path: Path, lines: _Lines, profile: Profile, perms) -> None:

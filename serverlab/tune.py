@@ -74,16 +74,32 @@ SYSCTLS = (
 )
 
 
+CAP_SYS_RESOURCE = 24
+RLIMIT_FIX = "raise the hard RLIMIT_NOFILE (ulimit -Hn, limits.conf, or CAP_SYS_RESOURCE)"
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 
 
+def can_raise_hard_limits() -> bool:
+    """CAP_SYS_RESOURCE in force: root in a container may lack it and then cannot raise
+    a hard rlimit either."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
 def reachable_nofile() -> int:
-    """The descriptor limit `serverlab run` can give itself: the hard limit, or as root
-    anything up to fs.nr_open."""
+    """The descriptor limit `serverlab run` can give itself: the hard limit, or with
+    CAP_SYS_RESOURCE (root, normally) anything up to fs.nr_open."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     nr_open = int(read_sysctl("fs.nr_open") or hard)
-    return max(hard, nr_open) if is_root() else hard
+    return max(hard, nr_open) if can_raise_hard_limits() else hard
 
 
 def _nofile_row(needs: dict[str, int]) -> Row:
@@ -91,6 +107,8 @@ def _nofile_row(needs: dict[str, int]) -> Row:
     need = needs.get("nofile")
     reach = reachable_nofile()
     note = f"serverlab run raises it to {min(reach, max(need or 0, hard))}"
+    if need and need > reach:
+        note = RLIMIT_FIX
     return Row(
         "RLIMIT_NOFILE soft/hard", f"{soft}/{hard}", need, need is None or reach >= need, note
     )
@@ -124,7 +142,7 @@ def raise_nofile(need: int | None = None) -> dict[str, dict[str, int]]:
     hard, and as root hard to `need` (at most fs.nr_open). Returns before and after."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     new_hard = hard
-    if is_root() and need and need > hard:
+    if need and need > hard and can_raise_hard_limits():
         new_hard = min(need, reachable_nofile())
     if (soft, hard) != (new_hard, new_hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (new_hard, new_hard))
@@ -141,7 +159,7 @@ def in_force() -> dict[str, str | None]:
 
 def refusal(suite_path: str, short: list[Row]) -> str:
     what = "; ".join(f"{r.limit} is {r.in_force}, needs {r.needed}" for r in short)
-    return (
-        f"this machine does not meet the suite's [needs]: {what}; "
-        f"run `serverlab tune {suite_path} --apply` as root"
-    )
+    fixes = [f"run `serverlab tune {suite_path} --apply` as root"]
+    if any(r.limit.startswith("RLIMIT") for r in short):
+        fixes = [RLIMIT_FIX, *fixes]
+    return f"this machine does not meet the suite's [needs]: {what}; " + "; ".join(fixes)

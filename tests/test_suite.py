@@ -266,3 +266,15 @@ def test_files_only_go_with_behaviours_that_fetch_files(tmp_path):
     text = _swap(SEED_SUITE, 'behaviour = "keepalive"', 'behaviour = "comet"')
     with pytest.raises(SuiteError, match="files applies to"):
         load_suite(write(tmp_path, text))
+
+
+def test_a_profile_may_ask_less_of_the_machine_than_the_full_suite(tmp_path):
+    text = SEED_SUITE.replace(
+        "[profiles.quick.only]", "[profiles.quick.needs]\nnofile = 20000\n[profiles.quick.only]"
+    )
+    path = write(tmp_path, text)
+    assert load_suite(path).needs == {"nofile": 65536, "tcp_tw_reuse": 1}
+    assert load_suite(path, profile="quick").needs == {"nofile": 20000, "tcp_tw_reuse": 1}
+    with pytest.raises(SuiteError, match="profiles.quick.needs.nofile must be") as caught:
+        load_suite(write(tmp_path, text.replace("nofile = 20000", "nofile = -1")), profile="quick")
+    assert caught.value.line == 22
