@@ -15,7 +15,7 @@ pub mod system;
 pub mod target;
 mod worker;
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -35,14 +35,23 @@ pub enum RunError {
     WorkerPanic,
 }
 
+/// How long workers may finish what they hold after a stop request before it is dropped.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// How often the coordinator looks at the stop flag while it waits.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
 /// Runs a plan, discarding interval lines.
 pub fn run(plan: ValidPlan) -> Result<Summary, RunError> {
-    run_with(plan, |_| {})
+    run_with(plan, &AtomicBool::new(false), |_| {})
 }
 
-/// Runs a plan, handing each interval line to `on_interval` as it is due.
+/// Runs a plan, handing each interval line to `on_interval` as it is due. Setting
+/// `stop_requested` (a signal handler does) ends the run early: no new work starts, work in
+/// hand gets `STOP_GRACE` to finish, and the summary says `stopped_early`.
 pub fn run_with(
     plan: ValidPlan,
+    stop_requested: &AtomicBool,
     mut on_interval: impl FnMut(&IntervalLine),
 ) -> Result<Summary, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
@@ -69,13 +78,20 @@ pub fn run_with(
     let mut last_tick = shared.start;
     let mut finished = 0;
     let mut last_done = shared.start;
+    let mut stopped_early = false;
     while finished < handles.len() {
+        if !stopped_early && stop_requested.load(Relaxed) {
+            stopped_early = true;
+            shared.stop_early(Instant::now() + STOP_GRACE);
+        }
         let due = last_tick + interval;
-        match done_rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+        let wait = due.saturating_duration_since(Instant::now()).min(STOP_POLL);
+        match done_rx.recv_timeout(wait) {
             Ok(()) => {
                 finished += 1;
                 last_done = Instant::now();
             }
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
                 let elapsed = due - shared.start;
@@ -111,6 +127,7 @@ pub fn run_with(
         intended_rate: intended_rate(&shared.plan, duration.as_secs_f64()),
         cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
         invalid_reasons: invalid,
+        stopped_early,
         plan: &shared.plan.plan,
         threads: shared.plan.threads,
     }))

@@ -3,6 +3,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -39,10 +41,11 @@ fn main() -> ExitCode {
 }
 
 fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
+    let stop_requested = stop_on_signals()?;
     let progress = progress_bar();
     let mut stdout = std::io::stdout().lock();
     let mut write_error = None;
-    let summary = serverlab_load::run_with(plan, |line| {
+    let summary = serverlab_load::run_with(plan, &stop_requested, |line| {
         if let Some(bar) = &progress {
             bar.set_message(progress_text(line));
         }
@@ -57,6 +60,18 @@ fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
         return Err(e);
     }
     print_summary(&mut stdout, &summary, json)
+}
+
+/// SIGTERM or SIGINT ends the run early with a summary of what happened until then (the
+/// orchestrator stops the engine this way when a server dies); a second one exits at once.
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, flag.clone())?;
+        signal_hook::flag::register(signal, flag.clone())?;
+    }
+    Ok(flag)
 }
 
 fn print_summary(out: &mut impl Write, summary: &Summary, json: bool) -> anyhow::Result<()> {

@@ -193,6 +193,9 @@ pub struct Summary {
     /// False when the figures cannot be trusted; `invalid_reasons` says why.
     pub valid: bool,
     pub invalid_reasons: Vec<String>,
+    /// True when SIGTERM or SIGINT ended the run before its plan did: the figures cover the
+    /// run until then.
+    pub stopped_early: bool,
     /// Finished attempts (answered with any status, or failed). Syslog: messages sent.
     pub requests: u64,
     /// Answers with a status below 400.
@@ -246,6 +249,7 @@ pub struct SummaryInput<'a> {
     pub intended_rate: Option<f64>,
     pub cpu: (f64, f64),
     pub invalid_reasons: Vec<String>,
+    pub stopped_early: bool,
     pub plan: &'a Plan,
     pub threads: usize,
 }
@@ -263,6 +267,7 @@ impl Summary {
             version: OUTPUT_VERSION,
             valid: input.invalid_reasons.is_empty(),
             invalid_reasons: input.invalid_reasons,
+            stopped_early: input.stopped_early,
             requests: s.requests,
             ok: s.ok,
             errors: Errors::from_counts(&s.errors),
@@ -338,6 +343,9 @@ impl Summary {
         }
         out += &format!("Requests/sec: {:.2}\n", self.rps);
         out += &format!("Client CPU: {:.3}s\n", self.client_cpu_s);
+        if self.stopped_early {
+            out += "Stopped early by a signal: the figures cover the run until then\n";
+        }
         if !self.valid {
             out += &format!("INVALID RUN: {}\n", self.invalid_reasons.join("; "));
         }

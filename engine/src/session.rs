@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, ConnOptions};
@@ -28,6 +28,8 @@ pub struct Shared {
     /// Next syslog message number, unique across workers.
     pub syslog_seq: AtomicU64,
     pub stopping: AtomicBool,
+    /// After an early stop: when work still in hand is dropped.
+    abandon_at: OnceLock<Instant>,
 }
 
 impl Shared {
@@ -49,6 +51,25 @@ impl Shared {
             source_cursor: AtomicUsize::new(0),
             syslog_seq: AtomicU64::new(1),
             stopping: AtomicBool::new(false),
+            abandon_at: OnceLock::new(),
+        }
+    }
+
+    /// Starts no new work from now on and drops what is in hand at `abandon_at`.
+    pub fn stop_early(&self, abandon_at: Instant) {
+        self.stopping.store(true, Relaxed);
+        let _ = self.abandon_at.set(abandon_at);
+    }
+
+    /// Resolves when an early stop's grace period is over (never without an early stop).
+    pub async fn abandoned(&self) {
+        const POLL: Duration = Duration::from_millis(20);
+        loop {
+            if let Some(&at) = self.abandon_at.get() {
+                tokio::time::sleep_until(at.into()).await;
+                return;
+            }
+            tokio::time::sleep(POLL).await;
         }
     }
 

@@ -144,14 +144,16 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
             let _ = task.await;
         }
     };
-    match shared.end {
-        Some(end) => {
-            tokio::select! {
-                _ = all => {}
-                _ = tokio::time::sleep_until(end.into()) => {}
-            }
+    let end = async {
+        match shared.end {
+            Some(end) => tokio::time::sleep_until(end.into()).await,
+            None => std::future::pending().await,
         }
-        None => all.await,
+    };
+    tokio::select! {
+        _ = all => {}
+        _ = end => {}
+        _ = shared.abandoned() => {}
     }
 }
 

@@ -150,3 +150,110 @@ fn descriptor_exhaustion_marks_the_run_invalid_without_hanging() {
     let reasons = summary["invalid_reasons"].to_string();
     assert!(reasons.contains("file descriptor"), "{reasons}");
 }
+
+/// Waits for the child at most `limit`; kills it and fails if it is still running.
+fn wait_within(child: &mut std::process::Child, limit: std::time::Duration) {
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the engine did not stop within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn last_json_line(text: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(text);
+    serde_json::from_str(text.lines().last().expect("some output")).unwrap()
+}
+
+#[test]
+fn sigterm_ends_the_run_early_with_a_summary() {
+    use std::process::Stdio;
+    let server = common::perf_server();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = engine()
+            .args([&server.url("/perf"), "-c", "4", "-d", "30s", "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let signalled = std::time::Instant::now();
+        // SAFETY: kill only sends a signal to the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        wait_within(&mut child, std::time::Duration::from_secs(3));
+        assert!(signalled.elapsed() < std::time::Duration::from_secs(3));
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "signal {signal}");
+        let summary = last_json_line(&out.stdout);
+        assert_eq!(summary["type"], "summary");
+        assert_eq!(summary["stopped_early"], true);
+        assert!(summary["requests"].as_u64().unwrap() > 0);
+        assert!(summary["duration_s"].as_f64().unwrap() < 5.0);
+    }
+}
+
+#[test]
+fn runs_that_end_by_plan_are_not_stopped_early() {
+    let server = common::perf_server();
+    let out = engine()
+        .args([&server.url("/perf"), "-n", "20", "-c", "2", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(last_json_line(&out.stdout)["stopped_early"], false);
+}
+
+#[test]
+fn sigterm_prints_the_human_summary_too() {
+    use std::process::Stdio;
+    let server = common::perf_server();
+    let mut child = engine()
+        .args([&server.url("/perf"), "-c", "2", "-d", "30s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_within(&mut child, std::time::Duration::from_secs(3));
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Requests/sec"), "{text}");
+    assert!(text.contains("Stopped early"), "{text}");
+}
+
+#[test]
+fn sigterm_drops_work_still_in_hand_after_the_grace_period() {
+    use std::process::Stdio;
+    let silent = common::serve(|mut stream, _| async move {
+        let _ = common::read_request(&mut stream).await;
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    });
+    let mut child = engine()
+        .args([
+            &silent.url("/push"),
+            "--comet",
+            "e1",
+            "-c",
+            "3",
+            "-d",
+            "30s",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let signalled = std::time::Instant::now();
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_within(&mut child, std::time::Duration::from_secs(3));
+    let waited = signalled.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(900),
+        "{waited:?}"
+    );
+    let summary = last_json_line(&child.wait_with_output().unwrap().stdout);
+    assert_eq!(summary["stopped_early"], true);
+}
