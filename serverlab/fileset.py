@@ -44,7 +44,7 @@ class FileSet:
 
     def weighted_paths(self) -> list[dict[str, Any]]:
         """The engine plan's `paths`: where requests go and how often."""
-        return [{"path": e.url_path, "weight": round(e.weight, 9)} for e in self.entries]
+        return [{"path": e.url_path, "weight": e.weight} for e in self.entries]
 
     @property
     def total_bytes(self) -> int:
