@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::http::{build_request, request_head, ParseError};
+use crate::http::{build_request, build_request_to, request_head, ParseError};
+use crate::paths::PathPicker;
 use crate::plan::{SyslogFraming, ValidPlan};
 use crate::session::{Answer, Session, WorkerCtx};
 use crate::stats::{Counters, ErrorKind};
@@ -37,9 +38,11 @@ fn discard(_: &[u8]) -> Result<(), ParseError> {
     Ok(())
 }
 
-/// A request with a fixed body: keep-alive, new connection, slow reader.
+/// A request with a fixed body: keep-alive, new connection, slow reader. With weighted
+/// paths there is one prepared request per path and a picker choosing among them.
 pub(crate) struct Plain {
-    request: Vec<u8>,
+    requests: Vec<Vec<u8>>,
+    picker: Option<PathPicker>,
     keep_alive: bool,
     head_request: bool,
     /// Wait for the server's close before the exchange counts as done (sequential pacing).
@@ -48,10 +51,18 @@ pub(crate) struct Plain {
 }
 
 impl Plain {
-    pub fn new(plan: &ValidPlan, keep_alive: bool, await_close: bool) -> Plain {
+    pub fn new(plan: &ValidPlan, worker: usize, keep_alive: bool, await_close: bool) -> Plain {
         let method = plan.plan.method.as_str();
+        let build =
+            |path: &str| build_request_to(plan, path, method, None, &plan.body, !keep_alive);
+        let requests = if plan.paths.is_empty() {
+            vec![build(&plan.target.path)]
+        } else {
+            plan.paths.iter().map(|p| build(&p.path)).collect()
+        };
         Plain {
-            request: build_request(plan, method, None, &plan.body, !keep_alive),
+            requests,
+            picker: PathPicker::new(&plan.paths, plan.plan.seed, worker),
             keep_alive,
             head_request: method == "HEAD",
             await_close,
@@ -66,7 +77,8 @@ impl Behaviour for Plain {
     }
 
     async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let sent = s.open_and_send(&self.request).await?;
+        let chosen = self.picker.as_ref().map_or(0, PathPicker::pick);
+        let sent = s.open_and_send(&self.requests[chosen]).await?;
         let answer = s.read_answer(self.head_request, &mut discard).await?;
         s.record_answer(attempt.intended, sent, &answer);
         if self.await_close && answer.close {

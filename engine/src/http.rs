@@ -22,7 +22,8 @@ pub enum ParseError {
     BodyTooLarge,
 }
 
-/// Builds the bytes of one request. `close` asks the server to close after answering.
+/// Builds the bytes of one request to the target's path. `close` asks the server to close
+/// after answering.
 pub fn build_request(
     plan: &ValidPlan,
     method: &str,
@@ -30,8 +31,20 @@ pub fn build_request(
     body: &[u8],
     close: bool,
 ) -> Vec<u8> {
+    build_request_to(plan, &plan.target.path, method, content_type, body, close)
+}
+
+/// Builds the bytes of one request to `path` (one of the plan's weighted paths).
+pub fn build_request_to(
+    plan: &ValidPlan,
+    path: &str,
+    method: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    close: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 + body.len());
-    let head = request_head(plan, method, content_type, body.len() as u64, close);
+    let head = head_to(plan, path, method, content_type, body.len() as u64, close);
     out.extend_from_slice(&head);
     out.extend_from_slice(body);
     out
@@ -45,12 +58,29 @@ pub fn request_head(
     body_len: u64,
     close: bool,
 ) -> Vec<u8> {
+    head_to(
+        plan,
+        &plan.target.path,
+        method,
+        content_type,
+        body_len,
+        close,
+    )
+}
+
+fn head_to(
+    plan: &ValidPlan,
+    path: &str,
+    method: &str,
+    content_type: Option<&str>,
+    body_len: u64,
+    close: bool,
+) -> Vec<u8> {
     use std::fmt::Write;
     let mut head = String::with_capacity(256);
     let _ = write!(
         head,
-        "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: serverlab-load/{}\r\n",
-        plan.target.path,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: serverlab-load/{}\r\n",
         plan.target.authority,
         env!("CARGO_PKG_VERSION")
     );

@@ -7,6 +7,7 @@ pub mod cli;
 mod conn;
 pub mod http;
 pub mod pacer;
+mod paths;
 pub mod plan;
 pub mod report;
 mod session;
@@ -128,6 +129,7 @@ pub fn run_with(
         cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
         invalid_reasons: invalid,
         stopped_early,
+        paths: shared.plan.paths.len().max(1),
         plan: &shared.plan.plan,
         threads: shared.plan.threads,
     }))

@@ -52,6 +52,30 @@ pub struct Plan {
     pub pacer: PacerSpec,
     #[serde(default)]
     pub behaviour: BehaviourSpec,
+    /// Plain requests only: each request goes to one of these paths, chosen by weight
+    /// (the target's path is then only the fallback of an empty list).
+    #[serde(default)]
+    pub paths: Vec<WeightedPath>,
+    /// A JSON file holding a `paths` list (for file sets of thousands); exclusive with `paths`.
+    #[serde(default)]
+    pub paths_file: Option<PathBuf>,
+    /// Seed of the weighted path choice: the same seed gives the same choices.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+}
+
+/// One path of a weighted set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedPath {
+    /// Path and query, starting with `/`.
+    pub path: String,
+    /// Relative popularity: positive and finite.
+    pub weight: f64,
+}
+
+fn default_seed() -> u64 {
+    1
 }
 
 fn default_method() -> String {
@@ -186,6 +210,10 @@ pub enum PlanError {
     BodyFile(PathBuf, std::io::Error),
     #[error("cannot read plan: {0}")]
     PlanFile(String),
+    #[error("cannot read paths file {0}: {1}")]
+    PathsFile(PathBuf, String),
+    #[error("bad weighted path {0:?}: {1}")]
+    BadPath(String, &'static str),
 }
 
 /// A plan whose every value has been checked, with the derived values workers need.
@@ -198,6 +226,8 @@ pub struct ValidPlan {
     pub sources: Vec<Ipv4Addr>,
     pub threads: usize,
     pub stop: Stop,
+    /// The weighted paths (from `paths` or `paths_file`); empty: the target's path only.
+    pub paths: Vec<WeightedPath>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -239,6 +269,7 @@ impl Plan {
         let headers = self.parsed_headers()?;
         let sources = parse_sources(&self.sources)?;
         let threads = self.effective_threads();
+        let paths = self.checked_paths()?;
         Ok(ValidPlan {
             plan: self,
             target,
@@ -247,7 +278,49 @@ impl Plan {
             sources,
             threads,
             stop,
+            paths,
         })
+    }
+
+    fn checked_paths(&self) -> Result<Vec<WeightedPath>, PlanError> {
+        let paths = match &self.paths_file {
+            Some(_) if !self.paths.is_empty() => {
+                return Err(PlanError::Contradiction(
+                    "give paths or paths_file, not both".into(),
+                ))
+            }
+            Some(file) => read_paths_file(file)?,
+            None => self.paths.clone(),
+        };
+        if paths.is_empty() {
+            return Ok(paths);
+        }
+        if !matches!(
+            self.behaviour,
+            BehaviourSpec::Keepalive
+                | BehaviourSpec::NewConnection
+                | BehaviourSpec::SlowReader { .. }
+        ) {
+            return Err(PlanError::Contradiction(
+                "weighted paths apply to plain requests (keepalive, new_connection, slow_reader)"
+                    .into(),
+            ));
+        }
+        for p in &paths {
+            if !crate::target::is_request_path(&p.path) {
+                return Err(PlanError::BadPath(
+                    p.path.clone(),
+                    "a path starts with / and has no spaces or control bytes",
+                ));
+            }
+            if !(p.weight.is_finite() && p.weight > 0.0) {
+                return Err(PlanError::BadPath(
+                    p.path.clone(),
+                    "weight must be positive and finite",
+                ));
+            }
+        }
+        Ok(paths)
     }
 
     fn needs_http(&self) -> bool {
@@ -485,6 +558,16 @@ fn check_events(events: &[String]) -> Result<(), PlanError> {
     Ok(())
 }
 
+fn read_paths_file(file: &std::path::Path) -> Result<Vec<WeightedPath>, PlanError> {
+    let fail = |why: String| PlanError::PathsFile(file.to_path_buf(), why);
+    let text = std::fs::read_to_string(file).map_err(|e| fail(e.to_string()))?;
+    let paths: Vec<WeightedPath> = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    if paths.is_empty() {
+        return Err(fail("the list is empty".into()));
+    }
+    Ok(paths)
+}
+
 /// Expands `127.0.0.2-127.0.0.250` ranges; every address must be loopback.
 pub fn parse_sources(items: &[String]) -> Result<Vec<Ipv4Addr>, PlanError> {
     let mut out = Vec::new();
@@ -564,6 +647,67 @@ mod tests {
     #[test]
     fn unknown_plan_fields_are_refused() {
         assert!(Plan::from_json(r#"{"target":"http://127.0.0.1:1/","conns":3}"#).is_err());
+    }
+
+    #[test]
+    fn weighted_paths_are_checked() {
+        let with = |paths: serde_json::Value| {
+            plan(
+                serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 10,
+                "paths": paths}),
+            )
+        };
+        assert_eq!(
+            with(serde_json::json!([{"path": "/a", "weight": 1.0}]))
+                .unwrap()
+                .paths
+                .len(),
+            1
+        );
+        for bad in [
+            serde_json::json!([{"path": "a", "weight": 1.0}]),
+            serde_json::json!([{"path": "/a b", "weight": 1.0}]),
+            serde_json::json!([{"path": "/a", "weight": 0.0}]),
+            serde_json::json!([{"path": "/a", "weight": -2.0}]),
+        ] {
+            assert!(matches!(with(bad).unwrap_err(), PlanError::BadPath(..)));
+        }
+        let push = plan(
+            serde_json::json!({"target": "http://127.0.0.1:1/push", "requests": 1,
+            "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 10},
+            "paths": [{"path": "/a", "weight": 1.0}]}),
+        );
+        assert!(matches!(push.unwrap_err(), PlanError::Contradiction(_)));
+    }
+
+    #[test]
+    fn paths_files_must_hold_a_list() {
+        let dir = std::env::temp_dir().join(format!("serverlab-paths-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("paths.json");
+        let with_file = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            plan(
+                serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 10,
+                "paths_file": file}),
+            )
+        };
+        let ok = with_file(r#"[{"path": "/a", "weight": 1}, {"path": "/b", "weight": 2}]"#);
+        assert_eq!(ok.unwrap().paths.len(), 2);
+        assert!(matches!(
+            with_file("[]").unwrap_err(),
+            PlanError::PathsFile(..)
+        ));
+        assert!(matches!(
+            with_file("{").unwrap_err(),
+            PlanError::PathsFile(..)
+        ));
+        let both = plan(
+            serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 10,
+            "paths_file": file, "paths": [{"path": "/a", "weight": 1.0}]}),
+        );
+        assert!(matches!(both.unwrap_err(), PlanError::Contradiction(_)));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -238,6 +238,8 @@ pub struct Summary {
     pub client_cpu_user_s: f64,
     pub client_cpu_system_s: f64,
     pub threads: usize,
+    /// Distinct paths requests went to: the weighted paths, or 1 (the target's path).
+    pub paths: usize,
     /// The plan as run, defaults filled in.
     pub plan: Plan,
 }
@@ -250,6 +252,7 @@ pub struct SummaryInput<'a> {
     pub cpu: (f64, f64),
     pub invalid_reasons: Vec<String>,
     pub stopped_early: bool,
+    pub paths: usize,
     pub plan: &'a Plan,
     pub threads: usize,
 }
@@ -293,6 +296,7 @@ impl Summary {
             client_cpu_user_s: round3(input.cpu.0),
             client_cpu_system_s: round3(input.cpu.1),
             threads: input.threads,
+            paths: input.paths,
             plan: input.plan.clone(),
         }
     }

@@ -57,7 +57,7 @@ impl Target {
         if !ip.is_loopback() {
             return Err(TargetError::NotLoopback(host.to_string()));
         }
-        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        if !is_request_path(path) {
             return Err(malformed());
         }
         Ok(Target {
@@ -67,6 +67,11 @@ impl Target {
             authority: authority.to_string(),
         })
     }
+}
+
+/// A path (and query) that can stand in a request line as is.
+pub fn is_request_path(path: &str) -> bool {
+    path.starts_with('/') && !path.bytes().any(|b| b <= b' ' || b == 0x7f)
 }
 
 #[cfg(test)]

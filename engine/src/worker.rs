@@ -39,14 +39,16 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
     let open = matches!(plan.plan.pacer, PacerSpec::Open { .. });
     let sequential = plan.plan.pacer == PacerSpec::Sequential;
     match &plan.plan.behaviour {
-        BehaviourSpec::Keepalive => drive_with(index, &ctx, Plain::new(plan, true, false)).await,
+        BehaviourSpec::Keepalive => {
+            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
+        }
         BehaviourSpec::NewConnection => {
             let calls = calls_per_connection(&plan.plan.pacer);
-            let plain = Plain::new(plan, open && calls > 1, sequential);
+            let plain = Plain::new(plan, index, open && calls > 1, sequential);
             drive_with(index, &ctx, plain).await
         }
         BehaviourSpec::SlowReader { .. } => {
-            drive_with(index, &ctx, Plain::new(plan, true, false)).await
+            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
         }
         BehaviourSpec::Longpoll {
             events,
