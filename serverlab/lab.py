@@ -82,7 +82,8 @@ def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
     outcome = LabOutcome(run=None, refused=refused)
     if not suite.permutations:
         return outcome
-    db_path = Path(db)
+    # Absolute: the path reaches servers whose working folder is their contestant's.
+    db_path = Path(db).resolve()
     db_path.parent.mkdir(parents=True, exist_ok=True)
     estimates = {p.key: p.estimated_seconds() for p in suite.permutations}
     progress = Progress(estimates, console)

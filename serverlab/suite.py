@@ -174,12 +174,17 @@ class Profile:
             elif dim in written:
                 value, choices = written[dim], allowed
             elif dim in perm.tunables:
-                value, choices = perm.tunables[dim], [str(v).lower() for v in allowed]
+                value, choices = perm.tunables[dim], [tunable_text(v) for v in allowed]
             else:
                 continue
             if value not in choices:
                 return False
         return True
+
+
+def tunable_text(value: Any) -> str:
+    """A tunable as the start command receives it: TOML's true/false as the words."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class _Lines:
@@ -486,7 +491,7 @@ class _ScenarioContext:
             values = value if isinstance(value, list) else [value]
             if not values:
                 raise self.fail("tunables", f"tunable {key} is an empty list")
-            dims[key] = [str(v).lower() if isinstance(v, bool) else str(v) for v in values]
+            dims[key] = [tunable_text(v) for v in values]
         return dims
 
     def _check_combination(self, p: dict) -> None:

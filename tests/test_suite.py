@@ -278,3 +278,24 @@ def test_a_profile_may_ask_less_of_the_machine_than_the_full_suite(tmp_path):
     with pytest.raises(SuiteError, match="profiles.quick.needs.nofile must be") as caught:
         load_suite(write(tmp_path, text.replace("nofile = 20000", "nofile = -1")), profile="quick")
     assert caught.value.line == 22
+
+
+def test_a_profile_selects_tunables_as_written_in_the_file(tmp_path):
+    path = write(
+        tmp_path,
+        """
+contestants = ["node-http"]
+[profiles.quick.only]
+chunk_size = ["1KB"]
+fast = [true]
+[[scenario]]
+name = "sweep"
+behaviour = "keepalive"
+duration_s = 1
+[scenario.tunables.node-http]
+chunk_size = ["1KB", "10KB"]
+fast = [true, false]
+""",
+    )
+    (perm,) = load_suite(path, profile="quick").permutations
+    assert perm.tunables == {"chunk_size": "1KB", "fast": "true"}
