@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::emits::Delivery;
 use crate::http::{build_request, build_request_to, request_head, ParseError};
 use crate::paths::PathPicker;
 use crate::plan::{SyslogFraming, ValidPlan};
@@ -124,11 +125,33 @@ struct PushEvent<'a> {
     name: Cow<'a, str>,
     seq: u64,
     timings: EventTimings,
+    #[serde(default)]
+    connections: Option<EventPlace>,
 }
 
 #[derive(Deserialize)]
 struct EventTimings {
     created: u64,
+    #[serde(default)]
+    duration: u64,
+}
+
+#[derive(Deserialize)]
+struct EventPlace {
+    total: u64,
+    place: u64,
+}
+
+impl PushEvent<'_> {
+    fn delivery(&self) -> Delivery<'_> {
+        Delivery {
+            event: &self.name,
+            seq: self.seq,
+            created_ms: self.timings.created,
+            duration_ms: self.timings.duration,
+            place: self.connections.as_ref().map(|c| (c.place, c.total)),
+        }
+    }
 }
 
 /// What one push answer or comet line was.
@@ -191,6 +214,7 @@ fn observe_push(
     let c = &ctx.counters;
     Counters::add(&c.events, 1);
     ctx.record_event(event.timings.created, subscribed);
+    ctx.emits.borrow_mut().observe(&event.delivery());
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
         SeqVerdict::Duplicate => Counters::add(&c.events_duplicated, 1),

@@ -5,6 +5,7 @@
 mod behaviour;
 pub mod cli;
 mod conn;
+pub mod emits;
 pub mod http;
 pub mod pacer;
 mod paths;
@@ -21,7 +22,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 pub use plan::{Plan, PlanError, ValidPlan};
-pub use report::{IntervalLine, Summary};
+pub use report::{EmitLine, IntervalLine, Summary};
 
 use plan::{PacerSpec, Stop};
 use report::SummaryInput;
@@ -42,8 +43,15 @@ pub const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the coordinator looks at the stop flag while it waits.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
+/// What a run produced: its emit records (push behaviours) and its summary.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub emits: Vec<EmitLine>,
+    pub summary: Summary,
+}
+
 /// Runs a plan, discarding interval lines.
-pub fn run(plan: ValidPlan) -> Result<Summary, RunError> {
+pub fn run(plan: ValidPlan) -> Result<Outcome, RunError> {
     run_with(plan, &AtomicBool::new(false), |_| {})
 }
 
@@ -54,7 +62,7 @@ pub fn run_with(
     plan: ValidPlan,
     stop_requested: &AtomicBool,
     mut on_interval: impl FnMut(&IntervalLine),
-) -> Result<Summary, RunError> {
+) -> Result<Outcome, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
     let cpu_before = system::cpu_times();
     let interval = Duration::from_millis(plan.plan.interval_ms);
@@ -110,9 +118,12 @@ pub fn run_with(
     }
     shared.stopping.store(true, Relaxed);
     let mut histograms = Histograms::default();
+    let mut emits = emits::EmitLog::default();
     for handle in handles {
         let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
-        histograms.merge(&worker.map_err(RunError::Worker)?);
+        let worker = worker.map_err(RunError::Worker)?;
+        histograms.merge(&worker.histograms);
+        emits.merge(worker.emits);
     }
     let cpu_after = system::cpu_times();
     let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
@@ -121,7 +132,7 @@ pub fn run_with(
         None => last_done - shared.start,
     };
     invalid.extend(exhaustion_reasons(&snapshot));
-    Ok(Summary::build(SummaryInput {
+    let summary = Summary::build(SummaryInput {
         snapshot: &snapshot,
         histograms: &histograms,
         duration_s: duration.as_secs_f64(),
@@ -132,7 +143,11 @@ pub fn run_with(
         paths: shared.plan.paths.len().max(1),
         plan: &shared.plan.plan,
         threads: shared.plan.threads,
-    }))
+    });
+    Ok(Outcome {
+        emits: emits.into_lines(),
+        summary,
+    })
 }
 
 /// Descriptors the plan may hold at once, plus room for the runtime itself.

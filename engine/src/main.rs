@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
-use serverlab_load::{report, IntervalLine, Summary};
+use serverlab_load::{report, IntervalLine, Outcome};
 
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
@@ -45,7 +45,7 @@ fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
     let progress = progress_bar();
     let mut stdout = std::io::stdout().lock();
     let mut write_error = None;
-    let summary = serverlab_load::run_with(plan, &stop_requested, |line| {
+    let outcome = serverlab_load::run_with(plan, &stop_requested, |line| {
         if let Some(bar) = &progress {
             bar.set_message(progress_text(line));
         }
@@ -59,7 +59,7 @@ fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
     if let Some(e) = write_error {
         return Err(e);
     }
-    print_summary(&mut stdout, &summary, json)
+    print_outcome(&mut stdout, &outcome, json)
 }
 
 /// SIGTERM or SIGINT ends the run early with a summary of what happened until then (the
@@ -74,8 +74,13 @@ fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-fn print_summary(out: &mut impl Write, summary: &Summary, json: bool) -> anyhow::Result<()> {
+/// Emit lines come before the summary, so a reader that stops at the summary has them all.
+fn print_outcome(out: &mut impl Write, outcome: &Outcome, json: bool) -> anyhow::Result<()> {
+    let summary = &outcome.summary;
     if json {
+        for line in &outcome.emits {
+            write_json(out, line)?;
+        }
         write_json(out, summary)
     } else {
         out.write_all(summary.human().as_bytes())?;

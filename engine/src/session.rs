@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, ConnOptions};
+use crate::emits::EmitLog;
 use crate::http::{parse_head, BodyState, Head, ParseError, MAX_HEAD_BYTES};
 use crate::plan::{Stop, ValidPlan};
 use crate::stats::{record_us, Counters, ErrorKind, Histograms};
@@ -107,6 +108,7 @@ pub struct WorkerCtx {
     pub shared: Arc<Shared>,
     pub counters: Arc<Counters>,
     pub histograms: RefCell<Histograms>,
+    pub emits: RefCell<EmitLog>,
 }
 
 impl WorkerCtx {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
+use crate::emits::EmitLog;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
 use crate::plan::{BehaviourSpec, PacerSpec, SyslogTransport};
 use crate::session::{Session, Shared, WorkerCtx};
@@ -17,8 +18,14 @@ use crate::stats::{Counters, ErrorKind, Histograms};
 /// Messages per write when syslog is not paced: batching is what a real forwarder does.
 const SYSLOG_BATCH: u64 = 64;
 
-/// Runs worker `index` to completion and returns its histograms.
-pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<Histograms> {
+/// What one worker kept to itself during the run, merged with the others' at the end.
+pub struct WorkerResults {
+    pub histograms: Histograms,
+    pub emits: EmitLog,
+}
+
+/// Runs worker `index` to completion and returns what it recorded.
+pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -26,12 +33,16 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<Histogra
         counters: shared.counters[index].clone(),
         shared,
         histograms: RefCell::new(Histograms::default()),
+        emits: RefCell::default(),
     });
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, drive(index, ctx.clone()));
     // Dropping the set drops every task still in flight (and closes its connections).
     drop(local);
-    Ok(ctx.histograms.take())
+    Ok(WorkerResults {
+        histograms: ctx.histograms.take(),
+        emits: ctx.emits.take(),
+    })
 }
 
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) {

@@ -105,3 +105,99 @@ fn comet_in_order_stream_is_clean() {
     assert_eq!(s.events.received, 4);
     assert_eq!(s.events.lost + s.events.duplicated + s.events.reordered, 0);
 }
+
+/// A delivery with the emit-list fields the server chooses: place, total, created, duration.
+fn placed_delivery(seq: u64, place: u64, total: u64, created: u64, duration: u64) -> String {
+    format!(
+        r#"{{"response":{{"event":{{"name":"e1","seq":{seq},"timings":{{"duration":{duration},"sent":{},"created":{created}}},"connections":{{"total":{total},"place":{place}}}}}}},"request":{{}},"timings":{{"duration":1,"sent":1,"created":0}},"connections":{{"start":1,"finish":1}}}}"#,
+        created + duration
+    )
+}
+
+/// Each comet subscription gets the next place in a list of three; it receives seqs 1..=5,
+/// created at 1000 + seq, with duration 10 × place + seq, then a timeout line.
+fn placed_comet_server() -> common::TestServer {
+    let next_place = Arc::new(AtomicU64::new(0));
+    serve(move |mut stream, _| {
+        let next_place = next_place.clone();
+        async move {
+            // A slot that finishes early may subscribe again on its kept-alive connection.
+            while read_request(&mut stream).await.is_some() {
+                let place = next_place.fetch_add(1, SeqCst) % 3 + 1;
+                let mut wire: String = (1..=5)
+                    .map(|seq| placed_delivery(seq, place, 3, 1000 + seq, 10 * place + seq) + "\n")
+                    .collect();
+                wire += &format!("{TIMEOUT_ANSWER}\n");
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{wire}\r\n0\r\n\r\n",
+                    wire.len()
+                );
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn emit_records_come_before_the_summary() {
+    let server = placed_comet_server();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverlab-load"))
+        .args([&server.url("/push"), "--comet", "e1", "--push-ms", "1000"])
+        .args(["-n", "3", "-c", "3", "--json", "--interval", "1h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, emits) = lines.split_last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["events"]["received"], 15, "{summary}");
+    assert_eq!(emits.len(), 5);
+    for (seq, line) in (1u64..).zip(emits) {
+        assert_eq!(line["type"], "emit");
+        assert_eq!(
+            (line["event"].as_str(), line["seq"].as_u64()),
+            (Some("e1"), Some(seq))
+        );
+        assert_eq!(line["total"], 3);
+        assert_eq!(line["received"], 3);
+        assert_eq!(line["created_ms"], 1000 + seq);
+        assert_eq!(
+            line["duration_ms"],
+            json!({"min": 10 + seq, "max": 30 + seq})
+        );
+        assert_eq!(
+            line["places"],
+            json!([[1, 10 + seq], [2, 20 + seq], [3, 30 + seq]])
+        );
+    }
+}
+
+#[test]
+fn long_polls_record_emits_too() {
+    let server = serve(|mut stream, _| async move {
+        let mut seq = 0;
+        while read_request(&mut stream).await.is_some() {
+            seq += 1;
+            let answer = placed_delivery(seq, 2, 4, 5000, 7);
+            if write_json_answer(&mut stream, &answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    let outcome = common::run_plan_outcome(
+        json!({"target": server.url("/push"), "requests": 4, "connections": 1,
+        "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 50}}),
+    );
+    let seqs: Vec<u64> = outcome.emits.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4]);
+    assert!(outcome
+        .emits
+        .iter()
+        .all(|e| e.received == 1 && e.total == 4 && e.places == vec![[2, 7]]));
+}

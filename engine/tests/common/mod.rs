@@ -15,7 +15,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use serverlab_load::{Plan, Summary};
+use serverlab_load::{Outcome, Plan, Summary};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -175,6 +175,11 @@ pub const TIMEOUT_ANSWER: &str = r#"{"response":{"timeout":true},"request":{},"t
 
 /// Runs a plan given as JSON (target filled in) and returns its summary.
 pub fn run_plan(json: serde_json::Value) -> Summary {
+    run_plan_outcome(json).summary
+}
+
+/// Runs a plan given as JSON and returns its emit records and summary.
+pub fn run_plan_outcome(json: serde_json::Value) -> Outcome {
     let plan: Plan = serde_json::from_value(json).expect("test plan deserializes");
     serverlab_load::run(plan.validate().expect("test plan is valid")).expect("run completes")
 }
