@@ -27,6 +27,9 @@ pub struct Args {
     /// Print the JSON schema of the output lines and exit
     #[arg(long)]
     pub print_schema: bool,
+    /// Open every socket in this network namespace (/var/run/netns/NAME); may go with --plan
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
 
     /// Concurrent connections
     #[arg(short = 'c', long)]
@@ -147,6 +150,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 impl Args {
     /// The plan these flags describe (not yet validated).
     pub fn into_plan(self) -> Result<Plan, PlanError> {
+        let netns = self.netns.clone();
+        let mut plan = self.flags_or_file()?;
+        if netns.is_some() {
+            plan.netns = netns;
+        }
+        Ok(plan)
+    }
+
+    fn flags_or_file(self) -> Result<Plan, PlanError> {
         if let Some(path) = &self.plan {
             return self.plan_file(path);
         }

@@ -31,6 +31,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(name) = &plan.plan.netns {
+        // Before the signal handlers, the workers and every socket: all inherit it.
+        if let Err(e) = serverlab_load::system::enter_netns(name) {
+            eprintln!("serverlab-load: {e}");
+            return ExitCode::from(2);
+        }
+    }
     match run(plan, json) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

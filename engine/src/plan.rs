@@ -62,6 +62,10 @@ pub struct Plan {
     /// Seed of the weighted path choice: the same seed gives the same choices.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// A network namespace (`/var/run/netns/NAME`, as `ip netns add` makes) the engine enters
+    /// before it opens any socket: the target's 127.0.0.1 is then that namespace's own.
+    #[serde(default)]
+    pub netns: Option<String>,
 }
 
 /// One path of a weighted set.
@@ -270,6 +274,9 @@ impl Plan {
         let sources = parse_sources(&self.sources)?;
         let threads = self.effective_threads();
         let paths = self.checked_paths()?;
+        if let Some(name) = &self.netns {
+            check_netns_name(name)?;
+        }
         Ok(ValidPlan {
             plan: self,
             target,
@@ -558,6 +565,22 @@ fn check_events(events: &[String]) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// A namespace name is a plain file name under /var/run/netns.
+fn check_netns_name(name: &str) -> Result<(), PlanError> {
+    let plain = !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && !name.bytes().any(|b| b == b'/' || b <= b' ' || b == 0x7f);
+    if plain {
+        Ok(())
+    } else {
+        Err(PlanError::Contradiction(format!(
+            "network namespace {name:?} is not a plain name (as `ip netns add NAME` takes)"
+        )))
+    }
+}
+
 fn read_paths_file(file: &std::path::Path) -> Result<Vec<WeightedPath>, PlanError> {
     let fail = |why: String| PlanError::PathsFile(file.to_path_buf(), why);
     let text = std::fs::read_to_string(file).map_err(|e| fail(e.to_string()))?;
@@ -708,6 +731,20 @@ mod tests {
         );
         assert!(matches!(both.unwrap_err(), PlanError::Contradiction(_)));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn namespace_names_are_plain_file_names() {
+        let with = |name: &str| {
+            plan(
+                serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 1, "connections": 1,
+                "netns": name}),
+            )
+        };
+        assert!(with("serverlab-1").is_ok());
+        for bad in ["", "..", "a/b", "../etc", "a b"] {
+            assert!(with(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -50,6 +50,22 @@ pub fn cpu_times() -> (f64, f64) {
     (secs(usage.ru_utime), secs(usage.ru_stime))
 }
 
+/// Moves this thread into the network namespace `/var/run/netns/NAME` (setns(2) with
+/// CLONE_NEWNET). Threads started afterwards inherit it, so call it before any other thread
+/// or socket exists.
+pub fn enter_netns(name: &str) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let path = std::path::Path::new("/var/run/netns").join(name);
+    let file = std::fs::File::open(&path)
+        .map_err(|e| format!("network namespace {name:?} ({}): {e}", path.display()))?;
+    // SAFETY: setns only reads the descriptor, which stays open for the call.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(format!("cannot enter network namespace {name:?}: {err}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
