@@ -46,11 +46,7 @@ fn json_lines_end_with_a_summary() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::json_lines(&out.stdout);
     let (last, intervals) = lines.split_last().unwrap();
     assert_eq!(last["type"], "summary");
     assert!(intervals.len() >= 2 && intervals.iter().all(|l| l["type"] == "interval"));
@@ -164,8 +160,7 @@ fn wait_within(child: &mut std::process::Child, limit: std::time::Duration) {
 }
 
 fn last_json_line(text: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(text);
-    serde_json::from_str(text.lines().last().expect("some output")).unwrap()
+    common::json_lines(text).pop().expect("some output")
 }
 
 #[test]

@@ -149,11 +149,7 @@ fn emit_records_come_before_the_summary() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::json_lines(&out.stdout);
     let (summary, emits) = lines.split_last().unwrap();
     assert_eq!(summary["type"], "summary");
     assert_eq!(summary["events"]["received"], 15, "{summary}");

@@ -183,3 +183,11 @@ pub fn run_plan_outcome(json: serde_json::Value) -> Outcome {
     let plan: Plan = serde_json::from_value(json).expect("test plan deserializes");
     serverlab_load::run(plan.validate().expect("test plan is valid")).expect("run completes")
 }
+
+/// The engine's `--json` output, one value per line.
+pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every output line is JSON"))
+        .collect()
+}
