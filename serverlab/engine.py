@@ -171,6 +171,7 @@ class EngineRun:
     argv: list[str]
     on_interval: Callable[[dict], None] | None = None
     intervals: list[dict] = field(default_factory=list)
+    emits: list[dict] = field(default_factory=list)  # one per emit cycle seen (push)
     summary: dict | None = None
     stderr_tail: str = ""
     process: subprocess.Popen | None = None
@@ -204,6 +205,8 @@ class EngineRun:
                 self.intervals.append(record)
                 if self.on_interval:
                     self.on_interval(record)
+            elif record.get("type") == "emit":
+                self.emits.append(record)
             elif record.get("type") == "summary":
                 self.summary = record
 

@@ -35,6 +35,7 @@ from serverlab.monitor import Monitor
 from serverlab.server import ContestantServer, ServerError, log_tail
 from serverlab.store import (
     Crash,
+    EmitRecord,
     EngineInterval,
     MonitorSample,
     RecordedTest,
@@ -572,6 +573,23 @@ def _fill(test: RecordedTest, engine: EngineRun, monitor: Monitor, plan: dict) -
         test.histograms["latency_us"] = engine.summary["histogram"]
     if engine.summary is None and engine.stderr_tail:
         test.validity["engine_stderr"] = engine.stderr_tail
+    test.emits = [row for cycle in engine.emits for row in _emit_rows(cycle)]
+
+
+def _emit_rows(cycle: dict) -> list[EmitRecord]:
+    """The engine's record of one emit cycle as rows: one per sampled place."""
+    return [
+        EmitRecord(
+            event=cycle["event"],
+            seq=cycle["seq"],
+            place=int(place),
+            total=cycle["total"],
+            duration_ms=float(duration),
+            created_ms=cycle.get("created_ms"),
+            received=cycle.get("received"),
+        )
+        for place, duration in cycle.get("places", [])
+    ]
 
 
 def _oom_in_log(server: ContestantServer) -> bool:

@@ -149,6 +149,8 @@ class EmitRecord:
     duration_ms: float
     created_ms: int | None = None
     sent_ms: int | None = None
+    # Deliveries of this cycle the client received; rows are a sample of them.
+    received: int | None = None
 
 
 @dataclass
@@ -457,9 +459,13 @@ def _insert_details(db: sqlite3.Connection, test_id: int, test: RecordedTest) ->
     )
     db.executemany(
         "INSERT INTO emit_records (test_id, event, seq, place, total, duration_ms,"
-        " created_ms, sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_ms, sent_ms, received) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (test_id, e.event, e.seq, e.place, e.total, e.duration_ms, e.created_ms, e.sent_ms)
+            (
+                test_id,
+                *(e.event, e.seq, e.place, e.total, e.duration_ms),
+                *(e.created_ms, e.sent_ms, e.received),
+            )
             for e in test.emits
         ],
     )

@@ -301,3 +301,24 @@ def test_dry_run_with_a_profile_shows_the_scaled_matrix(contestants_dir, tmp_pat
     ).stdout
     assert "1 permutations x 1 repeats" in out
     assert "clients=2" in out and "requests=100" in out
+
+
+def test_push_tests_keep_the_emit_cycles_the_engine_saw(contestants_dir, tmp_path):
+    body = """
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.2
+duration_s = 2
+emit_interval_ms = 200
+"""
+    _, (test,), _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    cycles = {e.seq: e for e in test.emits}
+    assert len(cycles) >= 5
+    full = [e for e in cycles.values() if e.total == 20]
+    assert full and all(e.received == 20 for e in full)
+    assert all(1 <= e.place <= e.total and e.duration_ms >= 0 for e in test.emits)
+    assert test.summary["events"]["lost"] == 0

@@ -416,7 +416,8 @@ def _estimated_per_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
 def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
     counts: dict[int, int] = {}
     for emit in test.emits:
-        counts[emit.seq] = counts.get(emit.seq, 0) + 1
+        # Sampled rows carry the cycle's count; unsampled ones count themselves.
+        counts[emit.seq] = emit.received or counts.get(emit.seq, 0) + 1
     cycles = sorted(counts)
     return [float(c) for c in cycles], [float(counts[c]) for c in cycles]
 
