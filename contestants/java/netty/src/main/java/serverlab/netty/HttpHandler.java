@@ -196,8 +196,8 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         long length = open.length();
         HttpResponse head = HttpResponses.head(DocRoot.CONTENT_TYPE, length);
         HttpResponses.markConnection(head, keepAlive);
-        ctx.write(head);
         log.responded(request, 200);
+        ctx.write(head);
         if (request.method().equals(HttpMethod.HEAD)) {
             open.close();
         } else {
@@ -208,8 +208,10 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     }
 
     private void answer(ChannelHandlerContext ctx, HttpResponse response, boolean keepOpen) {
-        HttpResponses.send(ctx, response, keepOpen);
+        // Counted before the write: once the client has the answer, /stats (served by
+        // another event loop) must already include it.
         log.responded(request, response.status().code());
+        HttpResponses.send(ctx, response, keepOpen);
     }
 
     @Override

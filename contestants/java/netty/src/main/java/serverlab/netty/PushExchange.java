@@ -52,8 +52,8 @@ final class PushExchange implements PushSink {
         if (!longPoll) {
             HttpResponse head = HttpResponses.head(COMET_CONTENT_TYPE, -1);
             HttpResponses.markConnection(head, keepAlive);
+            log.responded(httpRequest, 200); // counted before the client can see it
             ctx.writeAndFlush(head);
-            log.responded(httpRequest, 200);
         }
         request = manager.register(spec, this);
         if (spec.durationMs() != null) {
@@ -84,8 +84,8 @@ final class PushExchange implements PushSink {
             return;
         }
         if (longPoll) {
-            HttpResponses.send(ctx, HttpResponses.json(body), keepAlive);
             log.responded(httpRequest, 200);
+            HttpResponses.send(ctx, HttpResponses.json(body), keepAlive);
         } else {
             ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(body)));
             if (!last) {
