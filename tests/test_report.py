@@ -404,3 +404,31 @@ def test_long_lines_are_thinned_by_averaging_buckets():
     assert len(thin_x) == len(thin_y) == 1500
     assert thin_x[0] == pytest.approx(0.15) and set(thin_y) == {1.5}
     assert thinned([1.0], [2.0]) == ([1.0], [2.0])
+
+
+def test_comet_figures_are_events_per_second_and_event_delay():
+    from serverlab.report.metrics import METRICS_BY_NAME
+    from serverlab.store import RecordedTest
+
+    summary = {
+        "rps": 0.0,
+        "duration_s": 4.0,
+        "events": {"received": 2000},
+        "latency_us": {"p50": 0, "p99": 0},
+        "event_delay_us": {"p50": 3000, "p99": 9000},
+    }
+    common = dict(permutation_key="k", contestant="c", repeat_index=0, status="ok")
+    comet = RecordedTest(
+        run_id=1, started_at=0, ended_at=1, summary=summary, params={"behaviour": "comet"}, **common
+    )
+    plain = RecordedTest(
+        run_id=1,
+        started_at=0,
+        ended_at=1,
+        summary=summary,
+        params={"behaviour": "keepalive"},
+        **common,
+    )
+    of = {name: METRICS_BY_NAME[name].of for name in ("rps", "p50", "p99")}
+    assert [of[n](comet) for n in ("rps", "p50", "p99")] == [500.0, 3.0, 9.0]
+    assert [of[n](plain) for n in ("rps", "p50", "p99")] == [0.0, 0.0, 0.0]

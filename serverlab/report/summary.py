@@ -14,6 +14,7 @@ from rich.table import Table
 from serverlab import stats
 from serverlab.manifest import Manifest, discover
 from serverlab.report.metrics import (
+    COMET_NOTE,
     METRICS,
     SUMMARIZED_STATUSES,
     format_summary,
@@ -119,6 +120,8 @@ def print_summary(
             cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
             table.add_row(labels[key], row.contestant, row.counts, *cells, "\n".join(row.flags))
     console.print(table)
+    if any(t.params.get("behaviour") == "comet" for t in tests):
+        console.print(COMET_NOTE)
 
 
 def _heading(metric) -> str:
