@@ -219,12 +219,7 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
         server.start()
     except ServerError as err:
         test.status = "crashed"
-        test.crash = Crash(
-            time=0.0,
-            exit_code=_exit_code(server),
-            signal=_exit_signal(server),
-            oom=_oom_in_log(server),
-        )
+        test.crash = _crash(server, at_s=0.0)
         test.validity = {"start_failed": str(err)[:2000]}
         test.ended_at = time.time()
         return test
@@ -271,15 +266,9 @@ def _call(server: ContestantServer, function, *args, **kwargs):
 
 
 def _record_failure(test: RecordedTest, server, started: float, err: Exception) -> None:
-    status = server.poll()
-    if status is not None:
+    if server.poll() is not None:
         test.status = "crashed"
-        test.crash = Crash(
-            time=round(time.time() - started, 3),
-            exit_code=status.code,
-            signal=status.signal,
-            oom=_oom_in_log(server),
-        )
+        test.crash = _crash(server, at_s=time.time() - started)
     else:
         test.status = "invalid"
     test.validity["runner_error"] = str(err)[:2000]
@@ -541,14 +530,8 @@ def _wait_engine(
     see the refused connections for a moment (they are part of the result), then stops it."""
     deadline = time.monotonic() + planned_s + ENGINE_GRACE_S
     while engine.process.poll() is None:
-        status = server.poll()
-        if status is not None:
-            crash = Crash(
-                time=round(time.time() - started, 3),
-                exit_code=status.code,
-                signal=status.signal,
-                oom=_oom_in_log(server),
-            )
+        if server.poll() is not None:
+            crash = _crash(server, at_s=time.time() - started)
             time.sleep(1.0)
             engine.stop()
             engine.wait(5)
@@ -592,17 +575,16 @@ def _emit_rows(cycle: dict) -> list[EmitRecord]:
     ]
 
 
-def _oom_in_log(server: ContestantServer) -> bool:
+def _crash(server: ContestantServer, at_s: float) -> Crash:
+    """How the server ended, `at_s` seconds into the test, with out-of-memory read off its log."""
+    status = server.exit_status
     tail = log_tail(server.log_path, lines=200)
-    return any(marker in tail for marker in OOM_MARKERS)
-
-
-def _exit_code(server: ContestantServer) -> int | None:
-    return server.exit_status.code if server.exit_status else None
-
-
-def _exit_signal(server: ContestantServer) -> int | None:
-    return server.exit_status.signal if server.exit_status else None
+    return Crash(
+        time=round(at_s, 3),
+        exit_code=status.code if status else None,
+        signal=status.signal if status else None,
+        oom=any(marker in tail for marker in OOM_MARKERS),
+    )
 
 
 def _syslog_count(server: ContestantServer) -> int | None:
