@@ -72,14 +72,36 @@ impl Plain {
     }
 }
 
+impl Plain {
+    /// Picks the next request (its index into the prepared ones).
+    pub fn pick(&self) -> usize {
+        self.picker.as_ref().map_or(0, PathPicker::pick)
+    }
+
+    pub fn request(&self, index: usize) -> &[u8] {
+        &self.requests[index]
+    }
+
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+
+    pub fn head_request(&self) -> bool {
+        self.head_request
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
 impl Behaviour for Plain {
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
     }
 
     async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let chosen = self.picker.as_ref().map_or(0, PathPicker::pick);
-        let sent = s.open_and_send(&self.requests[chosen]).await?;
+        let sent = s.open_and_send(&self.requests[self.pick()]).await?;
         let answer = s.read_answer(self.head_request, &mut discard).await?;
         s.record_answer(attempt.intended, sent, &answer);
         if self.await_close && answer.close {

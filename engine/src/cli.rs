@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::plan::{BehaviourSpec, PacerSpec, Plan, PlanError, SyslogFraming, SyslogTransport};
+use crate::plan::{
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, SyslogFraming, SyslogTransport,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +32,10 @@ pub struct Args {
     /// Open every socket in this network namespace (/var/run/netns/NAME); may go with --plan
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
+    /// Socket loop: auto (io_uring for closed-loop keep-alive and new-connection requests
+    /// when the kernel has it), epoll, io_uring; may go with --plan
+    #[arg(long, value_enum)]
+    pub io: Option<IoBackend>,
 
     /// Concurrent connections
     #[arg(short = 'c', long)]
@@ -151,9 +157,13 @@ impl Args {
     /// The plan these flags describe (not yet validated).
     pub fn into_plan(self) -> Result<Plan, PlanError> {
         let netns = self.netns.clone();
+        let io = self.io;
         let mut plan = self.flags_or_file()?;
         if netns.is_some() {
             plan.netns = netns;
+        }
+        if let Some(io) = io {
+            plan.io = io;
         }
         Ok(plan)
     }

@@ -102,7 +102,7 @@ impl Drop for Conn {
     }
 }
 
-fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
+pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
     let socket = Socket::new(
         Domain::IPV4,
         Type::STREAM.nonblocking().cloexec(),

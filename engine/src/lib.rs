@@ -7,6 +7,7 @@ pub mod cli;
 mod conn;
 pub mod emits;
 pub mod http;
+mod inbox;
 pub mod pacer;
 mod paths;
 pub mod plan;
@@ -15,6 +16,7 @@ mod session;
 pub mod stats;
 pub mod system;
 pub mod target;
+mod uring;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -119,11 +121,15 @@ pub fn run_with(
     shared.stopping.store(true, Relaxed);
     let mut histograms = Histograms::default();
     let mut emits = emits::EmitLog::default();
+    let mut io = Vec::new();
     for handle in handles {
         let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
         let worker = worker.map_err(RunError::Worker)?;
         histograms.merge(&worker.histograms);
         emits.merge(worker.emits);
+        if !io.contains(&worker.io.name()) {
+            io.push(worker.io.name());
+        }
     }
     let cpu_after = system::cpu_times();
     let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
@@ -143,6 +149,7 @@ pub fn run_with(
         paths: shared.plan.paths.len().max(1),
         plan: &shared.plan.plan,
         threads: shared.plan.threads,
+        io_backend: io.join("+"),
     });
     Ok(Outcome {
         emits: emits.into_lines(),

@@ -66,6 +66,32 @@ pub struct Plan {
     /// before it opens any socket: the target's 127.0.0.1 is then that namespace's own.
     #[serde(default)]
     pub netns: Option<String>,
+    /// How sockets are driven. `auto`: io_uring for closed-loop `keepalive` and
+    /// `new_connection` requests when the kernel offers it, epoll otherwise.
+    #[serde(default)]
+    pub io: IoBackend,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackend {
+    #[default]
+    Auto,
+    Epoll,
+    #[value(name = "io_uring")]
+    IoUring,
+}
+
+impl IoBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackend::Auto => "auto",
+            IoBackend::Epoll => "epoll",
+            IoBackend::IoUring => "io_uring",
+        }
+    }
 }
 
 /// One path of a weighted set.
@@ -251,7 +277,21 @@ impl Plan {
         serde_json::from_str(text).map_err(|e| PlanError::PlanFile(e.to_string()))
     }
 
+    /// Whether the io_uring loop can run this plan: closed-loop plain requests.
+    pub fn suits_io_uring(&self) -> bool {
+        self.pacer == PacerSpec::Closed
+            && matches!(
+                self.behaviour,
+                BehaviourSpec::Keepalive | BehaviourSpec::NewConnection
+            )
+    }
+
     pub fn validate(self) -> Result<ValidPlan, PlanError> {
+        if self.io == IoBackend::IoUring && !self.suits_io_uring() {
+            return Err(PlanError::Contradiction(
+                "io_uring drives closed-loop keepalive or new_connection requests only; use --io auto or epoll".into(),
+            ));
+        }
         let target = Target::parse(&self.target, self.needs_http())?;
         let stop = self.checked_stop()?;
         let endless_stream = matches!(
@@ -627,6 +667,19 @@ mod tests {
 
     fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
         serde_json::from_value::<Plan>(json).unwrap().validate()
+    }
+
+    #[test]
+    fn io_uring_is_refused_where_it_cannot_drive_the_plan() {
+        let mut plan = Plan::for_target("http://127.0.0.1:1/");
+        plan.requests = Some(100);
+        plan.io = IoBackend::IoUring;
+        plan.clone()
+            .validate()
+            .expect("closed keep-alive suits io_uring");
+        plan.pacer = PacerSpec::Sequential;
+        let err = plan.validate().unwrap_err().to_string();
+        assert!(err.contains("io_uring drives closed-loop"), "{err}");
     }
 
     #[test]

@@ -268,6 +268,9 @@ pub struct Summary {
     pub client_cpu_user_s: f64,
     pub client_cpu_system_s: f64,
     pub threads: usize,
+    /// The loop that drove the sockets: `io_uring` or `epoll` (both joined by `+` if
+    /// workers differed).
+    pub io_backend: String,
     /// Distinct paths requests went to: the weighted paths, or 1 (the target's path).
     pub paths: usize,
     /// The plan as run, defaults filled in.
@@ -285,6 +288,7 @@ pub struct SummaryInput<'a> {
     pub paths: usize,
     pub plan: &'a Plan,
     pub threads: usize,
+    pub io_backend: String,
 }
 
 impl Summary {
@@ -326,6 +330,7 @@ impl Summary {
             client_cpu_user_s: round3(input.cpu.0),
             client_cpu_system_s: round3(input.cpu.1),
             threads: input.threads,
+            io_backend: input.io_backend,
             paths: input.paths,
             plan: input.plan.clone(),
         }
@@ -335,11 +340,12 @@ impl Summary {
     pub fn human(&self) -> String {
         let l = &self.latency_us;
         let mut out = format!(
-            "{} {} with {} thread(s), {}\n",
+            "{} {} with {} thread(s), {}, {}\n",
             self.method(),
             self.plan.target,
             self.threads,
-            self.clients()
+            self.clients(),
+            self.io_backend
         );
         out += "  Latency     p50       p90       p99       p99.9     max\n";
         out += &format!(

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, ConnOptions};
 use crate::emits::EmitLog;
-use crate::http::{parse_head, BodyState, Head, ParseError, MAX_HEAD_BYTES};
+use crate::http::ParseError;
+pub use crate::inbox::Answer;
+use crate::inbox::{Inbox, Progress};
 use crate::plan::{Stop, ValidPlan};
 use crate::stats::{record_us, Counters, ErrorKind, Histograms};
-
-const INITIAL_BUFFER: usize = 4 * 1024;
 
 /// What every worker thread sees.
 pub struct Shared {
@@ -60,6 +60,11 @@ impl Shared {
     pub fn stop_early(&self, abandon_at: Instant) {
         self.stopping.store(true, Relaxed);
         let _ = self.abandon_at.set(abandon_at);
+    }
+
+    /// Whether an early stop's grace period is over.
+    pub fn abandon_due(&self, now: Instant) -> bool {
+        self.abandon_at.get().is_some_and(|&at| now >= at)
     }
 
     /// Resolves when an early stop's grace period is over (never without an early stop).
@@ -112,6 +117,30 @@ pub struct WorkerCtx {
 }
 
 impl WorkerCtx {
+    /// Records the timings of one answered request.
+    pub fn record_answer(&self, intended: Option<Instant>, sent: Instant, answer: &Answer) {
+        let done = Instant::now();
+        let mut h = self.histograms.borrow_mut();
+        let service = micros(done - sent);
+        record_us(&mut h.service, service);
+        record_us(
+            &mut h.first_byte,
+            micros(answer.first_byte.saturating_duration_since(sent)),
+        );
+        match intended {
+            Some(t) => {
+                record_us(&mut h.latency, micros(done.saturating_duration_since(t)));
+                record_us(&mut h.lag, micros(sent.saturating_duration_since(t)));
+            }
+            None => record_us(&mut h.latency, service),
+        }
+        drop(h);
+        self.counters.status(answer.status);
+        if answer.status >= 400 {
+            self.counters.error(ErrorKind::Status);
+        }
+    }
+
     pub fn record_event(&self, created_ms: u64, subscribed: Instant) {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -126,21 +155,11 @@ pub fn micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
 }
 
-/// A complete answer.
-#[derive(Debug, Clone, Copy)]
-pub struct Answer {
-    pub status: u16,
-    pub close: bool,
-    pub first_byte: Instant,
-}
-
 /// One logical client.
 pub struct Session {
     pub ctx: std::rc::Rc<WorkerCtx>,
     conn: Option<Conn>,
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
+    inbox: Inbox,
     /// Slow reader: at most this many bytes per read, one read per interval.
     pub read_pace: Option<(usize, Duration)>,
     pub recv_buffer: Option<u32>,
@@ -157,9 +176,7 @@ impl Session {
         Session {
             ctx,
             conn: None,
-            buf: vec![0; INITIAL_BUFFER],
-            start: 0,
-            end: 0,
+            inbox: Inbox::default(),
             read_pace: None,
             recv_buffer: None,
             no_delay: true,
@@ -189,15 +206,13 @@ impl Session {
         );
         Counters::add(&self.ctx.counters.connections_opened, 1);
         self.conn = Some(conn);
-        self.start = 0;
-        self.end = 0;
+        self.inbox.clear();
         Ok(())
     }
 
     pub fn close(&mut self) {
         self.conn = None;
-        self.start = 0;
-        self.end = 0;
+        self.inbox.clear();
     }
 
     fn conn(&self) -> Result<&Conn, ErrorKind> {
@@ -225,105 +240,40 @@ impl Session {
         head_request: bool,
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
     ) -> Result<Answer, ErrorKind> {
-        let mut head: Option<(Head, BodyState)> = None;
-        let mut first_byte = None;
+        let mut progress = Progress::default();
         loop {
-            if let Some(answer) = self.advance(&mut head, head_request, sink, first_byte)? {
+            if let Some(answer) = self.inbox.advance(&mut progress, head_request, sink)? {
                 return Ok(answer);
             }
-            self.make_room()?;
             let n = self.read_more().await?;
-            first_byte.get_or_insert_with(Instant::now);
+            progress.first_byte.get_or_insert_with(Instant::now);
             if n == 0 {
-                return match &head {
-                    Some((h, BodyState::UntilClose)) => Ok(self.answer(h, first_byte)),
-                    _ => Err(ErrorKind::Closed),
-                };
+                return progress.ended_by_close().ok_or(ErrorKind::Closed);
             }
         }
-    }
-
-    /// Parses what the buffer holds; returns the answer once it is complete.
-    fn advance(
-        &mut self,
-        head: &mut Option<(Head, BodyState)>,
-        head_request: bool,
-        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
-        first_byte: Option<Instant>,
-    ) -> Result<Option<Answer>, ErrorKind> {
-        loop {
-            if head.is_none() {
-                let Some(h) = parse_head(&self.buf[self.start..self.end], head_request)? else {
-                    return Ok(None);
-                };
-                self.start += h.head_len;
-                if h.status < 200 {
-                    continue;
-                }
-                *head = Some((h, BodyState::new(h.framing)));
-            }
-            let Some((h, body)) = head.as_mut() else {
-                return Ok(None);
-            };
-            let used = body.feed(&self.buf[self.start..self.end], sink)?;
-            self.start += used;
-            if body.is_done() {
-                let h = *h;
-                return Ok(Some(self.answer(&h, first_byte)));
-            }
-            return Ok(None);
-        }
-    }
-
-    fn answer(&self, head: &Head, first_byte: Option<Instant>) -> Answer {
-        Answer {
-            status: head.status,
-            close: head.close,
-            first_byte: first_byte.unwrap_or_else(Instant::now),
-        }
-    }
-
-    /// Frees buffer space for the next read, growing only while a header section is
-    /// incomplete (bounded by the 64 KiB limit, which `parse_head` enforces).
-    fn make_room(&mut self) -> Result<(), ErrorKind> {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        if self.end < self.buf.len() {
-            return Ok(());
-        }
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            return Ok(());
-        }
-        if self.buf.len() > MAX_HEAD_BYTES {
-            return Err(ParseError::HeadTooLarge.into());
-        }
-        let grown = (self.buf.len() * 2).min(MAX_HEAD_BYTES + 1);
-        self.buf.resize(grown, 0);
-        Ok(())
     }
 
     async fn read_more(&mut self) -> Result<usize, ErrorKind> {
-        let mut limit = self.buf.len();
+        let mut limit = None;
         if let Some((bytes, interval)) = self.read_pace {
             tokio::time::sleep(interval).await;
-            limit = limit.min(self.end + bytes);
+            limit = Some(bytes);
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
-        let n = conn.read(&mut self.buf[self.end..limit]).await?;
-        self.end += n;
+        let n = conn.read(self.inbox.spare(limit)?).await?;
+        self.inbox.filled(n);
         Counters::add(&self.ctx.counters.bytes_read, n as u64);
         Ok(n)
+    }
+
+    pub fn record_answer(&self, intended: Option<Instant>, sent: Instant, answer: &Answer) {
+        self.ctx.record_answer(intended, sent, answer);
     }
 
     /// Ends an exchange: keeps the connection for the next one or closes it.
     pub fn finish(&mut self, answer: &Answer, keep: bool) {
         match (&self.conn, keep && !answer.close) {
-            (Some(conn), true) if self.start == self.end => conn.expect_silence(),
+            (Some(conn), true) if self.inbox.is_drained() => conn.expect_silence(),
             (Some(_), true) => {}
             _ => self.close(),
         }
@@ -332,36 +282,11 @@ impl Session {
     /// Waits for the server to close (sequential pacing waits for the tear-down).
     pub async fn await_peer_close(&mut self) -> Result<(), ErrorKind> {
         loop {
-            self.start = 0;
-            self.end = 0;
+            self.inbox.clear();
             if self.read_more().await? == 0 {
                 self.close();
                 return Ok(());
             }
-        }
-    }
-
-    /// Records the timings of one answered request.
-    pub fn record_answer(&self, intended: Option<Instant>, sent: Instant, answer: &Answer) {
-        let done = Instant::now();
-        let mut h = self.ctx.histograms.borrow_mut();
-        let service = micros(done - sent);
-        record_us(&mut h.service, service);
-        record_us(
-            &mut h.first_byte,
-            micros(answer.first_byte.saturating_duration_since(sent)),
-        );
-        match intended {
-            Some(t) => {
-                record_us(&mut h.latency, micros(done.saturating_duration_since(t)));
-                record_us(&mut h.lag, micros(sent.saturating_duration_since(t)));
-            }
-            None => record_us(&mut h.latency, service),
-        }
-        drop(h);
-        self.ctx.counters.status(answer.status);
-        if answer.status >= 400 {
-            self.ctx.counters.error(ErrorKind::Status);
         }
     }
 }

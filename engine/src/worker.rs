@@ -11,9 +11,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
 use crate::emits::EmitLog;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
-use crate::plan::{BehaviourSpec, PacerSpec, SyslogTransport};
+use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
 use crate::session::{Session, Shared, WorkerCtx};
 use crate::stats::{Counters, ErrorKind, Histograms};
+use crate::uring;
 
 /// Messages per write when syslog is not paced: batching is what a real forwarder does.
 const SYSLOG_BATCH: u64 = 64;
@@ -22,27 +23,65 @@ const SYSLOG_BATCH: u64 = 64;
 pub struct WorkerResults {
     pub histograms: Histograms,
     pub emits: EmitLog,
+    /// The loop that drove the sockets: epoll or io_uring.
+    pub io: IoBackend,
 }
 
 /// Runs worker `index` to completion and returns what it recorded.
 pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let ctx = Rc::new(WorkerCtx {
         counters: shared.counters[index].clone(),
         shared,
         histograms: RefCell::new(Histograms::default()),
         emits: RefCell::default(),
     });
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, drive(index, ctx.clone()));
-    // Dropping the set drops every task still in flight (and closes its connections).
-    drop(local);
+    let io = match ring_for(&ctx.shared, index)? {
+        Some(ring) => {
+            let plan = &ctx.shared.plan;
+            let keep_alive = plan.plan.behaviour == BehaviourSpec::Keepalive;
+            let plain = Plain::new(plan, index, keep_alive, false);
+            let slots = my_share(plan.plan.connections, index, plan.threads);
+            uring::Driver::new(ring, ctx.clone(), &plain, slots).run()?;
+            IoBackend::IoUring
+        }
+        None => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, drive(index, ctx.clone()));
+            // Dropping the set drops every task still in flight (and closes its connections).
+            drop(local);
+            IoBackend::Epoll
+        }
+    };
     Ok(WorkerResults {
         histograms: ctx.histograms.take(),
         emits: ctx.emits.take(),
+        io,
     })
+}
+
+/// The io_uring ring this worker should use, if the plan asks for io_uring or leaves the
+/// choice to us and the kernel offers it.
+fn ring_for(shared: &Shared, index: usize) -> std::io::Result<Option<io_uring::IoUring>> {
+    let plan = &shared.plan;
+    if plan.plan.io == IoBackend::Epoll || !plan.plan.suits_io_uring() {
+        return Ok(None);
+    }
+    let slots = my_share(plan.plan.connections, index, plan.threads);
+    match uring::new_ring(slots) {
+        Ok(ring) => Ok(Some(ring)),
+        Err(_) if plan.plan.io == IoBackend::Auto => Ok(None),
+        Err(e) => Err(std::io::Error::other(format!(
+            "io_uring is not available ({e}); use --io epoll"
+        ))),
+    }
+}
+
+/// How many of `total` slots worker `index` of `threads` runs.
+fn my_share(total: u64, index: usize, threads: usize) -> usize {
+    (index as u64..total).step_by(threads).count()
 }
 
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) {

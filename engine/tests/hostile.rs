@@ -6,11 +6,20 @@ use common::{read_request, serve};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-fn run_against(server: &common::TestServer, timeout_ms: u64) -> serverlab_load::Summary {
-    common::run_plan(
-        json!({"target": server.url("/perf"), "requests": 6, "connections": 2,
-        "timeout_ms": timeout_ms}),
-    )
+/// Runs 6 requests on 2 connections with each socket loop; checks `check` on each summary.
+fn run_against(
+    server: &common::TestServer,
+    timeout_ms: u64,
+    check: impl Fn(&serverlab_load::Summary),
+) {
+    for io in common::BACKENDS {
+        let s = common::run_plan(
+            json!({"target": server.url("/perf"), "requests": 6, "connections": 2,
+            "timeout_ms": timeout_ms, "io": io}),
+        );
+        assert_eq!(s.io_backend, io);
+        check(&s);
+    }
 }
 
 #[test]
@@ -22,8 +31,9 @@ fn garbage_is_a_parse_error() {
                 .await;
         }
     });
-    let s = run_against(&server, 2000);
-    assert_eq!((s.requests, s.errors.parse), (6, 6));
+    run_against(&server, 2000, |s| {
+        assert_eq!((s.requests, s.errors.parse), (6, 6));
+    });
 }
 
 #[test]
@@ -35,8 +45,9 @@ fn truncated_chunked_body_is_a_closed_error() {
                 .await;
         }
     });
-    let s = run_against(&server, 2000);
-    assert_eq!((s.requests, s.errors.closed), (6, 6), "{:?}", s.errors);
+    run_against(&server, 2000, |s| {
+        assert_eq!((s.requests, s.errors.closed), (6, 6), "{:?}", s.errors);
+    });
 }
 
 #[test]
@@ -49,8 +60,9 @@ fn megabyte_header_is_refused() {
             let _ = stream.write_all(&answer).await;
         }
     });
-    let s = run_against(&server, 2000);
-    assert_eq!((s.requests, s.errors.parse), (6, 6), "{:?}", s.errors);
+    run_against(&server, 2000, |s| {
+        assert_eq!((s.requests, s.errors.parse), (6, 6), "{:?}", s.errors);
+    });
 }
 
 #[test]
@@ -67,16 +79,18 @@ fn reset_mid_body_is_a_reset() {
             drop(stream);
         }
     });
-    let s = run_against(&server, 2000);
-    assert_eq!((s.requests, s.errors.reset), (6, 6), "{:?}", s.errors);
+    run_against(&server, 2000, |s| {
+        assert_eq!((s.requests, s.errors.reset), (6, 6), "{:?}", s.errors);
+    });
 }
 
 #[test]
 fn silent_server_times_out() {
     let server =
         serve(|mut stream, _| async move { while read_request(&mut stream).await.is_some() {} });
-    let s = run_against(&server, 150);
-    assert_eq!((s.requests, s.errors.timeout), (6, 6), "{:?}", s.errors);
+    run_against(&server, 150, |s| {
+        assert_eq!((s.requests, s.errors.timeout), (6, 6), "{:?}", s.errors);
+    });
 }
 
 #[test]
@@ -86,11 +100,13 @@ fn refused_connections_are_connect_errors() {
         .local_addr()
         .unwrap()
         .port();
-    let s = common::run_plan(
-        json!({"target": format!("http://127.0.0.1:{port}/"), "requests": 5,
-        "connections": 1}),
-    );
-    assert_eq!((s.requests, s.errors.connect), (5, 5));
+    for io in common::BACKENDS {
+        let s = common::run_plan(
+            json!({"target": format!("http://127.0.0.1:{port}/"), "requests": 5,
+            "connections": 1, "io": io}),
+        );
+        assert_eq!((s.requests, s.errors.connect), (5, 5), "{io}");
+    }
 }
 
 #[test]
@@ -107,7 +123,8 @@ fn error_statuses_are_counted_but_answered() {
             }
         }
     });
-    let s = run_against(&server, 2000);
-    assert_eq!((s.requests, s.ok, s.errors.status), (6, 0, 6));
-    assert_eq!(s.status["5xx"], 6);
+    run_against(&server, 2000, |s| {
+        assert_eq!((s.requests, s.ok, s.errors.status), (6, 0, 6));
+        assert_eq!(s.status["5xx"], 6);
+    });
 }

@@ -2,36 +2,53 @@
 
 mod common;
 
-use common::{perf_server, run_plan, ServerStats};
+use common::{perf_server, run_plan, ServerStats, BACKENDS};
 use serde_json::json;
 
 #[test]
 fn keepalive_makes_exactly_n_requests() {
-    let server = perf_server();
-    let s = run_plan(
-        json!({"target": server.url("/perf"), "connections": 7, "requests": 1003, "threads": 2}),
-    );
-    assert_eq!(s.requests, 1003);
-    assert_eq!(s.ok, 1003);
-    assert_eq!(s.errors.total(), 0);
-    assert_eq!(ServerStats::get(&server.stats.requests), 1003);
-    assert_eq!(ServerStats::get(&server.stats.connections), 7);
-    assert_eq!(s.bytes_read % 1003, 0, "every answer has the same size");
-    assert_eq!(s.latency_us.count, 1003);
-    assert!(s.valid, "{:?}", s.invalid_reasons);
+    for io in BACKENDS {
+        let server = perf_server();
+        let s = run_plan(
+            json!({"target": server.url("/perf"), "connections": 7, "requests": 1003,
+            "threads": 2, "io": io}),
+        );
+        assert_eq!(s.io_backend, io);
+        assert_eq!(s.requests, 1003);
+        assert_eq!(s.ok, 1003);
+        assert_eq!(s.errors.total(), 0);
+        assert_eq!(ServerStats::get(&server.stats.requests), 1003);
+        assert_eq!(ServerStats::get(&server.stats.connections), 7);
+        assert_eq!(s.bytes_read % 1003, 0, "every answer has the same size");
+        assert_eq!(s.latency_us.count, 1003);
+        assert!(s.valid, "{:?}", s.invalid_reasons);
+    }
 }
 
 #[test]
 fn new_connection_opens_one_connection_per_request() {
+    for io in BACKENDS {
+        let server = perf_server();
+        let s = run_plan(
+            json!({"target": server.url("/perf"), "connections": 5, "requests": 200,
+            "behaviour": {"kind": "new_connection"}, "io": io}),
+        );
+        assert_eq!(s.io_backend, io);
+        assert_eq!((s.requests, s.ok), (200, 200));
+        assert_eq!(s.connections_opened, 200);
+        assert_eq!(ServerStats::get(&server.stats.connections), 200);
+        assert_eq!(s.connect_us.count, 200);
+    }
+}
+
+#[test]
+fn auto_picks_io_uring_for_closed_loops_only() {
     let server = perf_server();
-    let s = run_plan(
-        json!({"target": server.url("/perf"), "connections": 5, "requests": 200,
-        "behaviour": {"kind": "new_connection"}}),
-    );
-    assert_eq!((s.requests, s.ok), (200, 200));
-    assert_eq!(s.connections_opened, 200);
-    assert_eq!(ServerStats::get(&server.stats.connections), 200);
-    assert_eq!(s.connect_us.count, 200);
+    let closed = run_plan(json!({"target": server.url("/perf"), "requests": 20}));
+    assert_eq!(closed.io_backend, "io_uring");
+    let open = run_plan(json!({"target": server.url("/perf"), "requests": 20,
+        "pacer": {"kind": "open", "rate": 1000.0}}));
+    assert_eq!(open.io_backend, "epoll");
 }
 
 #[test]
@@ -112,21 +129,40 @@ fn users_ramp_up_then_hold() {
 
 #[test]
 fn source_addresses_are_spread() {
-    let server = perf_server();
-    let s = run_plan(
-        json!({"target": server.url("/perf"), "requests": 40, "connections": 4,
-        "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new_connection"}}),
-    );
-    assert_eq!((s.requests, s.ok), (40, 40));
+    for io in BACKENDS {
+        let server = perf_server();
+        let s = run_plan(
+            json!({"target": server.url("/perf"), "requests": 40, "connections": 4,
+            "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new_connection"},
+            "io": io}),
+        );
+        assert_eq!((s.requests, s.ok), (40, 40));
+    }
 }
 
 #[test]
 fn bodies_and_headers_are_sent() {
-    let server = perf_server();
-    let s = run_plan(
-        json!({"target": server.url("/perf"), "requests": 10, "connections": 1,
-        "method": "POST", "body": "hello", "headers": ["X-Test: 1"]}),
-    );
-    assert_eq!(s.ok, 10);
-    assert_eq!(ServerStats::get(&server.stats.body_bytes), 50);
+    for io in BACKENDS {
+        let server = perf_server();
+        let s = run_plan(
+            json!({"target": server.url("/perf"), "requests": 10, "connections": 1,
+            "method": "POST", "body": "hello", "headers": ["X-Test: 1"], "io": io}),
+        );
+        assert_eq!(s.ok, 10);
+        assert_eq!(ServerStats::get(&server.stats.body_bytes), 50);
+    }
+}
+
+#[test]
+fn bodies_larger_than_the_socket_buffer_are_sent_whole() {
+    let body = "b".repeat(3 << 20);
+    for io in BACKENDS {
+        let server = perf_server();
+        let s = run_plan(
+            json!({"target": server.url("/perf"), "requests": 3, "connections": 2,
+            "method": "POST", "body": body, "io": io}),
+        );
+        assert_eq!((s.ok, s.errors.total()), (3, 0), "{io}: {:?}", s.errors);
+        assert_eq!(ServerStats::get(&server.stats.body_bytes), 3 * (3 << 20));
+    }
 }

@@ -173,6 +173,9 @@ pub fn delivery(seq: u64) -> String {
 
 pub const TIMEOUT_ANSWER: &str = r#"{"response":{"timeout":true},"request":{},"timings":{"duration":1,"sent":1,"created":0},"connections":{"start":1,"finish":1}}"#;
 
+/// Both socket loops: each plain closed-loop test runs on each.
+pub const BACKENDS: [&str; 2] = ["io_uring", "epoll"];
+
 /// Runs a plan given as JSON (target filled in) and returns its summary.
 pub fn run_plan(json: serde_json::Value) -> Summary {
     run_plan_outcome(json).summary

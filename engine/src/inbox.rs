@@ -1,0 +1,182 @@
+//! Bytes read from one connection and the parse of the answer they carry. Shared by the
+//! epoll sessions and the io_uring loop so both read answers the same way.
+
+use std::time::Instant;
+
+use crate::http::{parse_head, BodyState, Head, ParseError, MAX_HEAD_BYTES};
+use crate::stats::ErrorKind;
+
+const INITIAL_BUFFER: usize = 4 * 1024;
+
+/// A complete answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub status: u16,
+    pub close: bool,
+    pub first_byte: Instant,
+}
+
+/// The answer being read: its head once parsed, and when its first byte came.
+#[derive(Debug, Default)]
+pub struct Progress {
+    head: Option<(Head, BodyState)>,
+    pub first_byte: Option<Instant>,
+}
+
+impl Progress {
+    /// The answer a peer's close completes (a body delimited by the close), if any.
+    pub fn ended_by_close(&self) -> Option<Answer> {
+        match &self.head {
+            Some((h, BodyState::UntilClose)) => Some(answer(h, self.first_byte)),
+            _ => None,
+        }
+    }
+}
+
+pub struct Inbox {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox {
+            buf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+impl Inbox {
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Nothing unparsed is left (no bytes beyond the last answer).
+    pub fn is_drained(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Free space for the next read, at most `limit` bytes, after making room.
+    pub fn spare(&mut self, limit: Option<usize>) -> Result<&mut [u8], ErrorKind> {
+        self.make_room()?;
+        let stop = limit.map_or(self.buf.len(), |l| self.buf.len().min(self.end + l));
+        Ok(&mut self.buf[self.end..stop])
+    }
+
+    /// Counts `n` bytes just read into `spare`.
+    pub fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    /// Parses what the buffer holds; returns the answer once it is complete. Interim 1xx
+    /// answers are skipped; body bytes go to `sink`.
+    pub fn advance(
+        &mut self,
+        progress: &mut Progress,
+        head_request: bool,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+    ) -> Result<Option<Answer>, ErrorKind> {
+        let first_byte = progress.first_byte;
+        loop {
+            if progress.head.is_none() {
+                let Some(h) = parse_head(&self.buf[self.start..self.end], head_request)? else {
+                    return Ok(None);
+                };
+                self.start += h.head_len;
+                if h.status < 200 {
+                    continue;
+                }
+                progress.head = Some((h, BodyState::new(h.framing)));
+            }
+            let Some((h, body)) = progress.head.as_mut() else {
+                return Ok(None);
+            };
+            let used = body.feed(&self.buf[self.start..self.end], sink)?;
+            self.start += used;
+            return Ok(body.is_done().then(|| answer(h, first_byte)));
+        }
+    }
+
+    /// Frees buffer space for the next read, growing only while a header section is
+    /// incomplete (bounded by the 64 KiB limit, which `parse_head` enforces).
+    fn make_room(&mut self) -> Result<(), ErrorKind> {
+        if self.start == self.end {
+            self.clear();
+        }
+        if self.end < self.buf.len() {
+            return Ok(());
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            return Ok(());
+        }
+        if self.buf.len() > MAX_HEAD_BYTES {
+            return Err(ParseError::HeadTooLarge.into());
+        }
+        let grown = (self.buf.len() * 2).min(MAX_HEAD_BYTES + 1);
+        self.buf.resize(grown, 0);
+        Ok(())
+    }
+}
+
+fn answer(head: &Head, first_byte: Option<Instant>) -> Answer {
+    Answer {
+        status: head.status,
+        close: head.close,
+        first_byte: first_byte.unwrap_or_else(Instant::now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(inbox: &mut Inbox, progress: &mut Progress, bytes: &[u8]) -> Option<Answer> {
+        let mut rest = bytes;
+        loop {
+            let spare = inbox.spare(None).unwrap();
+            let n = spare.len().min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            inbox.filled(n);
+            rest = &rest[n..];
+            let done = inbox.advance(progress, false, &mut |_| Ok(())).unwrap();
+            if done.is_some() || rest.is_empty() {
+                return done;
+            }
+        }
+    }
+
+    #[test]
+    fn an_answer_split_anywhere_completes_once_and_leaves_what_follows() {
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        for split in 1..answer.len() {
+            let mut inbox = Inbox::default();
+            let mut progress = Progress::default();
+            assert!(feed(&mut inbox, &mut progress, &answer[..split]).is_none());
+            let done = feed(&mut inbox, &mut progress, &answer[split..]).expect("complete");
+            assert_eq!(done.status, 200);
+            assert!(inbox.is_drained());
+        }
+        let mut inbox = Inbox::default();
+        let mut progress = Progress::default();
+        let mut two = answer.to_vec();
+        two.extend_from_slice(b"HTTP/1.1");
+        assert!(feed(&mut inbox, &mut progress, &two).is_some());
+        assert!(!inbox.is_drained());
+    }
+
+    #[test]
+    fn interim_answers_are_skipped_and_a_close_ends_an_unframed_body() {
+        let mut inbox = Inbox::default();
+        let mut progress = Progress::default();
+        let bytes = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\npartial";
+        assert!(feed(&mut inbox, &mut progress, bytes).is_none());
+        assert_eq!(progress.ended_by_close().map(|a| a.status), Some(200));
+    }
+}

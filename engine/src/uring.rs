@@ -1,0 +1,524 @@
+//! The io_uring loop for plain closed-loop requests (kept-alive or a new connection each):
+//! the generator's hot path. On loopback most of a generator's CPU is the kernel's TCP work,
+//! which no client can avoid; what it can avoid is the system call per send, per receive and
+//! per wait that an epoll loop pays. Here each slot's send and the receive behind it go to the
+//! kernel linked, and one `io_uring_enter` hands over every slot's next request and collects
+//! every answer that came in. Answers are parsed by the same `Inbox` as the epoll sessions.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue, types, IoUring};
+use socket2::{SockAddr, Socket};
+
+use crate::behaviour::Plain;
+use crate::conn::{new_socket, ConnOptions};
+use crate::http::ParseError;
+use crate::inbox::{Answer, Inbox, Progress};
+use crate::session::{micros, WorkerCtx};
+use crate::stats::{record_us, Counters, ErrorKind};
+
+/// How often the loop wakes without completions, to look at timeouts and the clock.
+const TICK: Duration = Duration::from_millis(20);
+/// A slot starved of ports or descriptors pauses this long before it tries again.
+const STARVED_PAUSE: Duration = Duration::from_millis(10);
+/// How long in-flight operations get to finish after the run ends, once their sockets
+/// are shut down.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// A ring for one worker: single issuer, and task work deferred to our own waits so
+/// completions are reaped in batches on this thread.
+pub fn new_ring(slots: usize) -> io::Result<IoUring> {
+    let entries = (slots * 4).next_power_of_two().clamp(64, 32_768) as u32;
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(entries)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    Connect = 0,
+    Send = 1,
+    Recv = 2,
+    Close = 3,
+}
+
+/// Runs `$body` with `$fd` bound to the slot's descriptor: its place in the ring's file
+/// table when sockets are registered there (no file lookup per operation), else the raw fd.
+macro_rules! with_fd {
+    ($fixed:expr, $index:expr, $socket:expr, |$fd:ident| $body:expr) => {
+        if $fixed {
+            let $fd = types::Fixed($index as u32);
+            $body
+        } else {
+            let $fd = types::Fd($socket.as_ref().map_or(-1, AsRawFd::as_raw_fd));
+            $body
+        }
+    };
+}
+
+fn user_data(slot: usize, op: Op) -> u64 {
+    ((slot as u64) << 2) | op as u64
+}
+
+fn decode(user_data: u64) -> (usize, Op) {
+    let op = match user_data & 3 {
+        0 => Op::Connect,
+        1 => Op::Send,
+        2 => Op::Recv,
+        _ => Op::Close,
+    };
+    ((user_data >> 2) as usize, op)
+}
+
+#[derive(Default)]
+struct Slot {
+    socket: Option<Socket>,
+    inbox: Inbox,
+    progress: Progress,
+    /// When the attempt began (its connect included), and when its connect began.
+    began: Option<Instant>,
+    connect_began: Option<Instant>,
+    /// Operations of this slot the kernel still holds.
+    pending: u32,
+    /// The attempt ended (failed) while operations were in flight; they are awaited, not
+    /// acted on.
+    abandoned: bool,
+    resume_at: Option<Instant>,
+    finished: bool,
+}
+
+pub struct Driver<'a> {
+    ring: IoUring,
+    ctx: Rc<WorkerCtx>,
+    plain: &'a Plain,
+    addr: SockAddr,
+    slots: Vec<Slot>,
+    options: ConnOptions,
+    counters: std::sync::Arc<Counters>,
+    timeout: Duration,
+    /// Sockets are registered in the ring's file table (kept-alive connections, where a
+    /// registration is rare); a connection per request uses raw descriptors instead.
+    fixed: bool,
+}
+
+impl<'a> Driver<'a> {
+    pub fn new(ring: IoUring, ctx: Rc<WorkerCtx>, plain: &'a Plain, slots: usize) -> Driver<'a> {
+        let no_delay = plain.keep_alive();
+        let fixed =
+            plain.keep_alive() && ring.submitter().register_files_sparse(slots as u32).is_ok();
+        let counters = ctx.counters.clone();
+        let addr: SocketAddr = ctx.shared.addr;
+        Driver {
+            ring,
+            plain,
+            addr: addr.into(),
+            slots: (0..slots).map(|_| Slot::default()).collect(),
+            options: ConnOptions {
+                source: None,
+                recv_buffer: None,
+                no_delay,
+            },
+            counters,
+            timeout: plain.timeout(),
+            fixed,
+            ctx,
+        }
+    }
+
+    /// Runs every slot until the budget or the clock says stop.
+    pub fn run(mut self) -> io::Result<()> {
+        let now = Instant::now();
+        for index in 0..self.slots.len() {
+            self.start_attempt(index, now)?;
+        }
+        let mut completions = Vec::with_capacity(self.slots.len() * 2);
+        let mut next_tick = now + TICK;
+        loop {
+            self.wait()?;
+            completions.clear();
+            completions.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+            let now = Instant::now();
+            for &(user_data, result) in &completions {
+                self.complete(user_data, result, now)?;
+            }
+            if self.is_over(now) {
+                break;
+            }
+            if now >= next_tick {
+                self.tick(now)?;
+                next_tick = now + TICK;
+            }
+        }
+        self.drain();
+        Ok(())
+    }
+
+    fn is_over(&self, now: Instant) -> bool {
+        let shared = &self.ctx.shared;
+        shared.end.is_some_and(|end| now >= end)
+            || shared.abandon_due(now)
+            || self.slots.iter().all(|s| s.finished && s.pending == 0)
+    }
+
+    fn wait(&mut self) -> io::Result<()> {
+        let ts = types::Timespec::from(TICK);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every buffer an entry points at (the prepared requests, the slots'
+            // inboxes, the target address) outlives the operation: `drain` waits for all of
+            // them before the driver is dropped.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Begins the slot's next request, or marks the slot finished when the budget is spent.
+    fn start_attempt(&mut self, index: usize, now: Instant) -> io::Result<()> {
+        if self.ctx.shared.take_budget(1) == 0 {
+            self.slots[index].finished = true;
+            return Ok(());
+        }
+        Counters::add(&self.counters.started, 1);
+        let request = self.plain.pick();
+        let slot = &mut self.slots[index];
+        slot.began = Some(now);
+        slot.progress = Progress::default();
+        if slot.socket.is_some() {
+            return self.push_exchange(index, request, false, now);
+        }
+        self.options.source = self.ctx.shared.next_source();
+        match new_socket(&self.options).and_then(|socket| self.register(index, socket)) {
+            Ok(socket) => {
+                self.counters.open_connections.fetch_add(1, Relaxed);
+                let slot = &mut self.slots[index];
+                slot.socket = Some(socket);
+                slot.inbox.clear();
+                slot.connect_began = Some(now);
+                self.push_exchange(index, request, true, now)
+            }
+            Err(e) => {
+                // Nothing is in flight, so no completion will move the slot on: the tick
+                // restarts it after the pause.
+                self.fail(index, ErrorKind::from_connect(&e), now);
+                self.slots[index].resume_at = Some(now + STARVED_PAUSE);
+                Ok(())
+            }
+        }
+    }
+
+    fn register(&mut self, index: usize, socket: Socket) -> io::Result<Socket> {
+        if self.fixed {
+            let fd = [socket.as_raw_fd()];
+            self.ring
+                .submitter()
+                .register_files_update(index as u32, &fd)?;
+        }
+        Ok(socket)
+    }
+
+    /// Queues connect (if new), the request and a receive, linked in order.
+    fn push_exchange(
+        &mut self,
+        index: usize,
+        request: usize,
+        connect: bool,
+        now: Instant,
+    ) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        let (buf, len) = match spare_of(&mut slot.inbox) {
+            Ok(spare) => spare,
+            Err(kind) => {
+                self.fail(index, kind, now);
+                return Ok(());
+            }
+        };
+        let request = self.plain.request(request);
+        let addr = &self.addr;
+        let entries = with_fd!(self.fixed, index, slot.socket, |fd| {
+            let mut entries = Vec::with_capacity(3);
+            if connect {
+                entries.push(
+                    opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len())
+                        .build()
+                        .flags(squeue::Flags::IO_LINK)
+                        .user_data(user_data(index, Op::Connect)),
+                );
+            }
+            // MSG_WAITALL: the kernel retries a short send itself, so a send that completes
+            // sent everything and its completion can be skipped; only failures report.
+            entries.push(
+                opcode::Send::new(fd, request.as_ptr(), request.len() as u32)
+                    .flags(libc::MSG_WAITALL)
+                    .build()
+                    .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
+                    .user_data(user_data(index, Op::Send)),
+            );
+            entries.push(
+                opcode::Recv::new(fd, buf, len)
+                    .build()
+                    .user_data(user_data(index, Op::Recv)),
+            );
+            entries
+        });
+        // The send reports only if it fails, and is not counted as pending.
+        slot.pending += entries.len() as u32 - 1;
+        Counters::add(&self.counters.bytes_written, request.len() as u64);
+        for entry in &entries {
+            self.push(entry)?;
+        }
+        Ok(())
+    }
+
+    /// Queues a receive for more of the answer in hand.
+    fn push_recv(&mut self, index: usize, now: Instant) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        match spare_of(&mut slot.inbox) {
+            Ok((buf, len)) => {
+                let entry = with_fd!(self.fixed, index, slot.socket, |fd| {
+                    opcode::Recv::new(fd, buf, len)
+                        .build()
+                        .user_data(user_data(index, Op::Recv))
+                });
+                slot.pending += 1;
+                self.push(&entry)
+            }
+            Err(kind) => {
+                self.fail(index, kind, now);
+                self.settle(index, now)
+            }
+        }
+    }
+
+    fn complete(&mut self, user_data: u64, result: i32, now: Instant) -> io::Result<()> {
+        let (index, op) = decode(user_data);
+        if op == Op::Close {
+            return Ok(());
+        }
+        let slot = &mut self.slots[index];
+        if op != Op::Send {
+            slot.pending -= 1;
+        }
+        if slot.abandoned {
+            return self.settle(index, now);
+        }
+        if result == -libc::ECANCELED {
+            // A link broken by an earlier failure, already counted.
+            return self.settle(index, now);
+        }
+        match op {
+            Op::Connect => self.connected(index, result, now),
+            Op::Send => self.sent(index, result, now),
+            Op::Recv => self.received(index, result, now),
+            Op::Close => {}
+        }
+        self.settle(index, now)
+    }
+
+    fn connected(&mut self, index: usize, result: i32, now: Instant) {
+        if result < 0 {
+            let err = io::Error::from_raw_os_error(-result);
+            return self.fail(index, ErrorKind::from_connect(&err), now);
+        }
+        let began = self.slots[index].connect_began.unwrap_or(now);
+        record_us(
+            &mut self.ctx.histograms.borrow_mut().connect,
+            micros(now - began),
+        );
+        Counters::add(&self.counters.connections_opened, 1);
+    }
+
+    /// A send reports only when it failed (a short count means the connection broke).
+    fn sent(&mut self, index: usize, result: i32, now: Instant) {
+        let kind = match result {
+            r if r < 0 => ErrorKind::from_io(&io::Error::from_raw_os_error(-r)),
+            _ => ErrorKind::Reset,
+        };
+        self.fail(index, kind, now);
+    }
+
+    fn received(&mut self, index: usize, result: i32, now: Instant) {
+        if result < 0 {
+            let err = io::Error::from_raw_os_error(-result);
+            return self.fail(index, ErrorKind::from_io(&err), now);
+        }
+        let head_request = self.plain.head_request();
+        let slot = &mut self.slots[index];
+        slot.progress.first_byte.get_or_insert(now);
+        if result == 0 {
+            return match slot.progress.ended_by_close() {
+                Some(answer) => self.answered(index, &answer, now),
+                None => self.fail(index, ErrorKind::Closed, now),
+            };
+        }
+        Counters::add(&self.counters.bytes_read, result as u64);
+        slot.inbox.filled(result as usize);
+        match slot
+            .inbox
+            .advance(&mut slot.progress, head_request, &mut discard)
+        {
+            Ok(Some(answer)) => self.answered(index, &answer, now),
+            Ok(None) => {}
+            Err(kind) => self.fail(index, kind, now),
+        }
+    }
+
+    fn answered(&mut self, index: usize, answer: &Answer, now: Instant) {
+        let slot = &mut self.slots[index];
+        let began = slot.began.take().unwrap_or(now);
+        self.ctx.record_answer(None, began, answer);
+        Counters::add(&self.counters.requests, 1);
+        if !self.plain.keep_alive() || answer.close {
+            self.close_socket(index);
+        }
+    }
+
+    /// Ends the attempt with an error; operations still in flight are cut short.
+    fn fail(&mut self, index: usize, kind: ErrorKind, now: Instant) {
+        self.counters.error(kind);
+        Counters::add(&self.counters.requests, 1);
+        let slot = &mut self.slots[index];
+        slot.began = None;
+        if kind.invalidates_run() {
+            slot.resume_at = Some(now + STARVED_PAUSE);
+        }
+        if slot.pending > 0 {
+            slot.abandoned = true;
+            if let Some(socket) = &slot.socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        } else {
+            self.close_socket(index);
+        }
+    }
+
+    /// After a completion: moves the slot on once the kernel holds none of its operations.
+    fn settle(&mut self, index: usize, now: Instant) -> io::Result<()> {
+        let slot = &mut self.slots[index];
+        if slot.pending > 0 {
+            return Ok(());
+        }
+        if slot.abandoned {
+            slot.abandoned = false;
+            self.close_socket(index);
+        }
+        let slot = &mut self.slots[index];
+        if slot.began.is_some() {
+            return self.push_recv(index, now);
+        }
+        if slot.resume_at.is_some_and(|at| now < at) || slot.finished {
+            return Ok(());
+        }
+        slot.resume_at = None;
+        self.start_attempt(index, now)
+    }
+
+    fn close_socket(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        slot.inbox.clear();
+        let Some(socket) = slot.socket.take() else {
+            return;
+        };
+        self.counters.open_connections.fetch_sub(1, Relaxed);
+        if self.fixed {
+            // Out of the table, then closed here: rare with kept-alive connections.
+            let _ = self
+                .ring
+                .submitter()
+                .register_files_update(index as u32, &[-1]);
+            drop(socket);
+            return;
+        }
+        let fd: RawFd = socket.into_raw_fd();
+        let close = opcode::Close::new(types::Fd(fd))
+            .build()
+            .user_data(user_data(index, Op::Close));
+        if self.push(&close).is_err() {
+            // SAFETY: the descriptor came from `into_raw_fd` and is closed once, here.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    /// Times out overdue attempts and restarts slots whose pause is over.
+    fn tick(&mut self, now: Instant) -> io::Result<()> {
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            let overdue = !slot.abandoned
+                && slot
+                    .began
+                    .is_some_and(|began| now.duration_since(began) > self.timeout);
+            if overdue {
+                self.fail(index, ErrorKind::Timeout, now);
+            }
+            let slot = &self.slots[index];
+            if slot.pending == 0 && slot.began.is_none() && slot.resume_at.is_some() {
+                self.settle(index, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts every connection short and waits for the kernel to give back every buffer.
+    fn drain(&mut self) {
+        for slot in &self.slots {
+            if let Some(socket) = &slot.socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        let limit = Instant::now() + DRAIN_LIMIT;
+        while self.slots.iter().any(|s| s.pending > 0) && Instant::now() < limit {
+            if self.wait().is_err() {
+                break;
+            }
+            let done: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
+            for user_data in done {
+                let (index, op) = decode(user_data);
+                if op == Op::Connect || op == Op::Recv {
+                    self.slots[index].pending -= 1;
+                }
+            }
+        }
+        if self.slots.iter().any(|s| s.pending > 0) {
+            // The kernel still holds buffers of these slots: leak them rather than free
+            // memory it may write to.
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+        for slot in &mut self.slots {
+            if slot.socket.take().is_some() {
+                self.counters.open_connections.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// Where the next receive may write: the inbox's free space.
+fn spare_of(inbox: &mut Inbox) -> Result<(*mut u8, u32), ErrorKind> {
+    let spare = inbox.spare(None)?;
+    Ok((spare.as_mut_ptr(), spare.len() as u32))
+}
+
+fn discard(_: &[u8]) -> Result<(), ParseError> {
+    Ok(())
+}
