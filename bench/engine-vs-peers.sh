@@ -5,7 +5,8 @@
 # seed 003 test (-c 10000 -n 20000 --new-connection) and an open loop at 20,000 req/s.
 #
 # Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 by default; the machine is
-# shared, so each workload runs ROUNDS times with the generators alternating, medians shown)
+# shared, so each workload runs ROUNDS times with the generators alternating, medians shown;
+# ratios are taken per round between runs made back to back, then their median)
 # Needs: nginx-light wrk nghttp2-client apache2-utils (the Makefile's DEBIAN_PACKAGES), cargo.
 set -euo pipefail
 
@@ -122,7 +123,10 @@ measure() {
   record "$name" "$tool"
 }
 
-declare -A RPS CPU
+# backend NAME : the socket loop serverlab-load reported for its last run
+backend() {
+  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get("io_backend","?"))' "$WORK/$1.out" 2>/dev/null || echo "?"
+}
 # report LABEL NAME : medians over the rounds (requests and errors summed)
 report() {
   local label="$1" name="$2" line
@@ -139,13 +143,24 @@ print(rps, cpu, int(sum(r[2] for r in rows)), int(sum(r[3] for r in rows)), len(
 PY
 )"
   read -r rps cpu n f rounds <<<"$line"
-  RPS[$name]="$rps"; CPU[$name]="$cpu"
   printf '%-34s %12.0f %10.2f %10s %8s %6s\n' "$label" "$rps" "$cpu" "$n" "$f" "$rounds"
 }
-ratios() {  # ratios NAME BASE
+# ratios NAME BASE : each round's figures over the base's of the same round (the two ran
+# back to back, so a drift of the shared machine hits both), median and range over rounds
+ratios() {
   local name="$1" base="$2"
-  [[ -n "${RPS[$name]:-}" && -n "${RPS[$base]:-}" ]] || return 0
-  python3 -c "print(f'    {\"$name\"}: rps {${RPS[$name]}/${RPS[$base]}:.2f}x $base, CPU/request {${CPU[$name]}/${CPU[$base]}:.2f}x $base')"
+  [[ -s "$WORK/$name.results" && -s "$WORK/$base.results" ]] || return 0
+  python3 - "$WORK/$name.results" "$WORK/$base.results" "$name" "$base" <<'PY'
+import statistics, sys
+def rows(path):
+    return [list(map(float, l.split())) for l in open(path) if l.strip()]
+pairs = list(zip(rows(sys.argv[1]), rows(sys.argv[2])))
+def show(column):
+    r = [a[column] / b[column] for a, b in pairs]
+    return f"{statistics.median(r):.2f}x [{min(r):.2f}-{max(r):.2f}]"
+print(f"    {sys.argv[3]}: rps {show(0)} {sys.argv[4]}, CPU/request {show(1)} {sys.argv[4]}"
+      f" (median [range] of {len(pairs)} paired rounds)")
+PY
 }
 
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU, generators on CPU $GEN_CPU, ${DURATION}s per run, kernel $(uname -r)"
@@ -155,27 +170,31 @@ echo "(requests/s and CPU are medians over the rounds; requests and errors are t
 echo "-- keep-alive, $CONNS connections ($ROUNDS rounds, generators alternating)"
 for _ in $(seq "$ROUNDS"); do
   measure sl_ka serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --json
+  measure sl_ka_epoll serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --io epoll --json
   measure wrk_ka wrk wrk -t1 -c "$CONNS" -d "${DURATION}s" "$URL"
   measure h2_ka h2load h2load --h1 -t1 -c "$CONNS" -D "$DURATION" "$URL"
   measure ab_ka ab ab -k -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
 done
-report "serverlab-load" sl_ka
+report "serverlab-load ($(backend sl_ka))" sl_ka
+report "serverlab-load --io epoll" sl_ka_epoll
 report "wrk" wrk_ka
 report "h2load --h1" h2_ka
 report "ab -k" ab_ka
-ratios sl_ka wrk_ka; ratios h2_ka wrk_ka; ratios ab_ka wrk_ka
+ratios sl_ka wrk_ka; ratios sl_ka_epoll wrk_ka; ratios h2_ka wrk_ka; ratios ab_ka wrk_ka
 
 echo "-- new connection per request, $CONNS concurrent ($ROUNDS rounds)"
 for _ in $(seq "$ROUNDS"); do
   measure sl_nc serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --json
+  measure sl_nc_epoll serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --io epoll --json
   measure wrk_nc wrk wrk -t1 -c "$CONNS" -d "${DURATION}s" -H "Connection: close" "$URL"
   measure ab_nc ab ab -c "$CONNS" -t "$DURATION" -n 100000000 "$URL"
 done
-report "serverlab-load --new-connection" sl_nc
+report "serverlab-load --new-connection ($(backend sl_nc))" sl_nc
+report "  the same with --io epoll" sl_nc_epoll
 report "wrk (Connection: close)" wrk_nc
 report "ab" ab_nc
 echo "    (h2load cannot open a connection per request)"
-ratios sl_nc wrk_nc; ratios sl_nc ab_nc; ratios ab_nc wrk_nc
+ratios sl_nc wrk_nc; ratios sl_nc ab_nc; ratios sl_nc_epoll ab_nc; ratios ab_nc wrk_nc
 
 echo "-- seed 003: -c 10000 -n 20000, new connection per request"
 measure sl_10k serverlab "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json

@@ -30,6 +30,9 @@ const STARVED_PAUSE: Duration = Duration::from_millis(10);
 /// are shut down.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
+/// `IORING_RECVSEND_POLL_FIRST` (Linux 5.19), which the io-uring crate does not export.
+const RECVSEND_POLL_FIRST: u16 = 1;
+
 /// A ring for one worker: single issuer, and task work deferred to our own waits so
 /// completions are reaped in batches on this thread.
 pub fn new_ring(slots: usize) -> io::Result<IoUring> {
@@ -276,8 +279,11 @@ impl<'a> Driver<'a> {
                     .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
                     .user_data(user_data(index, Op::Send)),
             );
+            // The answer cannot be there before the request left: wait for it without the
+            // receive attempt that would fail first.
             entries.push(
                 opcode::Recv::new(fd, buf, len)
+                    .ioprio(RECVSEND_POLL_FIRST)
                     .build()
                     .user_data(user_data(index, Op::Recv)),
             );
