@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, squeue, types, IoUring};
 use socket2::{SockAddr, Socket};
 
+mod bufring;
+
+use bufring::BufRing;
+
 use crate::behaviour::Plain;
 use crate::conn::{new_socket, ConnOptions};
 use crate::http::ParseError;
@@ -32,6 +36,9 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// `IORING_RECVSEND_POLL_FIRST` (Linux 5.19), which the io-uring crate does not export.
 const RECVSEND_POLL_FIRST: u16 = 1;
+/// Provided buffers for multishot receives: their size, and at most this many per worker.
+const BUFFER_SIZE: usize = 4096;
+const MAX_BUFFERS: usize = 4096;
 
 /// A ring for one worker: single issuer, and task work deferred to our own waits so
 /// completions are reaped in batches on this thread.
@@ -65,18 +72,23 @@ macro_rules! with_fd {
     };
 }
 
-fn user_data(slot: usize, op: Op) -> u64 {
-    ((slot as u64) << 2) | op as u64
+/// An operation's tag: its slot, the slot's connection (generation) and its kind.
+fn user_data(slot: usize, generation: u32, op: Op) -> u64 {
+    (u64::from(generation) << 32) | ((slot as u64) << 2) | op as u64
 }
 
-fn decode(user_data: u64) -> (usize, Op) {
+fn decode(user_data: u64) -> (usize, u32, Op) {
     let op = match user_data & 3 {
         0 => Op::Connect,
         1 => Op::Send,
         2 => Op::Recv,
         _ => Op::Close,
     };
-    ((user_data >> 2) as usize, op)
+    (
+        ((user_data & 0xffff_ffff) >> 2) as usize,
+        (user_data >> 32) as u32,
+        op,
+    )
 }
 
 #[derive(Default)]
@@ -89,9 +101,13 @@ struct Slot {
     connect_began: Option<Instant>,
     /// Operations of this slot the kernel still holds.
     pending: u32,
-    /// The attempt ended (failed) while operations were in flight; they are awaited, not
-    /// acted on.
-    abandoned: bool,
+    /// The connection is being given up (a failure, or the server's close) while operations
+    /// are in flight; they are awaited, not acted on, and then the socket is closed.
+    draining: bool,
+    /// A multishot receive stands on the connection.
+    armed: bool,
+    /// Counts the slot's connections, so a late report about a closed one is recognised.
+    generation: u32,
     resume_at: Option<Instant>,
     finished: bool,
 }
@@ -108,6 +124,10 @@ pub struct Driver<'a> {
     /// Sockets are registered in the ring's file table (kept-alive connections, where a
     /// registration is rare); a connection per request uses raw descriptors instead.
     fixed: bool,
+    /// Kept-alive connections: one multishot receive per connection, filling buffers from
+    /// this ring, instead of a receive armed after every send.
+    buffers: Option<BufRing>,
+    scratch: Vec<u8>,
 }
 
 impl<'a> Driver<'a> {
@@ -115,6 +135,10 @@ impl<'a> Driver<'a> {
         let no_delay = plain.keep_alive();
         let fixed =
             plain.keep_alive() && ring.submitter().register_files_sparse(slots as u32).is_ok();
+        let count = (slots * 2).next_power_of_two().clamp(16, MAX_BUFFERS) as u16;
+        let buffers = fixed
+            .then(|| BufRing::register(&ring, count, BUFFER_SIZE, 0).ok())
+            .flatten();
         let counters = ctx.counters.clone();
         let addr: SocketAddr = ctx.shared.addr;
         Driver {
@@ -130,6 +154,8 @@ impl<'a> Driver<'a> {
             counters,
             timeout: plain.timeout(),
             fixed,
+            buffers,
+            scratch: Vec::with_capacity(BUFFER_SIZE),
             ctx,
         }
     }
@@ -145,10 +171,14 @@ impl<'a> Driver<'a> {
         loop {
             self.wait()?;
             completions.clear();
-            completions.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+            completions.extend(
+                self.ring
+                    .completion()
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
             let now = Instant::now();
-            for &(user_data, result) in &completions {
-                self.complete(user_data, result, now)?;
+            for &(user_data, result, flags) in &completions {
+                self.complete(user_data, result, flags, now)?;
             }
             if self.is_over(now) {
                 break;
@@ -251,11 +281,17 @@ impl<'a> Driver<'a> {
         now: Instant,
     ) -> io::Result<()> {
         let slot = &mut self.slots[index];
-        let (buf, len) = match spare_of(&mut slot.inbox) {
-            Ok(spare) => spare,
-            Err(kind) => {
-                self.fail(index, kind, now);
-                return Ok(());
+        let generation = slot.generation;
+        let multishot = self.buffers.is_some();
+        let spare = if multishot {
+            None
+        } else {
+            match spare_of(&mut slot.inbox) {
+                Ok(spare) => Some(spare),
+                Err(kind) => {
+                    self.fail(index, kind, now);
+                    return Ok(());
+                }
             }
         };
         let request = self.plain.request(request);
@@ -267,30 +303,38 @@ impl<'a> Driver<'a> {
                     opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len())
                         .build()
                         .flags(squeue::Flags::IO_LINK)
-                        .user_data(user_data(index, Op::Connect)),
+                        .user_data(user_data(index, generation, Op::Connect)),
                 );
             }
             // MSG_WAITALL: the kernel retries a short send itself, so a send that completes
             // sent everything and its completion can be skipped; only failures report.
+            // A link flag on the last entry would leave the chain open: the kernel then
+            // runs the whole chain from a worker thread, where a connect does not wait.
+            let link = match spare {
+                Some(_) => squeue::Flags::IO_LINK,
+                None => squeue::Flags::empty(),
+            };
             entries.push(
                 opcode::Send::new(fd, request.as_ptr(), request.len() as u32)
                     .flags(libc::MSG_WAITALL)
                     .build()
-                    .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
-                    .user_data(user_data(index, Op::Send)),
+                    .flags(link | squeue::Flags::SKIP_SUCCESS)
+                    .user_data(user_data(index, generation, Op::Send)),
             );
             // The answer cannot be there before the request left: wait for it without the
             // receive attempt that would fail first.
-            entries.push(
-                opcode::Recv::new(fd, buf, len)
-                    .ioprio(RECVSEND_POLL_FIRST)
-                    .build()
-                    .user_data(user_data(index, Op::Recv)),
-            );
+            if let Some((buf, len)) = spare {
+                entries.push(
+                    opcode::Recv::new(fd, buf, len)
+                        .ioprio(RECVSEND_POLL_FIRST)
+                        .build()
+                        .user_data(user_data(index, generation, Op::Recv)),
+                );
+            }
             entries
         });
         // The send reports only if it fails, and is not counted as pending.
-        slot.pending += entries.len() as u32 - 1;
+        slot.pending += u32::from(connect) + u32::from(!multishot);
         Counters::add(&self.counters.bytes_written, request.len() as u64);
         for entry in &entries {
             self.push(entry)?;
@@ -301,12 +345,15 @@ impl<'a> Driver<'a> {
     /// Queues a receive for more of the answer in hand.
     fn push_recv(&mut self, index: usize, now: Instant) -> io::Result<()> {
         let slot = &mut self.slots[index];
+        let generation = slot.generation;
         match spare_of(&mut slot.inbox) {
             Ok((buf, len)) => {
                 let entry = with_fd!(self.fixed, index, slot.socket, |fd| {
-                    opcode::Recv::new(fd, buf, len)
-                        .build()
-                        .user_data(user_data(index, Op::Recv))
+                    opcode::Recv::new(fd, buf, len).build().user_data(user_data(
+                        index,
+                        generation,
+                        Op::Recv,
+                    ))
                 });
                 slot.pending += 1;
                 self.push(&entry)
@@ -318,16 +365,44 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn complete(&mut self, user_data: u64, result: i32, now: Instant) -> io::Result<()> {
-        let (index, op) = decode(user_data);
+    /// Stands a multishot receive on the slot's connection.
+    fn arm(&mut self, index: usize) -> io::Result<()> {
+        let Some(buffers) = &self.buffers else {
+            return Ok(());
+        };
+        let generation = self.slots[index].generation;
+        let entry = opcode::RecvMulti::new(types::Fixed(index as u32), buffers.group())
+            .build()
+            .user_data(user_data(index, generation, Op::Recv));
+        self.slots[index].armed = true;
+        self.push(&entry)
+    }
+
+    fn complete(
+        &mut self,
+        user_data: u64,
+        result: i32,
+        flags: u32,
+        now: Instant,
+    ) -> io::Result<()> {
+        let (index, generation, op) = decode(user_data);
         if op == Op::Close {
             return Ok(());
+        }
+        if generation != self.slots[index].generation {
+            // About a connection already closed (a failed send reporting late): only its
+            // buffer matters.
+            self.recycle(flags);
+            return Ok(());
+        }
+        if op == Op::Recv && self.buffers.is_some() {
+            return self.complete_multishot(index, result, flags, now);
         }
         let slot = &mut self.slots[index];
         if op != Op::Send {
             slot.pending -= 1;
         }
-        if slot.abandoned {
+        if slot.draining {
             return self.settle(index, now);
         }
         if result == -libc::ECANCELED {
@@ -341,6 +416,95 @@ impl<'a> Driver<'a> {
             Op::Close => {}
         }
         self.settle(index, now)
+    }
+
+    /// A multishot receive reported: bytes (in a provided buffer, copied out and given back
+    /// at once), the connection's end, or its own end (no `MORE`; re-armed by `settle`).
+    fn complete_multishot(
+        &mut self,
+        index: usize,
+        result: i32,
+        flags: u32,
+        now: Instant,
+    ) -> io::Result<()> {
+        if !io_uring::cqueue::more(flags) {
+            self.slots[index].armed = false;
+        }
+        let mut chunk = std::mem::take(&mut self.scratch);
+        chunk.clear();
+        if let (Some(buffers), Some(bid)) =
+            (&mut self.buffers, io_uring::cqueue::buffer_select(flags))
+        {
+            chunk.extend_from_slice(buffers.bytes(bid, result.max(0) as usize));
+            buffers.recycle(bid);
+        }
+        let slot = &self.slots[index];
+        let in_hand = slot.began.is_some();
+        if !slot.draining && result != -libc::ECANCELED && result != -libc::ENOBUFS {
+            match (result, in_hand) {
+                (r, _) if r > 0 => self.absorb(index, &chunk, now),
+                (_, true) => self.received(index, result, now),
+                // The server let an idle connection go: the next attempt opens another.
+                (_, false) if !self.slots[index].armed => self.close_socket(index),
+                _ => {}
+            }
+        }
+        self.scratch = chunk;
+        self.settle(index, now)
+    }
+
+    /// Gives back the provided buffer a completion carries, if any.
+    fn recycle(&mut self, flags: u32) {
+        if let (Some(buffers), Some(bid)) =
+            (&mut self.buffers, io_uring::cqueue::buffer_select(flags))
+        {
+            buffers.recycle(bid);
+        }
+    }
+
+    /// Takes bytes of a multishot receive into the inbox, answering as they complete.
+    fn absorb(&mut self, index: usize, mut bytes: &[u8], now: Instant) {
+        Counters::add(&self.counters.bytes_read, bytes.len() as u64);
+        let head_request = self.plain.head_request();
+        while !bytes.is_empty() {
+            let slot = &mut self.slots[index];
+            let spare = match slot.inbox.spare(None) {
+                Ok(spare) => spare,
+                Err(kind) if slot.began.is_some() => return self.fail(index, kind, now),
+                // Unasked-for bytes past the limit: no answer to pin them on.
+                Err(_) => return self.drop_connection(index),
+            };
+            let n = spare.len().min(bytes.len());
+            spare[..n].copy_from_slice(&bytes[..n]);
+            slot.inbox.filled(n);
+            bytes = &bytes[n..];
+            if slot.began.is_none() {
+                continue;
+            }
+            slot.progress.first_byte.get_or_insert(now);
+            match slot
+                .inbox
+                .advance(&mut slot.progress, head_request, &mut discard)
+            {
+                Ok(Some(answer)) => self.answered(index, &answer, now),
+                Ok(None) => {}
+                Err(kind) => return self.fail(index, kind, now),
+            }
+        }
+    }
+
+    /// Gives the connection up: closed at once if the kernel holds none of its operations,
+    /// else shut down and closed when they are back.
+    fn drop_connection(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        if slot.pending > 0 || slot.armed {
+            slot.draining = true;
+            if let Some(socket) = &slot.socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        } else {
+            self.close_socket(index);
+        }
     }
 
     fn connected(&mut self, index: usize, result: i32, now: Instant) {
@@ -397,7 +561,7 @@ impl<'a> Driver<'a> {
         self.ctx.record_answer(None, began, answer);
         Counters::add(&self.counters.requests, 1);
         if !self.plain.keep_alive() || answer.close {
-            self.close_socket(index);
+            self.drop_connection(index);
         }
     }
 
@@ -410,14 +574,7 @@ impl<'a> Driver<'a> {
         if kind.invalidates_run() {
             slot.resume_at = Some(now + STARVED_PAUSE);
         }
-        if slot.pending > 0 {
-            slot.abandoned = true;
-            if let Some(socket) = &slot.socket {
-                let _ = socket.shutdown(std::net::Shutdown::Both);
-            }
-        } else {
-            self.close_socket(index);
-        }
+        self.drop_connection(index);
     }
 
     /// After a completion: moves the slot on once the kernel holds none of its operations.
@@ -426,13 +583,23 @@ impl<'a> Driver<'a> {
         if slot.pending > 0 {
             return Ok(());
         }
-        if slot.abandoned {
-            slot.abandoned = false;
+        if slot.draining {
+            if slot.armed {
+                return Ok(());
+            }
+            slot.draining = false;
             self.close_socket(index);
+        }
+        let slot = &self.slots[index];
+        if self.buffers.is_some() && slot.socket.is_some() && !slot.armed {
+            self.arm(index)?;
         }
         let slot = &mut self.slots[index];
         if slot.began.is_some() {
-            return self.push_recv(index, now);
+            return match self.buffers {
+                Some(_) => Ok(()),
+                None => self.push_recv(index, now),
+            };
         }
         if slot.resume_at.is_some_and(|at| now < at) || slot.finished {
             return Ok(());
@@ -447,6 +614,7 @@ impl<'a> Driver<'a> {
         let Some(socket) = slot.socket.take() else {
             return;
         };
+        slot.generation = slot.generation.wrapping_add(1);
         self.counters.open_connections.fetch_sub(1, Relaxed);
         if self.fixed {
             // Out of the table, then closed here: rare with kept-alive connections.
@@ -460,7 +628,7 @@ impl<'a> Driver<'a> {
         let fd: RawFd = socket.into_raw_fd();
         let close = opcode::Close::new(types::Fd(fd))
             .build()
-            .user_data(user_data(index, Op::Close));
+            .user_data(user_data(index, 0, Op::Close));
         if self.push(&close).is_err() {
             // SAFETY: the descriptor came from `into_raw_fd` and is closed once, here.
             unsafe { libc::close(fd) };
@@ -471,7 +639,7 @@ impl<'a> Driver<'a> {
     fn tick(&mut self, now: Instant) -> io::Result<()> {
         for index in 0..self.slots.len() {
             let slot = &self.slots[index];
-            let overdue = !slot.abandoned
+            let overdue = !slot.draining
                 && slot
                     .began
                     .is_some_and(|began| now.duration_since(began) > self.timeout);
@@ -494,19 +662,32 @@ impl<'a> Driver<'a> {
             }
         }
         let limit = Instant::now() + DRAIN_LIMIT;
-        while self.slots.iter().any(|s| s.pending > 0) && Instant::now() < limit {
+        let busy = |s: &Slot| s.pending > 0 || s.armed;
+        while self.slots.iter().any(busy) && Instant::now() < limit {
             if self.wait().is_err() {
                 break;
             }
-            let done: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
-            for user_data in done {
-                let (index, op) = decode(user_data);
-                if op == Op::Connect || op == Op::Recv {
-                    self.slots[index].pending -= 1;
+            let done: Vec<(u64, u32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data(), c.flags()))
+                .collect();
+            for (user_data, flags) in done {
+                let (index, _, op) = decode(user_data);
+                let slot = &mut self.slots[index];
+                match op {
+                    Op::Recv if self.buffers.is_some() => {
+                        slot.armed &= io_uring::cqueue::more(flags);
+                    }
+                    Op::Connect | Op::Recv => slot.pending -= 1,
+                    Op::Send | Op::Close => {}
                 }
             }
         }
-        if self.slots.iter().any(|s| s.pending > 0) {
+        if let Some(buffers) = &self.buffers {
+            buffers.unregister(&self.ring);
+        }
+        if self.slots.iter().any(busy) {
             // The kernel still holds buffers of these slots: leak them rather than free
             // memory it may write to.
             std::mem::forget(std::mem::take(&mut self.slots));
