@@ -119,7 +119,17 @@ pub struct WorkerCtx {
 impl WorkerCtx {
     /// Records the timings of one answered request.
     pub fn record_answer(&self, intended: Option<Instant>, sent: Instant, answer: &Answer) {
-        let done = Instant::now();
+        self.record_answer_at(intended, sent, answer, Instant::now());
+    }
+
+    /// Records the timings of one request answered completely at `done`.
+    pub fn record_answer_at(
+        &self,
+        intended: Option<Instant>,
+        sent: Instant,
+        answer: &Answer,
+        done: Instant,
+    ) {
         let mut h = self.histograms.borrow_mut();
         let service = micros(done - sent);
         record_us(&mut h.service, service);

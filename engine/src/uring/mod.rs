@@ -296,16 +296,13 @@ impl<'a> Driver<'a> {
         };
         let request = self.plain.request(request);
         let addr = &self.addr;
-        let entries = with_fd!(self.fixed, index, slot.socket, |fd| {
-            let mut entries = Vec::with_capacity(3);
-            if connect {
-                entries.push(
-                    opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len())
-                        .build()
-                        .flags(squeue::Flags::IO_LINK)
-                        .user_data(user_data(index, generation, Op::Connect)),
-                );
-            }
+        let entries: [Option<squeue::Entry>; 3] = with_fd!(self.fixed, index, slot.socket, |fd| {
+            let connect = connect.then(|| {
+                opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len())
+                    .build()
+                    .flags(squeue::Flags::IO_LINK)
+                    .user_data(user_data(index, generation, Op::Connect))
+            });
             // MSG_WAITALL: the kernel retries a short send itself, so a send that completes
             // sent everything and its completion can be skipped; only failures report.
             // A link flag on the last entry would leave the chain open: the kernel then
@@ -314,29 +311,25 @@ impl<'a> Driver<'a> {
                 Some(_) => squeue::Flags::IO_LINK,
                 None => squeue::Flags::empty(),
             };
-            entries.push(
-                opcode::Send::new(fd, request.as_ptr(), request.len() as u32)
-                    .flags(libc::MSG_WAITALL)
-                    .build()
-                    .flags(link | squeue::Flags::SKIP_SUCCESS)
-                    .user_data(user_data(index, generation, Op::Send)),
-            );
+            let send = opcode::Send::new(fd, request.as_ptr(), request.len() as u32)
+                .flags(libc::MSG_WAITALL)
+                .build()
+                .flags(link | squeue::Flags::SKIP_SUCCESS)
+                .user_data(user_data(index, generation, Op::Send));
             // The answer cannot be there before the request left: wait for it without the
             // receive attempt that would fail first.
-            if let Some((buf, len)) = spare {
-                entries.push(
-                    opcode::Recv::new(fd, buf, len)
-                        .ioprio(RECVSEND_POLL_FIRST)
-                        .build()
-                        .user_data(user_data(index, generation, Op::Recv)),
-                );
-            }
-            entries
+            let recv = spare.map(|(buf, len)| {
+                opcode::Recv::new(fd, buf, len)
+                    .ioprio(RECVSEND_POLL_FIRST)
+                    .build()
+                    .user_data(user_data(index, generation, Op::Recv))
+            });
+            [connect, Some(send), recv]
         });
         // The send reports only if it fails, and is not counted as pending.
         slot.pending += u32::from(connect) + u32::from(!multishot);
         Counters::add(&self.counters.bytes_written, request.len() as u64);
-        for entry in &entries {
+        for entry in entries.iter().flatten() {
             self.push(entry)?;
         }
         Ok(())
@@ -558,7 +551,7 @@ impl<'a> Driver<'a> {
     fn answered(&mut self, index: usize, answer: &Answer, now: Instant) {
         let slot = &mut self.slots[index];
         let began = slot.began.take().unwrap_or(now);
-        self.ctx.record_answer(None, began, answer);
+        self.ctx.record_answer_at(None, began, answer, now);
         Counters::add(&self.counters.requests, 1);
         if !self.plain.keep_alive() || answer.close {
             self.drop_connection(index);
