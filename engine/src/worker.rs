@@ -255,10 +255,13 @@ async fn dispatch<B: Behaviour + 'static>(
         if at > Instant::now() {
             tokio::time::sleep_until(at.into()).await;
         }
-        if ctx.shared.take_budget(1) == 0 {
+        // An arrival reserves all its calls at once, so a request-count run makes whole
+        // connections (httperf: --num-conns × --num-calls), not more arrivals cut short.
+        let granted = ctx.shared.take_budget(calls);
+        if granted == 0 {
             break;
         }
-        sessions.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, calls));
+        sessions.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, granted));
         while sessions.try_join_next().is_some() {}
     }
     while sessions.join_next().await.is_some() {}
@@ -269,7 +272,11 @@ async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant
     configure(&mut session);
     attempt(&*behaviour, &mut session, Some(at), 1).await;
     for _ in 1..calls {
-        if ctx.shared.take_budget(1) == 0 {
+        if ctx
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
             break;
         }
         attempt(&*behaviour, &mut session, None, 1).await;
