@@ -37,6 +37,11 @@ pub struct Inbox {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The last header section parsed and what it said. A server repeats its head byte for
+    /// byte from one answer to the next (until its Date changes), and parsing is a pure
+    /// function of those bytes, so a repeat is recognised by comparing them.
+    last_head: Vec<u8>,
+    last: Option<(bool, Head)>,
 }
 
 impl Default for Inbox {
@@ -45,6 +50,8 @@ impl Default for Inbox {
             buf: vec![0; INITIAL_BUFFER],
             start: 0,
             end: 0,
+            last_head: Vec::new(),
+            last: None,
         }
     }
 }
@@ -83,7 +90,7 @@ impl Inbox {
         let first_byte = progress.first_byte;
         loop {
             if progress.head.is_none() {
-                let Some(h) = parse_head(&self.buf[self.start..self.end], head_request)? else {
+                let Some(h) = self.parse_head(head_request)? else {
                     return Ok(None);
                 };
                 self.start += h.head_len;
@@ -99,6 +106,23 @@ impl Inbox {
             self.start += used;
             return Ok(body.is_done().then(|| answer(h, first_byte)));
         }
+    }
+
+    /// `parse_head` of the unparsed bytes, remembered for the next identical head.
+    fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, ErrorKind> {
+        let bytes = &self.buf[self.start..self.end];
+        if let Some((request, head)) = self.last {
+            if request == head_request && bytes.starts_with(&self.last_head) {
+                return Ok(Some(head));
+            }
+        }
+        let parsed = parse_head(bytes, head_request)?;
+        if let Some(head) = parsed {
+            self.last_head.clear();
+            self.last_head.extend_from_slice(&bytes[..head.head_len]);
+            self.last = Some((head_request, head));
+        }
+        Ok(parsed)
     }
 
     /// Frees buffer space for the next read, growing only while a header section is
@@ -169,6 +193,25 @@ mod tests {
         two.extend_from_slice(b"HTTP/1.1");
         assert!(feed(&mut inbox, &mut progress, &two).is_some());
         assert!(!inbox.is_drained());
+    }
+
+    #[test]
+    fn a_repeated_head_reads_as_before_and_a_changed_one_is_parsed_again() {
+        let mut inbox = Inbox::default();
+        let first = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let changed = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nyes";
+        for (bytes, status) in [(&first[..], 200), (&first[..], 200), (&changed[..], 200)] {
+            let mut progress = Progress::default();
+            let answer = feed(&mut inbox, &mut progress, bytes).expect("complete");
+            assert_eq!(answer.status, status);
+            assert!(inbox.is_drained(), "the body length came from this head");
+        }
+        let mut progress = Progress::default();
+        let teapot = b"HTTP/1.1 418 No\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(
+            feed(&mut inbox, &mut progress, teapot).map(|a| a.status),
+            Some(418)
+        );
     }
 
     #[test]
