@@ -168,13 +168,18 @@ public final class RequestManager {
         }
         long sent = System.currentTimeMillis();
         byte[] body = Deliveries.event(request, name, seq, created, sent, total, place, openPush.get());
+        if (request.longPoll()) {
+            // Answered: out of every list before the client can read the answer, so a client
+            // that asks /stats next never sees its own poll still open.
+            unregister(request);
+        }
         boolean accepted;
         try {
             accepted = request.sink().deliver(body);
         } catch (RuntimeException e) {
             accepted = false;
         }
-        if (request.longPoll() || !accepted) {
+        if (!accepted) {
             abandon(request);
         }
         if (accepted) {
