@@ -251,6 +251,10 @@ pub struct Summary {
     pub first_byte_us: Percentiles,
     /// Generator scheduling lag: actual minus intended send time (open loop only).
     pub lag_us: Percentiles,
+    /// The io_uring loop's own reading delay: from the kernel's receive timestamp of an
+    /// answer's bytes to the loop reading them, sampled on one kept-alive connection in 64.
+    /// A latency can read high by up to this much; empty on the epoll loop.
+    pub notice_us: Percentiles,
     /// Push: server `created` timestamp to arrival (millisecond grain, same machine clock).
     pub event_delay_us: Percentiles,
     /// Push: from the subscription request to each event's arrival.
@@ -318,6 +322,7 @@ impl Summary {
             connect_us: Percentiles::of(&h.connect),
             first_byte_us: Percentiles::of(&h.first_byte),
             lag_us: Percentiles::of(&h.lag),
+            notice_us: Percentiles::of(&h.notice),
             event_delay_us: Percentiles::of(&h.event_delay),
             event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
             histogram: encode_histogram(&h.latency),
@@ -379,6 +384,13 @@ impl Summary {
             out += &format!(
                 "Intended rate: {rate:.2}/s, achieved {:.2}/s\n",
                 self.achieved_rate
+            );
+        }
+        if self.notice_us.count > 0 {
+            out += &format!(
+                "  Answers read after arrival: p50 {}, p99 {} (sampled; part of the latency)\n",
+                fmt_us(self.notice_us.p50),
+                fmt_us(self.notice_us.p99)
             );
         }
         out += &format!("Requests/sec: {:.2}\n", self.rps);

@@ -191,6 +191,9 @@ pub struct Histograms {
     pub first_byte: Histogram<u64>,
     /// How late the generator sent compared with the schedule (open loop only).
     pub lag: Histogram<u64>,
+    /// How long answers waited in the kernel before the loop read them (io_uring loop,
+    /// sampled connections only).
+    pub notice: Histogram<u64>,
     /// Server push: from the server's `created` timestamp to arrival (wall clocks, ms grain).
     pub event_delay: Histogram<u64>,
     /// Server push: from sending the subscription to the arrival of each event.
@@ -209,6 +212,7 @@ impl Default for Histograms {
             connect: new_histogram(),
             first_byte: new_histogram(),
             lag: new_histogram(),
+            notice: new_histogram(),
             event_delay: new_histogram(),
             event_since_subscribe: new_histogram(),
         }
@@ -228,6 +232,7 @@ impl Histograms {
             (&mut self.connect, &other.connect),
             (&mut self.first_byte, &other.first_byte),
             (&mut self.lag, &other.lag),
+            (&mut self.notice, &other.notice),
             (&mut self.event_delay, &other.event_delay),
             (
                 &mut self.event_since_subscribe,

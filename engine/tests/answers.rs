@@ -75,3 +75,27 @@ fn a_server_closing_after_each_answer_gets_a_new_connection_each_time() {
         assert_eq!(s.connections_opened, 40, "{io}");
     }
 }
+
+#[test]
+fn the_io_uring_loop_measures_how_long_answers_waited_to_be_read() {
+    let server = common::perf_server();
+    for io in BACKENDS {
+        let s = common::run_plan(json!({"target": server.url("/perf"), "requests": 2000,
+            "connections": 80, "threads": 1, "io": io}));
+        assert_eq!((s.ok, s.errors.total()), (2000, 0), "{io}: {:?}", s.errors);
+        let notice = &s.notice_us;
+        if io == "io_uring" {
+            // Connections 0 and 64 of the 80 carry the kernel's receive timestamps.
+            assert!(notice.count > 0 && notice.count < s.ok / 2, "{notice:?}");
+            // An answer cannot wait longer to be read than its whole exchange took: a wrong
+            // clock base would read as years or as nothing.
+            assert!(
+                notice.max <= s.latency_us.max + 1_000,
+                "{notice:?} {:?}",
+                s.latency_us
+            );
+        } else {
+            assert_eq!(notice.count, 0, "the epoll loop does not sample");
+        }
+    }
+}

@@ -16,8 +16,12 @@ use io_uring::{opcode, squeue, types, IoUring};
 use socket2::{SockAddr, Socket};
 
 mod bufring;
+mod stamps;
+mod wait_target;
 
 use bufring::BufRing;
+use stamps::Stamps;
+use wait_target::WaitTarget;
 
 use crate::behaviour::Plain;
 use crate::conn::{new_socket, ConnOptions};
@@ -128,6 +132,11 @@ pub struct Driver<'a> {
     /// this ring, instead of a receive armed after every send.
     buffers: Option<BufRing>,
     scratch: Vec<u8>,
+    /// Kept-alive connections: how many completions a wait asks for (see `wait_target`).
+    batch: Option<WaitTarget>,
+    last_tick: Instant,
+    /// Sampled kept-alive connections receive with the kernel's timestamps.
+    stamps: Stamps,
 }
 
 impl<'a> Driver<'a> {
@@ -141,6 +150,7 @@ impl<'a> Driver<'a> {
             .flatten();
         let counters = ctx.counters.clone();
         let addr: SocketAddr = ctx.shared.addr;
+        let batch = buffers.is_some().then(WaitTarget::default);
         Driver {
             ring,
             plain,
@@ -156,6 +166,9 @@ impl<'a> Driver<'a> {
             fixed,
             buffers,
             scratch: Vec::with_capacity(BUFFER_SIZE),
+            batch,
+            last_tick: Instant::now(),
+            stamps: Stamps::default(),
             ctx,
         }
     }
@@ -168,14 +181,18 @@ impl<'a> Driver<'a> {
         }
         let mut completions = Vec::with_capacity(self.slots.len() * 2);
         let mut next_tick = now + TICK;
+        self.last_tick = now;
         loop {
-            self.wait()?;
+            self.wait(self.batch.as_ref().map_or(1, WaitTarget::get))?;
             completions.clear();
             completions.extend(
                 self.ring
                     .completion()
                     .map(|c| (c.user_data(), c.result(), c.flags())),
             );
+            if let Some(batch) = &mut self.batch {
+                batch.saw(completions.len());
+            }
             let now = Instant::now();
             for &(user_data, result, flags) in &completions {
                 self.complete(user_data, result, flags, now)?;
@@ -199,10 +216,11 @@ impl<'a> Driver<'a> {
             || self.slots.iter().all(|s| s.finished && s.pending == 0)
     }
 
-    fn wait(&mut self) -> io::Result<()> {
+    /// Submits what is queued and waits for `completions`, or the tick.
+    fn wait(&mut self, completions: usize) -> io::Result<()> {
         let ts = types::Timespec::from(TICK);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        match self.ring.submitter().submit_with_args(completions, &args) {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
@@ -232,6 +250,9 @@ impl<'a> Driver<'a> {
     fn start_attempt(&mut self, index: usize, now: Instant) -> io::Result<()> {
         if self.ctx.shared.take_budget(1) == 0 {
             self.slots[index].finished = true;
+            if let Some(batch) = &mut self.batch {
+                batch.budget_spent();
+            }
             return Ok(());
         }
         Counters::add(&self.counters.started, 1);
@@ -263,6 +284,9 @@ impl<'a> Driver<'a> {
     }
 
     fn register(&mut self, index: usize, socket: Socket) -> io::Result<Socket> {
+        if self.buffers.is_some() && stamps::sampled(index) {
+            Stamps::enable(&socket)?;
+        }
         if self.fixed {
             let fd = [socket.as_raw_fd()];
             self.ring
@@ -364,9 +388,13 @@ impl<'a> Driver<'a> {
             return Ok(());
         };
         let generation = self.slots[index].generation;
-        let entry = opcode::RecvMulti::new(types::Fixed(index as u32), buffers.group())
-            .build()
-            .user_data(user_data(index, generation, Op::Recv));
+        let fd = types::Fixed(index as u32);
+        let entry = if stamps::sampled(index) {
+            self.stamps.receive(fd, buffers.group())
+        } else {
+            opcode::RecvMulti::new(fd, buffers.group()).build()
+        };
+        let entry = entry.user_data(user_data(index, generation, Op::Recv));
         self.slots[index].armed = true;
         self.push(&entry)
     }
@@ -425,10 +453,25 @@ impl<'a> Driver<'a> {
         }
         let mut chunk = std::mem::take(&mut self.scratch);
         chunk.clear();
+        let mut result = result;
         if let (Some(buffers), Some(bid)) =
             (&mut self.buffers, io_uring::cqueue::buffer_select(flags))
         {
-            chunk.extend_from_slice(buffers.bytes(bid, result.max(0) as usize));
+            let bytes = buffers.bytes(bid, result.max(0) as usize);
+            if !stamps::sampled(index) {
+                chunk.extend_from_slice(bytes);
+            } else if let Some((payload, arrived)) = self.stamps.unpack(bytes) {
+                chunk.extend_from_slice(payload);
+                // A recvmsg result counts its header too: the payload's length is the read's,
+                // and an empty payload is the connection's end.
+                result = payload.len() as i32;
+                if let Some(arrived) = arrived.filter(|_| result > 0) {
+                    let waited = micros(stamps::waited_since(arrived));
+                    record_us(&mut self.ctx.histograms.borrow_mut().notice, waited);
+                }
+            } else {
+                result = -libc::EBADMSG;
+            }
             buffers.recycle(bid);
         }
         let slot = &self.slots[index];
@@ -630,8 +673,10 @@ impl<'a> Driver<'a> {
 
     /// Times out overdue attempts and restarts slots whose pause is over.
     fn tick(&mut self, now: Instant) -> io::Result<()> {
+        let mut in_flight = 0;
         for index in 0..self.slots.len() {
             let slot = &self.slots[index];
+            in_flight += usize::from(slot.began.is_some());
             let overdue = !slot.draining
                 && slot
                     .began
@@ -644,6 +689,10 @@ impl<'a> Driver<'a> {
                 self.settle(index, now)?;
             }
         }
+        if let Some(batch) = &mut self.batch {
+            batch.retarget(now - self.last_tick, in_flight);
+        }
+        self.last_tick = now;
         Ok(())
     }
 
@@ -657,7 +706,7 @@ impl<'a> Driver<'a> {
         let limit = Instant::now() + DRAIN_LIMIT;
         let busy = |s: &Slot| s.pending > 0 || s.armed;
         while self.slots.iter().any(busy) && Instant::now() < limit {
-            if self.wait().is_err() {
+            if self.wait(1).is_err() {
                 break;
             }
             let done: Vec<(u64, u32)> = self
