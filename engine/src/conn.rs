@@ -117,20 +117,21 @@ pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
     if let Some(ip) = options.source {
         // Lets the kernel pick the port at connect time per (source, destination) pair
         // instead of at bind time per source, so each source address yields a full range.
-        set_bind_address_no_port(&socket)?;
+        switch_on(&socket, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT)?;
         socket.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())?;
     }
     Ok(socket)
 }
 
-fn set_bind_address_no_port(socket: &Socket) -> io::Result<()> {
+/// Sets a boolean socket option that socket2 has no setter for.
+pub(crate) fn switch_on(socket: &Socket, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
     let one: libc::c_int = 1;
     // SAFETY: a valid socket descriptor and a pointer to an int that outlives the call.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
+            level,
+            name,
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )

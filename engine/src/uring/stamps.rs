@@ -6,11 +6,12 @@
 //! samples a second, and the fewer carry stamps the less the measurement costs.
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use io_uring::{opcode, squeue, types};
 use socket2::Socket;
+
+use crate::conn::switch_on;
 
 const SAMPLE_EVERY: usize = 64;
 
@@ -38,22 +39,7 @@ impl Default for Stamps {
 impl Stamps {
     /// Asks the kernel to stamp every segment the socket receives.
     pub fn enable(socket: &Socket) -> io::Result<()> {
-        let one: libc::c_int = 1;
-        // SAFETY: a valid socket descriptor and a pointer to an int that outlives the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        switch_on(socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
     }
 
     /// A multishot `recvmsg` on the connection, filling buffers of `group`.
