@@ -181,6 +181,13 @@ report "wrk" wrk_ka
 report "h2load --h1" h2_ka
 report "ab -k" ab_ka
 ratios sl_ka wrk_ka; ratios sl_ka_epoll wrk_ka; ratios h2_ka wrk_ka; ratios ab_ka wrk_ka
+python3 - "$WORK/sl_ka.out" <<'PY'
+import json, sys
+n = json.loads(open(sys.argv[1]).read().splitlines()[-1]).get("notice_us") or {}
+if n.get("count"):
+    print(f"    serverlab-load (last round) read answers {n['p50']} us (p50), {n['p90']} us (p90), "
+          f"{n['p99']} us (p99) after the kernel received them (notice_us, sampled)")
+PY
 
 echo "-- new connection per request, $CONNS concurrent ($ROUNDS rounds)"
 for _ in $(seq "$ROUNDS"); do
