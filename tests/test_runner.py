@@ -318,7 +318,9 @@ emit_interval_ms = 200
     assert test.status == "ok", test.validity
     cycles = {e.seq: e for e in test.emits}
     assert len(cycles) >= 5
-    full = [e for e in cycles.values() if e.total == 20]
+    # The last cycle can be emitted just before the engine stops and be read only in part.
+    before_the_end = [cycles[seq] for seq in sorted(cycles)[:-1]]
+    full = [e for e in before_the_end if e.total == 20]
     assert full and all(e.received == 20 for e in full)
     assert all(1 <= e.place <= e.total and e.duration_ms >= 0 for e in test.emits)
     assert test.summary["events"]["lost"] == 0
