@@ -134,6 +134,7 @@ pub struct Driver<'a> {
     scratch: Vec<u8>,
     /// Kept-alive connections: how many completions a wait asks for (see `wait_target`).
     batch: Option<WaitTarget>,
+    /// When `tick` last ran; the next is due `TICK` later.
     last_tick: Instant,
     /// Sampled kept-alive connections receive with the kernel's timestamps.
     stamps: Stamps,
@@ -180,7 +181,6 @@ impl<'a> Driver<'a> {
             self.start_attempt(index, now)?;
         }
         let mut completions = Vec::with_capacity(self.slots.len() * 2);
-        let mut next_tick = now + TICK;
         self.last_tick = now;
         loop {
             self.wait(self.batch.as_ref().map_or(1, WaitTarget::get))?;
@@ -200,9 +200,8 @@ impl<'a> Driver<'a> {
             if self.is_over(now) {
                 break;
             }
-            if now >= next_tick {
+            if now >= self.last_tick + TICK {
                 self.tick(now)?;
-                next_tick = now + TICK;
             }
         }
         self.drain();
