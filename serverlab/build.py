@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from serverlab.manifest import Manifest
 from serverlab.paths import apt_ensure_script
+from serverlab.placeholders import render_command
 from serverlab.server import log_tail_text
 
 BUILD_TIMEOUT_S = 30 * 60
@@ -25,7 +26,7 @@ def build_contestant(manifest: Manifest) -> BuildResult:
     if manifest.debian_packages:
         steps.append(("apt-ensure", [str(apt_ensure_script()), *manifest.debian_packages]))
     if manifest.build:
-        steps.append(("build", ["/bin/sh", "-c", manifest.build]))
+        steps.append(("build", ["/bin/sh", "-c", _command(manifest, manifest.build)]))
     for label, argv in steps:
         problem = _run(argv, manifest)
         if problem:
@@ -65,11 +66,15 @@ def _run(argv: list[str], manifest: Manifest) -> str:
     return f"exit code {done.returncode}; output ends:\n{log_tail_text(output)}"
 
 
+def _command(manifest: Manifest, template: str) -> str:
+    return render_command(template, {"name": manifest.name})
+
+
 def check_contestant(manifest: Manifest) -> BuildResult:
     """Runs the manifest's `test` command: the contestant's own formatter, linter and unit
     tests, in its folder. A contestant without one passes trivially (detail says so)."""
     started = time.monotonic()
     if not manifest.test:
         return BuildResult(manifest.name, True, 0.0, "no test command")
-    problem = _run(["/bin/sh", "-c", manifest.test], manifest)
+    problem = _run(["/bin/sh", "-c", _command(manifest, manifest.test)], manifest)
     return BuildResult(manifest.name, not problem, time.monotonic() - started, problem)

@@ -5,7 +5,8 @@ import tempfile
 from dataclasses import dataclass
 
 from serverlab.manifest import BrokenManifest, Manifest, discover
-from serverlab.placeholders import expand
+from serverlab.placeholders import render_command
+from serverlab.server import placeholder_values
 
 VERSION_TIMEOUT_S = 10.0
 
@@ -23,17 +24,13 @@ class ContestantRow:
 def version_of(manifest: Manifest, timeout_s: float = VERSION_TIMEOUT_S) -> str:
     """The first line the version command prints, or a short reason why there is none."""
     with tempfile.TemporaryDirectory(prefix="serverlab-version-") as scratch:
-        values = {name: tunable.default for name, tunable in manifest.tunables.items()}
-        values |= {
-            "port": "0",
-            "syslog_port": "0",
-            "docroot": scratch,
-            "workdir": scratch,
-            "name": manifest.name,
-        }
+        defaults = {name: tunable.default for name, tunable in manifest.tunables.items()}
+        values = placeholder_values(
+            manifest, defaults, port=0, syslog_port=0, docroot=scratch, workdir=scratch
+        )
         try:
             done = subprocess.run(
-                ["/bin/sh", "-c", expand(manifest.version, values)],
+                ["/bin/sh", "-c", render_command(manifest.version, values)],
                 cwd=manifest.folder,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,

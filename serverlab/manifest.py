@@ -11,6 +11,7 @@ from pathlib import Path
 
 from serverlab.paths import contestants_root
 from serverlab.placeholders import BUILTIN_PLACEHOLDERS, PlaceholderError, check_placeholders
+from serverlab.tunables import SIZE_WRITES, TYPES, Tunable, TunableValueError, size_bytes
 
 MANIFEST_FILE = "contestant.toml"
 SPEC_PARTS = ("http", "perf", "files", "upload", "control", "push", "syslog")
@@ -37,7 +38,10 @@ _OPTIONAL = {
     "tunables": dict,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
-_TUNABLE_KEYS = {"default", "help"}
+_TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
+# Commands run by /bin/sh -c, and the placeholders each may use beyond the built-ins.
+COMMAND_KEYS = ("start", "version", "syslog_count", "build", "test")
+BUILD_PLACEHOLDERS = {"name"}
 
 
 class ManifestError(Exception):
@@ -46,13 +50,6 @@ class ManifestError(Exception):
 
 class UnknownContestantError(LookupError):
     pass
-
-
-@dataclass(frozen=True)
-class Tunable:
-    name: str
-    default: str
-    help: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,19 +157,58 @@ def _tunables(table: dict, fail) -> dict[str, Tunable]:
         if not TUNABLE_NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
             raise fail(key, "a tunable name is lower-case [a-z0-9_] and not a built-in placeholder")
         if not isinstance(spec, dict):
-            raise fail(key, "expected a table with 'default' (and optionally 'help')")
+            raise fail(key, "expected a table with 'default' and 'type' (and optionally 'help')")
         unknown = set(spec) - _TUNABLE_KEYS
         if unknown:
             raise fail(f"{key}.{sorted(unknown)[0]}", "unknown key")
-        if "default" not in spec:
-            raise fail(f"{key}.default", "missing required key")
+        for required in ("default", "type"):
+            if required not in spec:
+                raise fail(f"{key}.{required}", "missing required key")
         default = spec["default"]
         if isinstance(default, bool) or not isinstance(default, str | int | float):
             raise fail(f"{key}.default", "expected a string or a number")
         if not isinstance(spec.get("help", ""), str):
             raise fail(f"{key}.help", "expected a string")
-        tunables[name] = Tunable(name, str(default), spec.get("help", ""))
+        tunable = Tunable(name, str(default), help=spec.get("help", ""), **_typing(spec, key, fail))
+        try:
+            tunable.render(tunable.default)
+        except TunableValueError as error:
+            raise fail(f"{key}.default", str(error)) from None
+        tunables[name] = tunable
     return tunables
+
+
+def _typing(spec: dict, key: str, fail) -> dict:
+    """The type keys of one tunable, checked against each other."""
+    kind = spec["type"]
+    if kind not in TYPES:
+        raise fail(f"{key}.type", f"expected one of {', '.join(TYPES)}")
+    words = spec.get("words", [])
+    if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+        raise fail(f"{key}.words", "expected a list of non-empty strings")
+    if kind == "word" and not words:
+        raise fail(f"{key}.words", "a word tunable lists its words")
+    if kind == "path" and words:
+        raise fail(f"{key}.words", "a path tunable takes no words")
+    typing = {"type": kind, "words": tuple(words)}
+    for bound in ("min", "max"):
+        if bound in spec:
+            typing[bound] = _bound(spec[bound], kind, f"{key}.{bound}", fail)
+    if "write" in spec:
+        if kind != "size" or spec["write"] not in SIZE_WRITES:
+            raise fail(f"{key}.write", f"a size tunable's write is one of {', '.join(SIZE_WRITES)}")
+        typing["write"] = spec["write"]
+    return typing
+
+
+def _bound(value, kind: str, key: str, fail) -> float:
+    if kind not in ("int", "number", "size"):
+        raise fail(key, f"a {kind} tunable has no bounds")
+    if kind == "size" and isinstance(value, str) and size_bytes(value) is not None:
+        return float(size_bytes(value))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(key, "expected a number" + (" or a size like 1K" if kind == "size" else ""))
+    return float(value)
 
 
 def _check_parts(manifest: Manifest, fail) -> None:
@@ -193,8 +229,8 @@ def _check_parts(manifest: Manifest, fail) -> None:
 
 
 def _check_commands(manifest: Manifest, fail) -> None:
-    allowed = manifest.placeholder_names()
-    for key in ("start", "version", "syslog_count"):
+    for key in COMMAND_KEYS:
+        allowed = BUILD_PLACEHOLDERS if key in ("build", "test") else manifest.placeholder_names()
         try:
             check_placeholders(getattr(manifest, key), allowed)
         except PlaceholderError as error:

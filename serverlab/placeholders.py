@@ -2,8 +2,14 @@
 
 The syntax is Python's str.format without conversions or format specs, so a literal brace
 in a shell command is written `{{` or `}}` (e.g. `${{HOME}}` for the shell's `${HOME}`).
+
+A manifest command is shell text, but a value never is: every value is quoted for the
+shell as it is put in, so a tunable, a path with spaces or `$(...)` reaches the server's
+argv verbatim and is never run. That is also why a placeholder may not stand inside the
+manifest's own quotes, where the quoting would become part of the value.
 """
 
+import shlex
 import string
 
 BUILTIN_PLACEHOLDERS = ("port", "syslog_port", "docroot", "workdir", "name")
@@ -35,8 +41,32 @@ def check_placeholders(template: str, allowed: set[str]) -> None:
         if name not in allowed:
             known = ", ".join(f"{{{n}}}" for n in sorted(allowed))
             raise PlaceholderError(f"unknown placeholder {{{name}}} (known: {known})")
+    quoted = _quoted_placeholder(template)
+    if quoted:
+        raise PlaceholderError(
+            f"placeholder {{{quoted}}} stands inside quotes; write it bare: serverlab quotes "
+            "every value for the shell itself"
+        )
 
 
-def expand(template: str, values: dict[str, str]) -> str:
+def render_command(template: str, values: dict[str, str]) -> str:
+    """The shell command with every placeholder replaced by its value, quoted."""
     check_placeholders(template, set(values))
-    return template.format_map(values)
+    return template.format_map({name: shlex.quote(str(value)) for name, value in values.items()})
+
+
+def _quoted_placeholder(template: str) -> str | None:
+    """The first placeholder inside single or double quotes of the shell text, if any."""
+    quote = ""
+    for literal, field, _spec, _conversion in string.Formatter().parse(template):
+        escaped = False
+        for char in literal:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote != "'":
+                escaped = True
+            elif char in "'\"" and quote in ("", char):
+                quote = "" if quote else char
+        if field is not None and quote:
+            return field
+    return None

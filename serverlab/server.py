@@ -1,8 +1,9 @@
 """One running contestant: ports, workdir, placeholder expansion, start, readiness, stop.
 
 `ContestantServer` is a context manager; the suite runner and monitor build on it. The
-server runs `/bin/sh -c <start>` in the contestant's folder in its own process group, so
-that stopping it (SIGTERM to the group, then SIGKILL) leaves no process behind.
+server runs `/bin/sh -c <start>` in the contestant's folder in a session of its own, marked
+as ours (serverlab.owner), so that stopping it (SIGTERM to the group, then SIGKILL) leaves
+no process behind, and a later run reaps it if this process dies first.
 """
 
 import contextlib
@@ -17,10 +18,11 @@ from pathlib import Path
 
 import psutil
 
-from serverlab import httpclient
+from serverlab import httpclient, owner
 from serverlab.manifest import Manifest
-from serverlab.placeholders import expand
+from serverlab.placeholders import render_command
 from serverlab.ports import free_port, port_open
+from serverlab.tunables import TunableValueError
 
 LOG_FILE = "server.log"
 LOG_TAIL_LINES = 20
@@ -55,14 +57,26 @@ class ExitStatus:
 
 
 def resolve_settings(manifest: Manifest, overrides: dict[str, str] | None) -> dict[str, str]:
-    """Tunable values: defaults with `overrides` applied; an unknown tunable is an error."""
+    """Tunable values: defaults with `overrides` applied. An unknown tunable, or a value its
+    type does not accept, is an error before anything starts."""
     settings = {name: tunable.default for name, tunable in manifest.tunables.items()}
     for key, value in (overrides or {}).items():
         if key not in settings:
             known = ", ".join(sorted(settings)) or "none"
             raise UnknownTunableError(f"{manifest.name} has no tunable '{key}' (known: {known})")
+        try:
+            manifest.tunables[key].render(str(value))
+        except TunableValueError as error:
+            raise ServerError(f"{manifest.name}: {error}") from None
         settings[key] = str(value)
     return settings
+
+
+def placeholder_values(manifest: Manifest, settings: dict[str, str], **builtins) -> dict:
+    """Every placeholder's value: tunables written as the server wants them, then the
+    built-ins (port, syslog_port, docroot, workdir)."""
+    values = {name: manifest.tunables[name].render(v) for name, v in settings.items()}
+    return {**values, **{k: str(v) for k, v in builtins.items()}, "name": manifest.name}
 
 
 def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -116,17 +130,18 @@ class ContestantServer:
 
     # -- placeholders ------------------------------------------------------------------
     def placeholder_values(self) -> dict[str, str]:
-        return {
-            **self.settings,
-            "port": str(self.port),
-            "syslog_port": str(self.syslog_port),
-            "docroot": str(self.docroot),
-            "workdir": str(self.workdir),
-            "name": self.manifest.name,
-        }
+        return placeholder_values(
+            self.manifest,
+            self.settings,
+            port=self.port,
+            syslog_port=self.syslog_port,
+            docroot=self.docroot,
+            workdir=self.workdir,
+        )
 
     def expand(self, template: str) -> str:
-        return expand(template, self.placeholder_values())
+        """A manifest command with every value quoted for the shell."""
+        return render_command(template, self.placeholder_values())
 
     @property
     def start_command(self) -> str:
@@ -149,13 +164,12 @@ class ContestantServer:
         if self.cpus:
             argv = ["taskset", "-c", self.cpus, *argv]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
+            self.process = owner.popen(
                 argv,
                 cwd=self.manifest.folder,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
         self.exit_status = None
         try:

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from reference_server import FAULTS
 
 TESTS = Path(__file__).resolve().parent
 REFERENCE_SERVER = TESTS / "reference_server.py"
@@ -21,10 +22,14 @@ ready_timeout_s = 15
 
 [tunables.fault]
 default = "none"
+type = "word"
+words = {list(FAULTS)!r}
 help = "which rule of the spec to break (see tests/reference_server.py)"
 
 [tunables.die_after]
 default = "0"
+type = "number"
+min = 0
 help = "seconds after which the server kills itself (0: never)"
 """
 

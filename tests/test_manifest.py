@@ -25,6 +25,8 @@ ready_timeout_s = 12
 
 [tunables.threads]
 default = 8
+type = "int"
+min = 1
 help = "worker threads"
 """
 
@@ -104,12 +106,26 @@ def test_each_validation_error_names_file_and_key(tmp_path, changes, key, messag
     assert message in text
 
 
+T = "[tunables.t]\n"
+
+
 @pytest.mark.parametrize(
     ("table", "key", "message"),
     [
         ('[tunables.threads]\nhelp = "x"', "tunables.threads.default", "missing required key"),
-        ('[tunables.threads]\ndefault = "1"\nmin = 1', "tunables.threads.min", "unknown key"),
-        ("[tunables.threads]\ndefault = true", "tunables.threads.default", "string or a number"),
+        ('[tunables.threads]\ndefault = "1"\nmost = 1', "tunables.threads.most", "unknown key"),
+        ('[tunables.threads]\ndefault = "1"', "tunables.threads.type", "missing required key"),
+        (T + 'default = true\ntype = "int"', "tunables.t.default", "string or a number"),
+        (T + 'default = "1"\ntype = "float"', "tunables.t.type", "one of int, number"),
+        (T + 'default = "a"\ntype = "word"', "tunables.t.words", "lists its words"),
+        (T + 'default = "1"\ntype = "word"\nwords = [1]', "tunables.t.words", "list"),
+        (T + 'default = "c"\ntype = "word"\nwords = ["a"]', "tunables.t.default", "one of a"),
+        (T + 'default = "x"\ntype = "path"\nwords = ["a"]', "tunables.t.words", "no words"),
+        (T + 'default = "a"\ntype = "word"\nwords = ["a"]\nmin = 1', "tunables.t.min", "no bounds"),
+        (T + 'default = "0"\ntype = "int"\nmin = 1', "tunables.t.default", "in 1.."),
+        (T + 'default = "1"\ntype = "int"\nmax = "x"', "tunables.t.max", "a number"),
+        (T + 'default = "1K"\ntype = "size"\nwrite = "mb"', "tunables.t.write", "jvm"),
+        (T + 'default = "1"\ntype = "int"\nwrite = "jvm"', "tunables.t.write", "size"),
         ('[tunables.Threads]\ndefault = "1"', "tunables.Threads", "lower-case"),
         ('[tunables.port]\ndefault = "1"', "tunables.port", "built-in placeholder"),
         ('[tunables]\nthreads = "1"', "tunables.threads", "expected a table"),

@@ -1,3 +1,4 @@
+import json
 import socket
 import sys
 import time
@@ -108,8 +109,8 @@ def test_a_server_that_never_gets_ready_times_out(tmp_path):
 
 def test_stop_leaves_no_process_behind_even_a_background_child(tmp_path):
     start = (
-        f"sleep 300 & exec {sys.executable} -c 'import socket,time; s=socket.socket();"
-        ' s.bind((\\"127.0.0.1\\", {port})); s.listen(); time.sleep(300)\''
+        f"sleep 300 & exec {sys.executable} -c 'import socket,sys,time; s=socket.socket();"
+        ' s.bind((\\"127.0.0.1\\", int(sys.argv[1]))); s.listen(); time.sleep(300)\' {port}'
     )
     manifest = tiny_manifest(tmp_path, start)
     with ContestantServer(manifest) as server:
@@ -122,9 +123,9 @@ def test_stop_leaves_no_process_behind_even_a_background_child(tmp_path):
 
 def test_sigterm_ignored_is_followed_by_sigkill(tmp_path):
     start = (
-        f"exec {sys.executable} -c 'import signal,socket,time;"
+        f"exec {sys.executable} -c 'import signal,socket,sys,time;"
         " signal.signal(signal.SIGTERM, signal.SIG_IGN); s=socket.socket();"
-        ' s.bind((\\"127.0.0.1\\", {port})); s.listen(); time.sleep(300)\''
+        ' s.bind((\\"127.0.0.1\\", int(sys.argv[1]))); s.listen(); time.sleep(300)\' {port}'
     )
     server = ContestantServer(tiny_manifest(tmp_path, start), stop_grace_s=0.5)
     server.start()
@@ -136,3 +137,62 @@ def test_sigterm_ignored_is_followed_by_sigkill(tmp_path):
 def test_cpu_pinning_uses_taskset(contestants_dir):
     with ContestantServer(find("reference"), cpus="0") as server:
         assert psutil.Process(server.process.pid).cpu_affinity() == [0]
+
+
+# A server that writes its argv as JSON to {workdir}/argv.json, then listens on {port}.
+ARGV_SERVER = (
+    "import json,os,socket,sys,time; w=sys.argv[2]; "
+    "open(os.path.join(w, 'argv.json'), 'w').write(json.dumps(sys.argv[1:])); "
+    "s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(300)"
+)
+HOSTILE_PATH = '/tmp/a b/it\'s "q" $(touch M) `touch M` ; touch M'
+
+
+def argv_manifest(root):
+    (root / "argv").mkdir(parents=True, exist_ok=True)
+    (root / "argv" / "server.py").write_text(ARGV_SERVER)
+    text = f"""
+name = "argv"
+language = "python"
+architecture = "test"
+implements = ["perf"]
+version = "true"
+start = "exec {sys.executable} server.py {{port}} {{workdir}} {{docroot}} {{extra}} {{count}}"
+
+[tunables.extra]
+default = "plain"
+type = "path"
+
+[tunables.count]
+default = "1"
+type = "int"
+min = 1
+"""
+    return load_manifest(write_manifest(root, "argv", text))
+
+
+def test_values_with_shell_syntax_reach_the_argv_verbatim_and_never_run(tmp_path):
+    manifest = argv_manifest(tmp_path / "contestants")
+    workdir = tmp_path / "work dir 'x' $(touch M)"
+    docroot = tmp_path / 'doc root "y" `touch M`'
+    settings = {"extra": HOSTILE_PATH, "count": "+3"}
+    with ContestantServer(manifest, workdir=workdir, docroot=docroot, settings=settings) as server:
+        argv = json.loads((workdir / "argv.json").read_text())
+        assert argv == [str(server.port), str(workdir), str(docroot), HOSTILE_PATH, "3"]
+    for folder in (tmp_path, manifest.folder, workdir, docroot):
+        assert not (folder / "M").exists(), f"a value ran as a command in {folder}"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"count": "$(touch M)"}, r"count = '\$\(touch M\)': expected an integer in 1\.\."),
+        ({"count": "0"}, "expected an integer in 1.."),
+        ({"extra": "a\0b"}, "without NUL"),
+    ],
+)
+def test_a_value_its_type_refuses_stops_before_anything_starts(tmp_path, settings, message):
+    manifest = argv_manifest(tmp_path / "contestants")
+    with pytest.raises(ServerError, match=message):
+        ContestantServer(manifest, settings=settings)
+    assert not (manifest.folder / "M").exists()

@@ -1,0 +1,111 @@
+"""Which serverlab process owns a process it started, so that nothing it starts outlives it.
+
+Every child (servers, engines, and whatever those start in turn) is started in a session
+of its own with `SERVERLAB_OWNER=<pid>.<start time>` of the starting serverlab in its
+environment. The mark is fixed before exec and inherited by every descendant, so there is
+no window after `Popen` returns in which a child is not yet written down. A process whose
+owner's pid and start time no longer match a live process is an orphan of a dead run, and
+`reap_orphans` kills it with everything in its session. A live owner's processes are never
+touched, so several runs and tests can share the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+OWNER_ENV = "SERVERLAB_OWNER"
+_PROC = Path("/proc")
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (exact, unlike a float time)."""
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name, which may itself hold spaces and parentheses.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[19])
+
+
+def token(pid: int | None = None) -> str:
+    """The owner mark of a process (default: this one): `<pid>.<start ticks>`."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}.{start_ticks(pid)}"
+
+
+def alive(mark: str) -> bool:
+    """Whether the process a mark names still runs (a reused pid has another start time)."""
+    pid_text, _, ticks = mark.partition(".")
+    if not pid_text.isdigit() or not ticks.isdigit():
+        return False
+    return start_ticks(int(pid_text)) == int(ticks)
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**(os.environ if env is None else env), OWNER_ENV: token()}
+
+
+def popen(argv: list[str], **kwargs) -> subprocess.Popen:
+    """`subprocess.Popen` in a new session, marked as ours."""
+    kwargs["env"] = child_env(kwargs.get("env"))
+    return subprocess.Popen(argv, start_new_session=True, **kwargs)
+
+
+def mark_of(pid: int) -> str | None:
+    try:
+        environ = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = OWNER_ENV.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in _PROC.iterdir() if entry.name.isdigit()]
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def orphans() -> dict[int, str]:
+    """pid -> mark of every process whose owner is gone, and of the rest of each session
+    such a process leads (a descendant may have lost the mark, e.g. by rewriting its
+    environment; it cannot leave the session without calling setsid itself)."""
+    me = os.getpid()
+    found = {}
+    for pid in _pids():
+        mark = mark_of(pid)
+        if pid != me and mark and not alive(mark):
+            found[pid] = mark
+    # Only sessions that an orphan leads: those are the ones serverlab made.
+    sessions = {pid for pid in found if _session(pid) == pid} - {_session(me)}
+    for pid in _pids():
+        if pid not in found and pid != me and _session(pid) in sessions:
+            found[pid] = f"session {_session(pid)}"
+    return found
+
+
+def reap_orphans() -> list[int]:
+    """SIGKILLs every orphan (see `orphans`); returns their pids."""
+    victims = orphans()
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return sorted(victims)
+
+
+def owned_by(mark: str) -> list[int]:
+    """The live processes carrying this owner's mark (for tests and diagnostics)."""
+    return [pid for pid in _pids() if mark_of(pid) == mark]
