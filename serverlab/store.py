@@ -21,32 +21,94 @@ The runner's side of the API, in order::
 The schema is versioned with ``PRAGMA user_version`` and upgraded by the steps in
 ``serverlab/migrations/`` when an older database is opened; a database written by a newer
 serverlab is refused rather than guessed at.
+
+Every SQLite failure (a read-only or full file, a damaged one, a lock held too long) comes
+out as one ``StoreError`` sentence that says what to do; what was committed stays intact.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from serverlab import owner
 from serverlab.migrations import migration_steps
 
 DEFAULT_DB = Path("results/lab.db")
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
 TEST_STATUSES = ("ok", "crashed", "invalid", "abandoned")
 # An abandoned test (Ctrl-C in the middle) is run again by --resume; the others are results.
 FINISHED_TEST_STATUSES = ("ok", "crashed", "invalid")
 DEFAULT_HISTOGRAM = "latency_us"
+# How long a write waits for another process's lock before it gives up.
+BUSY_TIMEOUT_ENV = "SERVERLAB_DB_TIMEOUT_S"
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+# Each try waits this long inside SQLite: short, so that Ctrl-C is seen between tries.
+_BUSY_STEP_S = 0.1
 
 
 class StoreError(Exception):
     """The results database cannot be used; the message says why and what to do."""
+
+
+def _explain(path: Path, error: sqlite3.Error, doing: str) -> StoreError:
+    """One sentence for a SQLite failure: what happened and what the user can do."""
+    text = str(error)
+    lowered = text.lower()
+    if "full" in lowered:
+        return StoreError(
+            f"{path}: the disk is full; could not {doing}. Free some space; "
+            "every test stored before is intact (--resume continues)"
+        )
+    if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
+        return StoreError(
+            f"{path} cannot be written ({text}); could not {doing}. Make it "
+            "writable or pass another --db"
+        )
+    if "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
+        return StoreError(
+            f"{path} is damaged ({text}); could not {doing}. Save what can be "
+            f"read: serverlab export --db {path} --recover NEW.db"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return StoreError(
+            f"{path} is locked by another process; could not {doing} "
+            f"(gave up after {busy_timeout_s():g} s, see ${BUSY_TIMEOUT_ENV})"
+        )
+    return StoreError(f"{path}: could not {doing}: {text}")
+
+
+def busy_timeout_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_S)))
+    except ValueError:
+        return DEFAULT_BUSY_TIMEOUT_S
+
+
+def _sqlite_errors(doing: str):
+    """Turns SQLite's exceptions in a Store method into a StoreError that names the task."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def translated(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.Error as error:
+                raise _explain(self.path, error, doing) from error
+
+        return translated
+
+    return wrap
 
 
 def make_test_key(permutation_key: str, repeat_index: int) -> str:
@@ -86,6 +148,9 @@ class Run:
     status: str
     machine: dict[str, Any]
     ended_at: float | None = None
+    pid: int | None = None
+    pid_start: int | None = None
+    host: str | None = None
 
 
 @dataclass
@@ -191,20 +256,36 @@ class Store:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"no results database at {self.path}: run a suite first")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: every transaction here is explicit (see _transaction).
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        self._db.row_factory = sqlite3.Row
         try:
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot make the folder of {self.path}: {error.strerror}") from None
+        try:
+            self._db = self._open(self.path)
+        except sqlite3.Error as error:
+            if create:
+                raise _explain(self.path, error, "open the results database") from error
+            # A reader on read-only media cannot make WAL's shared-memory file; a file
+            # that nothing can change needs none.
+            try:
+                self._db = self._open(f"file:{self.path}?immutable=1", uri=True)
+            except sqlite3.Error:
+                raise _explain(self.path, error, "open the results database") from error
+
+    def _open(self, target, uri: bool = False) -> sqlite3.Connection:
+        # Autocommit mode: every transaction here is explicit (see _transaction).
+        db = sqlite3.connect(target, isolation_level=None, timeout=_BUSY_STEP_S, uri=uri)
+        db.row_factory = sqlite3.Row
+        self._db = db
+        try:
+            if not uri:
+                self._retry_busy(lambda: db.execute("PRAGMA journal_mode = WAL"))
+            db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
-        except sqlite3.DatabaseError as error:
-            self._db.close()
-            raise StoreError(f"{self.path} is not a usable results database: {error}") from error
-        except StoreError:
-            self._db.close()
+        except BaseException:
+            db.close()
             raise
+        return db
 
     def __enter__(self) -> Store:
         return self
@@ -226,6 +307,9 @@ class Store:
         self._refuse_newer(len(steps))
         if self.schema_version == len(steps):
             return
+        # A step may rebuild a table that others reference; SQLite allows that only with
+        # foreign keys off, a setting that cannot change inside a transaction.
+        self._db.execute("PRAGMA foreign_keys = OFF")
         # The version is read again under the write lock: another process may have upgraded
         # the file while this one waited for it.
         with self._transaction() as db:
@@ -233,7 +317,10 @@ class Store:
             for step in steps[self.schema_version :]:
                 for statement in _statements(step):
                     db.execute(statement)
+            if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise StoreError(f"{self.path}: a migration broke a reference; nothing changed")
             db.execute(f"PRAGMA user_version = {len(steps)}")
+        self._db.execute("PRAGMA foreign_keys = ON")
 
     def _refuse_newer(self, known: int) -> None:
         if self.schema_version > known:
@@ -242,18 +329,36 @@ class Store:
                 f"serverlab knows ({known}); use a newer serverlab or another --db"
             )
 
+    def _retry_busy(self, attempt, wait_s: float | None = None):
+        """Runs `attempt` until no other process holds the lock it needs, for at most
+        `wait_s` (default busy_timeout_s()); between tries Python runs, so Ctrl-C is never
+        held up."""
+        deadline = time.monotonic() + (busy_timeout_s() if wait_s is None else wait_s)
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as error:
+                text = str(error).lower()
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+    def _transaction(self, wait_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        self._retry_busy(lambda: self._db.execute("BEGIN IMMEDIATE"), wait_s)
         try:
             yield self._db
+            self._retry_busy(self._db.commit, wait_s)
         except BaseException:
-            self._db.rollback()
+            # SQLite may have rolled back already (a full disk does); a failed rollback
+            # must not hide the error that caused it.
+            if self._db.in_transaction:
+                with suppress(sqlite3.Error):
+                    self._db.rollback()
             raise
-        self._db.commit()
 
     # --- writing ------------------------------------------------------------------------
 
+    @_sqlite_errors("store the suite")
     def add_suite(self, suite: Suite) -> Suite:
         """The stored row of this suite version, created if new."""
         with self._transaction() as db:
@@ -268,23 +373,51 @@ class Store:
         ).fetchone()
         return _suite_from_row(row)
 
+    @_sqlite_errors("record the start of the run")
     def start_run(
         self, suite: Suite | int, machine: dict[str, Any], started_at: float | None = None
     ) -> Run:
         suite_id = _suite_id(suite)
         started_at = time.time() if started_at is None else started_at
+        me = os.getpid()
+        mine = (me, owner.start_ticks(me), socket.gethostname())
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO runs (suite_id, started_at, status, machine_json)"
-                " VALUES (?, ?, 'running', ?)",
-                (suite_id, started_at, _to_json(machine)),
+                "INSERT INTO runs (suite_id, started_at, status, machine_json, pid, pid_start,"
+                " host) VALUES (?, ?, 'running', ?, ?, ?, ?)",
+                (suite_id, started_at, _to_json(machine), *mine),
             )
-        return Run(cursor.lastrowid, suite_id, started_at, "running", machine)
+        return Run(cursor.lastrowid, suite_id, started_at, "running", machine, None, *mine)
 
-    def finish_run(self, run_id: int, status: str, ended_at: float | None = None) -> None:
+    @_sqlite_errors("mark dead runs as abandoned")
+    def mark_abandoned(self) -> list[int]:
+        """Runs still 'running' whose process on this host is gone become 'abandoned',
+        ended at their last stored test. A run without a recorded process (written before
+        schema 4) cannot be judged and is left alone."""
+        rows = self._db.execute(
+            "SELECT id, pid, pid_start FROM runs WHERE status = 'running' AND host = ?",
+            (socket.gethostname(),),
+        ).fetchall()
+        dead = [r["id"] for r in rows if not owner.alive(f"{r['pid']}.{r['pid_start']}")]
+        with self._transaction() as db:
+            for run_id in dead:
+                db.execute(
+                    "UPDATE runs SET status = 'abandoned', ended_at = COALESCE("
+                    "(SELECT MAX(ended_at) FROM tests WHERE run_id = ?), started_at)"
+                    " WHERE id = ?",
+                    (run_id, run_id),
+                )
+        return dead
+
+    @_sqlite_errors("record the end of the run")
+    def finish_run(
+        self, run_id: int, status: str, ended_at: float | None = None, wait_s: float | None = None
+    ) -> None:
+        """`wait_s` bounds the wait for another process's lock (a run being interrupted
+        must not wait long: if it cannot mark itself, the next run marks it abandoned)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
-        with self._transaction() as db:
+        with self._transaction(wait_s) as db:
             db.execute(
                 "UPDATE runs SET status = ?, ended_at = ? WHERE id = ?",
                 (status, time.time() if ended_at is None else ended_at, run_id),
@@ -298,14 +431,33 @@ class Store:
         """
         if test.status not in TEST_STATUSES:
             raise ValueError(f"test status {test.status!r} is not one of {TEST_STATUSES}")
-        with self._transaction() as db:
-            test_id = _insert_test_row(db, test)
-            _insert_details(db, test_id, test)
+        try:
+            with self._transaction() as db:
+                test_id = _insert_test_row(db, test)
+                _insert_details(db, test_id, test)
+        except sqlite3.Error as error:
+            raise _explain(self.path, error, f"store test {test.key}") from error
         test.id = test_id
         return test_id
 
+    @_sqlite_errors("copy rows in")
+    def insert_rows(self, table: str, columns: list[str], rows: Iterable[tuple]) -> None:
+        """Rows copied in as they are (recovery); foreign keys are not checked, because a
+        damaged source may have lost a parent row whose children survived."""
+        if table not in self.table_names():
+            raise StoreError(f"no table {table!r} in {self.path}")
+        names = ", ".join(f'"{c}"' for c in columns)
+        marks = ", ".join("?" for _ in columns)
+        self._db.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with self._transaction() as db:
+                db.executemany(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', rows)
+        finally:
+            self._db.execute("PRAGMA foreign_keys = ON")
+
     # --- reading ------------------------------------------------------------------------
 
+    @_sqlite_errors("read the finished tests")
     def finished_test_keys(self, suite: Suite | int) -> set[str]:
         """Keys (``make_test_key``) of the tests of this suite version that have a result."""
         placeholders = ", ".join("?" for _ in FINISHED_TEST_STATUSES)
@@ -317,26 +469,31 @@ class Store:
         )
         return {make_test_key(row[0], row[1]) for row in rows}
 
+    @_sqlite_errors("read the suites")
     def suites(self) -> list[Suite]:
         return [_suite_from_row(r) for r in self._db.execute("SELECT * FROM suites ORDER BY id")]
 
+    @_sqlite_errors("read a suite")
     def suite(self, suite_id: int) -> Suite:
         row = self._db.execute("SELECT * FROM suites WHERE id = ?", (suite_id,)).fetchone()
         if row is None:
             raise StoreError(f"no suite {suite_id} in {self.path}")
         return _suite_from_row(row)
 
+    @_sqlite_errors("read the runs")
     def runs(self, suite_ids: Iterable[int] | None = None) -> list[Run]:
         rows = self._db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         wanted = None if suite_ids is None else set(suite_ids)
         return [_run_from_row(r) for r in rows if wanted is None or r["suite_id"] in wanted]
 
+    @_sqlite_errors("read the tests")
     def tests(self, run_ids: Iterable[int] | None = None) -> list[RecordedTest]:
         """Tests with their own columns only; ``load_details`` fills the measurement lists."""
         rows = self._db.execute("SELECT * FROM tests ORDER BY id").fetchall()
         wanted = None if run_ids is None else set(run_ids)
         return [_test_from_row(r) for r in rows if wanted is None or r["run_id"] in wanted]
 
+    @_sqlite_errors("read a test's figures")
     def load_details(self, test: RecordedTest) -> RecordedTest:
         """Fill intervals, samples, histograms, server stats and emit records of a test."""
         test.intervals = [
@@ -363,6 +520,7 @@ class Store:
             f"SELECT * FROM {table} WHERE test_id = ? ORDER BY {order}", (test_id,)
         ).fetchall()
 
+    @_sqlite_errors("read the tables")
     def table_names(self) -> list[str]:
         rows = self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
@@ -370,6 +528,7 @@ class Store:
         )
         return [row[0] for row in rows]
 
+    @_sqlite_errors("read a table")
     def table_rows(self, table: str) -> tuple[list[str], Iterator[sqlite3.Row]]:
         """Column names and rows of one table, for export."""
         if table not in self.table_names():
@@ -483,6 +642,9 @@ def _run_from_row(row: sqlite3.Row) -> Run:
         status=row["status"],
         machine=json.loads(row["machine_json"]),
         ended_at=row["ended_at"],
+        pid=row["pid"],
+        pid_start=row["pid_start"],
+        host=row["host"],
     )
 
 

@@ -1,13 +1,17 @@
 import csv
+import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from serverlab.export import export_csv
+from serverlab.export import recover as export_recover
 from serverlab.migrations import migration_steps
 from serverlab.store import (
     Crash,
@@ -116,7 +120,7 @@ def test_a_failure_inside_commit_leaves_nothing_of_the_test(db_path):
         # The emit records are written last; a bad one fails the insert after every other
         # table of this test already received rows inside the transaction.
         broken.emits.append(EmitRecord("e1", 1, 3, 3, None))
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(StoreError, match="could not store test .*NOT NULL"):
             store.commit_test(broken)
         counts = {
             table: store._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
@@ -195,7 +199,7 @@ def test_a_database_from_a_newer_serverlab_is_refused(db_path):
 def test_a_file_that_is_not_a_database_gets_a_clear_error(db_path):
     db_path.parent.mkdir(parents=True)
     db_path.write_text("this is a text file, not SQLite\n" * 100)
-    with pytest.raises(StoreError, match="not a usable results database"):
+    with pytest.raises(StoreError, match="is damaged .*serverlab export --db .* --recover NEW.db"):
         Store(db_path)
 
 
@@ -276,3 +280,151 @@ def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
         assert store.tests() == []
         assert store._db.execute("SELECT COUNT(*) FROM monitor_samples").fetchone()[0] == 0
         assert store.finished_test_keys(1) == set()
+
+
+# --- a run's own process, and faults of the file itself --------------------------------
+
+DIES_RUNNING = """
+import os, signal, sys
+from serverlab.store import Store, Suite
+with Store(sys.argv[1]) as store:
+    suite = store.add_suite(Suite(name="q", path="q.toml", sha256="b" * 64))
+    run = store.start_run(suite, {})
+    print(run.id, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_run_whose_process_died_is_marked_abandoned_and_a_live_one_is_kept(db_path):
+    with Store(db_path) as store:
+        live = store.start_run(stored_suite(store), {})
+    done = subprocess.run([sys.executable, "-c", DIES_RUNNING, str(db_path)], capture_output=True)
+    assert done.returncode == -signal.SIGKILL
+    dead_id = int(done.stdout)
+    with Store(db_path) as store:
+        assert store.mark_abandoned() == [dead_id]
+        status = {run.id: run.status for run in store.runs()}
+        mine = next(run for run in store.runs() if run.id == live.id)
+    assert status == {live.id: "running", dead_id: "abandoned"}
+    assert (mine.pid, mine.host) == (os.getpid(), socket.gethostname())
+
+
+def stored_tests(db_path, count=3) -> list[str]:
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {})
+        keys = [f"k{i}|node-http||" for i in range(count)]
+        for key in keys:
+            store.commit_test(full_test(run.id, key=key))
+    return keys
+
+
+def readable_keys(db_path) -> list[str]:
+    with Store(db_path, create=False) as store:
+        return [test.permutation_key for test in store.tests()]
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A small file system of our own, so that it can be filled or made read-only."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_names_the_test_it_could_not_store_and_keeps_the_rest(tmpfs):
+    db = tmpfs / "lab.db"
+    keys = stored_tests(db)
+    with Store(db) as store:
+        run = store.start_run(stored_suite(store), {})
+        filler = tmpfs / "filler"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+        big = full_test(run.id, key="lost|node-http||")
+        big.samples *= 2000  # more than the few bytes left
+        with pytest.raises(StoreError, match=r"disk is full; could not store test lost\|"):
+            store.commit_test(big)
+    filler.unlink()
+    assert readable_keys(db) == keys
+
+
+def test_an_immutable_database_is_a_one_line_error_and_stays_readable(tmpfs):
+    db = tmpfs / "lab.db"
+    keys = stored_tests(db)
+    subprocess.run(["chattr", "+i", str(db)], check=True)
+    with (
+        pytest.raises(StoreError, match="cannot be written .*pass another --db"),
+        Store(db) as store,
+    ):
+        store.start_run(stored_suite(store), {})
+    assert readable_keys(db) == keys
+
+
+def test_a_read_only_mount_is_a_one_line_error_and_stays_readable(tmpfs, tmp_path):
+    db = tmpfs / "lab.db"
+    keys = stored_tests(db)
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    subprocess.run(["mount", "--bind", str(tmpfs), str(read_only)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(read_only)], check=True)
+        with (
+            pytest.raises(StoreError, match="cannot be written|read-only"),
+            Store(read_only / "lab.db") as store,
+        ):
+            store.start_run(stored_suite(store), {})
+        assert readable_keys(read_only / "lab.db") == keys
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], check=True)
+
+
+def test_a_lock_held_too_long_is_a_one_line_error(db_path, monkeypatch):
+    keys = stored_tests(db_path)
+    holder = subprocess.Popen(
+        ["sqlite3", str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    holder.stdin.write("BEGIN EXCLUSIVE;\nSELECT 'held';\n")
+    holder.stdin.flush()
+    assert holder.stdout.readline().strip() == "held"
+    monkeypatch.setenv("SERVERLAB_DB_TIMEOUT_S", "1")
+    try:
+        with Store(db_path) as store:
+            started = time.monotonic()
+            with pytest.raises(StoreError, match=r"locked by another process; could not store"):
+                store.commit_test(full_test(store.runs()[0].id, key="late|x||"))
+            assert 1 <= time.monotonic() - started < 5
+        assert readable_keys(db_path) == keys, "readers are not blocked by the writer"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+
+
+def corrupt_a_middle_page(db_path) -> None:
+    page = 4096
+    size = db_path.stat().st_size
+    with open(db_path, "r+b") as handle:
+        handle.seek((size // page // 2) * page)
+        handle.write(b"\xa5" * page)
+
+
+def test_a_damaged_database_says_how_to_recover_and_recovery_keeps_the_readable_rows(
+    db_path, tmp_path
+):
+    keys = stored_tests(db_path, count=40)
+    corrupt_a_middle_page(db_path)
+    with (
+        pytest.raises(StoreError, match=r"is damaged .*serverlab export --db .* --recover"),
+        Store(db_path, create=False) as store,
+    ):
+        for test in store.tests():
+            store.load_details(test)
+    kept = export_recover(db_path, tmp_path / "saved.db")
+    assert kept["suites"] == 1 and kept["runs"] == 1
+    assert 0 < kept["tests"] <= 40 and 0 < kept["monitor_samples"] <= 40 * 5
+    saved = readable_keys(tmp_path / "saved.db")
+    assert set(saved) <= set(keys) and len(saved) == kept["tests"]
+    with sqlite3.connect(tmp_path / "saved.db") as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with pytest.raises(StoreError, match="exists already"):
+        export_recover(db_path, tmp_path / "saved.db")
