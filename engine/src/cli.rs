@@ -29,6 +29,11 @@ pub struct Args {
     /// Print the JSON schema of the output lines and exit
     #[arg(long)]
     pub print_schema: bool,
+    /// Judge plans without running them: the plan the flags make, or else plans as JSON
+    /// Lines on stdin; prints one verdict line each (the normalised plan, or the refusal and
+    /// the field it is about) and exits 0 if all are accepted, 2 if any is refused
+    #[arg(long)]
+    pub check: bool,
     /// Open every socket in this network namespace (/var/run/netns/NAME); may go with --plan
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
@@ -172,10 +177,9 @@ impl Args {
         if let Some(path) = &self.plan {
             return self.plan_file(path);
         }
-        let url = self
-            .url
-            .clone()
-            .ok_or_else(|| PlanError::Contradiction("give a target URL or --plan FILE".into()))?;
+        let url = self.url.clone().ok_or_else(|| {
+            PlanError::Contradiction("target", "give a target URL or --plan FILE".into())
+        })?;
         let mut plan = Plan::for_target(&url);
         plan.pacer = self.pacer()?;
         plan.behaviour = self.behaviour()?;
@@ -226,6 +230,7 @@ impl Args {
             || self.syslog.is_some();
         if load_flag_given {
             return Err(PlanError::Contradiction(
+                "flags",
                 "--plan stands alone: put every setting in the plan file".into(),
             ));
         }
@@ -238,6 +243,7 @@ impl Args {
         let chosen = [self.rate.is_some(), self.sequential, self.users.is_some()];
         if chosen.iter().filter(|&&c| c).count() > 1 {
             return Err(PlanError::Contradiction(
+                "flags",
                 "choose one of -R, --sequential and --users".into(),
             ));
         }
@@ -269,7 +275,10 @@ impl Args {
         }
         if let Some(events) = &self.longpoll {
             let duration_ms = self.push_ms.ok_or_else(|| {
-                PlanError::Contradiction("--longpoll needs --push-ms (the poll timeout)".into())
+                PlanError::Contradiction(
+                    "flags",
+                    "--longpoll needs --push-ms (the poll timeout)".into(),
+                )
             })?;
             chosen.push(BehaviourSpec::Longpoll {
                 events: non_empty(events),
@@ -310,9 +319,10 @@ impl Args {
             0 => Ok(BehaviourSpec::Keepalive),
             1 => Ok(chosen.remove(0)),
             _ if self.sequential && chosen.len() == 2 && !self.new_connection => Err(
-                PlanError::Contradiction("--sequential works with plain requests only".into()),
+                PlanError::Contradiction("flags", "--sequential works with plain requests only".into()),
             ),
             _ => Err(PlanError::Contradiction(
+                "flags",
                 "choose one behaviour: --new-connection, --longpoll, --comet, --upload-bytes, --read-bytes or --syslog".into(),
             )),
         }

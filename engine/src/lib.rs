@@ -3,6 +3,7 @@
 //! returns the summary.
 
 mod behaviour;
+pub mod check;
 pub mod cli;
 mod conn;
 pub mod emits;

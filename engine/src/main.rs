@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
-use serverlab_load::{report, IntervalLine, Outcome};
+use serverlab_load::{check, report, IntervalLine, Outcome};
 
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
@@ -22,6 +22,9 @@ fn main() -> ExitCode {
     if args.print_schema {
         print!("{}", report::output_schema());
         return ExitCode::SUCCESS;
+    }
+    if args.check {
+        return check(args);
     }
     let json = args.json;
     let plan = match args.into_plan().and_then(|p| p.validate()) {
@@ -45,6 +48,26 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--check`: the plan the flags (or `--plan FILE`) make, or else every JSON Lines plan on
+/// stdin, judged without running; one verdict line each.
+fn check(args: Args) -> ExitCode {
+    let from_flags = args.url.is_some() || args.plan.is_some();
+    let all_ok = if from_flags {
+        let verdict = check::verdict(args.into_plan());
+        println!("{verdict}");
+        verdict["ok"] == true
+    } else {
+        match check::check_lines(std::io::stdin().lock(), std::io::stdout().lock()) {
+            Ok(all_ok) => all_ok,
+            Err(e) => {
+                eprintln!("serverlab-load: --check: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    };
+    ExitCode::from(if all_ok { 0 } else { 2 })
 }
 
 fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {

@@ -252,3 +252,56 @@ fn sigterm_drops_work_still_in_hand_after_the_grace_period() {
     let summary = last_json_line(&child.wait_with_output().unwrap().stdout);
     assert_eq!(summary["stopped_early"], true);
 }
+
+#[test]
+fn check_judges_every_plan_on_stdin_in_one_process_and_runs_none() {
+    use std::io::Write;
+    // Port 9 (discard) has no listener: a check that connected would show as an error.
+    let plans = concat!(
+        r#"{"target": "http://127.0.0.1:9/", "duration_s": 1, "connections": 3}"#,
+        "\n",
+        r#"{"target": "http://127.0.0.1:9/", "requests": 5, "duration_s": 1}"#,
+        "\n",
+        r#"{"target": "http://10.1.2.3:9/", "requests": 5}"#,
+        "\n",
+    );
+    let mut child = engine()
+        .arg("--check")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plans.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "one refusal: exit 2");
+    let verdicts = common::json_lines(&out.stdout);
+    assert_eq!(verdicts.len(), 3);
+    assert_eq!(verdicts[0]["ok"], true);
+    assert_eq!(verdicts[0]["plan"]["connections"], 3);
+    assert_eq!(
+        verdicts[0]["plan"]["timeout_ms"], 10_000,
+        "defaults written out"
+    );
+    assert_eq!(
+        (&verdicts[1]["ok"], &verdicts[1]["field"]),
+        (&false.into(), &"duration_s".into())
+    );
+    assert_eq!(verdicts[2]["field"], "target");
+}
+
+#[test]
+fn check_of_flags_prints_the_plan_they_make() {
+    let out = engine()
+        .args(["http://127.0.0.1:9/perf", "-c", "7", "-d", "2s", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let verdict = &common::json_lines(&out.stdout)[0];
+    assert_eq!(verdict["plan"]["connections"], 7);
+    assert_eq!(verdict["plan"]["duration_s"], 2.0);
+}

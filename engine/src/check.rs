@@ -1,0 +1,88 @@
+//! `serverlab-load --check`: plans judged without running them, so that an orchestrator can
+//! refuse a suite of thousands of tests before any server starts, in one process. The engine
+//! stays the one judge of what a plan may say.
+
+use std::io::{BufRead, Write};
+
+use serde_json::{json, Value};
+
+use crate::plan::{Plan, PlanError};
+
+/// One verdict line: `{"ok": true, "plan": <the plan with every default written out>}` or
+/// `{"ok": false, "error": <one line>, "field": <the plan field it is about>}`.
+pub fn verdict(plan: Result<Plan, PlanError>) -> Value {
+    match plan.and_then(|p| p.check().map(|_| p)) {
+        Ok(plan) => json!({ "ok": true, "plan": plan }),
+        Err(e) => json!({ "ok": false, "error": e.to_string(), "field": e.field() }),
+    }
+}
+
+/// Judges each non-blank line of `input` as a JSON plan and writes a verdict line for it,
+/// in order; true when every plan was accepted.
+pub fn check_lines(input: impl BufRead, mut out: impl Write) -> std::io::Result<bool> {
+    let mut all_ok = true;
+    for line in input.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let verdict = verdict(Plan::from_json(&line));
+        all_ok &= verdict["ok"] == json!(true);
+        serde_json::to_writer(&mut out, &verdict)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_line_gets_a_verdict_in_order_with_the_field_at_fault() {
+        let input = concat!(
+            r#"{"target": "http://127.0.0.1:1/", "duration_s": 1}"#,
+            "\n\n",
+            r#"{"target": "http://127.0.0.1:1/", "duration_s": 1, "connections": 1000000000000}"#,
+            "\n",
+            r#"{"target": "http://127.0.0.1:1/", "conns": 3}"#,
+            "\n",
+        );
+        let mut out = Vec::new();
+        assert!(!check_lines(input.as_bytes(), &mut out).unwrap());
+        let lines: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["ok"], true);
+        assert_eq!(lines[0]["plan"]["connections"], 10, "defaults written out");
+        assert_eq!(lines[1]["ok"], false);
+        assert_eq!(lines[1]["field"], "connections");
+        assert_eq!(lines[2]["field"], "plan");
+    }
+
+    #[test]
+    fn infinite_or_huge_spans_are_refused() {
+        for (plan, field) in [
+            (
+                r#"{"target": "http://127.0.0.1:1/", "duration_s": 1e9}"#,
+                "duration_s",
+            ),
+            (
+                r#"{"target": "http://127.0.0.1:1/", "pacer": {"kind": "users", "users": 5, "ramp_up_s": 1e12, "hold_s": 1}}"#,
+                "pacer",
+            ),
+            (
+                r#"{"target": "http://127.0.0.1:1/", "requests": 10, "pacer": {"kind": "open", "rate": 1e300}}"#,
+                "pacer",
+            ),
+        ] {
+            let verdict = verdict(Plan::from_json(plan));
+            assert_eq!(verdict["ok"], false, "{plan}");
+            assert_eq!(verdict["field"], field, "{verdict}");
+        }
+    }
+}
