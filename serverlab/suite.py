@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from serverlab.tunables import TunableValueError
+
+if TYPE_CHECKING:
+    from serverlab.manifest import Manifest
 
 BEHAVIOURS = {
     "keepalive": "/perf",
@@ -97,6 +104,8 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
 # Fixed per-test cost of starting, verifying and stopping a server: only for the estimate.
 SETUP_ESTIMATE_S = 6.0
+# A suite whose lists multiply past this many tests is refused before it is expanded.
+MAX_TESTS = 100_000
 
 
 class SuiteError(ValueError):
@@ -146,6 +155,15 @@ class Suite:
     links: dict[str, dict[str, float]] = field(default_factory=dict)
     filesets: dict[str, dict[str, Any]] = field(default_factory=dict)
     permutations: list[Permutation] = field(default_factory=list)
+    # Where each scenario stands in the file, for errors found after loading.
+    lines: _Lines | None = field(default=None, repr=False)
+    scenario_index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def error(self, scenario: str, key: str, reason: str) -> SuiteError:
+        """A SuiteError at the line of `key` in the named scenario."""
+        index = self.scenario_index.get(scenario)
+        line = self.lines.of(key, index) if self.lines and index is not None else None
+        return SuiteError(self.path, line, f"scenario {scenario!r}: {reason}")
 
     def tests(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repeat index) in run order: repeats interleaved, so that a
@@ -200,10 +218,14 @@ class _Lines:
             lo = self.starts[scenario_index]
             nxt = self.starts[scenario_index + 1 :]
             hi = nxt[0] if nxt else hi
-        pattern = re.compile(rf"^\s*(\[[^\]]*\b)?{re.escape(key)}\b")
-        for i in range(lo, hi):
-            if pattern.search(self.lines[i]):
-                return i + 1
+        # A key at the start of a line first, then one inside an inline table.
+        for pattern in (
+            re.compile(rf"^\s*(\[[^\]]*\b)?{re.escape(key)}\b"),
+            re.compile(rf"[{{,]\s*{re.escape(key)}\s*="),
+        ):
+            for i in range(lo, hi):
+                if pattern.search(self.lines[i]):
+                    return i + 1
         return lo + 1 if scenario_index is not None else None
 
     def in_table(self, header: str, key: str | None = None) -> int | None:
@@ -226,12 +248,14 @@ class _Lines:
 def load_suite(
     path: Path | str,
     scale: float = 1.0,
-    known_contestants: set[str] | None = None,
+    known_contestants: Mapping[str, Manifest] | None = None,
     only: list[str] | None = None,
     profile: str | None = None,
 ) -> Suite:
     """Parses, validates and expands a suite file. `only` narrows it to some contestants,
-    `profile` applies a `[profiles.NAME]` table (its scales, then `scale` on top)."""
+    `profile` applies a `[profiles.NAME]` table (its scales, then `scale` on top).
+    `known_contestants` (name -> manifest) refuses unknown contestants and tunables, and
+    tunable values their type does not accept."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -269,11 +293,18 @@ def load_suite(
         needs={**_needs(path, lines, doc.get("needs", {}), "needs"), **chosen.needs},
         links=_named_tables(path, lines, doc, "links", _link),
         filesets=_named_tables(path, lines, doc, "filesets", _fileset),
+        lines=lines,
     )
     seen: set[str] = set()
     expanded = []
+    contexts = [
+        _ScenarioContext(path, lines, index, known_contestants, suite)
+        for index in range(len(scenarios))
+    ]
+    _refuse_too_many(path, suite, contexts, scenarios, default_contestants)
     for index, scenario in enumerate(scenarios):
-        ctx = _ScenarioContext(path, lines, index, known_contestants, suite)
+        ctx = contexts[index]
+        suite.scenario_index.setdefault(scenario.get("name", ""), index)
         expanded += [(index, *t) for t in ctx.expand(scenario, default_contestants)]
     _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
     for index, perm, written in expanded:
@@ -292,6 +323,21 @@ def load_suite(
     if not suite.permutations:
         raise SuiteError(path, None, f"profile {chosen.name!r} leaves no test to run")
     return suite
+
+
+def _refuse_too_many(path, suite, contexts, scenarios, default_contestants) -> None:
+    """Counts the tests before making them: a few short lists can multiply into millions."""
+    total = sum(
+        ctx.count(scenario, default_contestants)
+        for ctx, scenario in zip(contexts, scenarios, strict=True)
+    )
+    if total * suite.repeats > MAX_TESTS:
+        raise SuiteError(
+            path,
+            None,
+            f"the suite would make {total * suite.repeats:,} tests ({total:,} permutations x "
+            f"{suite.repeats} repeats); at most {MAX_TESTS:,} are allowed: shorten its lists",
+        )
 
 
 def _seed(path: Path, lines: _Lines, doc: dict) -> str | None:
@@ -460,6 +506,27 @@ class _ScenarioContext:
                 for tuned in _product(self._tunable_dims(tunables, contestant)):
                     yield Permutation(scenario["name"], contestant, params, tuned), written
 
+    def count(self, scenario: Any, default_contestants: list) -> int:
+        """How many permutations `expand` would make, without making them."""
+        if not isinstance(scenario, dict):
+            return 1
+        dims = [
+            len(v) if isinstance(v, list) else 1
+            for k, v in scenario.items()
+            if k not in ("name", "description", "contestants", "tunables", "repeats")
+        ]
+        contestants = scenario.get("contestants", default_contestants)
+        tunables = scenario.get("tunables", {})
+        total = 0
+        for contestant in contestants if isinstance(contestants, list) else []:
+            merged = {}
+            for scope in ("*", contestant):
+                table = tunables.get(scope, {}) if isinstance(tunables, dict) else {}
+                merged.update(table if isinstance(table, dict) else {})
+            sizes = [len(v) if isinstance(v, list) else 1 for v in merged.values()]
+            total += math.prod(dims) * math.prod(sizes)
+        return total
+
     def _priming_runs(self, value: Any) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise self.fail("priming_runs", "priming_runs must be a non-negative int")
@@ -475,6 +542,8 @@ class _ScenarioContext:
             if not isinstance(v, types) or isinstance(v, bool):
                 names = " or ".join(t.__name__ for t in types)
                 raise self.fail(key, f"{key} must be {names}, got {v!r}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.fail(key, f"{key} must be a finite number, got {v!r}")
         return values
 
     def _tunable_dims(self, tunables: dict, contestant: str) -> dict[str, list]:
@@ -492,7 +561,22 @@ class _ScenarioContext:
             if not values:
                 raise self.fail("tunables", f"tunable {key} is an empty list")
             dims[key] = [tunable_text(v) for v in values]
+            self._check_tunable(contestant, key, dims[key])
         return dims
+
+    def _check_tunable(self, contestant: str, key: str, values: list[str]) -> None:
+        """Refuses a tunable the contestant lacks, or a value its type does not accept."""
+        manifest = (self.known or {}).get(contestant)
+        if manifest is None:
+            return
+        if key not in manifest.tunables:
+            known = ", ".join(sorted(manifest.tunables)) or "none"
+            raise self.fail(key, f"{contestant} has no tunable {key!r} (known: {known})")
+        for value in values:
+            try:
+                manifest.tunables[key].render(value)
+            except TunableValueError as error:
+                raise self.fail(key, f"{contestant}: {error}") from None
 
     def _check_combination(self, p: dict) -> None:
         behaviour, pacer = p["behaviour"], p.get("pacer", "closed")

@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from serverlab.suite import SuiteError, load_suite
+from serverlab.manifest import find
+from serverlab.suite import MAX_TESTS, SuiteError, load_suite
 
-KNOWN = {"node-http", "java-tomcat-blocking", "go-nethttp"}
+KNOWN = {name: find(name) for name in ("node-http", "java-tomcat-blocking", "go-nethttp")}
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -299,3 +300,56 @@ fast = [true, false]
     )
     (perm,) = load_suite(path, profile="quick").permutations
     assert perm.tunables == {"chunk_size": "1KB", "fast": "true"}
+
+
+BOUNDS = """
+[[scenario]]
+name = "s"
+behaviour = "keepalive"
+clients = 10
+duration_s = 5
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "reason"),
+    [
+        (("duration_s = 5", "duration_s = inf"), 7, "duration_s must be a finite number"),
+        (("duration_s = 5", "duration_s = nan"), 7, "duration_s must be a finite number"),
+        (("duration_s = 5", "duration_s = [1, -inf]"), 7, "finite"),
+        (
+            ("duration_s = 5", "duration_s = 5\ntunables.node-http = { threads = 4 }"),
+            8,
+            r"node-http has no tunable 'threads' \(known: backlog, max_header_kb\)",
+        ),
+        (
+            ("duration_s = 5", 'duration_s = 5\ntunables.node-http = { backlog = "$(touch M)" }'),
+            8,
+            r"node-http: backlog = '\$\(touch M\)': expected an integer in 1\.\.",
+        ),
+        (
+            ("duration_s = 5", "duration_s = 5\n[scenario.tunables.node-http]\nbacklog = [1, 0]"),
+            9,
+            "backlog = '0': expected an integer",
+        ),
+    ],
+)
+def test_bounds_and_tunables_are_checked_with_file_and_line(tmp_path, change, line, reason):
+    text = 'contestants = ["node-http"]\n' + BOUNDS.replace(*change)
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError, match=reason) as caught:
+        load_suite(path, known_contestants=KNOWN)
+    assert caught.value.line == line, str(caught.value)
+    assert not (tmp_path / "M").exists()
+
+
+def test_a_suite_that_multiplies_past_the_limit_is_refused_before_expanding(tmp_path):
+    sweep = ", ".join(str(n) for n in range(1, 101))
+    text = 'contestants = ["node-http", "go-nethttp"]\nrepeats = 3\n' + BOUNDS.replace(
+        "clients = 10", f"clients = [{sweep}]\nrate = [{sweep}]"
+    ).replace("duration_s = 5", f"duration_s = [{sweep}]").replace(
+        '"keepalive"', '"keepalive"\npacer = "open"'
+    )
+    with pytest.raises(SuiteError, match=r"would make 6,000,000 tests \(2,000,000 perm"):
+        load_suite(write(tmp_path, text), known_contestants=KNOWN)
+    assert MAX_TESTS == 100_000
