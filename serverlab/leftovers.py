@@ -1,57 +1,51 @@
-"""Process groups a run started, written down before they start and crossed off when they
-stop, so that a later run can stop what an orchestrator killed with -9 left behind."""
+"""What a dead run left behind, found and removed by the next one.
+
+A run that dies (kill -9, a lost terminal) cannot clean up after itself. Everything it
+made carries its owner mark (serverlab.owner): its processes in their environment, its
+network namespaces and its work folder in their names. A later run removes what belongs
+to owners that are gone, and never touches a live run's things.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
+import re
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
+from serverlab import netns, owner
+
+_OWNER_FOLDER = re.compile(r"\d+\.\d+")
 
 
-class Leftovers:
-    def __init__(self, path: Path):
-        self.path = path
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+@dataclass
+class Reaped:
+    processes: list[int] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
 
-    def _read(self) -> dict[str, float]:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
+    def __bool__(self) -> bool:
+        return bool(self.processes or self.namespaces or self.folders)
 
-    def _write(self, entries: dict[str, float]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries))
-        os.replace(tmp, self.path)
+    def describe(self) -> str:
+        return (
+            f"{len(self.processes)} processes, {len(self.namespaces)} network namespaces "
+            f"and {len(self.folders)} work folders"
+        )
 
-    def add(self, pid: int) -> None:
-        entries = self._read()
-        with contextlib.suppress(psutil.Error):
-            entries[str(pid)] = psutil.Process(pid).create_time()
-        self._write(entries)
 
-    def remove(self, pid: int | None) -> None:
-        entries = self._read()
-        entries.pop(str(pid), None)
-        self._write(entries)
+def work_folder(workdir: Path) -> Path:
+    """This process's own folder under the shared work folder."""
+    return workdir / owner.token()
 
-    def reap(self) -> list[int]:
-        """Kills the groups of recorded processes that still run. A pid is trusted only if
-        its start time matches, so a reused pid is never killed."""
-        killed = []
-        for pid_text, created in self._read().items():
-            pid = int(pid_text)
-            try:
-                if abs(psutil.Process(pid).create_time() - created) > 0.01:
-                    continue
-            except psutil.Error:
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-                killed.append(pid)
-        self._write({})
-        return killed
+
+def reap(workdir: Path) -> Reaped:
+    """Kills orphaned processes, deletes their namespaces and their owners' work folders
+    (the tests in hand when they died, never stored)."""
+    reaped = Reaped(owner.reap_orphans(), netns.reap_stale())
+    if workdir.is_dir():
+        for folder in workdir.iterdir():
+            if _OWNER_FOLDER.fullmatch(folder.name) and not owner.alive(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)
+                reaped.folders.append(folder)
+    return reaped

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from serverlab import owner
 from serverlab.server import ContestantServer
 
 PREFIX = "serverlab-"
@@ -91,7 +92,9 @@ def _enter(namespace: Namespace) -> None:
 @contextlib.contextmanager
 def shaped_namespace(rate_mbit: float, delay_ms: float = 0.0) -> Iterator[Namespace]:
     """A fresh namespace with `lo` up and shaped; deleted on exit, Ctrl-C included."""
-    namespace = Namespace(f"{PREFIX}{os.getpid()}-{next(_counter)}", rate_mbit, delay_ms)
+    # Named by the owner's mark, so that a later run can tell whether its maker is alive.
+    mark = owner.token().replace(".", "-")
+    namespace = Namespace(f"{PREFIX}{mark}-{next(_counter)}", rate_mbit, delay_ms)
     _run(["ip", "netns", "add", namespace.name])
     try:
         _run(namespace.command(["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"]))
@@ -135,21 +138,11 @@ def reap_stale() -> list[str]:
     """Deletes serverlab namespaces whose creating process is gone (a run killed -9)."""
     reaped = []
     for name in existing():
-        found = re.fullmatch(rf"{re.escape(PREFIX)}(\d+)-\d+", name)
-        if found and not _alive(int(found.group(1))):
+        found = re.fullmatch(rf"{re.escape(PREFIX)}(\d+)-(\d+)-\d+", name)
+        if found and not owner.alive(f"{found.group(1)}.{found.group(2)}"):
             delete(name)
             reaped.append(name)
     return reaped
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _run(argv: list[str]) -> None:

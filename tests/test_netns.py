@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from serverlab import netns
+from serverlab import netns, owner
 
 PAYLOAD_BYTES = 2_000_000
 
@@ -98,9 +98,11 @@ def test_an_exception_inside_still_deletes_the_namespace():
 
 
 def test_stale_namespaces_of_dead_runs_are_reaped_and_live_ones_kept():
-    dead = subprocess.Popen(["true"])
+    dead = subprocess.Popen(["sleep", "10"])
+    mark = owner.token(dead.pid).replace(".", "-")
+    dead.kill()
     dead.wait()
-    stale = f"{netns.PREFIX}{dead.pid}-0"
+    stale = f"{netns.PREFIX}{mark}-0"
     subprocess.run(["ip", "netns", "add", stale], check=True)
     with netns.shaped_namespace(rate_mbit=10) as live:
         reaped = netns.reap_stale()

@@ -1,0 +1,80 @@
+"""Owner marks: whatever serverlab starts is found again by the mark, and only a dead
+owner's processes are ever reaped."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from serverlab import owner
+
+# An owner that starts a marked server (whose child wipes its own environment, as nginx's
+# workers may), prints the server's pid, and waits to be killed.
+OWNER_SCRIPT = """
+import subprocess, sys, time
+from serverlab import owner
+server = owner.popen(["/bin/sh", "-c", "env -i sleep 300 & exec sleep 300"])
+print(server.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def start_owner() -> tuple[subprocess.Popen, psutil.Process]:
+    boss = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT], stdout=subprocess.PIPE, text=True)
+    server = psutil.Process(int(boss.stdout.readline()))
+    deadline = time.monotonic() + 10
+    while len(server.children()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return boss, server
+
+
+def gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_mark_names_a_live_process_until_it_ends():
+    child = subprocess.Popen(["sleep", "30"])
+    mark = owner.token(child.pid)
+    assert owner.alive(mark)
+    child.kill()
+    child.wait()
+    assert not owner.alive(mark)
+    assert not owner.alive("garbage") and not owner.alive(f"{os.getpid()}.1")
+
+
+def test_a_marked_child_runs_in_its_own_session_with_its_owners_mark():
+    child = owner.popen(["sleep", "30"])
+    try:
+        assert os.getsid(child.pid) == child.pid
+        assert owner.mark_of(child.pid) == owner.token()
+        assert child.pid in owner.owned_by(owner.token())
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_only_a_dead_owners_processes_are_reaped_with_their_whole_session():
+    dead_boss, orphan = start_owner()
+    live_boss, kept = start_owner()
+    try:
+        orphan_tree = [orphan, *orphan.children(recursive=True)]
+        assert any(owner.mark_of(p.pid) is None for p in orphan_tree), "env -i lost the mark"
+        dead_boss.send_signal(signal.SIGKILL)
+        dead_boss.wait()
+        reaped = owner.reap_orphans()
+        assert {p.pid for p in orphan_tree} <= set(reaped)
+        psutil.wait_procs(orphan_tree, timeout=5)
+        assert all(gone(p) for p in orphan_tree)
+        assert not gone(kept) and kept.pid not in reaped, "a live owner's server is kept"
+    finally:
+        live_boss.kill()
+        live_boss.wait()
+    assert kept.pid in owner.reap_orphans(), "once its owner died, it is an orphan too"
+    _, alive = psutil.wait_procs([kept], timeout=5)
+    assert not alive
