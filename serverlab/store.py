@@ -344,8 +344,10 @@ class Store:
 
     @contextmanager
     def _transaction(self, wait_s: float | None = None) -> Iterator[sqlite3.Connection]:
-        self._retry_busy(lambda: self._db.execute("BEGIN IMMEDIATE"), wait_s)
         try:
+            # Inside the try: a Ctrl-C that lands just after BEGIN must still roll it back,
+            # or the connection stays in a transaction that no later write can start.
+            self._retry_busy(lambda: self._db.execute("BEGIN IMMEDIATE"), wait_s)
             yield self._db
             self._retry_busy(self._db.commit, wait_s)
         except BaseException:
