@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
-DEBIAN_PACKAGES := util-linux iproute2 chromium wrk apache2-utils nghttp2-client httperf nginx-light
+DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
 
 .PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo bench clean
 

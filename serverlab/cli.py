@@ -1,9 +1,13 @@
 """The `serverlab` command: a thin click layer over the package's modules.
 
 A user's mistake (unknown contestant, bad manifest, bad --set) is one line on stderr and
-a non-zero exit code, never a traceback.
+a non-zero exit code, never a traceback. Ctrl-C, SIGTERM, a closed terminal (SIGHUP) and a
+closed output pipe all stop the command the same way (serverlab.interrupts): what it
+started is stopped, a run is marked interrupted, and the exit code is 128 + the signal
+(130 for Ctrl-C).
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -11,10 +15,9 @@ import sys
 import time
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from serverlab import lab
+from serverlab import interrupts, lab, owner, terminal
 from serverlab.build import build_contestant, check_contestant
 from serverlab.cases import CaseFileError
 from serverlab.compare import DEFAULT_METRICS
@@ -92,8 +95,7 @@ def contestants():
             table.add_row(row.name, "[red]invalid manifest[/red]", row.error, "", "")
         else:
             table.add_row(row.name, row.language, row.architecture, row.version, row.built)
-    # Piped output (CI logs, grep) keeps one line per contestant instead of wrapping at 80.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    terminal.console().print(table)
 
 
 @cli.command()
@@ -155,9 +157,6 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
         settings=parse_assignments(assignments),
         cpus=cpus,
     )
-    signal.signal(signal.SIGTERM, _interrupt)
-    # A shell starts background jobs with SIGINT ignored; `kill -INT` must still stop us.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.start()
         click.echo(
@@ -239,12 +238,10 @@ def run(suite_file, db, scale, profile, only, repeats, dry_run, resume, skip_ver
     if dry_run:
         lab.print_plan(suite)
         return
-    signal.signal(signal.SIGTERM, _interrupt)
     outcome = lab.run(suite, db, resume=resume, verify_first=not skip_verify)
     if outcome.interrupted:
-        # click's standalone mode would turn a KeyboardInterrupt into "Aborted!" and exit 1.
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
-        sys.exit(130)
+        sys.exit(128 + interrupts.last_signal())
     if outcome.refused:
         raise UserError(f"not run (failed verify): {', '.join(outcome.refused)}")
 
@@ -291,11 +288,24 @@ def compare(side_a, side_b, db, metrics):
 
 @cli.command()
 @DB_OPTION
-@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), required=True)
-def export(db, csv_dir):
-    """Export every table of the results database to CSV files."""
-    for path in lab.export(db, csv_dir):
-        click.echo(path)
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="write a CSV per table")
+@click.option(
+    "--recover",
+    "recover_to",
+    type=click.Path(dir_okay=False),
+    help="copy what a damaged database still holds into this new file",
+)
+def export(db, csv_dir, recover_to):
+    """Export every table to CSV files, or recover a damaged database into a new one."""
+    if bool(csv_dir) == bool(recover_to):
+        raise UserError("give --csv DIR or --recover NEW.db (one of them)")
+    if csv_dir:
+        for path in lab.export(db, csv_dir):
+            click.echo(path)
+        return
+    for table, rows in lab.recover(db, recover_to).items():
+        click.echo(f"{table}: {rows} rows kept")
+    click.echo(f"recovered into {recover_to}; read it with --db {recover_to}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -303,11 +313,6 @@ def export(db, csv_dir):
 def load(engine_args):
     """Run the load engine directly (serverlab-load's own flags; --help for them)."""
     os.execv(*lab.engine_argv(engine_args))
-
-
-def _interrupt(signum, frame):
-    """SIGTERM stops `serve` the way Ctrl-C does: the server is stopped, not orphaned."""
-    raise KeyboardInterrupt
 
 
 def _split_broken(entries):
@@ -319,12 +324,31 @@ def _split_broken(entries):
 
 
 def main() -> None:
+    # Everything started from here, however, carries this process's mark (serverlab.owner).
+    os.environ[owner.OWNER_ENV] = owner.token()
+    interrupts.install()
     try:
-        cli(standalone_mode=True)
+        code = cli.main(standalone_mode=False)
+    except BrokenPipeError:
+        interrupts.silence_broken_outputs()
+        sys.exit(128 + signal.SIGPIPE)
+    except click.exceptions.Abort as abort:
+        # click turns KeyboardInterrupt into Abort; the signal is kept in its cause.
+        _exit_interrupted(abort.__cause__ or abort.__context__)
+    except KeyboardInterrupt as interrupt:
+        _exit_interrupted(interrupt)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
     except USER_ERRORS as error:
         UserError(str(error)).show()
         sys.exit(2)
-    except KeyboardInterrupt:
-        # Servers were stopped on the way out (context managers and finally blocks).
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_interrupted(cause) -> None:
+    # Servers were stopped on the way out (context managers and finally blocks).
+    signum = getattr(cause, "signum", interrupts.last_signal())
+    with contextlib.suppress(OSError):
         click.echo("serverlab: interrupted", err=True)
-        sys.exit(130)
+    sys.exit(128 + signum)

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from serverlab import stats
+from serverlab import stats, terminal
 from serverlab.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
@@ -103,7 +103,7 @@ def print_comparison(
     rows: list[ComparisonRow], label_a: str, label_b: str, console: Console | None = None
 ) -> None:
     """The comparison as a rich table: median [95 % interval] per side, p-value, verdict."""
-    console = console or Console()
+    console = console or terminal.console()
     with_contestant = any(row.contestants for row in rows)
     table = Table(title=f"A = {label_a}   vs   B = {label_b}", title_justify="left")
     columns = ["scenario", "contestant", "metric", "A", "B", "p", "A is"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from serverlab import owner
 from serverlab.paths import REPO_ROOT
 from serverlab.suite import BEHAVIOURS
 
@@ -164,6 +165,61 @@ def _pacer(p: dict) -> dict[str, Any]:
     return {"kind": kind}
 
 
+# Plan fields the engine names when it refuses a plan -> the suite keys that make them,
+# most likely first.
+PLAN_FIELD_TO_SUITE_KEYS = {
+    "connections": ("clients",),
+    "users": ("clients",),
+    "sources": ("clients",),
+    "duration_s": ("duration_s", "ramp_up_s"),
+    "requests": ("requests", "syslog_messages"),
+    "timeout_ms": ("timeout_s",),
+    "target": ("path", "syslog_transport"),
+    "paths": ("files",),
+    "behaviour": (
+        "upload_bytes",
+        "upload_rate_bps",
+        "read_rate_bps",
+        "longpoll_duration_ms",
+        "comet_duration_ms",
+        "behaviour",
+    ),
+    "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
+}
+
+
+def suite_key_for(field: str | None, params: dict) -> str:
+    """The suite key to point at for a refused plan field: the first one the test sets."""
+    for key in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()):
+        if key in params:
+            return key
+    return "name"
+
+
+def check_plans(plans: list[dict]) -> list[dict]:
+    """Every plan through one `serverlab-load --check`: for each, `{"ok": true, "plan":
+    ...}` or `{"ok": false, "error": ..., "field": ...}`, in order. The engine is the one
+    judge of what a plan may say, so the orchestrator keeps no copy of its rules."""
+    lines = "".join(json.dumps(plan, allow_nan=False) + "\n" for plan in plans)
+    try:
+        done = subprocess.run(
+            [str(engine_binary()), "--check"],
+            input=lines,
+            capture_output=True,
+            text=True,
+            timeout=60 + len(plans) / 1000,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EngineError(f"serverlab-load --check did not run: {error}") from None
+    verdicts = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode not in (0, 2) or len(verdicts) != len(plans):
+        raise EngineError(
+            f"serverlab-load --check answered {len(verdicts)} of {len(plans)} plans "
+            f"(exit code {done.returncode}): {done.stderr.strip()[:300]}"
+        )
+    return verdicts
+
+
 @dataclass
 class EngineRun:
     """One engine process; `intervals` and `summary` fill in as its stdout arrives."""
@@ -178,13 +234,13 @@ class EngineRun:
     _reader: threading.Thread | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
+        # Its own session: Ctrl-C reaches serverlab, which stops the engine itself.
+        self.process = owner.popen(
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            start_new_session=True,  # Ctrl-C reaches serverlab, which stops the engine itself
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

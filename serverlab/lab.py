@@ -3,28 +3,35 @@ the click layer parses flags and prints errors, this module does the work."""
 
 from __future__ import annotations
 
-import sys
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from serverlab import compare as comparing
+from serverlab import dblock, leftovers, terminal
 from serverlab import tune as tuning
-from serverlab.engine import engine_binary
+from serverlab.engine import (
+    check_plans,
+    engine_binary,
+    plan_for,
+    suite_key_for,
+    warmup_plan_for,
+)
 from serverlab.export import export_csv
+from serverlab.export import recover as recover_rows
 from serverlab.machine import Pinning
 from serverlab.manifest import Manifest, discover, find
 from serverlab.progress import Progress
 from serverlab.report import build_report, print_summary
 from serverlab.runner import RunOutcome, Session, run_suite
 from serverlab.server import ServerError
-from serverlab.store import Store
+from serverlab.store import Store, StoreError
 from serverlab.suite import Suite, load_suite
 from serverlab.verify import verify_contestant
 
-console = Console(stderr=True)
+console = terminal.console(stderr=True)
 
 
 def load(
@@ -34,13 +41,40 @@ def load(
     repeats: int | None,
     profile: str | None = None,
 ) -> Suite:
-    known = {m.name for m in discover() if isinstance(m, Manifest)}
+    known = {m.name: m for m in discover() if isinstance(m, Manifest)}
     suite = load_suite(path, scale=scale, known_contestants=known, only=only, profile=profile)
     if repeats is not None:
         if repeats < 1:
             raise ServerError("--repeats must be at least 1")
         suite.repeats = repeats
+    check_engine_plans(suite)
     return suite
+
+
+# Any ports do for --check: it opens no socket.
+_CHECK_PORT, _CHECK_SYSLOG_PORT = 8080, 8514
+
+
+def check_engine_plans(suite: Suite) -> None:
+    """Every engine plan the suite will run (measured and warm-up), judged by the engine in
+    one call before any server starts; a refusal is a SuiteError at the line that made it."""
+    planned: dict[str, tuple] = {}
+    for perm in suite.permutations:
+        plans = [plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT)]
+        if perm.params.get("warmup_s"):
+            plans.append(warmup_plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT))
+        for plan in plans:
+            # Permutations that differ only in contestant or tunables share a plan.
+            planned.setdefault(json.dumps(plan, sort_keys=True), (perm, plan))
+    verdicts = check_plans([plan for _, plan in planned.values()])
+    for (perm, _), verdict in zip(planned.values(), verdicts, strict=True):
+        if not verdict.get("ok"):
+            key = suite_key_for(verdict.get("field"), perm.params)
+            value = perm.params.get(key)
+            said = f"{key} = {value!r}" if value is not None else key
+            raise suite.error(
+                perm.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
+            )
 
 
 def print_plan(suite: Suite) -> None:
@@ -54,7 +88,7 @@ def print_plan(suite: Suite) -> None:
         params = " ".join(f"{k}={v}" for k, v in perm.params.items())
         tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
         table.add_row(str(i), perm.scenario, perm.contestant, params, tunables)
-    out = Console(width=200)
+    out = terminal.console()
     out.print(table)
     minutes = suite.estimated_seconds() / 60
     out.print(
@@ -76,18 +110,23 @@ class LabOutcome:
 def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
     limits = prepare_limits(suite)
-    refused = _verify_all(suite) if verify_first else []
-    if refused:
-        suite.permutations = [p for p in suite.permutations if p.contestant not in refused]
-    outcome = LabOutcome(run=None, refused=refused)
-    if not suite.permutations:
-        return outcome
     # Absolute: the path reaches servers whose working folder is their contestant's.
     db_path = Path(db).resolve()
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    estimates = {p.key: p.estimated_seconds() for p in suite.permutations}
-    progress = Progress(estimates, console)
-    with Store(db_path) as store:
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot make the folder of {db_path}: {error.strerror}") from None
+    # The lock comes first: a second run is refused before it verifies or reaps anything.
+    with dblock.hold(db_path), Store(db_path) as store:
+        _clean_up_after_dead_runs(store, db_path.parent / "work")
+        refused = _verify_all(suite) if verify_first else []
+        if refused:
+            suite.permutations = [p for p in suite.permutations if p.contestant not in refused]
+        outcome = LabOutcome(run=None, refused=refused)
+        if not suite.permutations:
+            return outcome
+        estimates = {p.key: p.estimated_seconds() for p in suite.permutations}
+        progress = Progress(estimates, console)
         session = Session(
             suite=suite,
             store=store,
@@ -107,6 +146,16 @@ def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
         f"invalid), {r.skipped} kept from before" + (" — interrupted" if r.interrupted else "")
     )
     return outcome
+
+
+def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
+    abandoned = store.mark_abandoned()
+    if abandoned:
+        runs = ", ".join(str(run_id) for run_id in abandoned)
+        console.print(f"run {runs} had died: marked abandoned (--resume runs its tests again)")
+    reaped = leftovers.reap(workdir)
+    if reaped:
+        console.print(f"removed what dead runs left behind: {reaped.describe()}")
 
 
 def prepare_limits(suite: Suite) -> dict:
@@ -132,7 +181,7 @@ def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
         mark = "[green]ok[/green]" if row.ok else "[red]SHORT[/red]"
         needed = "-" if row.needed is None else str(row.needed)
         table.add_row(row.limit, row.in_force, needed, mark, row.note)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    terminal.console().print(table)
     return changes
 
 
@@ -156,8 +205,7 @@ def _verify_all(suite: Suite) -> list[str]:
 def report(db: str, selection, output: str, summary: bool) -> Path:
     path = build_report(db, selection or None, output)
     if summary:
-        wide = Console(width=None if sys.stdout.isatty() else 200)
-        print_summary(db, selection or None, console=wide)
+        print_summary(db, selection or None, console=terminal.console())
     return path
 
 
@@ -168,6 +216,10 @@ def compare(db: str, side_a: str, side_b: str, metrics) -> None:
 
 def export(db: str, csv_dir: str) -> list[Path]:
     return export_csv(db, csv_dir)
+
+
+def recover(db: str, out: str) -> dict[str, int]:
+    return recover_rows(db, out)
 
 
 def engine_argv(args) -> tuple[str, list[str]]:

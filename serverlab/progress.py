@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from serverlab import terminal
 from serverlab.suite import Permutation
 
 
@@ -20,9 +21,7 @@ def _clock(seconds: float) -> str:
 
 class Progress:
     def __init__(self, estimate_s_per_test: dict[str, float], console: Console | None = None):
-        self.console = console or Console(stderr=True)
-        if not self.console.is_terminal:
-            self.console.width = 240  # one line per test in logs, not wrapped at 80
+        self.console = console or terminal.console(stderr=True)
         self.estimates = estimate_s_per_test
         self.live: Live | None = None
         self.total = 0
@@ -40,7 +39,7 @@ class Progress:
         self.total = total
         self.remaining_estimate = remaining_estimate_s
         if skipped:
-            self.console.print(f"resuming: {skipped} finished tests kept, {total} to run")
+            self._say(f"resuming: {skipped} finished tests kept, {total} to run")
         if self.console.is_terminal:
             self.live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
@@ -53,7 +52,7 @@ class Progress:
         self.rps = self.open = self.cpu = self.rss = 0
         self.remaining_estimate = max(0.0, self.remaining_estimate)
         if not self.live:
-            self.console.print(f"[{index + 1}/{self.total}] {self.label}", highlight=False)
+            self._say(f"[{index + 1}/{self.total}] {self.label}")
         self._refresh()
 
     def test_finished(self, test) -> None:
@@ -65,6 +64,9 @@ class Progress:
             f"[{self.index + 1}/{self.total}] {test.status:8} {self.label}: "
             f"{summary.get('rps', 0):,.0f} req/s" + (f"  ({flags})" if flags else "")
         )
+        self._say(line)
+
+    def _say(self, line: str) -> None:
         self.console.print(line, highlight=False)
 
     def interval(self, record: dict) -> None:

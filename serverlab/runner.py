@@ -28,7 +28,7 @@ from serverlab.engine import (
     write_plan,
 )
 from serverlab.inventory import version_of
-from serverlab.leftovers import Leftovers
+from serverlab.leftovers import work_folder
 from serverlab.machine import Pinning, describe
 from serverlab.manifest import Manifest, find
 from serverlab.monitor import Monitor
@@ -41,6 +41,7 @@ from serverlab.store import (
     RecordedTest,
     ServerStats,
     Store,
+    StoreError,
     make_test_key,
 )
 from serverlab.store import Suite as StoredSuite
@@ -56,6 +57,8 @@ SETTLE_LIMIT_S = 600.0
 # Requests (or messages) per second below which a counted run is stopped as hung.
 SLOWEST_COUNTED_RATE = 5000
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
+# How long an interrupted or failed run waits to record that in a busy database.
+CLOSE_WAIT_S = 2.0
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
 
@@ -72,7 +75,6 @@ class Session:
     stored_suite: StoredSuite | None = None
     run_id: int | None = None
     manifests: dict[str, Manifest] = field(default_factory=dict)
-    leftovers: Leftovers | None = None
     limits: dict = field(default_factory=dict)  # serverlab.lab.prepare_limits
 
     def manifest(self, name: str) -> Manifest:
@@ -93,9 +95,6 @@ class RunOutcome:
 
 def run_suite(session: Session) -> RunOutcome:
     suite = session.suite
-    session.leftovers = Leftovers(session.workdir / "running.json")
-    session.leftovers.reap()
-    netns.reap_stale()
     stored = session.store.add_suite(
         StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
     )
@@ -117,24 +116,29 @@ def run_suite(session: Session) -> RunOutcome:
             if session.progress:
                 session.progress.test_finished(recorded)
     except KeyboardInterrupt:
-        session.store.finish_run(run.id, "interrupted")
-        return RunOutcome(
-            run.id,
-            sum(counts.values()),
-            len(done),
-            counts["crashed"],
-            counts["invalid"],
-            interrupted=True,
-        )
-    session.store.finish_run(run.id, "finished")
+        _close_run(session, run.id, "interrupted")
+        interrupted = True
+    except StoreError:
+        _close_run(session, run.id, "failed")
+        raise
+    else:
+        session.store.finish_run(run.id, "finished")
+        interrupted = False
     return RunOutcome(
         run.id,
         sum(counts.values()),
         len(suite.tests()) - len(todo),
         counts["crashed"],
         counts["invalid"],
-        interrupted=False,
+        interrupted=interrupted,
     )
+
+
+def _close_run(session: Session, run_id: int, status: str) -> None:
+    """Best effort, and quick: a database that cannot take it now leaves the run to be
+    marked abandoned by the next one."""
+    with contextlib.suppress(StoreError):
+        session.store.finish_run(run_id, status, wait_s=CLOSE_WAIT_S)
 
 
 def _machine(session: Session) -> dict:
@@ -204,17 +208,23 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
     manifest = session.manifest(perm.contestant)
     test = _new_test(session, perm, repeat)
     started = test.started_at
-    workdir = session.workdir / f"test-{os.getpid()}-{int(started * 1000)}"
+    # Under this process's own folder: if it dies, the next run removes the folder whole.
+    workdir = work_folder(session.workdir) / f"test-{int(started * 1000)}"
     options = {
         "settings": perm.tunables,
         "cpus": session.pinning.server,
         "workdir": workdir,
         "docroot": _docroot(session, perm),
     }
-    if namespace is None:
-        server = ContestantServer(manifest, **options)
-    else:
-        server = netns.NamespacedServer(namespace, manifest, **options)
+    try:
+        if namespace is None:
+            server = ContestantServer(manifest, **options)
+        else:
+            server = netns.NamespacedServer(namespace, manifest, **options)
+    except ServerError as err:  # a tunable the manifest refuses: nothing was started
+        test.status = "invalid"
+        test.validity = {"start_failed": str(err)[:2000]}
+        return test
     try:
         server.start()
     except ServerError as err:
@@ -222,12 +232,11 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
         test.crash = _crash(server, at_s=0.0)
         test.validity = {"start_failed": str(err)[:2000]}
         test.ended_at = time.time()
+        _keep_log(session, test, server)
         return test
     except BaseException:
         server.stop()  # Ctrl-C while it was starting: it must not outlive us
         raise
-    server_pid = server.process.pid
-    session.leftovers.add(server_pid)
     try:
         _measure(session, perm, server, manifest, test, started)
     except (ServerError, httpclient.HttpError, OSError, ValueError) as err:
@@ -237,13 +246,24 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
     finally:
         with contextlib.suppress(Exception):
             server.stop()
-        session.leftovers.remove(server_pid)
         test.ended_at = time.time()
         if test.status == "ok":
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            test.validity.setdefault("server_log", str(server.log_path))
+            _keep_log(session, test, server)
     return test
+
+
+def _keep_log(session: Session, test: RecordedTest, server: ContestantServer) -> None:
+    """Moves a failed test's folder (server log, plans) out of this process's work folder,
+    which a later run deletes whole if this one dies."""
+    kept = session.workdir.parent / "logs" / f"{server.workdir.name}-{os.getpid()}"
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(server.workdir, kept)
+    except OSError:
+        kept = server.workdir
+    test.validity.setdefault("server_log", str(kept / server.log_path.name))
 
 
 def _docroot(session: Session, perm: Permutation) -> Path | None:
@@ -432,14 +452,11 @@ def _run_engine(session, engine: EngineRun, server, planned_s: float, started, m
     engine.start()
     if monitor is not None:
         monitor.watch_engine(engine.pid)
-    session.leftovers.add(engine.pid)
     try:
         return _wait_engine(engine, server, planned_s, started)
     except KeyboardInterrupt:
         engine.stop()
         raise
-    finally:
-        session.leftovers.remove(engine.pid)
 
 
 def _prime(session, perm: Permutation, server, plan_path: Path, test, started) -> Crash | None:

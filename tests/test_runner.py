@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import write_manifest
 
 from serverlab import netns
 from serverlab.engine import engine_supports
@@ -92,13 +93,26 @@ def test_a_server_that_dies_mid_test_is_a_crash_and_the_suite_goes_on(contestant
     assert alive.scenario == "fast" and alive.status == "ok"
 
 
+BROKEN_MANIFEST = """
+name = "broken"
+language = "sh"
+architecture = "none"
+implements = ["perf"]
+version = "echo 1"
+start = "echo cannot start on {port} >&2; exit 2"
+"""
+
+
 def test_a_server_that_cannot_start_is_recorded_not_fatal(contestants_dir, tmp_path):
-    body = FAST.format(duration=1) + '[scenario.tunables.reference]\nfault = "bogus"\n'
-    outcome, tests, _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
-    (test,) = tests
-    assert test.status == "crashed"
-    assert test.crash.exit_code == 2  # argparse refuses the unknown fault
-    assert "exited before it was ready" in test.validity["start_failed"]
+    write_manifest(contestants_dir, "broken", BROKEN_MANIFEST)
+    body = FAST.format(duration=1).replace('name = "fast"', 'name = "f"\ncontestants = ["broken"]')
+    suite = write_suite(tmp_path, body + FAST.format(duration=1))
+    outcome, tests, _ = run_in_process(suite, tmp_path / "lab.db")
+    broken, fine = tests
+    assert broken.status == "crashed" and fine.status == "ok"
+    assert broken.crash.exit_code == 2
+    assert "exited before it was ready" in broken.validity["start_failed"]
+    assert "cannot start on" in Path(broken.validity["server_log"]).read_text()
 
 
 def _start_cli_run(suite: Path, db: Path, *extra: str) -> subprocess.Popen:

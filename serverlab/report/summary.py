@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from serverlab import stats
+from serverlab import stats, terminal
 from serverlab.manifest import Manifest, discover
 from serverlab.report.metrics import (
     COMET_NOTE,
@@ -107,7 +107,7 @@ def print_summary(
     """The summary table of the selected tests on the terminal (for ``make demo``)."""
     with Store(db_path, create=False) as store:
         tests = select_tests(store, parse_selection(selection))
-    console = console or Console()
+    console = console or terminal.console()
     shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
     table = Table(title="serverlab summary: median [95 % interval] over repeats")
     for column in ["scenario", "contestant", "tests"] + [_heading(METRICS[i]) for i in shown]:
