@@ -36,6 +36,7 @@ contestants: venv deps
 lint: venv
 	$(VENV)/bin/ruff check serverlab tests
 	$(VENV)/bin/ruff format --check serverlab tests
+	$(VENV)/bin/lint-imports
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings; fi
 
 test: build lint test-python test-engine test-contestants verify

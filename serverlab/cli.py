@@ -2,7 +2,7 @@
 
 A user's mistake (unknown contestant, bad manifest, bad --set) is one line on stderr and
 a non-zero exit code, never a traceback. Ctrl-C, SIGTERM, a closed terminal (SIGHUP) and a
-closed output pipe all stop the command the same way (serverlab.interrupts): what it
+closed output pipe all stop the command the same way (serverlab.base.interrupts): what it
 started is stopped, a run is marked interrupted, and the exit code is 128 + the signal
 (130 for Ctrl-C).
 """
@@ -17,13 +17,15 @@ import time
 import click
 from rich.table import Table
 
-from serverlab import interrupts, lab, owner, terminal
-from serverlab.build import build_contestant, check_contestant
-from serverlab.cases import CaseFileError
-from serverlab.compare import DEFAULT_METRICS
-from serverlab.engine import EngineError
-from serverlab.inventory import contestant_rows
-from serverlab.manifest import (
+from serverlab import commands as lab
+from serverlab.base import interrupts, owner, terminal
+from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.conformance.cases import CaseFileError
+from serverlab.conformance.outcome import FAIL, PASS, WARN
+from serverlab.conformance.verify import VerifyReport, verify_contestant
+from serverlab.contestant.build import build_contestant, check_contestant
+from serverlab.contestant.inventory import contestant_rows
+from serverlab.contestant.manifest import (
     BrokenManifest,
     Manifest,
     ManifestError,
@@ -31,14 +33,13 @@ from serverlab.manifest import (
     discover,
     find,
 )
-from serverlab.outcome import FAIL, PASS, WARN
-from serverlab.paths import CONTESTANTS_ENV
-from serverlab.placeholders import PlaceholderError
-from serverlab.report import DEFAULT_REPORT, SelectionError
-from serverlab.server import ContestantServer, ServerError, log_tail, parse_assignments
-from serverlab.store import DEFAULT_DB, StoreError
-from serverlab.suite import SuiteError
-from serverlab.verify import VerifyReport, verify_contestant
+from serverlab.contestant.placeholders import PlaceholderError
+from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
+from serverlab.results.compare import DEFAULT_METRICS
+from serverlab.results.report import DEFAULT_REPORT, SelectionError
+from serverlab.results.store import DEFAULT_DB, StoreError
+from serverlab.run.engine import EngineError
+from serverlab.run.suite import SuiteError
 
 USER_ERRORS = (
     ManifestError,
@@ -324,7 +325,7 @@ def _split_broken(entries):
 
 
 def main() -> None:
-    # Everything started from here, however, carries this process's mark (serverlab.owner).
+    # Everything started from here, however, carries this process's mark (serverlab.base.owner).
     os.environ[owner.OWNER_ENV] = owner.token()
     interrupts.install()
     try:

@@ -1,8 +1,8 @@
 import pytest
 
-from serverlab.cases import CaseFileError, load_cases, select
-from serverlab.manifest import SPEC_PARTS
-from serverlab.scenarios import SCENARIOS
+from serverlab.conformance.cases import CaseFileError, load_cases, select
+from serverlab.conformance.checks import SCENARIOS
+from serverlab.contestant.manifest import SPEC_PARTS
 
 
 def test_the_spec_cases_load_and_name_known_scenarios():

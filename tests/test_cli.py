@@ -10,8 +10,8 @@ import time
 import psutil
 from conftest import write_manifest
 
-from serverlab import httpclient
-from serverlab.ports import free_port
+from serverlab.base import httpclient
+from serverlab.base.ports import free_port
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 

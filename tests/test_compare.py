@@ -4,10 +4,10 @@ import pytest
 from rich.console import Console
 from test_report import fill_realistic_db, recorded
 
-from serverlab.compare import compare, print_comparison
-from serverlab.report import SelectionError
-from serverlab.stats import Verdict
-from serverlab.store import Store
+from serverlab.results.compare import compare, print_comparison
+from serverlab.results.report import SelectionError
+from serverlab.results.stats import Verdict
+from serverlab.results.store import Store
 
 
 @pytest.fixture(scope="module")

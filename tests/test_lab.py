@@ -17,7 +17,7 @@ import psutil
 import pytest
 from conftest import REFERENCE_MANIFEST, write_manifest
 
-from serverlab import owner
+from serverlab.base import owner
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 FAST = """

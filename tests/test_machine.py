@@ -1,7 +1,7 @@
 import json
 import os
 
-from serverlab.machine import Pinning, describe, read_sysctl
+from serverlab.run.machine import Pinning, describe, read_sysctl
 
 
 def test_default_pinning_keeps_engine_and_server_apart_on_two_cores():

@@ -1,7 +1,7 @@
 import pytest
 from conftest import write_manifest
 
-from serverlab.manifest import (
+from serverlab.contestant.manifest import (
     BrokenManifest,
     Manifest,
     ManifestError,

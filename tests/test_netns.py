@@ -6,7 +6,8 @@ import subprocess
 import threading
 import time
 
-from serverlab import netns, owner
+from serverlab.base import owner
+from serverlab.run import netns
 
 PAYLOAD_BYTES = 2_000_000
 

@@ -9,13 +9,13 @@ import time
 
 import psutil
 
-from serverlab import owner
+from serverlab.base import owner
 
 # An owner that starts a marked server (whose child wipes its own environment, as nginx's
 # workers may), prints the server's pid, and waits to be killed.
 OWNER_SCRIPT = """
 import subprocess, sys, time
-from serverlab import owner
+from serverlab.base import owner
 server = owner.popen(["/bin/sh", "-c", "env -i sleep 300 & exec sleep 300"])
 print(server.pid, flush=True)
 time.sleep(300)

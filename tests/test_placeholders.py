@@ -2,7 +2,7 @@ import subprocess
 
 import pytest
 
-from serverlab.placeholders import (
+from serverlab.contestant.placeholders import (
     PlaceholderError,
     check_placeholders,
     placeholders_in,

@@ -11,17 +11,17 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from rich.console import Console
 
-from serverlab.paths import REPO_ROOT
-from serverlab.report import SelectionError, build_report, parse_selection, print_summary
-from serverlab.report.charts import thinned
-from serverlab.report.histogram import (
+from serverlab.base.paths import REPO_ROOT
+from serverlab.results.report import SelectionError, build_report, parse_selection, print_summary
+from serverlab.results.report.charts import thinned
+from serverlab.results.report.histogram import (
     HistogramError,
     decode,
     percentile_curve,
     values_at_quantiles,
 )
-from serverlab.report.metrics import validity_flags
-from serverlab.store import (
+from serverlab.results.report.metrics import validity_flags
+from serverlab.results.store import (
     Crash,
     EmitRecord,
     EngineInterval,
@@ -407,8 +407,8 @@ def test_long_lines_are_thinned_by_averaging_buckets():
 
 
 def test_comet_figures_are_events_per_second_and_event_delay():
-    from serverlab.report.metrics import METRICS_BY_NAME
-    from serverlab.store import RecordedTest
+    from serverlab.results.report.metrics import METRICS_BY_NAME
+    from serverlab.results.store import RecordedTest
 
     summary = {
         "rps": 0.0,

@@ -14,7 +14,7 @@ import pytest
 import websocket
 from test_report import EVIL_NAME, fill_realistic_db
 
-from serverlab.report import build_report
+from serverlab.results.report import build_report
 
 CHROMIUM = "/usr/bin/chromium"
 STARTUP_TIMEOUT_S = 30

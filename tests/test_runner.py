@@ -12,12 +12,12 @@ import psutil
 import pytest
 from conftest import write_manifest
 
-from serverlab import netns
-from serverlab.engine import engine_supports
-from serverlab.machine import Pinning
-from serverlab.runner import Session, run_suite
-from serverlab.store import Store
-from serverlab.suite import load_suite
+from serverlab.results.store import Store
+from serverlab.run import netns
+from serverlab.run.engine import engine_supports
+from serverlab.run.executor import Session, run_suite
+from serverlab.run.machine import Pinning
+from serverlab.run.suite import load_suite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 

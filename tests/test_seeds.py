@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from test_report import recorded
 
-from serverlab.paths import REPO_ROOT
-from serverlab.report import build_report
-from serverlab.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
-from serverlab.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
-from serverlab.store import RecordedTest, Run, ServerStats, Store, Suite
-from serverlab.suite import load_suite
+from serverlab.base.paths import REPO_ROOT
+from serverlab.results.report import build_report
+from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
+from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
+from serverlab.results.store import RecordedTest, Run, ServerStats, Store, Suite
+from serverlab.run.suite import load_suite
 
 SUITES = {seed: next((REPO_ROOT / "suites").glob(f"seed-{seed}-*.toml")) for seed in SEEDS}
 EM, NODE = "ruby-eventmachine", "node-http"

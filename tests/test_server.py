@@ -7,9 +7,9 @@ import psutil
 import pytest
 from conftest import write_manifest
 
-from serverlab import httpclient
-from serverlab.manifest import find, load_manifest
-from serverlab.server import (
+from serverlab.base import httpclient
+from serverlab.contestant.manifest import find, load_manifest
+from serverlab.contestant.server import (
     ContestantServer,
     ServerError,
     UnknownTunableError,

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from serverlab.stats import (
+from serverlab.results.stats import (
     Verdict,
     mann_whitney,
     median,

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from serverlab.export import export_csv
-from serverlab.export import recover as export_recover
-from serverlab.migrations import migration_steps
-from serverlab.store import (
+from serverlab.results.export import export_csv
+from serverlab.results.export import recover as export_recover
+from serverlab.results.migrations import migration_steps
+from serverlab.results.store import (
     Crash,
     EmitRecord,
     EngineInterval,
@@ -245,7 +245,7 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
 KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from serverlab.store import MonitorSample, RecordedTest, Store, Suite
+    from serverlab.results.store import MonitorSample, RecordedTest, Store, Suite
 
     def samples():
         for i in range(1000):
@@ -286,7 +286,7 @@ def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
 
 DIES_RUNNING = """
 import os, signal, sys
-from serverlab.store import Store, Suite
+from serverlab.results.store import Store, Suite
 with Store(sys.argv[1]) as store:
     suite = store.add_suite(Suite(name="q", path="q.toml", sha256="b" * 64))
     run = store.start_run(suite, {})

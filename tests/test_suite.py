@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from serverlab.manifest import find
-from serverlab.suite import MAX_TESTS, SuiteError, load_suite
+from serverlab.contestant.manifest import find
+from serverlab.run.suite import MAX_TESTS, SuiteError, load_suite
 
 KNOWN = {name: find(name) for name in ("node-http", "java-tomcat-blocking", "go-nethttp")}
 

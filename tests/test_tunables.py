@@ -1,7 +1,7 @@
 import pytest
 
-from serverlab.manifest import find
-from serverlab.tunables import Tunable, TunableValueError
+from serverlab.contestant.manifest import find
+from serverlab.contestant.tunables import Tunable, TunableValueError
 
 
 def make(kind: str, **typing) -> Tunable:

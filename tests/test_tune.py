@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serverlab import tune
-from serverlab.machine import read_sysctl
+from serverlab.run import tune
+from serverlab.run.machine import read_sysctl
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 

@@ -3,9 +3,9 @@ fault of tests/reference_server.py fails exactly the cases that check the broken
 
 import pytest
 
-from serverlab.manifest import find
-from serverlab.outcome import FAIL, PASS, WARN
-from serverlab.verify import verify_contestant
+from serverlab.conformance.outcome import FAIL, PASS, WARN
+from serverlab.conformance.verify import verify_contestant
+from serverlab.contestant.manifest import find
 
 
 def run(fault: str = "none", pattern: str | None = None):

@@ -1,0 +1,231 @@
+"""What the lab commands (`run`, `report`, `compare`, `export`, `load`) do, below the CLI:
+the click layer parses flags and prints errors, this module does the work."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+
+from serverlab.base import terminal
+from serverlab.conformance.verify import verify_contestant
+from serverlab.contestant.manifest import Manifest, discover, find
+from serverlab.contestant.server import ServerError
+from serverlab.results import compare as comparing
+from serverlab.results import dblock
+from serverlab.results.export import export_csv
+from serverlab.results.export import recover as recover_rows
+from serverlab.results.report import build_report, print_summary
+from serverlab.results.store import Store, StoreError
+from serverlab.run import leftovers
+from serverlab.run import tune as tuning
+from serverlab.run.engine import (
+    check_plans,
+    engine_binary,
+    plan_for,
+    suite_key_for,
+    warmup_plan_for,
+)
+from serverlab.run.executor import RunOutcome, Session, run_suite
+from serverlab.run.machine import Pinning
+from serverlab.run.progress import Progress
+from serverlab.run.suite import Suite, load_suite
+
+console = terminal.console(stderr=True)
+
+
+def load(
+    path: str,
+    scale: float,
+    only: list[str] | None,
+    repeats: int | None,
+    profile: str | None = None,
+) -> Suite:
+    known = {m.name: m for m in discover() if isinstance(m, Manifest)}
+    suite = load_suite(path, scale=scale, known_contestants=known, only=only, profile=profile)
+    if repeats is not None:
+        if repeats < 1:
+            raise ServerError("--repeats must be at least 1")
+        suite.repeats = repeats
+    check_engine_plans(suite)
+    return suite
+
+
+# Any ports do for --check: it opens no socket.
+_CHECK_PORT, _CHECK_SYSLOG_PORT = 8080, 8514
+
+
+def check_engine_plans(suite: Suite) -> None:
+    """Every engine plan the suite will run (measured and warm-up), judged by the engine in
+    one call before any server starts; a refusal is a SuiteError at the line that made it."""
+    planned: dict[str, tuple] = {}
+    for perm in suite.permutations:
+        plans = [plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT)]
+        if perm.params.get("warmup_s"):
+            plans.append(warmup_plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT))
+        for plan in plans:
+            # Permutations that differ only in contestant or tunables share a plan.
+            planned.setdefault(json.dumps(plan, sort_keys=True), (perm, plan))
+    verdicts = check_plans([plan for _, plan in planned.values()])
+    for (perm, _), verdict in zip(planned.values(), verdicts, strict=True):
+        if not verdict.get("ok"):
+            key = suite_key_for(verdict.get("field"), perm.params)
+            value = perm.params.get(key)
+            said = f"{key} = {value!r}" if value is not None else key
+            raise suite.error(
+                perm.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
+            )
+
+
+def print_plan(suite: Suite) -> None:
+    table = Table(
+        title=f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
+        f"counts x{suite.count_scale:g})"
+    )
+    for column in ("#", "scenario", "contestant", "parameters", "tunables"):
+        table.add_column(column, overflow="fold")
+    for i, perm in enumerate(suite.permutations, 1):
+        params = " ".join(f"{k}={v}" for k, v in perm.params.items())
+        tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
+        table.add_row(str(i), perm.scenario, perm.contestant, params, tunables)
+    out = terminal.console()
+    out.print(table)
+    minutes = suite.estimated_seconds() / 60
+    out.print(
+        f"{len(suite.permutations)} permutations x {suite.repeats} repeats = "
+        f"{len(suite.tests())} tests, about {minutes:.1f} minutes"
+    )
+
+
+@dataclass
+class LabOutcome:
+    run: RunOutcome | None
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.run and self.run.interrupted)
+
+
+def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
+    engine_binary()  # fails early, with the fix, when the engine is not built
+    limits = prepare_limits(suite)
+    # Absolute: the path reaches servers whose working folder is their contestant's.
+    db_path = Path(db).resolve()
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot make the folder of {db_path}: {error.strerror}") from None
+    # The lock comes first: a second run is refused before it verifies or reaps anything.
+    with dblock.hold(db_path), Store(db_path) as store:
+        _clean_up_after_dead_runs(store, db_path.parent / "work")
+        refused = _verify_all(suite) if verify_first else []
+        if refused:
+            suite.permutations = [p for p in suite.permutations if p.contestant not in refused]
+        outcome = LabOutcome(run=None, refused=refused)
+        if not suite.permutations:
+            return outcome
+        estimates = {p.key: p.estimated_seconds() for p in suite.permutations}
+        progress = Progress(estimates, console)
+        session = Session(
+            suite=suite,
+            store=store,
+            pinning=Pinning.default(),
+            workdir=db_path.parent / "work",
+            progress=progress,
+            resume=resume,
+            limits=limits,
+        )
+        try:
+            outcome.run = run_suite(session)
+        finally:
+            progress.end()
+    r = outcome.run
+    console.print(
+        f"run {r.run_id}: {r.finished} tests finished ({r.crashed} crashed, {r.invalid} "
+        f"invalid), {r.skipped} kept from before" + (" — interrupted" if r.interrupted else "")
+    )
+    return outcome
+
+
+def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
+    abandoned = store.mark_abandoned()
+    if abandoned:
+        runs = ", ".join(str(run_id) for run_id in abandoned)
+        console.print(f"run {runs} had died: marked abandoned (--resume runs its tests again)")
+    reaped = leftovers.reap(workdir)
+    if reaped:
+        console.print(f"removed what dead runs left behind: {reaped.describe()}")
+
+
+def prepare_limits(suite: Suite) -> dict:
+    """Raises our descriptor limit (the servers and engine inherit it) and refuses, before
+    anything starts, a suite whose [needs] this machine does not meet."""
+    changed = tuning.raise_nofile(suite.needs.get("nofile"))
+    short = tuning.shortfalls(suite.needs)
+    if short:
+        raise ServerError(tuning.refusal(str(suite.path), short))
+    return {"in_force": tuning.in_force(), "rlimit_nofile_raised": changed}
+
+
+def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
+    """Prints the limits table; with `apply` sets what is short first. Returns the changes."""
+    needs = load(suite_path, 1.0, None, None, profile).needs if suite_path else {}
+    changes = []
+    if apply:
+        if not tuning.is_root():
+            raise ServerError("serverlab tune --apply must run as root (it writes /proc/sys)")
+        changes = tuning.apply(needs)
+    table = Table("limit", "in force", "needed", "ok", "note")
+    for row in tuning.rows(needs):
+        mark = "[green]ok[/green]" if row.ok else "[red]SHORT[/red]"
+        needed = "-" if row.needed is None else str(row.needed)
+        table.add_row(row.limit, row.in_force, needed, mark, row.note)
+    terminal.console().print(table)
+    return changes
+
+
+def _verify_all(suite: Suite) -> list[str]:
+    """Conformance before any benchmark: contestants that fail are left out of the run."""
+    refused = []
+    for name in sorted({p.contestant for p in suite.permutations}):
+        console.print(f"verifying {name} against the spec ...")
+        report = verify_contestant(find(name))
+        console.print(f"  {report.summary()}")
+        if not report.ok:
+            refused.append(name)
+            failed = [r for r in report.results if r.status == "FAIL"][:5]
+            for result in failed:
+                console.print(f"  FAIL {result.case_id}: {result.reason}", highlight=False)
+            if report.error:
+                console.print(f"  {report.error}", highlight=False)
+    return refused
+
+
+def report(db: str, selection, output: str, summary: bool) -> Path:
+    # For runs made before the architecture labels were recorded with them.
+    labels = {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
+    path = build_report(db, selection or None, output, labels)
+    if summary:
+        print_summary(db, selection or None, console=terminal.console(), labels=labels)
+    return path
+
+
+def compare(db: str, side_a: str, side_b: str, metrics) -> None:
+    rows = comparing.compare(db, side_a, side_b, metrics)
+    comparing.print_comparison(rows, side_a, side_b)
+
+
+def export(db: str, csv_dir: str) -> list[Path]:
+    return export_csv(db, csv_dir)
+
+
+def recover(db: str, out: str) -> dict[str, int]:
+    return recover_rows(db, out)
+
+
+def engine_argv(args) -> tuple[str, list[str]]:
+    binary = str(engine_binary())
+    return binary, [binary, *args]

@@ -1,0 +1,268 @@
+"""Contestant manifests (`contestants/<name>/contestant.toml`): discovery and validation.
+
+The format is described in contestants/README.md. A bad manifest is reported, never fatal
+for the others: `discover` returns it as a `BrokenManifest` beside the good ones.
+"""
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from serverlab.base.paths import contestants_root
+from serverlab.contestant.placeholders import (
+    BUILTIN_PLACEHOLDERS,
+    PlaceholderError,
+    check_placeholders,
+)
+from serverlab.contestant.tunables import SIZE_WRITES, TYPES, Tunable, TunableValueError, size_bytes
+
+MANIFEST_FILE = "contestant.toml"
+SPEC_PARTS = ("http", "perf", "files", "upload", "control", "push", "syslog")
+HTTP_PARTS = frozenset(SPEC_PARTS) - {"syslog"}
+TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+_REQUIRED = {
+    "name": str,
+    "language": str,
+    "architecture": str,
+    "version": str,
+    "start": str,
+    "implements": list,
+}
+_OPTIONAL = {
+    "seed": str,
+    "debian_packages": list,
+    "build": str,
+    "artifacts": list,
+    "ready": str,
+    "ready_timeout_s": (int, float),
+    "syslog_count": str,
+    "test": str,
+    "tunables": dict,
+}
+_LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
+_TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
+# Commands run by /bin/sh -c, and the placeholders each may use beyond the built-ins.
+COMMAND_KEYS = ("start", "version", "syslog_count", "build", "test")
+BUILD_PLACEHOLDERS = {"name"}
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be used; the message names the file and the key."""
+
+
+class UnknownContestantError(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    name: str
+    language: str
+    architecture: str
+    version: str
+    start: str
+    seed: str = ""
+    implements: tuple[str, ...] = ()
+    debian_packages: tuple[str, ...] = ()
+    build: str = ""
+    artifacts: tuple[str, ...] = ()
+    ready: str = "tcp"
+    ready_timeout_s: float = 30.0
+    syslog_count: str = ""
+    test: str = ""
+    tunables: dict[str, Tunable] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def speaks_http(self) -> bool:
+        return bool(HTTP_PARTS & set(self.implements))
+
+    @property
+    def uses_syslog_port(self) -> bool:
+        return "{syslog_port}" in self.start
+
+    def parts(self) -> list[str]:
+        """The spec parts verify checks: the declared ones plus `http` for an HTTP server."""
+        declared = set(self.implements)
+        if self.speaks_http:
+            declared.add("http")
+        return [part for part in SPEC_PARTS if part in declared]
+
+    def placeholder_names(self) -> set[str]:
+        return set(BUILTIN_PLACEHOLDERS) | set(self.tunables)
+
+    def is_built(self) -> bool:
+        return all((self.folder / artifact).exists() for artifact in self.artifacts)
+
+
+@dataclass(frozen=True)
+class BrokenManifest:
+    path: Path
+    name: str
+    error: str
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Reads and validates one manifest; ManifestError says what is wrong and where."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ManifestError(f"{path}: cannot read: {error}") from None
+    return _validate(path, raw)
+
+
+def _validate(path: Path, raw: dict) -> Manifest:
+    def fail(key: str, message: str) -> ManifestError:
+        return ManifestError(f"{path}: key '{key}': {message}")
+
+    for key in raw:
+        if key not in _REQUIRED and key not in _OPTIONAL:
+            raise fail(key, "unknown key")
+    for key in _REQUIRED:
+        if key not in raw:
+            raise fail(key, "missing required key")
+    for key, expected in {**_REQUIRED, **_OPTIONAL}.items():
+        if key in raw and not isinstance(raw[key], expected):
+            raise fail(key, f"expected {_type_name(expected)}, got {type(raw[key]).__name__}")
+    for key in _LIST_OF_STRINGS:
+        if not all(isinstance(item, str) for item in raw.get(key, [])):
+            raise fail(key, "expected a list of strings")
+    if raw["name"] != path.parent.name:
+        raise fail("name", f"'{raw['name']}' differs from its folder '{path.parent.name}'")
+    tunables = _tunables(raw.get("tunables", {}), fail)
+    plain = {key: value for key, value in raw.items() if key != "tunables"}
+    for key in _LIST_OF_STRINGS:
+        if key in plain:
+            plain[key] = tuple(plain[key])
+    if "ready_timeout_s" in plain:
+        plain["ready_timeout_s"] = float(plain["ready_timeout_s"])
+    manifest = Manifest(path=path, tunables=tunables, **plain)
+    _check_parts(manifest, fail)
+    _check_commands(manifest, fail)
+    return manifest
+
+
+def _type_name(expected) -> str:
+    names = {str: "a string", list: "a list", dict: "a table", int: "a number", float: "a number"}
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    return names[kinds[0]]
+
+
+def _tunables(table: dict, fail) -> dict[str, Tunable]:
+    tunables = {}
+    for name, spec in table.items():
+        key = f"tunables.{name}"
+        if not TUNABLE_NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
+            raise fail(key, "a tunable name is lower-case [a-z0-9_] and not a built-in placeholder")
+        if not isinstance(spec, dict):
+            raise fail(key, "expected a table with 'default' and 'type' (and optionally 'help')")
+        unknown = set(spec) - _TUNABLE_KEYS
+        if unknown:
+            raise fail(f"{key}.{sorted(unknown)[0]}", "unknown key")
+        for required in ("default", "type"):
+            if required not in spec:
+                raise fail(f"{key}.{required}", "missing required key")
+        default = spec["default"]
+        if isinstance(default, bool) or not isinstance(default, str | int | float):
+            raise fail(f"{key}.default", "expected a string or a number")
+        if not isinstance(spec.get("help", ""), str):
+            raise fail(f"{key}.help", "expected a string")
+        tunable = Tunable(name, str(default), help=spec.get("help", ""), **_typing(spec, key, fail))
+        try:
+            tunable.render(tunable.default)
+        except TunableValueError as error:
+            raise fail(f"{key}.default", str(error)) from None
+        tunables[name] = tunable
+    return tunables
+
+
+def _typing(spec: dict, key: str, fail) -> dict:
+    """The type keys of one tunable, checked against each other."""
+    kind = spec["type"]
+    if kind not in TYPES:
+        raise fail(f"{key}.type", f"expected one of {', '.join(TYPES)}")
+    words = spec.get("words", [])
+    if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+        raise fail(f"{key}.words", "expected a list of non-empty strings")
+    if kind == "word" and not words:
+        raise fail(f"{key}.words", "a word tunable lists its words")
+    if kind == "path" and words:
+        raise fail(f"{key}.words", "a path tunable takes no words")
+    typing = {"type": kind, "words": tuple(words)}
+    for bound in ("min", "max"):
+        if bound in spec:
+            typing[bound] = _bound(spec[bound], kind, f"{key}.{bound}", fail)
+    if "write" in spec:
+        if kind != "size" or spec["write"] not in SIZE_WRITES:
+            raise fail(f"{key}.write", f"a size tunable's write is one of {', '.join(SIZE_WRITES)}")
+        typing["write"] = spec["write"]
+    return typing
+
+
+def _bound(value, kind: str, key: str, fail) -> float:
+    if kind not in ("int", "number", "size"):
+        raise fail(key, f"a {kind} tunable has no bounds")
+    if kind == "size" and isinstance(value, str) and size_bytes(value) is not None:
+        return float(size_bytes(value))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(key, "expected a number" + (" or a size like 1K" if kind == "size" else ""))
+    return float(value)
+
+
+def _check_parts(manifest: Manifest, fail) -> None:
+    if not manifest.implements:
+        raise fail("implements", "names no spec part")
+    for part in manifest.implements:
+        if part not in SPEC_PARTS:
+            raise fail("implements", f"unknown spec part '{part}' (known: {', '.join(SPEC_PARTS)})")
+    parts = set(manifest.implements)
+    if "push" in parts and "control" not in parts:
+        raise fail("implements", "part 'push' requires 'control'")
+    if "syslog" in parts and not manifest.uses_syslog_port:
+        raise fail("start", "implements 'syslog' but does not use {syslog_port}")
+    if "syslog" in parts and "control" not in parts and not manifest.syslog_count:
+        raise fail("syslog_count", "a syslog server without 'control' needs a syslog_count")
+    if manifest.speaks_http and "{port}" not in manifest.start:
+        raise fail("start", "an HTTP server's start command must use {port}")
+
+
+def _check_commands(manifest: Manifest, fail) -> None:
+    for key in COMMAND_KEYS:
+        allowed = BUILD_PLACEHOLDERS if key in ("build", "test") else manifest.placeholder_names()
+        try:
+            check_placeholders(getattr(manifest, key), allowed)
+        except PlaceholderError as error:
+            raise fail(key, str(error)) from None
+    if manifest.ready != "tcp" and not manifest.ready.startswith("/"):
+        raise fail("ready", "expected a path starting with '/' or \"tcp\"")
+    if manifest.ready_timeout_s <= 0:
+        raise fail("ready_timeout_s", "expected a positive number of seconds")
+
+
+def discover(root: Path | None = None) -> list[Manifest | BrokenManifest]:
+    """Every `<root>/*/contestant.toml`, sorted by folder name; broken ones included."""
+    found: list[Manifest | BrokenManifest] = []
+    for path in sorted(contestants_root(root).glob(f"*/{MANIFEST_FILE}")):
+        try:
+            found.append(load_manifest(path))
+        except ManifestError as error:
+            found.append(BrokenManifest(path, path.parent.name, str(error)))
+    return found
+
+
+def find(name: str, root: Path | None = None) -> Manifest:
+    """The valid manifest called `name`; ManifestError if it is broken, else a lookup error."""
+    entries = discover(root)
+    for entry in entries:
+        if entry.name == name:
+            if isinstance(entry, BrokenManifest):
+                raise ManifestError(entry.error)
+            return entry
+    known = ", ".join(entry.name for entry in entries) or "none"
+    raise UnknownContestantError(f"unknown contestant '{name}' (known: {known})")

@@ -1,7 +1,0 @@
-"""The HTML report: ``build_report(db_path, selection, out_path)``; see builder.py."""
-
-from serverlab.report.builder import DEFAULT_REPORT, build_report
-from serverlab.report.selection import SelectionError, parse_selection
-from serverlab.report.summary import print_summary
-
-__all__ = ["DEFAULT_REPORT", "SelectionError", "build_report", "parse_selection", "print_summary"]

@@ -1,0 +1,177 @@
+"""``build_report``: one self-contained HTML file (plotly.js inline, no network) per selection."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import plotly.offline
+
+from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
+from serverlab.results.report.metrics import (
+    METRICS,
+    METRICS_BY_NAME,
+    permutation_params,
+    scenario_labels,
+    validity_flags,
+)
+from serverlab.results.report.seeds import seed_sections
+from serverlab.results.report.selection import parse_selection, select_tests
+from serverlab.results.report.summary import (
+    SummaryRow,
+    architectures,
+    scenario_groups,
+    status_counts,
+    summary_rows,
+    tunable_text,
+)
+from serverlab.results.store import RecordedTest, Run, Store, Suite
+
+DEFAULT_REPORT = Path("results/report.html")
+
+
+@dataclass
+class ScenarioSection:
+    anchor: str
+    label: str
+    params: str
+    summary: list[SummaryRow]
+    charts: list[Chart]
+    tests: list[dict] = field(default_factory=list)
+
+
+def build_report(
+    db_path: str | Path,
+    selection: Iterable[str] | str | None = None,
+    out_path: str | Path = DEFAULT_REPORT,
+    labels: dict[str, str] | None = None,
+) -> Path:
+    """Write the report of the selected tests (see ``serverlab.results.report.selection``) to
+    ``out_path``, atomically; returns the path. Raises ``SelectionError`` or ``StoreError``
+    with a readable message when there is nothing to report."""
+    parsed = parse_selection(selection)
+    with Store(db_path, create=False) as store:
+        tests = select_tests(store, parsed)
+        run_ids = {t.run_id for t in tests}
+        runs = [r for r in store.runs() if r.id in run_ids]
+        suites = {s.id: s for s in store.suites()}
+    html = render_report(
+        tests, runs, suites, parsed.describe(), str(db_path), architectures(runs, labels)
+    )
+    return _write_atomically(Path(out_path), html)
+
+
+def render_report(
+    tests: list[RecordedTest],
+    runs: list[Run],
+    suites: dict[int, Suite],
+    selection_text: str,
+    db_text: str,
+    labels: dict[str, str] | None = None,
+) -> str:
+    sections = _sections(tests, labels or {})
+    figures = {c.key: c.figure for s in sections for c in s.charts if c.figure is not None}
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=_title(runs, suites),
+        generated=_utc(dt.datetime.now(dt.UTC).timestamp()),
+        selection=selection_text,
+        db=db_text,
+        runs=[_run_view(r, suites) for r in runs],
+        metrics=METRICS,
+        sections=sections,
+        seed_sections=seed_sections(tests, runs, suites),
+        figures=figures,
+        plot_template=shared_template(),
+        test_count=len(tests),
+        status_counts=status_counts(tests),
+        plotly_js=plotly.offline.get_plotlyjs(),
+    )
+
+
+def _environment() -> jinja2.Environment:
+    # Autoescape everything: contestant names, labels and suite text are other people's input.
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("serverlab.results.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[ScenarioSection]:
+    groups = scenario_groups(tests)
+    labels = scenario_labels(tests)
+    sections = []
+    for index, (key, group) in enumerate(groups.items(), start=1):
+        anchor = f"s{index}"
+        sections.append(
+            ScenarioSection(
+                anchor=anchor,
+                label=labels[key],
+                params=", ".join(
+                    f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
+                ),
+                summary=summary_rows(group, names),
+                charts=scenario_charts(group, METRICS_BY_NAME, anchor),
+                tests=[_test_view(t) for t in group],
+            )
+        )
+    return sections
+
+
+def _test_view(test: RecordedTest) -> dict:
+    return {
+        "label": test_label(test),
+        "status": test.status,
+        "tunables": tunable_text(test),
+        "started": _utc(test.started_at),
+        "seconds": f"{test.ended_at - test.started_at:.1f}",
+        "flags": [f.text for f in validity_flags(test)],
+    }
+
+
+def _run_view(run: Run, suites: dict[int, Suite]) -> dict:
+    suite = suites.get(run.suite_id)
+    return {
+        "id": run.id,
+        "suite": suite.name if suite else "?",
+        "path": suite.path if suite else "",
+        "sha256": suite.sha256 if suite else "",
+        "scale": suite.scale if suite else "",
+        "started": _utc(run.started_at),
+        "ended": _utc(run.ended_at) if run.ended_at else "-",
+        "status": run.status,
+        "machine": json.dumps(run.machine, indent=2, sort_keys=True),
+    }
+
+
+def _title(runs: list[Run], suites: dict[int, Suite]) -> str:
+    names = sorted({suites[r.suite_id].name for r in runs if r.suite_id in suites})
+    return f"serverlab report: {', '.join(names) or 'results'}"
+
+
+def _utc(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _write_atomically(target: Path, text: str) -> Path:
+    """A reader (or a browser reloading) never sees half a report."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target

@@ -1,0 +1,250 @@
+"""Figures taken from one stored test, the validity flags that qualify them, and how tests
+are grouped into scenarios (same scenario and parameters, any contestant, any repeat)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from serverlab.results import stats
+from serverlab.results.store import RecordedTest
+
+GENERATOR_BOUND_PERCENT = 90.0
+# Below this share of the intended rate, the pacer could not keep up: the figure is suspect.
+RATE_SHORTFALL_RATIO = 0.95
+MIB = 1024 * 1024
+# Only these tests count towards medians; the others are shown, flagged, but not summarized.
+SUMMARIZED_STATUSES = ("ok",)
+RUN_SPECIFIC_PARAMS = ("engine_plan",)
+FLAG_TEXT_LIMIT = 160
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    of: Callable[[RecordedTest], float | None]
+    better: str = "better"
+    worse: str = "worse"
+
+
+def _summary_number(test: RecordedTest, *path: str) -> float | None:
+    value: Any = test.summary
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _is_stream(test: RecordedTest) -> bool:
+    """A comet test: its streams stay open, so its answers are events, not requests."""
+    return test.params.get("behaviour") == "comet"
+
+
+def throughput(test: RecordedTest) -> float | None:
+    if not _is_stream(test):
+        return _summary_number(test, "rps")
+    events = _summary_number(test, "events", "received")
+    duration = _summary_number(test, "duration_s")
+    return events / duration if events is not None and duration else None
+
+
+def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+    def of(test: RecordedTest) -> float | None:
+        # For comet, the delay from the server's emit to the event's arrival.
+        histogram = "event_delay_us" if _is_stream(test) else "latency_us"
+        micros = _summary_number(test, histogram, percentile)
+        return None if micros is None else micros / 1000
+
+    return of
+
+
+def error_count(test: RecordedTest) -> float | None:
+    if test.summary is None:
+        return None
+    errors = test.summary.get("errors", 0)
+    if isinstance(errors, dict):
+        return float(sum(v for v in errors.values() if isinstance(v, int | float)))
+    return float(errors) if isinstance(errors, int | float) else None
+
+
+def mean_server_cpu(test: RecordedTest) -> float | None:
+    values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
+    return sum(values) / len(values) if values else None
+
+
+def peak_rss_mib(test: RecordedTest) -> float | None:
+    values = [s.rss_bytes for s in test.samples if s.rss_bytes is not None]
+    return max(values) / MIB if values else None
+
+
+def median_engine_cpu(test: RecordedTest) -> float | None:
+    """The generator's typical CPU (median, as the runner's own flag uses): a short peak at
+    start-up does not make a whole test generator-bound."""
+    values = [s.engine_cpu_percent for s in test.samples if s.engine_cpu_percent]
+    return statistics.median(values) if values else None
+
+
+FASTER = ("faster", "slower")
+COMET_NOTE = (
+    "For comet (held streams) throughput counts events received per second and latency is "
+    "the delay from the server's emit to the event's arrival."
+)
+METRICS = (
+    # Comet rows: throughput is events/s and latency the event delay (COMET_NOTE).
+    Metric("rps", "throughput", "req/s", True, throughput, *FASTER),
+    Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
+    Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
+    Metric("errors", "errors", "", False, error_count),
+    Metric("cpu", "server CPU mean", "%", False, mean_server_cpu),
+    Metric("rss", "server RSS peak", "MiB", False, peak_rss_mib),
+)
+METRICS_BY_NAME = {m.name: m for m in METRICS}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A reason to distrust a figure. ``code`` is stable, ``text`` is for people."""
+
+    code: str
+    text: str
+
+
+def validity_flags(test: RecordedTest) -> list[Flag]:
+    flags = _status_flags(test) + _measurement_flags(test)
+    seen = {f.code for f in flags}
+    for code, detail in sorted(test.validity.items()):
+        # A bare number the runner stored is a measurement (e.g. a median CPU), not a flag.
+        informational = isinstance(detail, int | float) and not isinstance(detail, bool)
+        if detail and not informational and code.replace("_", "-") not in seen:
+            flags.append(Flag(code.replace("_", "-"), _flag_text(code, detail)))
+    return flags
+
+
+def _flag_text(code: str, detail: Any) -> str:
+    words = code.replace("_", " ")
+    if detail is True:
+        return words
+    if isinstance(detail, dict):
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(detail.items()))
+    text = f"{words}: {detail}"
+    # A flag is a badge on every figure; the full detail (an engine's stderr, say) is in the DB.
+    return text if len(text) <= FLAG_TEXT_LIMIT else text[: FLAG_TEXT_LIMIT - 1] + "…"
+
+
+def _status_flags(test: RecordedTest) -> list[Flag]:
+    if test.status == "crashed":
+        return [Flag("crash", "crashed" + _crash_detail(test))]
+    if test.status in ("invalid", "abandoned"):
+        return [Flag(test.status, test.status)]
+    return []
+
+
+def _crash_detail(test: RecordedTest) -> str:
+    crash = test.crash
+    if crash is None:
+        return ""
+    parts = []
+    if crash.time is not None:
+        parts.append(f"at {crash.time:.1f} s")
+    if crash.exit_code is not None:
+        parts.append(f"exit code {crash.exit_code}")
+    if crash.signal:
+        parts.append(f"signal {crash.signal}")
+    if crash.oom:
+        parts.append("out of memory")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _measurement_flags(test: RecordedTest) -> list[Flag]:
+    flags = []
+    engine_cpu = median_engine_cpu(test)
+    if engine_cpu is not None and engine_cpu > GENERATOR_BOUND_PERCENT:
+        flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
+    intended = _summary_number(test, "intended_rate")
+    achieved = _summary_number(test, "achieved_rate")
+    if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
+        flags.append(
+            Flag("rate-shortfall", f"achieved {achieved:,.0f}/s of intended {intended:,.0f}/s")
+        )
+    errors = error_count(test)
+    if errors:
+        noun = "error" if errors == 1 else "errors"
+        flags.append(Flag("errors", f"{errors:,.0f} {noun}{_error_kinds(test)}"))
+    if test.summary is None and test.status != "crashed":
+        flags.append(Flag("no-summary", "no engine summary"))
+    if test.summary is not None and test.summary.get("valid") is False:
+        reasons = "; ".join(map(str, test.summary.get("invalid_reasons") or [])) or "no reason"
+        flags.append(Flag("engine-invalid", f"engine marked the run invalid: {reasons}"))
+    return flags
+
+
+def _error_kinds(test: RecordedTest) -> str:
+    errors = (test.summary or {}).get("errors")
+    if not isinstance(errors, dict):
+        return ""
+    kinds = [f"{kind} {count:,}" for kind, count in sorted(errors.items()) if count]
+    return f" ({', '.join(kinds)})" if kinds else ""
+
+
+def permutation_params(test: RecordedTest) -> dict[str, Any]:
+    """The scenario's parameters, without what differs from run to run (the engine plan the
+    runner keeps beside them holds a port number)."""
+    return {k: v for k, v in test.params.items() if k not in RUN_SPECIFIC_PARAMS}
+
+
+def scenario_key(test: RecordedTest) -> str:
+    """Tests with the same key ran the same scenario with the same parameters."""
+    return json.dumps([test.scenario, permutation_params(test)], sort_keys=True)
+
+
+def comparison_key(test: RecordedTest, with_contestant: bool) -> str:
+    """The scenario key, plus contestant and tunables when contestants are not the sides."""
+    if not with_contestant:
+        return scenario_key(test)
+    return json.dumps(
+        [test.scenario, permutation_params(test), test.contestant, test.tunables], sort_keys=True
+    )
+
+
+def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
+    """A short label per scenario key: its name, plus the parameters that tell apart
+    scenario keys sharing that name."""
+    params_by_name: dict[str, dict[str, dict]] = {}
+    for test in tests:
+        params_by_name.setdefault(test.scenario, {})[scenario_key(test)] = permutation_params(test)
+    labels = {}
+    for name, by_key in params_by_name.items():
+        varying = _varying_keys(list(by_key.values()))
+        for key, params in by_key.items():
+            detail = ", ".join(f"{k}={params.get(k, '-')}" for k in varying)
+            labels[key] = f"{name or 'unnamed'} ({detail})" if detail else name or "unnamed"
+    return labels
+
+
+def _varying_keys(param_sets: list[dict]) -> list[str]:
+    every_key = sorted({k for params in param_sets for k in params})
+    return [
+        k for k in every_key if len({json.dumps(p.get(k), sort_keys=True) for p in param_sets}) > 1
+    ]
+
+
+def format_summary(summary: stats.Summary) -> str:
+    if summary.n == 0 or summary.interval is None:
+        return "-"
+    interval = summary.interval
+    low, high = _number(interval.low), _number(interval.high)
+    coverage = "" if interval.reaches_level else f" ({interval.coverage:.0%})"
+    return f"{_number(summary.median)} [{low}, {high}]{coverage} n={summary.n}"
+
+
+def _number(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"

@@ -1,0 +1,136 @@
+"""The summary table: per scenario and contestant, the median and 95 % interval of each
+metric over repeats, how many tests ended how, and the validity flags. Drawn into the HTML
+report, and printed on the terminal (``print_summary``) after a run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from serverlab.results import stats
+from serverlab.base import terminal
+from serverlab.results.report.metrics import (
+    COMET_NOTE,
+    METRICS,
+    SUMMARIZED_STATUSES,
+    format_summary,
+    scenario_key,
+    scenario_labels,
+    validity_flags,
+)
+from serverlab.results.report.selection import parse_selection, select_tests
+from serverlab.results.store import RecordedTest, Run, Store
+
+TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
+
+
+@dataclass
+class SummaryRow:
+    contestant: str
+    architecture: str
+    tunables: str
+    counts: str
+    cells: list[tuple[str, str]]
+    flags: list[str]
+
+
+def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -> dict[str, str]:
+    """Each contestant's architecture label as its runs recorded it; `fallback` (today's
+    manifests, say) names those that runs before the label was recorded did not."""
+    labels = dict(fallback or {})
+    for run in runs:
+        labels.update(run.machine.get("contestant_architectures") or {})
+    return labels
+
+
+def summary_rows(group: list[RecordedTest], labels: dict[str, str]) -> list[SummaryRow]:
+    """One row per contestant of one scenario's tests; ``labels`` maps contestant names to
+    architecture labels. Each cell is (median, "[low, high] (coverage) n=N")."""
+    rows = []
+    for contestant in dict.fromkeys(t.contestant for t in group):
+        mine = [t for t in group if t.contestant == contestant]
+        summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
+        cells = [_cell(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
+        flags = _flags_with_repeats(mine)
+        tunables = sorted({tunable_text(t) for t in mine})
+        rows.append(
+            SummaryRow(
+                contestant,
+                labels.get(contestant, ""),
+                "; ".join(tunables),
+                status_counts(mine),
+                cells,
+                flags,
+            )
+        )
+    return rows
+
+
+def _flags_with_repeats(tests: list[RecordedTest]) -> list[str]:
+    """Each distinct flag once, followed by the repeats that carry it: "crashed (r5)"."""
+    repeats: dict[str, list[str]] = {}
+    for test in tests:
+        for flag in validity_flags(test):
+            repeats.setdefault(flag.text, []).append(f"r{test.repeat_index + 1}")
+    return [f"{text} ({', '.join(which)})" for text, which in sorted(repeats.items())]
+
+
+def _cell(summary: stats.Summary) -> tuple[str, str]:
+    median, _, detail = format_summary(summary).partition(" ")
+    return median, detail
+
+
+def tunable_text(test: RecordedTest) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
+
+
+def status_counts(tests: list[RecordedTest]) -> str:
+    counts: dict[str, int] = {}
+    for test in tests:
+        counts[test.status] = counts.get(test.status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+
+
+def scenario_groups(tests: list[RecordedTest]) -> dict[str, list[RecordedTest]]:
+    """Tests by scenario key, in the order the scenarios first appear."""
+    groups: dict[str, list[RecordedTest]] = {}
+    for test in tests:
+        groups.setdefault(scenario_key(test), []).append(test)
+    return groups
+
+
+def print_summary(
+    db_path: str | Path,
+    selection: Iterable[str] | str | None = None,
+    console: Console | None = None,
+    labels: dict[str, str] | None = None,
+) -> None:
+    """The summary table of the selected tests on the terminal (for ``make demo``);
+    `labels` are architecture labels for runs that did not record theirs."""
+    with Store(db_path, create=False) as store:
+        tests = select_tests(store, parse_selection(selection))
+        run_ids = {t.run_id for t in tests}
+        runs = [r for r in store.runs() if r.id in run_ids]
+    console = console or terminal.console()
+    shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
+    table = Table(title="serverlab summary: median [95 % interval] over repeats")
+    for column in ["scenario", "contestant", "tests"] + [_heading(METRICS[i]) for i in shown]:
+        table.add_column(column, overflow="fold")
+    table.add_column("flags", overflow="fold")
+    labels = scenario_labels(tests)
+    names = architectures(runs, labels)
+    for key, group in scenario_groups(tests).items():
+        for row in summary_rows(group, names):
+            cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
+            table.add_row(labels[key], row.contestant, row.counts, *cells, "\n".join(row.flags))
+    console.print(table)
+    if any(t.params.get("behaviour") == "comet" for t in tests):
+        console.print(COMET_NOTE)
+
+
+def _heading(metric) -> str:
+    return f"{metric.label} ({metric.unit})" if metric.unit else metric.label

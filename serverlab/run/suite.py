@@ -1,0 +1,653 @@
+"""Suites: scenarios as data (`suites/*.toml`), expanded into permutations.
+
+Any scalar field of a scenario may be given as a list; each list is a matrix dimension and
+the scenario expands into the cartesian product. Tunables are matrix dimensions too. Errors
+name the file, the line and the reason, so a suite is fixed in one go rather than by trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from serverlab.contestant.tunables import TunableValueError
+
+if TYPE_CHECKING:
+    from serverlab.contestant.manifest import Manifest
+
+BEHAVIOURS = {
+    "keepalive": "/perf",
+    "new-connection": "/perf",
+    "longpoll": "/push",
+    "comet": "/push",
+    "slow-upload": "/upload",
+    "slow-reader": "/files",
+    "syslog": None,
+}
+PACERS = ("closed", "sequential", "open", "users")
+PUSH_BEHAVIOURS = ("longpoll", "comet")
+
+SUITE_KEYS = {
+    "name",
+    "description",
+    "repeats",
+    "contestants",
+    "scenario",
+    "seed",
+    "needs",
+    "links",
+    "filesets",
+    "profiles",
+}
+SEEDS = ("000", "001", "002", "003", "004")
+# [needs] key -> what it asks of the machine (serverlab/run/tune.py checks and sets them).
+NEEDS_KEYS = ("nofile", "somaxconn", "local_ports", "max_map_count", "tcp_tw_reuse")
+LINK_KEYS = {"rate_mbit": True, "delay_ms": False}  # key -> required
+FILESET_DEFAULTS: dict[str, Any] = {
+    "seed": 1,
+    "count": 100,
+    "min_bytes": 1024,
+    "max_bytes": 1_000_000,
+    "size_distribution": "lognormal",
+    "popularity": "zipf",
+    "zipf_s": 1.0,
+}
+SIZE_DISTRIBUTIONS = ("lognormal", "uniform")
+POPULARITIES = ("zipf", "uniform")
+# A profile's own `needs` replace the suite's key by key: a quick run of 5,000 clients
+# does not need what the full 20,000 do.
+PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs"}
+FULL_PROFILE = "full"
+COUNT_FIELDS = ("requests", "syslog_messages")
+FILE_BEHAVIOURS = ("keepalive", "new-connection", "slow-reader")
+SYSLOG_TRANSPORTS = ("tcp", "udp")
+SYSLOG_FRAMINGS = ("newline", "octet")
+# key -> (accepted python types, may be a matrix list)
+SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "name": ((str,), False),
+    "description": ((str,), False),
+    "behaviour": ((str,), True),
+    "pacer": ((str,), True),
+    "path": ((str,), True),
+    "clients": ((int,), True),
+    "requests": ((int,), True),
+    "rate": ((int, float), True),
+    "rate_end": ((int, float), True),
+    "calls_per_connection": ((int,), True),
+    "ramp_up_s": ((int, float), True),
+    "duration_s": ((int, float), True),
+    "timeout_s": ((int, float), True),
+    "warmup_s": ((int, float), False),
+    "emit_interval_ms": ((int,), True),
+    "longpoll_duration_ms": ((int,), True),
+    "comet_duration_ms": ((int,), True),
+    "upload_bytes": ((int,), True),
+    "upload_rate_bps": ((int,), True),
+    "read_rate_bps": ((int,), True),
+    "syslog_messages": ((int,), True),
+    "syslog_transport": ((str,), True),
+    "syslog_framing": ((str,), True),
+    "files": ((str,), True),
+    "link": ((str,), True),
+    "priming_runs": ((int,), False),
+    "repeats": ((int,), False),
+    "contestants": ((list,), False),
+    "tunables": ((dict,), False),
+}
+DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
+# Fixed per-test cost of starting, verifying and stopping a server: only for the estimate.
+SETUP_ESTIMATE_S = 6.0
+# A suite whose lists multiply past this many tests is refused before it is expanded.
+MAX_TESTS = 100_000
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be run, with the place and the reason."""
+
+    def __init__(self, path: Path, line: int | None, reason: str):
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {reason}")
+        self.path, self.line, self.reason = path, line, reason
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """One point of a scenario's matrix for one contestant: what one test runs."""
+
+    scenario: str
+    contestant: str
+    params: dict[str, Any]
+    tunables: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        """Stable identity across runs, so `--resume` can tell what is already done."""
+        dims = ",".join(f"{k}={self.params[k]}" for k in sorted(self.params))
+        tun = ",".join(f"{k}={self.tunables[k]}" for k in sorted(self.tunables))
+        return f"{self.scenario}|{self.contestant}|{dims}|{tun}"
+
+    def estimated_seconds(self) -> float:
+        p = self.params
+        load = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+        runs = 1 + int(p.get("priming_runs", 0))
+        return SETUP_ESTIMATE_S + float(p.get("warmup_s", 0)) + runs * load
+
+
+@dataclass
+class Suite:
+    name: str
+    path: Path
+    sha256: str
+    scale: float
+    repeats: int
+    description: str = ""
+    seed: str | None = None
+    profile: str = FULL_PROFILE
+    count_scale: float = 1.0
+    needs: dict[str, int] = field(default_factory=dict)
+    links: dict[str, dict[str, float]] = field(default_factory=dict)
+    filesets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    permutations: list[Permutation] = field(default_factory=list)
+    # Where each scenario stands in the file, for errors found after loading.
+    lines: _Lines | None = field(default=None, repr=False)
+    scenario_index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def error(self, scenario: str, key: str, reason: str) -> SuiteError:
+        """A SuiteError at the line of `key` in the named scenario."""
+        index = self.scenario_index.get(scenario)
+        line = self.lines.of(key, index) if self.lines and index is not None else None
+        return SuiteError(self.path, line, f"scenario {scenario!r}: {reason}")
+
+    def tests(self) -> list[tuple[Permutation, int]]:
+        """Every (permutation, repeat index) in run order: repeats interleaved, so that a
+        slow drift of the machine spreads over all contestants rather than one."""
+        return [(p, r) for r in range(self.repeats) for p in self.permutations]
+
+    def estimated_seconds(self) -> float:
+        return sum(p.estimated_seconds() for p, _ in self.tests())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a named profile shrinks the suite: durations, counts, and the matrix."""
+
+    name: str = FULL_PROFILE
+    duration_scale: float = 1.0
+    count_scale: float = 1.0
+    only: dict[str, list] = field(default_factory=dict)
+    needs: dict[str, int] = field(default_factory=dict)
+
+    def admits(self, perm: Permutation, written: dict[str, Any]) -> bool:
+        """Whether a test lies inside `only`; values compare as written in the file."""
+        for dim, allowed in self.only.items():
+            if dim == "contestants":
+                value, choices = perm.contestant, allowed
+            elif dim in written:
+                value, choices = written[dim], allowed
+            elif dim in perm.tunables:
+                value, choices = perm.tunables[dim], [tunable_text(v) for v in allowed]
+            else:
+                continue
+            if value not in choices:
+                return False
+        return True
+
+
+def tunable_text(value: Any) -> str:
+    """A tunable as the start command receives it: TOML's true/false as the words."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class _Lines:
+    """Finds the line of a key inside the n-th [[scenario]] table, for error messages."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.starts = [i for i, ln in enumerate(self.lines) if ln.strip() == "[[scenario]]"]
+
+    def of(self, key: str, scenario_index: int | None = None) -> int | None:
+        lo, hi = 0, len(self.lines)
+        if scenario_index is not None and scenario_index < len(self.starts):
+            lo = self.starts[scenario_index]
+            nxt = self.starts[scenario_index + 1 :]
+            hi = nxt[0] if nxt else hi
+        # A key at the start of a line first, then one inside an inline table.
+        for pattern in (
+            re.compile(rf"^\s*(\[[^\]]*\b)?{re.escape(key)}\b"),
+            re.compile(rf"[{{,]\s*{re.escape(key)}\s*="),
+        ):
+            for i in range(lo, hi):
+                if pattern.search(self.lines[i]):
+                    return i + 1
+        return lo + 1 if scenario_index is not None else None
+
+    def in_table(self, header: str, key: str | None = None) -> int | None:
+        """The line of `key` inside the `[header]` table (or of the header itself)."""
+        heading = re.compile(rf"^\s*\[\s*{re.escape(header)}\s*\]")
+        start = next((i for i, ln in enumerate(self.lines) if heading.search(ln)), None)
+        if start is None:
+            return self.of(header.split(".")[0])
+        if key is None:
+            return start + 1
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for i in range(start + 1, len(self.lines)):
+            if self.lines[i].lstrip().startswith("["):
+                break
+            if pattern.search(self.lines[i]):
+                return i + 1
+        return start + 1
+
+
+def load_suite(
+    path: Path | str,
+    scale: float = 1.0,
+    known_contestants: Mapping[str, Manifest] | None = None,
+    only: list[str] | None = None,
+    profile: str | None = None,
+) -> Suite:
+    """Parses, validates and expands a suite file. `only` narrows it to some contestants,
+    `profile` applies a `[profiles.NAME]` table (its scales, then `scale` on top).
+    `known_contestants` (name -> manifest) refuses unknown contestants and tunables, and
+    tunable values their type does not accept."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise SuiteError(path, None, f"cannot read: {err.strerror}") from err
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        line = getattr(err, "lineno", None) or _toml_error_line(str(err))
+        raise SuiteError(path, line, f"not valid TOML: {err}") from err
+    if scale <= 0:
+        raise SuiteError(path, None, f"--scale must be positive, got {scale}")
+    lines = _Lines(text)
+    _check_keys(path, lines, doc, SUITE_KEYS, None, "suite")
+    name = _get(path, lines, doc, "name", str, None, default=path.stem)
+    repeats = _get(path, lines, doc, "repeats", int, None, default=1)
+    if repeats < 1:
+        raise SuiteError(path, lines.of("repeats"), "repeats must be at least 1")
+    default_contestants = _get(path, lines, doc, "contestants", list, None, default=[])
+    scenarios = doc.get("scenario")
+    if not isinstance(scenarios, list) or not scenarios:
+        raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
+    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
+    suite = Suite(
+        name=name,
+        path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        scale=round(scale * chosen.duration_scale, 6),
+        repeats=repeats,
+        description=doc.get("description", ""),
+        seed=_seed(path, lines, doc),
+        profile=chosen.name,
+        count_scale=chosen.count_scale,
+        needs={**_needs(path, lines, doc.get("needs", {}), "needs"), **chosen.needs},
+        links=_named_tables(path, lines, doc, "links", _link),
+        filesets=_named_tables(path, lines, doc, "filesets", _fileset),
+        lines=lines,
+    )
+    seen: set[str] = set()
+    expanded = []
+    contexts = [
+        _ScenarioContext(path, lines, index, known_contestants, suite)
+        for index in range(len(scenarios))
+    ]
+    _refuse_too_many(path, suite, contexts, scenarios, default_contestants)
+    for index, scenario in enumerate(scenarios):
+        ctx = contexts[index]
+        suite.scenario_index.setdefault(scenario.get("name", ""), index)
+        expanded += [(index, *t) for t in ctx.expand(scenario, default_contestants)]
+    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    for index, perm, written in expanded:
+        if only and perm.contestant not in only:
+            continue
+        if not chosen.admits(perm, written):
+            continue
+        if perm.key in seen:
+            raise SuiteError(path, lines.of("name", index), f"duplicate test {perm.key}")
+        seen.add(perm.key)
+        suite.permutations.append(perm)
+    if only:
+        unknown = sorted(set(only) - {p.contestant for p in suite.permutations})
+        if unknown:
+            raise SuiteError(path, None, f"--contestants names no test of this suite: {unknown}")
+    if not suite.permutations:
+        raise SuiteError(path, None, f"profile {chosen.name!r} leaves no test to run")
+    return suite
+
+
+def _refuse_too_many(path, suite, contexts, scenarios, default_contestants) -> None:
+    """Counts the tests before making them: a few short lists can multiply into millions."""
+    total = sum(
+        ctx.count(scenario, default_contestants)
+        for ctx, scenario in zip(contexts, scenarios, strict=True)
+    )
+    if total * suite.repeats > MAX_TESTS:
+        raise SuiteError(
+            path,
+            None,
+            f"the suite would make {total * suite.repeats:,} tests ({total:,} permutations x "
+            f"{suite.repeats} repeats); at most {MAX_TESTS:,} are allowed: shorten its lists",
+        )
+
+
+def _seed(path: Path, lines: _Lines, doc: dict) -> str | None:
+    seed = _get(path, lines, doc, "seed", str, None)
+    if seed is not None and seed not in SEEDS:
+        raise SuiteError(path, lines.of("seed"), f"seed must be one of {', '.join(SEEDS)}")
+    return seed
+
+
+def _needs(path: Path, lines: _Lines, needs: Any, header: str) -> dict[str, int]:
+    if not isinstance(needs, dict):
+        raise SuiteError(path, lines.in_table(header), f"{header} must be a table")
+    for key, value in needs.items():
+        where = lines.in_table(header, key)
+        if key not in NEEDS_KEYS:
+            raise SuiteError(path, where, f"unknown needs key {key!r} ({', '.join(NEEDS_KEYS)})")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SuiteError(path, where, f"{header}.{key} must be a non-negative int")
+    return dict(needs)
+
+
+def _named_tables(path: Path, lines: _Lines, doc: dict, key: str, check) -> dict[str, dict]:
+    tables = doc.get(key, {})
+    if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise SuiteError(path, lines.of(key), f"{key} must be [{key}.NAME] tables")
+    return {name: check(path, lines, f"{key}.{name}", table) for name, table in tables.items()}
+
+
+def _number(path, lines, header, table, key, minimum: float, kind=(int, float)):
+    value = table[key]
+    if not isinstance(value, kind) or isinstance(value, bool) or value < minimum:
+        what = "an int" if kind == (int,) else "a number"
+        raise SuiteError(
+            path, lines.in_table(header, key), f"{header}.{key} must be {what} >= {minimum}"
+        )
+    return value
+
+
+def _unknown_keys(path, lines, header, table, allowed) -> None:
+    for key in table:
+        if key not in allowed:
+            hint = ", ".join(sorted(allowed))
+            raise SuiteError(path, lines.in_table(header, key), f"unknown key {key!r} ({hint})")
+
+
+def _link(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, float]:
+    _unknown_keys(path, lines, header, table, LINK_KEYS)
+    if "rate_mbit" not in table:
+        raise SuiteError(path, lines.in_table(header), f"{header} needs rate_mbit")
+    link = {"rate_mbit": _number(path, lines, header, table, "rate_mbit", 0.001)}
+    if "delay_ms" in table:
+        link["delay_ms"] = _number(path, lines, header, table, "delay_ms", 0)
+    return link
+
+
+def _fileset(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, Any]:
+    _unknown_keys(path, lines, header, table, FILESET_DEFAULTS)
+    spec = {**FILESET_DEFAULTS, **table}
+    for key in ("seed", "count", "min_bytes", "max_bytes"):
+        if key in table:
+            _number(path, lines, header, table, key, 0 if key == "seed" else 1, (int,))
+    if "zipf_s" in table:
+        _number(path, lines, header, table, "zipf_s", 0)
+    if spec["max_bytes"] < spec["min_bytes"]:
+        raise SuiteError(path, lines.in_table(header, "max_bytes"), "max_bytes < min_bytes")
+    for key, allowed in (("size_distribution", SIZE_DISTRIBUTIONS), ("popularity", POPULARITIES)):
+        if spec[key] not in allowed:
+            where = lines.in_table(header, key)
+            raise SuiteError(path, where, f"{header}.{key} must be one of {', '.join(allowed)}")
+    return spec
+
+
+def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Profile:
+    if not isinstance(profiles, dict):
+        raise SuiteError(path, lines.of("profiles"), "profiles must be [profiles.NAME] tables")
+    if name is None or (name == FULL_PROFILE and name not in profiles):
+        return Profile()
+    if name not in profiles:
+        known = ", ".join(sorted({FULL_PROFILE, *profiles}))
+        raise SuiteError(path, None, f"no profile {name!r} in this suite ({known})")
+    header = f"profiles.{name}"
+    table = profiles[name]
+    _unknown_keys(path, lines, header, table, PROFILE_KEYS)
+    scales = {
+        key: _number(path, lines, header, table, key, 1e-6)
+        for key in ("duration_scale", "count_scale")
+        if key in table
+    }
+    only = table.get("only", {})
+    if not isinstance(only, dict):
+        raise SuiteError(path, lines.in_table(header, "only"), f"{header}.only must be a table")
+    for dim, values in only.items():
+        if not isinstance(values, list) or not values:
+            where = lines.in_table(f"{header}.only", dim)
+            raise SuiteError(path, where, f"{header}.only.{dim} must be a non-empty list")
+    needs = _needs(path, lines, table.get("needs", {}), f"{header}.needs")
+    return Profile(name=name, only=dict(only), needs=needs, **scales)
+
+
+def _check_only_dimensions(path: Path, lines: _Lines, profile: Profile, perms) -> None:
+    """A dimension of `only` that no test has is a typo, not a filter that passes all."""
+    present = {"contestants"}
+    for perm in perms:
+        present.update(perm.params, perm.tunables)
+    for dim in profile.only:
+        if dim not in present:
+            where = lines.in_table(f"profiles.{profile.name}.only", dim)
+            raise SuiteError(path, where, f"profile {profile.name!r}: no test has {dim!r}")
+
+
+def _toml_error_line(message: str) -> int | None:
+    found = re.search(r"line (\d+)", message)
+    return int(found.group(1)) if found else None
+
+
+def _check_keys(path, lines, table, allowed, index, what):
+    for key in table:
+        if key not in allowed:
+            hint = ", ".join(sorted(allowed))
+            raise SuiteError(path, lines.of(key, index), f"unknown {what} key {key!r} ({hint})")
+
+
+def _get(path, lines, table, key, typ, index, default=None):
+    if key not in table:
+        return default
+    value = table[key]
+    if not isinstance(value, typ) or isinstance(value, bool):
+        raise SuiteError(path, lines.of(key, index), f"{key} must be {typ.__name__}")
+    return value
+
+
+class _ScenarioContext:
+    def __init__(self, path: Path, lines: _Lines, index: int, known: set[str] | None, suite: Suite):
+        self.path, self.lines, self.index, self.known = path, lines, index, known
+        self.suite = suite
+
+    def fail(self, key: str, reason: str) -> SuiteError:
+        return SuiteError(self.path, self.lines.of(key, self.index), reason)
+
+    def expand(self, scenario: dict, default_contestants: list):
+        """Yields (permutation, its parameters as written, before any scaling)."""
+        _check_keys(self.path, self.lines, scenario, SCENARIO_FIELDS, self.index, "scenario")
+        if "name" not in scenario:
+            raise self.fail("[[scenario]]", "a scenario needs a name")
+        if "behaviour" not in scenario:
+            raise self.fail("name", f"scenario {scenario['name']!r} needs a behaviour")
+        dims: dict[str, list] = {}
+        for key, value in scenario.items():
+            if key in ("name", "description", "contestants", "tunables", "repeats"):
+                continue
+            if key == "priming_runs":
+                self._priming_runs(value)
+            dims[key] = self._dimension(key, value)
+        contestants = scenario.get("contestants", default_contestants)
+        if not contestants or not all(isinstance(c, str) for c in contestants):
+            raise self.fail("contestants", "a scenario needs a list of contestant names")
+        for contestant in contestants:
+            if self.known is not None and contestant not in self.known:
+                known = ", ".join(sorted(self.known))
+                raise self.fail("contestants", f"unknown contestant {contestant!r} ({known})")
+        tunables = scenario.get("tunables", {})
+        for contestant in contestants:
+            for written in _product(dims):
+                params = _scaled(written, self.suite.scale, self.suite.count_scale)
+                self._check_combination(params)
+                for tuned in _product(self._tunable_dims(tunables, contestant)):
+                    yield Permutation(scenario["name"], contestant, params, tuned), written
+
+    def count(self, scenario: Any, default_contestants: list) -> int:
+        """How many permutations `expand` would make, without making them."""
+        if not isinstance(scenario, dict):
+            return 1
+        dims = [
+            len(v) if isinstance(v, list) else 1
+            for k, v in scenario.items()
+            if k not in ("name", "description", "contestants", "tunables", "repeats")
+        ]
+        contestants = scenario.get("contestants", default_contestants)
+        tunables = scenario.get("tunables", {})
+        total = 0
+        for contestant in contestants if isinstance(contestants, list) else []:
+            merged = {}
+            for scope in ("*", contestant):
+                table = tunables.get(scope, {}) if isinstance(tunables, dict) else {}
+                merged.update(table if isinstance(table, dict) else {})
+            sizes = [len(v) if isinstance(v, list) else 1 for v in merged.values()]
+            total += math.prod(dims) * math.prod(sizes)
+        return total
+
+    def _priming_runs(self, value: Any) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise self.fail("priming_runs", "priming_runs must be a non-negative int")
+
+    def _dimension(self, key: str, value: Any) -> list:
+        types, matrix_ok = SCENARIO_FIELDS[key]
+        values = value if isinstance(value, list) and list not in types else [value]
+        if isinstance(value, list) and not matrix_ok:
+            raise self.fail(key, f"{key} cannot be a list")
+        if not values:
+            raise self.fail(key, f"{key} is an empty list")
+        for v in values:
+            if not isinstance(v, types) or isinstance(v, bool):
+                names = " or ".join(t.__name__ for t in types)
+                raise self.fail(key, f"{key} must be {names}, got {v!r}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.fail(key, f"{key} must be a finite number, got {v!r}")
+        return values
+
+    def _tunable_dims(self, tunables: dict, contestant: str) -> dict[str, list]:
+        if not isinstance(tunables, dict):
+            raise self.fail("tunables", "tunables must be a table of contestant tables")
+        merged: dict[str, Any] = {}
+        for scope in ("*", contestant):
+            table = tunables.get(scope, {})
+            if not isinstance(table, dict):
+                raise self.fail("tunables", f"tunables.{scope} must be a table")
+            merged.update(table)
+        dims = {}
+        for key, value in merged.items():
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise self.fail("tunables", f"tunable {key} is an empty list")
+            dims[key] = [tunable_text(v) for v in values]
+            self._check_tunable(contestant, key, dims[key])
+        return dims
+
+    def _check_tunable(self, contestant: str, key: str, values: list[str]) -> None:
+        """Refuses a tunable the contestant lacks, or a value its type does not accept."""
+        manifest = (self.known or {}).get(contestant)
+        if manifest is None:
+            return
+        if key not in manifest.tunables:
+            known = ", ".join(sorted(manifest.tunables)) or "none"
+            raise self.fail(key, f"{contestant} has no tunable {key!r} (known: {known})")
+        for value in values:
+            try:
+                manifest.tunables[key].render(value)
+            except TunableValueError as error:
+                raise self.fail(key, f"{contestant}: {error}") from None
+
+    def _check_combination(self, p: dict) -> None:
+        behaviour, pacer = p["behaviour"], p.get("pacer", "closed")
+        if behaviour not in BEHAVIOURS:
+            raise self.fail(
+                "behaviour", f"unknown behaviour {behaviour!r} ({', '.join(BEHAVIOURS)})"
+            )
+        if pacer not in PACERS:
+            raise self.fail("pacer", f"unknown pacer {pacer!r} ({', '.join(PACERS)})")
+        if "duration_s" not in p and "requests" not in p and behaviour != "syslog":
+            raise self.fail("name", "a scenario needs duration_s or requests")
+        if pacer == "open" and "rate" not in p:
+            raise self.fail("pacer", "the open pacer needs a rate")
+        if pacer != "open" and ("rate" in p or "rate_end" in p):
+            raise self.fail("rate", f"rate only applies to the open pacer, not {pacer!r}")
+        if pacer == "sequential" and p.get("clients", 1) != 1:
+            raise self.fail("clients", "the sequential pacer runs one connection at a time")
+        if behaviour == "longpoll" and "longpoll_duration_ms" not in p:
+            raise self.fail("behaviour", "a longpoll scenario needs longpoll_duration_ms")
+        if behaviour not in PUSH_BEHAVIOURS:
+            for key in ("emit_interval_ms", "longpoll_duration_ms", "comet_duration_ms"):
+                if key in p:
+                    raise self.fail(key, f"{key} only applies to longpoll and comet")
+        if behaviour == "slow-upload" and "upload_bytes" not in p:
+            raise self.fail("behaviour", "a slow-upload scenario needs upload_bytes")
+        if behaviour == "syslog" and "syslog_messages" not in p and "duration_s" not in p:
+            raise self.fail("behaviour", "a syslog scenario needs syslog_messages or duration_s")
+        for key in ("clients", "requests", "rate", "duration_s", "emit_interval_ms"):
+            if key in p and p[key] < 0:
+                raise self.fail(key, f"{key} cannot be negative")
+        self._check_named(p, "link", self.suite.links)
+        self._check_named(p, "files", self.suite.filesets)
+        if "files" in p and behaviour not in FILE_BEHAVIOURS:
+            raise self.fail("files", f"files applies to {', '.join(FILE_BEHAVIOURS)}")
+        self._check_syslog(p)
+
+    def _check_named(self, p: dict, key: str, tables: dict) -> None:
+        if key in p and p[key] not in tables:
+            known = ", ".join(sorted(tables)) or "none"
+            table = "links" if key == "link" else "filesets"
+            raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+    def _check_syslog(self, p: dict) -> None:
+        syslog_keys = ("syslog_messages", "syslog_transport", "syslog_framing")
+        if p["behaviour"] != "syslog":
+            for key in syslog_keys:
+                if key in p:
+                    raise self.fail(key, f"{key} only applies to the syslog behaviour")
+            return
+        for key, allowed in (
+            ("syslog_transport", SYSLOG_TRANSPORTS),
+            ("syslog_framing", SYSLOG_FRAMINGS),
+        ):
+            if key in p and p[key] not in allowed:
+                raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
+        if p.get("syslog_messages", 1) < 1:
+            raise self.fail("syslog_messages", "syslog_messages must be at least 1")
+
+
+def _product(dims: dict[str, list]):
+    keys = list(dims)
+    for combo in itertools.product(*(dims[k] for k in keys)):
+        yield dict(zip(keys, combo, strict=True))
+
+
+def _scaled(params: dict, scale: float, count_scale: float = 1.0) -> dict:
+    out = dict(params)
+    for key in DURATION_FIELDS:
+        if key in out:
+            out[key] = round(out[key] * scale, 3)
+    for key in COUNT_FIELDS:
+        if key in out:
+            out[key] = max(1, round(out[key] * count_scale))
+    return out
