@@ -17,7 +17,7 @@ import time
 import click
 from rich.table import Table
 
-from serverlab import commands as lab
+from serverlab import commands
 from serverlab.base import interrupts, owner, terminal
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.conformance.cases import CaseFileError
@@ -230,16 +230,21 @@ def _verify_one(name, pattern, settings, as_json):
 @click.option("--contestants", "only", help="comma-separated names: run only these")
 @click.option("--repeats", type=int, help="override the suite's repeats")
 @click.option("--dry-run", is_flag=True, help="print the tests and the estimated time, run nothing")
+@click.option(
+    "--json", "as_json", is_flag=True, help="with --dry-run: each test's plan, as JSON Lines"
+)
 @click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
 @click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
-def run(suite_file, db, scale, profile, only, repeats, dry_run, resume, skip_verify):
+def run(suite_file, db, scale, profile, only, repeats, dry_run, as_json, resume, skip_verify):
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
+    if as_json and not dry_run:
+        raise UserError("--json goes with --dry-run")
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    suite = lab.load(suite_file, scale, names, repeats, profile)
+    planned = commands.load(suite_file, scale, names, repeats, profile)
     if dry_run:
-        lab.print_plan(suite)
+        (commands.print_plans if as_json else commands.print_plan)(planned)
         return
-    outcome = lab.run(suite, db, resume=resume, verify_first=not skip_verify)
+    outcome = commands.run(planned, db, resume=resume, verify_first=not skip_verify)
     if outcome.interrupted:
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
         sys.exit(128 + interrupts.last_signal())
@@ -253,7 +258,7 @@ def run(suite_file, db, scale, profile, only, repeats, dry_run, resume, skip_ver
 @click.option("--apply", "apply_changes", is_flag=True, help="as root, set what is short")
 def tune(suite_file, profile, apply_changes):
     """The limits large connection counts need: in force, needed by SUITE, OK or not."""
-    changes = lab.tune(suite_file, profile, apply_changes)
+    changes = commands.tune(suite_file, profile, apply_changes)
     for change in changes:
         click.echo(f"changed {change}")
     if apply_changes and not changes:
@@ -274,7 +279,7 @@ def tune(suite_file, profile, apply_changes):
 def report(selection, db, output, summary):
     """Write the HTML report of the selected runs (default: latest; or all, run:N,
     suite:NAME, contestant:NAME)."""
-    click.echo(lab.report(db, selection, output, summary))
+    click.echo(commands.report(db, selection, output, summary))
 
 
 @cli.command()
@@ -284,7 +289,7 @@ def report(selection, db, output, summary):
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
 def compare(side_a, side_b, db, metrics):
     """Compare two selections: medians, intervals, and whether each difference is significant."""
-    lab.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
+    commands.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
 
 
 @cli.command()
@@ -301,10 +306,10 @@ def export(db, csv_dir, recover_to):
     if bool(csv_dir) == bool(recover_to):
         raise UserError("give --csv DIR or --recover NEW.db (one of them)")
     if csv_dir:
-        for path in lab.export(db, csv_dir):
+        for path in commands.export(db, csv_dir):
             click.echo(path)
         return
-    for table, rows in lab.recover(db, recover_to).items():
+    for table, rows in commands.recover(db, recover_to).items():
         click.echo(f"{table}: {rows} rows kept")
     click.echo(f"recovered into {recover_to}; read it with --db {recover_to}")
 
@@ -313,7 +318,7 @@ def export(db, csv_dir, recover_to):
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
 def load(engine_args):
     """Run the load engine directly (serverlab-load's own flags; --help for them)."""
-    os.execv(*lab.engine_argv(engine_args))
+    os.execv(*commands.engine_argv(engine_args))
 
 
 def _split_broken(entries):
@@ -350,6 +355,8 @@ def main() -> None:
 def _exit_interrupted(cause) -> None:
     # Servers were stopped on the way out (context managers and finally blocks).
     signum = getattr(cause, "signum", interrupts.last_signal())
-    with contextlib.suppress(OSError):
-        click.echo("serverlab: interrupted", err=True)
+    # A reader that went away (`| head`) needs no word, as with any command in a pipe.
+    if signum != signal.SIGPIPE:
+        with contextlib.suppress(OSError):
+            click.echo("serverlab: interrupted", err=True)
     sys.exit(128 + signum)

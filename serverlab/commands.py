@@ -21,19 +21,24 @@ from serverlab.results.report import build_report, print_summary
 from serverlab.results.store import Store, StoreError
 from serverlab.run import leftovers
 from serverlab.run import tune as tuning
-from serverlab.run.engine import (
-    check_plans,
-    engine_binary,
-    plan_for,
-    suite_key_for,
-    warmup_plan_for,
-)
-from serverlab.run.executor import RunOutcome, Session, run_suite
+from serverlab.run.engine import check_plans, engine_binary
+from serverlab.run.executor import Environment
 from serverlab.run.machine import Pinning
+from serverlab.run.planner import plan_tests, suite_key_for
 from serverlab.run.progress import Progress
+from serverlab.run.runner import RunOutcome, Session, run_suite
 from serverlab.run.suite import Suite, load_suite
+from serverlab.run.testplan import TestPlan, bind
 
 console = terminal.console(stderr=True)
+
+
+@dataclass
+class Planned:
+    """A suite and the plan of every test it makes, in run order."""
+
+    suite: Suite
+    plans: list[TestPlan]
 
 
 def load(
@@ -42,44 +47,52 @@ def load(
     only: list[str] | None,
     repeats: int | None,
     profile: str | None = None,
-) -> Suite:
+) -> Planned:
+    """The suite, checked with file:line, and every test's plan, judged by the engine."""
     known = {m.name: m for m in discover() if isinstance(m, Manifest)}
     suite = load_suite(path, scale=scale, known_contestants=known, only=only, profile=profile)
     if repeats is not None:
         if repeats < 1:
             raise ServerError("--repeats must be at least 1")
         suite.repeats = repeats
-    check_engine_plans(suite)
-    return suite
+    plans = plan_tests(suite, known.__getitem__)
+    check_engine_plans(suite, plans)
+    return Planned(suite, plans)
 
 
-# Any ports do for --check: it opens no socket.
-_CHECK_PORT, _CHECK_SYSLOG_PORT = 8080, 8514
+# Any place does for --check: it opens no socket.
+_CHECK_WHERE = {"host": "127.0.0.1", "port": 8080, "syslog_port": 8514}
 
 
-def check_engine_plans(suite: Suite) -> None:
+def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
     """Every engine plan the suite will run (measured and warm-up), judged by the engine in
     one call before any server starts; a refusal is a SuiteError at the line that made it."""
     planned: dict[str, tuple] = {}
-    for perm in suite.permutations:
-        plans = [plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT)]
-        if perm.params.get("warmup_s"):
-            plans.append(warmup_plan_for(perm.params, _CHECK_PORT, _CHECK_SYSLOG_PORT))
-        for plan in plans:
-            # Permutations that differ only in contestant or tunables share a plan.
-            planned.setdefault(json.dumps(plan, sort_keys=True), (perm, plan))
-    verdicts = check_plans([plan for _, plan in planned.values()])
-    for (perm, _), verdict in zip(planned.values(), verdicts, strict=True):
+    for plan in plans:
+        for engine_plan in plan.engine_plans():
+            bound = bind(engine_plan, **_CHECK_WHERE)
+            # Tests that differ only in contestant, tunables or repeat share a plan.
+            planned.setdefault(json.dumps(bound, sort_keys=True), (plan, bound))
+    verdicts = check_plans([bound for _, bound in planned.values()])
+    for (plan, _), verdict in zip(planned.values(), verdicts, strict=True):
         if not verdict.get("ok"):
-            key = suite_key_for(verdict.get("field"), perm.params)
-            value = perm.params.get(key)
+            key = suite_key_for(verdict.get("field"), plan.params)
+            value = plan.params.get(key)
             said = f"{key} = {value!r}" if value is not None else key
             raise suite.error(
-                perm.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
+                plan.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
             )
 
 
-def print_plan(suite: Suite) -> None:
+def print_plans(planned: Planned) -> None:
+    """`--dry-run --json`: one test plan per line, in run order."""
+    out = terminal.console()
+    for plan in planned.plans:
+        out.out(plan.to_json(), highlight=False)
+
+
+def print_plan(planned: Planned) -> None:
+    suite = planned.suite
     table = Table(
         title=f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
         f"counts x{suite.count_scale:g})"
@@ -109,8 +122,9 @@ class LabOutcome:
         return bool(self.run and self.run.interrupted)
 
 
-def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
+def run(planned: Planned, db: str, resume: bool, verify_first: bool) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
+    suite, plans = planned.suite, planned.plans
     limits = prepare_limits(suite)
     # Absolute: the path reaches servers whose working folder is their contestant's.
     db_path = Path(db).resolve()
@@ -121,23 +135,19 @@ def run(suite: Suite, db: str, resume: bool, verify_first: bool) -> LabOutcome:
     # The lock comes first: a second run is refused before it verifies or reaps anything.
     with dblock.hold(db_path), Store(db_path) as store:
         _clean_up_after_dead_runs(store, db_path.parent / "work")
-        refused = _verify_all(suite) if verify_first else []
-        if refused:
-            suite.permutations = [p for p in suite.permutations if p.contestant not in refused]
+        refused = _verify_all(sorted({p.contestant for p in plans})) if verify_first else []
+        plans = [plan for plan in plans if plan.contestant not in refused]
         outcome = LabOutcome(run=None, refused=refused)
-        if not suite.permutations:
+        if not plans:
             return outcome
-        estimates = {p.key: p.estimated_seconds() for p in suite.permutations}
-        progress = Progress(estimates, console)
-        session = Session(
-            suite=suite,
-            store=store,
+        progress = Progress(console)
+        env = Environment(
+            manifest_of=find,
             pinning=Pinning.default(),
             workdir=db_path.parent / "work",
             progress=progress,
-            resume=resume,
-            limits=limits,
         )
+        session = Session(suite, plans, store, env, resume=resume, limits=limits)
         try:
             outcome.run = run_suite(session)
         finally:
@@ -172,7 +182,7 @@ def prepare_limits(suite: Suite) -> dict:
 
 def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
     """Prints the limits table; with `apply` sets what is short first. Returns the changes."""
-    needs = load(suite_path, 1.0, None, None, profile).needs if suite_path else {}
+    needs = load(suite_path, 1.0, None, None, profile).suite.needs if suite_path else {}
     changes = []
     if apply:
         if not tuning.is_root():
@@ -187,10 +197,10 @@ def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
     return changes
 
 
-def _verify_all(suite: Suite) -> list[str]:
+def _verify_all(names: list[str]) -> list[str]:
     """Conformance before any benchmark: contestants that fail are left out of the run."""
     refused = []
-    for name in sorted({p.contestant for p in suite.permutations}):
+    for name in names:
         console.print(f"verifying {name} against the spec ...")
         report = verify_contestant(find(name))
         console.print(f"  {report.summary()}")

@@ -159,7 +159,9 @@ def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp") -> Path
     }
     with Store(db_path) as store:
         suite = store.add_suite(Suite("quick", "suites/quick.toml", "c0ffee" * 10 + "beef", 0.2))
-        run = store.start_run(suite, {"kernel": "6.1.0-28-amd64", "cpu_count": 2})
+        labels = {"node-http": "single event loop"}
+        machine = {"kernel": "6.1.0-28-amd64", "cpu_count": 2, "contestant_architectures": labels}
+        run = store.start_run(suite, machine)
         for repeat in range(4):
             for scenario, params in scenarios.items():
                 for contestant in ("node-http", "java-tomcat-blocking", odd_contestant):
@@ -235,8 +237,21 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     assert "crashed (at 3.5 s, signal 9, out of memory) (r5)" in summary
     assert "generator-bound (engine CPU 97 %) (r5)" in summary
     assert "1 crashed, 4 ok" in summary
-    # The architecture label comes from the contestant's manifest.
+    # The architecture label is the one the run recorded.
     assert "<em>single event loop</em>" in summary
+
+
+def test_labels_runs_did_not_record_come_from_the_fallback_given(tmp_path):
+    with Store(tmp_path / "lab.db") as store:
+        run = store.start_run(store.add_suite(Suite("q", "q.toml", "2" * 64)), {})
+        rng = random.Random(3)
+        store.commit_test(
+            recorded(run.id, "fast", {"behaviour": "keepalive"}, "go-nethttp", 0, rng)
+        )
+    html = build_report(
+        tmp_path / "lab.db", None, tmp_path / "r.html", {"go-nethttp": "goroutines"}
+    )
+    assert "<em>goroutines</em>" in html.read_text()
 
 
 def test_the_crash_and_the_missing_samples_are_flagged_on_the_figures(report_html):

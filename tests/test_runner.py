@@ -12,12 +12,15 @@ import psutil
 import pytest
 from conftest import write_manifest
 
+from serverlab.contestant.manifest import find
 from serverlab.results.store import Store
 from serverlab.run import netns
-from serverlab.run.engine import engine_supports
-from serverlab.run.executor import Session, run_suite
+from serverlab.run.executor import Environment
 from serverlab.run.machine import Pinning
+from serverlab.run.planner import plan_tests
+from serverlab.run.runner import Session, run_suite
 from serverlab.run.suite import load_suite
+from serverlab.run.testplan import TestPlan
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 
@@ -40,13 +43,8 @@ duration_s = {duration}
 def run_in_process(suite_path: Path, db: Path, resume: bool = False):
     suite = load_suite(suite_path)
     with Store(db) as store:
-        session = Session(
-            suite=suite,
-            store=store,
-            pinning=Pinning.default(),
-            workdir=db.parent / "work",
-            resume=resume,
-        )
+        env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=db.parent / "work")
+        session = Session(suite, plan_tests(suite, find), store, env, resume=resume)
         outcome = run_suite(session)
         tests = [store.load_details(t) for t in store.tests([outcome.run_id])]
         runs = store.runs()
@@ -204,11 +202,27 @@ def test_dry_run_shows_the_matrix_and_the_estimate(contestants_dir, tmp_path):
     assert "clients=3" in out
 
 
+def test_dry_run_json_prints_each_tests_plan_in_run_order(contestants_dir, tmp_path):
+    body = FAST.format(duration=10).replace("clients = 4", "clients = [1, 2]")
+    suite = write_suite(tmp_path, body, repeats=2)
+    out = subprocess.run(
+        [*SERVERLAB, "run", str(suite), "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    plans = [TestPlan.from_json(line) for line in out.splitlines()]
+    assert [(p.params["clients"], p.repeat) for p in plans] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+    assert plans[0].measured["connections"] == 1
+    assert not (tmp_path / "results").exists(), "a dry run stores nothing"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--contestants", "nobody"], "names no test"),
         (["--scale", "0"], "--scale must be positive"),
+        (["--json"], "--json goes with --dry-run"),
     ],
 )
 def test_bad_run_arguments_are_one_line_errors(contestants_dir, tmp_path, args, message):
@@ -225,7 +239,7 @@ def test_priming_runs_load_the_server_first_and_only_the_last_run_is_the_figure(
     body = FAST.format(duration=1) + "priming_runs = 1\n"
     outcome, (test,), _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
     assert test.status == "ok", test.validity
-    (priming,) = test.params["priming"]
+    (priming,) = test.run_info["priming"]
     assert priming["requests"] > 50
     served = test.server_stats[-1].stats["requests"]["total"]
     assert served >= priming["requests"] + test.summary["requests"]
@@ -278,13 +292,8 @@ def test_a_file_set_is_the_docroot_and_its_files_are_fetched(contestants_dir, tm
     assert test.status == "ok", test.validity
     assert test.summary["ok"] > 20 and test.summary["errors"]["status"] == 0
     assert test.summary["bytes_read"] >= test.summary["ok"] * 20_000
-    plan = test.params["engine_plan"]
-    target = "/files/" + plan["target"].split("/files/", 1)[1]
-    if engine_supports("paths"):
-        assert [p["path"] for p in plan["paths"]] == [f"/files/f000{i}.bin" for i in range(5)]
-    else:  # an engine without weighted paths fetches the most popular file
-        assert "paths" not in plan
-    assert target in {f"/files/f000{i}.bin" for i in range(5)}
+    plan = test.run_info["engine_plan"]
+    assert [p["path"] for p in plan["paths"]] == [f"/files/f000{i}.bin" for i in range(5)]
     assert len(list((tmp_path / "filesets").glob("*/f*.bin"))) == 5
 
 
@@ -295,7 +304,7 @@ def test_a_shaped_link_limits_what_the_server_can_send(contestants_dir, tmp_path
     assert test.status == "ok", test.validity
     rate = test.summary["bytes_read"] / test.summary["duration_s"]
     assert 0.7e6 < rate < 1.4e6, rate  # 10 Mbit/s is 1.25 MB/s, headers included
-    assert test.params["link_as_run"]["rate_mbit"] == 10
+    assert test.run_info["link"]["rate_mbit"] == 10
     assert ("link_delay_unavailable" in test.validity) == (
         not runs[0].machine["link_delay_available"]
     )

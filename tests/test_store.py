@@ -1,4 +1,5 @@
 import csv
+import json
 import os
 import signal
 import socket
@@ -61,6 +62,8 @@ def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="
         emits=[
             EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
         ],
+        plan={"version": 1, "key": key, "measured": {"target": "http://{host}:{port}/push"}},
+        run_info={"ports": {"http": 40123}, "priming": [{"requests": 10}]},
     )
 
 
@@ -168,6 +171,44 @@ def test_an_old_database_is_upgraded_and_keeps_its_data(db_path):
         kept.emits = [EmitRecord("e1", 1, 1, 1, 1.0)]
         kept.id = None
         store.commit_test(kept)
+
+
+def test_run_time_outcomes_move_out_of_the_params_that_identify_a_test(db_path):
+    """Schema 5: what older versions wrote into params at run time (priming outcomes, the
+    link's namespace, the engine plan with its port) moves to run_info; the identity and
+    the scenario's own parameters stay as they were."""
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.executescript("".join(step + "\n" for step in migration_steps()[:4]))
+    old.execute("PRAGMA user_version = 4")
+    old.execute(
+        "INSERT INTO suites (id, name, path, sha256, scale, created_at)"
+        " VALUES (1, 'seed-003', 's.toml', 'abc', 1.0, 0)"
+    )
+    old.execute("INSERT INTO runs (id, suite_id, started_at, status) VALUES (1, 1, 0, 'finished')")
+    params = {
+        "behaviour": "new-connection",
+        "clients": 10000,
+        "priming": [{"requests": 20000, "ok": 20000}],
+        "link_as_run": {"name": "serverlab-1-2-0", "rate_mbit": 10},
+        "engine_plan": {"target": "http://127.0.0.1:40123/perf"},
+    }
+    old.execute(
+        "INSERT INTO tests (run_id, permutation_key, contestant, repeat_index, status,"
+        " started_at, ended_at, params_json) VALUES (1, 'p', 'node-http', 0, 'ok', 0, 1, ?)",
+        (json.dumps(params),),
+    )
+    old.commit()
+    old.close()
+    with Store(db_path) as store:
+        (test,) = store.tests()
+    assert test.params == {"behaviour": "new-connection", "clients": 10000}
+    assert test.run_info == {
+        "priming": params["priming"],
+        "link": params["link_as_run"],
+        "engine_plan": params["engine_plan"],
+    }
+    assert (test.key, test.plan) == ("p#r0", None)
 
 
 def test_a_failed_upgrade_leaves_the_old_database_as_it_was(db_path):

@@ -205,7 +205,17 @@ def get(port: int, target: str, timeout_s: float = 5.0, host: str = "127.0.0.1")
 
 
 def post_json(port: int, target: str, payload, timeout_s: float = 5.0) -> Response:
+    return call_json(port, "POST", target, payload, timeout_s)
+
+
+def call_json(
+    port: int, method: str, target: str, payload=None, timeout_s: float = 5.0
+) -> Response:
+    """One request on a connection of its own, with a JSON body unless `payload` is None."""
     with HttpConnection("127.0.0.1", port, timeout_s) as connection:
-        body = json.dumps(payload).encode()
-        headers = [("Content-Type", "application/json"), ("Connection", "close")]
-        return connection.request("POST", target, headers=headers, body=body)
+        headers = [("Connection", "close")]
+        body = b""
+        if payload is not None:
+            body = json.dumps(payload).encode()
+            headers.append(("Content-Type", "application/json"))
+        return connection.request(method, target, headers=headers, body=body)

@@ -242,6 +242,10 @@ class RecordedTest:
     histograms: dict[str, str] = field(default_factory=dict)
     server_stats: list[ServerStats] = field(default_factory=list)
     emits: list[EmitRecord] = field(default_factory=list)
+    # The test plan it ran from (serverlab.run.testplan, as JSON data), and what the
+    # executor bound and saw at run time: stored beside what identifies the test.
+    plan: dict[str, Any] | None = None
+    run_info: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
 
     @property
@@ -576,8 +580,8 @@ def _insert_test_row(db: sqlite3.Connection, test: RecordedTest) -> int:
     cursor = db.execute(
         "INSERT INTO tests (run_id, permutation_key, scenario, params_json, contestant,"
         " tunables_json, repeat_index, status, crash_time, exit_code, signal, oom,"
-        " validity_json, summary_json, started_at, ended_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " validity_json, summary_json, started_at, ended_at, plan_json, run_info_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             test.run_id,
             test.permutation_key,
@@ -595,6 +599,8 @@ def _insert_test_row(db: sqlite3.Connection, test: RecordedTest) -> int:
             None if test.summary is None else _to_json(test.summary),
             test.started_at,
             test.ended_at,
+            None if test.plan is None else _to_json(test.plan),
+            _to_json(test.run_info),
         ),
     )
     return cursor.lastrowid
@@ -672,4 +678,6 @@ def _test_from_row(row: sqlite3.Row) -> RecordedTest:
         crash=crash,
         validity=json.loads(row["validity_json"]),
         summary=None if row["summary_json"] is None else json.loads(row["summary_json"]),
+        plan=None if row["plan_json"] is None else json.loads(row["plan_json"]),
+        run_info=json.loads(row["run_info_json"]),
     )

@@ -1,9 +1,10 @@
-"""The bridge to the Rust load engine: a suite permutation becomes an engine plan, and the
-engine's JSON Lines (interval snapshots, then one summary) come back as they are written."""
+"""The bridge to the Rust load engine: where its binary is, how plans are judged by it
+(`serverlab-load --check`), and one engine process whose JSON Lines (interval snapshots,
+emit records, then one summary) come back as they are written. Engine plans themselves are
+made by serverlab.run.planner."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -12,15 +13,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from serverlab.base import owner
 from serverlab.base.paths import REPO_ROOT
-from serverlab.run.suite import BEHAVIOURS
-
-PUSH_EVENT = "e1"
-# Long runs with many clients need more than one source address (~28k ports each).
-CLIENTS_PER_SOURCE = 20_000
 
 
 class EngineError(RuntimeError):
@@ -33,167 +28,6 @@ def engine_binary() -> Path:
     if not path.is_file():
         raise EngineError(f"load engine not built: {path} is missing (run `make build`)")
     return path
-
-
-def plan_for(
-    params: dict[str, Any], port: int, syslog_port: int, paths: list[dict] | None = None
-) -> dict[str, Any]:
-    """The engine plan (see engine/README.md) for one permutation's parameters; `paths`
-    spreads the requests over weighted paths (a file set)."""
-    behaviour = params["behaviour"]
-    plan: dict[str, Any] = {
-        "target": _target(params, port, syslog_port, paths),
-        "behaviour": _behaviour(params),
-        "pacer": _pacer(params),
-    }
-    clients = int(params.get("clients", 1))
-    plan["connections"] = clients
-    if params.get("pacer", "closed") != "users":
-        # A syslog flood's messages are the engine's requests.
-        count = params.get("requests", params.get("syslog_messages"))
-        if count is not None:
-            plan["requests"] = int(count)
-        else:
-            plan["duration_s"] = float(params.get("ramp_up_s", 0)) + float(params["duration_s"])
-    if "timeout_s" in params:
-        plan["timeout_ms"] = int(float(params["timeout_s"]) * 1000)
-    if behaviour in ("longpoll", "comet", "slow-upload"):
-        plan["method"] = "POST"
-    if paths and engine_supports("paths"):
-        plan["paths"] = paths
-    if clients > CLIENTS_PER_SOURCE:
-        sources = -(-clients // CLIENTS_PER_SOURCE) + 1
-        plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
-    return plan
-
-
-def warmup_plan_for(params: dict[str, Any], port: int, syslog_port: int) -> dict[str, Any]:
-    """A short unrecorded load before the measurement, so that JIT compilers and caches are
-    warm (the seed 003 priming run): the scenario's own requests when they are plain
-    requests, else keep-alive GET /perf."""
-    behaviour = params["behaviour"]
-    plain = behaviour in ("keepalive", "new-connection")
-    warm = {
-        "behaviour": behaviour if plain else "keepalive",
-        "clients": min(int(params.get("clients", 1)), 50),
-        "duration_s": float(params["warmup_s"]),
-    }
-    if plain and "path" in params:
-        warm["path"] = params["path"]
-    return plan_for(warm, port, syslog_port)
-
-
-def _target(params: dict, port: int, syslog_port: int, paths: list[dict] | None) -> str:
-    if params["behaviour"] == "syslog":
-        return f"{params.get('syslog_transport', 'tcp')}://127.0.0.1:{syslog_port}"
-    path = params.get("path") or BEHAVIOURS[params["behaviour"]]
-    if paths:
-        # An engine without weighted paths fetches the most popular file only.
-        path = max(paths, key=lambda p: p["weight"])["path"]
-    return f"http://127.0.0.1:{port}{path}"
-
-
-@functools.cache
-def engine_supports(feature: str) -> bool:
-    """Whether the built engine knows a newer feature: `netns` (the `--netns` flag) or
-    `paths` (weighted paths in a plan), read from its --help and schema."""
-    probe = ["--help"] if feature == "netns" else ["--print-schema"]
-    try:
-        out = subprocess.run(
-            [str(engine_binary()), *probe], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    needle = "--netns" if feature == "netns" else '"paths"'
-    return needle in out.stdout
-
-
-def _behaviour(p: dict) -> dict[str, Any]:
-    kind = p["behaviour"]
-    if kind == "keepalive":
-        return {"kind": "keepalive"}
-    if kind == "new-connection":
-        return {"kind": "new_connection"}
-    if kind == "longpoll":
-        return {
-            "kind": "longpoll",
-            "events": [PUSH_EVENT],
-            "duration_ms": p["longpoll_duration_ms"],
-        }
-    if kind == "comet":
-        spec: dict[str, Any] = {"kind": "comet", "events": [PUSH_EVENT]}
-        if "comet_duration_ms" in p:
-            spec["duration_ms"] = p["comet_duration_ms"]
-        return spec
-    if kind == "slow-upload":
-        rate = p.get("upload_rate_bps", p["upload_bytes"])
-        return {"kind": "slow_upload", "bytes": p["upload_bytes"], "bytes_per_s": rate}
-    if kind == "slow-reader":
-        # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
-        rate = max(1, int(p.get("read_rate_bps", 64_000)))
-        return {
-            "kind": "slow_reader",
-            "read_bytes": 1024,
-            "read_interval_ms": max(1, 1024_000 // rate),
-        }
-    if kind == "syslog":
-        return {
-            "kind": "syslog",
-            "transport": p.get("syslog_transport", "tcp"),
-            "framing": p.get("syslog_framing", "newline"),
-        }
-    raise EngineError(f"no engine behaviour for {kind!r}")
-
-
-def _pacer(p: dict) -> dict[str, Any]:
-    kind = p.get("pacer", "closed")
-    if kind == "open":
-        spec: dict[str, Any] = {"kind": "open", "rate": p["rate"]}
-        if "rate_end" in p:
-            spec["ramp_to_rate"] = p["rate_end"]
-            spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
-        if "calls_per_connection" in p:
-            spec["calls_per_connection"] = p["calls_per_connection"]
-        return spec
-    if kind == "users":
-        return {
-            "kind": "users",
-            "users": int(p.get("clients", 1)),
-            "ramp_up_s": float(p.get("ramp_up_s", 0)),
-            "hold_s": float(p["duration_s"]),
-        }
-    return {"kind": kind}
-
-
-# Plan fields the engine names when it refuses a plan -> the suite keys that make them,
-# most likely first.
-PLAN_FIELD_TO_SUITE_KEYS = {
-    "connections": ("clients",),
-    "users": ("clients",),
-    "sources": ("clients",),
-    "duration_s": ("duration_s", "ramp_up_s"),
-    "requests": ("requests", "syslog_messages"),
-    "timeout_ms": ("timeout_s",),
-    "target": ("path", "syslog_transport"),
-    "paths": ("files",),
-    "behaviour": (
-        "upload_bytes",
-        "upload_rate_bps",
-        "read_rate_bps",
-        "longpoll_duration_ms",
-        "comet_duration_ms",
-        "behaviour",
-    ),
-    "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
-}
-
-
-def suite_key_for(field: str | None, params: dict) -> str:
-    """The suite key to point at for a refused plan field: the first one the test sets."""
-    for key in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()):
-        if key in params:
-            return key
-    return "name"
 
 
 def check_plans(plans: list[dict]) -> list[dict]:
@@ -292,10 +126,8 @@ class EngineRun:
 def engine_command(plan_path: Path, cpus: str | None, netns: str | None = None) -> list[str]:
     """The engine's argv; with `netns` it opens its sockets in that network namespace."""
     argv = [str(engine_binary()), "--plan", str(plan_path), "--json"]
-    if netns and engine_supports("netns"):
+    if netns:
         argv += ["--netns", netns]
-    elif netns:
-        argv = ["ip", "netns", "exec", netns, *argv]
     return ["taskset", "-c", cpus, *argv] if cpus else argv
 
 

@@ -1,10 +1,14 @@
-"""`serverlab run`: every permutation × repeat of a suite, each test in its own fresh server.
+"""The executor: one TestPlan becomes one recorded test, on this machine.
 
-Per test: start the contestant pinned to its CPUs, wait until ready, smoke-check it against
-the spec, set its control state (logging off, the scenario's emitter), start the monitor,
-run the engine, read `/stats`, clear the emitters, stop the server, and commit everything
-in one transaction. A server that dies is recorded as a crash and the suite goes on; Ctrl-C
-abandons the test in hand and keeps every finished one.
+It reads only the plan (never the suite it came from) and binds it to this host: a fresh
+server on a free port, pinned to its CPUs, inside a shaped link when the plan has one. Then:
+smoke-check the server against the spec, warm it up, make the control calls, start the
+monitor, prime, run the engine, read `/stats`, clear the emitters, stop the server. What it
+bound (ports, pids, CPUs, the namespace) and what happened on the way (priming outcomes) is
+stored beside the test in `run_info`, never in what identifies it.
+
+A server that dies is a crash to record; Ctrl-C propagates once the server, the engine and
+the link are gone.
 """
 
 from __future__ import annotations
@@ -12,15 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from serverlab.base import httpclient
-from serverlab.contestant.inventory import version_of
-from serverlab.contestant.manifest import Manifest, find
+from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
 from serverlab.results.store import (
     Crash,
@@ -29,199 +32,92 @@ from serverlab.results.store import (
     MonitorSample,
     RecordedTest,
     ServerStats,
-    Store,
-    StoreError,
-    make_test_key,
 )
-from serverlab.results.store import Suite as StoredSuite
 from serverlab.run import fileset, netns
-from serverlab.run.engine import (
-    PUSH_EVENT,
-    EngineRun,
-    engine_command,
-    plan_for,
-    warmup_plan_for,
-    write_plan,
-)
+from serverlab.run.engine import EngineRun, engine_command, write_plan
 from serverlab.run.leftovers import work_folder
-from serverlab.run.machine import Pinning, describe
+from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
-from serverlab.run.suite import Permutation, Suite
+from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
+from serverlab.run.testplan import ControlCall, TestPlan, bind
 from serverlab.run.validity import assess
 
-# The engine gets this long past its planned end before it is stopped.
-ENGINE_GRACE_S = 30.0
-# A syslog receiver has settled when its count has not risen for SETTLE_QUIET_S.
-SETTLE_POLL_S = 0.02
-SETTLE_QUIET_S = 2.0
-SETTLE_LIMIT_S = 600.0
-# Requests (or messages) per second below which a counted run is stopped as hung.
-SLOWEST_COUNTED_RATE = 5000
-PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
-# How long an interrupted or failed run waits to record that in a busy database.
-CLOSE_WAIT_S = 2.0
+# Polls of a dying server give the engine this long to see the refused connections.
+CRASH_SETTLE_S = 1.0
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
 
 @dataclass
-class Session:
-    """Everything one `serverlab run` shares across its tests, passed explicitly."""
+class Environment:
+    """What a test runs with on this machine, passed explicitly."""
 
-    suite: Suite
-    store: Store
+    manifest_of: Callable[[str], Manifest]
     pinning: Pinning
-    workdir: Path
-    progress: object = None  # a serverlab.run.progress.Progress, or None when quiet
-    resume: bool = False
-    stored_suite: StoredSuite | None = None
+    workdir: Path  # this run's scratch space lives under it (see leftovers.work_folder)
     run_id: int | None = None
-    manifests: dict[str, Manifest] = field(default_factory=dict)
-    limits: dict = field(default_factory=dict)  # serverlab.commands.prepare_limits
+    progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
 
-    def manifest(self, name: str) -> Manifest:
-        if name not in self.manifests:
-            self.manifests[name] = find(name)
-        return self.manifests[name]
+    @property
+    def filesets_dir(self) -> Path:
+        # Beside the results database (results/filesets/), generated once and kept.
+        return self.workdir.parent / "filesets"
 
-
-@dataclass
-class RunOutcome:
-    run_id: int
-    finished: int
-    skipped: int
-    crashed: int
-    invalid: int
-    interrupted: bool
+    @property
+    def logs_dir(self) -> Path:
+        return self.workdir.parent / "logs"
 
 
-def run_suite(session: Session) -> RunOutcome:
-    suite = session.suite
-    stored = session.store.add_suite(
-        StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
-    )
-    session.stored_suite = stored
-    done = session.store.finished_test_keys(stored) if session.resume else set()
-    run = session.store.start_run(stored, _machine(session))
-    session.run_id = run.id
-    todo = [(p, r) for p, r in suite.tests() if make_test_key(p.key, r) not in done]
-    counts = {"ok": 0, "crashed": 0, "invalid": 0}
-    if session.progress:
-        session.progress.begin(len(todo), skipped=len(suite.tests()) - len(todo))
+def execute(plan: TestPlan, env: Environment) -> RecordedTest:
+    """Runs one test, inside a shaped link when the plan has one. Never raises for what
+    the server does."""
+    if plan.link is None:
+        return _execute(plan, env, None)
     try:
-        for index, (perm, repeat) in enumerate(todo):
-            if session.progress:
-                session.progress.test_started(index, perm, repeat)
-            recorded = run_test(session, perm, repeat)
-            session.store.commit_test(recorded)
-            counts[recorded.status] = counts.get(recorded.status, 0) + 1
-            if session.progress:
-                session.progress.test_finished(recorded)
-    except KeyboardInterrupt:
-        _close_run(session, run.id, "interrupted")
-        interrupted = True
-    except StoreError:
-        _close_run(session, run.id, "failed")
-        raise
-    else:
-        session.store.finish_run(run.id, "finished")
-        interrupted = False
-    return RunOutcome(
-        run.id,
-        sum(counts.values()),
-        len(suite.tests()) - len(todo),
-        counts["crashed"],
-        counts["invalid"],
-        interrupted=interrupted,
-    )
-
-
-def _close_run(session: Session, run_id: int, status: str) -> None:
-    """Best effort, and quick: a database that cannot take it now leaves the run to be
-    marked abandoned by the next one."""
-    with contextlib.suppress(StoreError):
-        session.store.finish_run(run_id, status, wait_s=CLOSE_WAIT_S)
-
-
-def _machine(session: Session) -> dict:
-    info = describe(session.pinning)
-    suite = session.suite
-    info["suite"] = {
-        "name": suite.name,
-        "sha256": suite.sha256,
-        "seed": suite.seed,
-        "profile": suite.profile,
-        "scale": suite.scale,
-        "count_scale": suite.count_scale,
-        "needs": suite.needs,
-        "links": suite.links,
-        "filesets": suite.filesets,
-    }
-    info["limits"] = session.limits
-    if any(link.get("delay_ms") for link in suite.links.values()):
-        info["link_delay_available"] = netns.netem_available()
-    names = sorted({p.contestant for p in session.suite.permutations})
-    info["contestant_versions"] = {name: version_of(session.manifest(name)) for name in names}
-    # What the report labels each contestant with, as it was when it ran.
-    info["contestant_architectures"] = {name: session.manifest(name).architecture for name in names}
-    return info
-
-
-def run_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
-    """Runs one test, inside a shaped link when it names one. Never raises for what the
-    server does; KeyboardInterrupt propagates after the server, engine and link are gone."""
-    link_name = perm.params.get("link")
-    if not link_name:
-        return _run_test(session, perm, repeat, None)
-    link = session.suite.links[link_name]
-    try:
-        with netns.shaped_namespace(link["rate_mbit"], link.get("delay_ms", 0)) as namespace:
-            test = _run_test(session, perm, repeat, namespace)
+        with netns.shaped_namespace(plan.link.rate_mbit, plan.link.delay_ms) as namespace:
+            test = _execute(plan, env, namespace)
     except netns.NetnsError as err:
-        test = _new_test(session, perm, repeat)
+        test = new_test(plan, env)
         test.status = "invalid"
         test.validity = {"link_failed": str(err)[:2000]}
         return test
-    test.params = {**test.params, "link_as_run": namespace.metadata()}
-    if link.get("delay_ms") and not namespace.delay_applied:
+    test.run_info["link"] = namespace.metadata()
+    if plan.link.delay_ms and not namespace.delay_applied:
         test.validity["link_delay_unavailable"] = (
-            f"{link['delay_ms']} ms not applied (no sch_netem); rate {link['rate_mbit']} Mbit/s"
+            f"{plan.link.delay_ms} ms not applied (no sch_netem); rate {plan.link.rate_mbit} Mbit/s"
         )
     return test
 
 
-def _new_test(session: Session, perm: Permutation, repeat: int) -> RecordedTest:
+def new_test(plan: TestPlan, env: Environment) -> RecordedTest:
     started = time.time()
     return RecordedTest(
-        run_id=session.run_id,
-        permutation_key=perm.key,
-        contestant=perm.contestant,
-        repeat_index=repeat,
+        run_id=env.run_id,
+        permutation_key=plan.key,
+        contestant=plan.contestant,
+        repeat_index=plan.repeat,
         status="ok",
         started_at=started,
         ended_at=started,
-        scenario=perm.scenario,
-        params=perm.params,
-        tunables=perm.tunables,
+        scenario=plan.scenario,
+        params=plan.params,
+        tunables=plan.tunables,
+        plan=plan.as_dict(),
     )
 
 
-def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTest:
-    manifest = session.manifest(perm.contestant)
-    test = _new_test(session, perm, repeat)
-    started = test.started_at
+def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
+    test = new_test(plan, env)
     # Under this process's own folder: if it dies, the next run removes the folder whole.
-    workdir = work_folder(session.workdir) / f"test-{int(started * 1000)}"
+    workdir = work_folder(env.workdir) / f"test-{int(test.started_at * 1000)}"
+    files = fileset.materialize(plan.fileset, env.filesets_dir) if plan.fileset else None
     options = {
-        "settings": perm.tunables,
-        "cpus": session.pinning.server,
+        "settings": plan.tunables,
+        "cpus": env.pinning.server,
         "workdir": workdir,
-        "docroot": _docroot(session, perm),
+        "docroot": files.root if files else None,
     }
     try:
-        if namespace is None:
-            server = ContestantServer(manifest, **options)
-        else:
-            server = netns.NamespacedServer(namespace, manifest, **options)
+        server = _server(env.manifest_of(plan.contestant), namespace, options)
     except ServerError as err:  # a tunable the manifest refuses: nothing was started
         test.status = "invalid"
         test.validity = {"start_failed": str(err)[:2000]}
@@ -233,17 +129,19 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
         test.crash = _crash(server, at_s=0.0)
         test.validity = {"start_failed": str(err)[:2000]}
         test.ended_at = time.time()
-        _keep_log(session, test, server)
+        _keep_log(env, test, server)
         return test
     except BaseException:
         server.stop()  # Ctrl-C while it was starting: it must not outlive us
         raise
+    test.run_info.update(_bound(server, env, namespace))
+    paths = files.weighted_paths() if files else None
     try:
-        _measure(session, perm, server, manifest, test, started)
+        _Measurement(plan, env, server, test, paths).run()
     except (ServerError, httpclient.HttpError, OSError, ValueError) as err:
         # The server misbehaved outside the measurement (a control call failed, say):
         # a result about this test, not a reason to stop the suite.
-        _record_failure(test, server, started, err)
+        _record_failure(test, server, err)
     finally:
         with contextlib.suppress(Exception):
             server.stop()
@@ -251,14 +149,192 @@ def _run_test(session, perm: Permutation, repeat: int, namespace) -> RecordedTes
         if test.status == "ok":
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            _keep_log(session, test, server)
+            _keep_log(env, test, server)
     return test
 
 
-def _keep_log(session: Session, test: RecordedTest, server: ContestantServer) -> None:
+def _server(manifest: Manifest, namespace, options: dict) -> ContestantServer:
+    if namespace is None:
+        return ContestantServer(manifest, **options)
+    return netns.NamespacedServer(namespace, manifest, **options)
+
+
+def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, Any]:
+    """What this host gave the plan's roles: stored beside the test."""
+    return {
+        "ports": {"http": server.port, "syslog": server.syslog_port},
+        "server_pid": server.process.pid,
+        "cpus": {"server": env.pinning.server, "engine": env.pinning.engine},
+        "namespace": namespace.name if namespace else None,
+    }
+
+
+class _Measurement:
+    """The part of a test between a ready server and its stop."""
+
+    def __init__(self, plan, env, server, test: RecordedTest, paths: list | None):
+        self.plan, self.env, self.server, self.test = plan, env, server, test
+        self.where = {"host": "127.0.0.1", "port": server.port, "syslog_port": server.syslog_port}
+        measured = bind(plan.measured, **self.where)
+        if paths:
+            measured["paths"] = paths
+        self.measured = measured
+
+    def run(self) -> None:
+        plan, server, test = self.plan, self.server, self.test
+        problem = smoke_check(server, plan)
+        if problem:
+            test.status = "invalid"
+            test.validity = {"not_conforming": problem}
+            return
+        if plan.warmup is not None:
+            self._warm_up()
+        self._control(plan.control)
+        if plan.read_stats:
+            self._read_stats("start")
+        plan_path = write_plan(self.measured, server.workdir / "plan.json")
+        progress = self.env.progress
+        engine = EngineRun(self._argv(plan_path), on_interval=progress and progress.interval)
+        monitor = Monitor(server.process.pid, on_sample=progress and progress.sample)
+        with monitor:
+            # Priming runs load the server exactly as the measured run will, with the
+            # monitor on so that the peak RSS includes them (seed 003's first `ab` run).
+            crash = self._prime(plan_path)
+            watch = ReceiverWatch(server) if plan.count_at_receiver and crash is None else None
+            try:
+                if crash is None:
+                    crash = self._run_engine(engine, monitor)
+                receiver = watch.settle() if watch and crash is None else None
+            finally:
+                if watch:
+                    watch.stop()
+        if crash is None and plan.read_stats:
+            self._after()
+        test.crash = crash
+        _fill(test, engine, monitor, self.measured)
+        if plan.count_at_receiver and crash is None:
+            put_receiver_figures(test, receiver, server)
+        test.status, test.validity = assess(test, self.env.pinning, crash)
+
+    def _argv(self, plan_path: Path) -> list[str]:
+        server = self.server
+        namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
+        return engine_command(plan_path, self.env.pinning.engine, netns=namespace)
+
+    def _warm_up(self) -> None:
+        plan = bind(self.plan.warmup, **self.where)
+        engine = EngineRun(self._argv(write_plan(plan, self.server.workdir / "warmup.json")))
+        engine.start()
+        try:
+            engine.wait(self.plan.warmup_s + self.plan.grace_s)
+        except KeyboardInterrupt:
+            engine.stop()
+            raise
+
+    def _prime(self, plan_path: Path) -> Crash | None:
+        """The measured load `priming_runs` times; a short note of each goes in run_info."""
+        notes = []
+        for _ in range(self.plan.priming_runs):
+            engine = EngineRun(self._argv(plan_path))
+            crash = self._run_engine(engine)
+            summary = engine.summary or {}
+            keep = ("requests", "ok", "rps", "duration_s", "valid")
+            notes.append({k: summary.get(k) for k in keep})
+            self.test.run_info["priming"] = notes
+            if crash is not None:
+                return crash
+        return None
+
+    def _run_engine(self, engine: EngineRun, monitor: Monitor | None = None) -> Crash | None:
+        """Starts the engine and waits for it; returns the server's crash or None."""
+        engine.start()
+        if monitor is not None:
+            monitor.watch_engine(engine.pid)
+        try:
+            return self._wait_engine(engine)
+        except KeyboardInterrupt:
+            engine.stop()
+            raise
+
+    def _wait_engine(self, engine: EngineRun) -> Crash | None:
+        """Waits for the engine; if the server dies first, records the crash and lets the
+        engine see the refused connections for a moment (they are part of the result)."""
+        deadline = time.monotonic() + self.plan.budget_s
+        while engine.process.poll() is None:
+            if self.server.poll() is not None:
+                crash = _crash(self.server, at_s=time.time() - self.test.started_at)
+                time.sleep(CRASH_SETTLE_S)
+                engine.stop()
+                engine.wait(5)
+                return crash
+            if time.monotonic() > deadline:
+                engine.stop()
+                break
+            time.sleep(0.1)
+        engine.wait(10)
+        return None
+
+    def _control(self, calls: tuple[ControlCall, ...]) -> None:
+        for call in calls:
+            port = self.server.port
+            answer = _call(
+                self.server, httpclient.call_json, port, call.method, call.path, call.body
+            )
+            if answer.status != 200:
+                raise ServerError(f"{call.method} {call.path} answered {answer.status}")
+
+    def _read_stats(self, phase: str, timeout_s: float = 5.0) -> None:
+        stats = self.server.stats(timeout_s=timeout_s)
+        at = time.time() - self.test.started_at
+        self.test.server_stats.append(ServerStats(t=at, stats=stats, phase=phase))
+
+    def _after(self) -> None:
+        try:
+            self._read_stats("end", timeout_s=15)
+            self._control(self.plan.after)
+        except (httpclient.HttpError, OSError, ValueError, ServerError) as err:
+            self.test.validity["stats_unreadable"] = str(err)
+
+
+def smoke_check(server: ContestantServer, plan: TestPlan) -> str | None:
+    """The per-test conformance check: cheap, and enough to catch a wrong build or a server
+    that came up broken. The full `serverlab verify` runs once per contestant before."""
+    smoke = plan.smoke
+    try:
+        if smoke.perf_body is not None:
+            r = _call(server, httpclient.get, server.port, "/perf")
+            if r.status != 200 or r.body != smoke.perf_body.encode():
+                return f"GET /perf answered {r.status} with {len(r.body)} bytes"
+        if smoke.spec_major is not None:
+            version = str(server.stats().get("spec_version", ""))
+            if version.split(".")[0] != str(smoke.spec_major):
+                return f"/stats spec_version is {version!r}, not {smoke.spec_major}.x"
+    except (httpclient.HttpError, OSError, ValueError) as err:
+        return f"smoke check failed: {err}"
+    return None
+
+
+def _call(server: ContestantServer, function, *args, **kwargs):
+    """A request to the server, from inside its namespace when it has one (the spec
+    answers control calls from loopback only)."""
+    if isinstance(server, netns.NamespacedServer):
+        return server.call(function, *args, **kwargs)
+    return function(*args, **kwargs)
+
+
+def _record_failure(test: RecordedTest, server, err: Exception) -> None:
+    if server.poll() is not None:
+        test.status = "crashed"
+        test.crash = _crash(server, at_s=time.time() - test.started_at)
+    else:
+        test.status = "invalid"
+    test.validity["runner_error"] = str(err)[:2000]
+
+
+def _keep_log(env: Environment, test: RecordedTest, server: ContestantServer) -> None:
     """Moves a failed test's folder (server log, plans) out of this process's work folder,
     which a later run deletes whole if this one dies."""
-    kept = session.workdir.parent / "logs" / f"{server.workdir.name}-{os.getpid()}"
+    kept = env.logs_dir / f"{server.workdir.name}-{os.getpid()}"
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(server.workdir, kept)
@@ -267,304 +343,9 @@ def _keep_log(session: Session, test: RecordedTest, server: ContestantServer) ->
     test.validity.setdefault("server_log", str(kept / server.log_path.name))
 
 
-def _docroot(session: Session, perm: Permutation) -> Path | None:
-    name = perm.params.get("files")
-    if not name:
-        return None
-    return _fileset(session, name).root
-
-
-def _fileset(session: Session, name: str) -> fileset.FileSet:
-    # Beside the results database (results/filesets/), generated once and kept.
-    return fileset.materialize(session.suite.filesets[name], session.workdir.parent / "filesets")
-
-
-def _call(server: ContestantServer, function, *args, **kwargs):
-    """A control request to the server, from inside its namespace when it has one."""
-    if isinstance(server, netns.NamespacedServer):
-        return server.call(function, *args, **kwargs)
-    return function(*args, **kwargs)
-
-
-def _record_failure(test: RecordedTest, server, started: float, err: Exception) -> None:
-    if server.poll() is not None:
-        test.status = "crashed"
-        test.crash = _crash(server, at_s=time.time() - started)
-    else:
-        test.status = "invalid"
-    test.validity["runner_error"] = str(err)[:2000]
-
-
-def _measure(session, perm, server, manifest, test, started) -> None:
-    problem = smoke_check(server, manifest)
-    if problem:
-        test.status = "invalid"
-        test.validity = {"not_conforming": problem}
-        return
-    if perm.params.get("warmup_s"):
-        _warm_up(session, perm, server)
-    if "control" in manifest.implements:
-        _control(server, perm, test)
-    paths = (
-        _fileset(session, perm.params["files"]).weighted_paths() if "files" in perm.params else None
-    )
-    plan = plan_for(perm.params, server.port, server.syslog_port, paths)
-    plan_path = write_plan(plan, server.workdir / "plan.json")
-    engine = EngineRun(
-        _engine_argv(session, server, plan_path),
-        on_interval=session.progress.interval if session.progress else None,
-    )
-    syslog = perm.params["behaviour"] == "syslog"
-    monitor = Monitor(
-        server.process.pid, on_sample=session.progress.sample if session.progress else None
-    )
-    with monitor:
-        # Priming runs load the server exactly as the measured run will, with the monitor
-        # on so that the peak RSS includes them (seed 003's first `ab` run).
-        crash = _prime(session, perm, server, plan_path, test, started)
-        watch = _ReceiverWatch(server) if syslog and crash is None else None
-        try:
-            if crash is None:
-                crash = _run_engine(
-                    session, engine, server, _planned_seconds(perm), started, monitor
-                )
-            receiver = watch.settle() if watch and crash is None else None
-        finally:
-            if watch:
-                watch.stop()
-    if crash is None and "control" in manifest.implements:
-        _after(server, test)
-    test.crash = crash
-    _fill(test, engine, monitor, plan)
-    if syslog and crash is None:
-        _put_receiver_figures(test, receiver, server)
-    test.status, test.validity = assess(test, session.pinning, crash)
-
-
-def _syslog_received(server: ContestantServer) -> int | None:
-    """Messages the server has counted so far: /stats, or the manifest's syslog_count."""
-    if "control" in server.manifest.implements:
-        try:
-            return int(server.stats()["syslog"]["received"])
-        except (httpclient.HttpError, OSError, ValueError, KeyError, TypeError):
-            return None
-    return _syslog_count(server)
-
-
-class _ReceiverWatch:
-    """Polls a syslog receiver's count from before the flood until it stops rising. The
-    receiving time is then bounded by polls at both ends: the last one that saw nothing
-    new yet and the first that saw the final count. Neither the sender's start-up nor the
-    megabytes the socket buffers hold when the sender finishes can hide in it."""
-
-    def __init__(self, server: ContestantServer):
-        self.server = server
-        self.samples: list[tuple[float, float, int]] = []  # (asked, answered, count)
-        self.baseline = _syslog_received(server)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        if self.baseline is not None:
-            self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            asked = time.monotonic()
-            count = _syslog_received(self.server)
-            if count is not None:
-                self.samples.append((asked, time.monotonic(), count))
-            self._stop.wait(SETTLE_POLL_S)
-
-    def settle(self) -> dict | None:
-        """Waits until the count has not risen for SETTLE_QUIET_S; None if it cannot count."""
-        if self.baseline is None:
-            return None
-        deadline = time.monotonic() + SETTLE_LIMIT_S
-        while time.monotonic() < deadline and not self._quiet():
-            time.sleep(SETTLE_POLL_S)
-        self.stop()
-        samples = list(self.samples)
-        final = max(count for _, _, count in samples)
-        # A count may take a while to read (rsyslog's count.sh waits for its file to
-        # settle), so the bounds are the start of the last read that saw nothing new and
-        # the end of the first that saw everything: never shorter than the truth.
-        finished = next(done for _, done, count in samples if count == final)
-        began = max(
-            (asked for asked, _, count in samples if count == self.baseline),
-            default=samples[0][0],
-        )
-        span = max(finished - began, SETTLE_POLL_S)
-        return {
-            "received": final - self.baseline,
-            "received_total": final,
-            "receiving_s": round(span, 3),
-            "messages_per_s": round((final - self.baseline) / span, 1),
-            "poll_s": SETTLE_POLL_S,
-            "settled": time.monotonic() < deadline,
-        }
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _quiet(self) -> bool:
-        samples = list(self.samples)
-        if not samples:
-            return False
-        last_count = samples[-1][2]
-        changed = next(done for _, done, count in samples if count == last_count)
-        return samples[-1][1] - changed >= SETTLE_QUIET_S
-
-
-def _put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> None:
-    """The flood's figures are the receiver's: rate and loss as the server counted them;
-    the engine's own rate stays beside them as `sender_rps`."""
-    if receiver is None:
-        test.validity["receiver_count_unavailable"] = "figures are the sender's"
-        return
-    if "control" not in server.manifest.implements:
-        # No /stats to hold the count at the end: keep the receiver's own.
-        stats = {"syslog_count": receiver["received_total"]}
-        test.server_stats.append(ServerStats(t=time.time() - test.started_at, stats=stats))
-    if test.summary is None:
-        test.validity["syslog_receiver"] = receiver
-        return
-    sent = test.summary.get("requests")
-    figures = {
-        **receiver,
-        "sent": sent,
-        "lost": None if sent is None else sent - receiver["received"],
-    }
-    test.summary = {
-        **test.summary,
-        "sender_rps": test.summary.get("rps"),
-        "rps": figures["messages_per_s"],
-        "syslog": figures,
-    }
-
-
-def _engine_argv(session: Session, server: ContestantServer, plan_path: Path) -> list[str]:
-    namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
-    return engine_command(plan_path, session.pinning.engine, netns=namespace)
-
-
-def _run_engine(session, engine: EngineRun, server, planned_s: float, started, monitor=None):
-    """Starts the engine and waits for it; returns the server's crash or None."""
-    engine.start()
-    if monitor is not None:
-        monitor.watch_engine(engine.pid)
-    try:
-        return _wait_engine(engine, server, planned_s, started)
-    except KeyboardInterrupt:
-        engine.stop()
-        raise
-
-
-def _prime(session, perm: Permutation, server, plan_path: Path, test, started) -> Crash | None:
-    """The scenario's own load `priming_runs` times; only a short note of each is kept."""
-    notes = []
-    for _ in range(int(perm.params.get("priming_runs", 0))):
-        engine = EngineRun(_engine_argv(session, server, plan_path))
-        crash = _run_engine(session, engine, server, _planned_seconds(perm), started)
-        summary = engine.summary or {}
-        notes.append({k: summary.get(k) for k in ("requests", "ok", "rps", "duration_s", "valid")})
-        if crash is not None:
-            test.params = {**test.params, "priming": notes}
-            return crash
-    if notes:
-        test.params = {**test.params, "priming": notes}
-    return None
-
-
-def _warm_up(session: Session, perm: Permutation, server: ContestantServer) -> None:
-    plan = warmup_plan_for(perm.params, server.port, server.syslog_port)
-    engine = EngineRun(
-        _engine_argv(session, server, write_plan(plan, server.workdir / "warmup.json"))
-    )
-    engine.start()
-    try:
-        engine.wait(float(perm.params["warmup_s"]) + ENGINE_GRACE_S)
-    except KeyboardInterrupt:
-        engine.stop()
-        raise
-
-
-def smoke_check(server: ContestantServer, manifest: Manifest) -> str | None:
-    """The per-test conformance check: cheap, and enough to catch a wrong build or a server
-    that came up broken. The full `serverlab verify` runs once per contestant before."""
-    try:
-        if "perf" in manifest.implements:
-            r = _call(server, httpclient.get, server.port, "/perf")
-            if r.status != 200 or r.body != PERF_BODY:
-                return f"GET /perf answered {r.status} with {len(r.body)} bytes"
-        if "control" in manifest.implements:
-            stats = server.stats()
-            if not str(stats.get("spec_version", "")).startswith("1."):
-                return f"/stats spec_version is {stats.get('spec_version')!r}"
-    except (httpclient.HttpError, OSError, ValueError) as err:
-        return f"smoke check failed: {err}"
-    return None
-
-
-def _control(server, perm: Permutation, test: RecordedTest) -> None:
-    _call(server, httpclient.post_json, server.port, "/logging", {"enabled": False})
-    interval = perm.params.get("emit_interval_ms", 0)
-    if interval:
-        event = {"name": PUSH_EVENT, "interval_ms": interval}
-        r = _call(server, httpclient.post_json, server.port, "/event/set", event)
-        if r.status != 200:
-            raise ServerError(f"/event/set answered {r.status}")
-    test.server_stats.append(
-        ServerStats(t=time.time() - test.started_at, stats=server.stats(), phase="start")
-    )
-
-
-def _after(server, test: RecordedTest) -> None:
-    try:
-        test.server_stats.append(
-            ServerStats(
-                t=time.time() - test.started_at, stats=server.stats(timeout_s=15), phase="end"
-            )
-        )
-        _call(server, httpclient.post_json, server.port, "/event/clear", {})
-    except (httpclient.HttpError, OSError, ValueError) as err:
-        test.validity["stats_unreadable"] = str(err)
-
-
-def _planned_seconds(perm: Permutation) -> float:
-    p = perm.params
-    base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
-    count = p.get("requests", p.get("syslog_messages"))
-    if count is not None:
-        # A count has no planned end; bound it anyway, generously for a slow receiver.
-        base = max(base, 600.0, count / SLOWEST_COUNTED_RATE)
-    return base
-
-
-def _wait_engine(
-    engine: EngineRun, server: ContestantServer, planned_s: float, started: float
-) -> Crash | None:
-    """Waits for the engine; if the server dies first, records the crash and lets the engine
-    see the refused connections for a moment (they are part of the result), then stops it."""
-    deadline = time.monotonic() + planned_s + ENGINE_GRACE_S
-    while engine.process.poll() is None:
-        if server.poll() is not None:
-            crash = _crash(server, at_s=time.time() - started)
-            time.sleep(1.0)
-            engine.stop()
-            engine.wait(5)
-            return crash
-        if time.monotonic() > deadline:
-            engine.stop()
-            break
-        time.sleep(0.1)
-    engine.wait(10)
-    return None
-
-
 def _fill(test: RecordedTest, engine: EngineRun, monitor: Monitor, plan: dict) -> None:
     test.summary = engine.summary
-    test.params = {**test.params, "engine_plan": plan}
+    test.run_info["engine_plan"] = plan
     test.intervals = [
         EngineInterval(seq=i, t=float(r.get("elapsed_s", i)), data=r)
         for i, r in enumerate(engine.intervals)
@@ -603,22 +384,3 @@ def _crash(server: ContestantServer, at_s: float) -> Crash:
         signal=status.signal if status else None,
         oom=any(marker in tail for marker in OOM_MARKERS),
     )
-
-
-def _syslog_count(server: ContestantServer) -> int | None:
-    if not server.manifest.syslog_count:
-        return None
-    command = server.expand(server.manifest.syslog_count)
-    if isinstance(server, netns.NamespacedServer):
-        command = server.namespace.shell(command)
-    out = subprocess.run(
-        ["/bin/sh", "-c", command],
-        cwd=server.manifest.folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    try:
-        return int(out.stdout.strip().split()[0])
-    except (IndexError, ValueError):
-        return None

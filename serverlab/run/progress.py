@@ -11,7 +11,18 @@ from rich.live import Live
 from rich.text import Text
 
 from serverlab.base import terminal
-from serverlab.run.suite import Permutation
+from serverlab.run.testplan import TestPlan
+
+# Behaviours whose requests stay open: their progress is counted in events.
+STREAMS = ("comet",)
+
+
+def _rate(summary: dict, unit: str) -> float:
+    if unit == "req/s":
+        return float(summary.get("rps") or 0)
+    received = (summary.get("events") or {}).get("received") or 0
+    duration = summary.get("duration_s") or 0
+    return received / duration if duration else 0.0
 
 
 def _clock(seconds: float) -> str:
@@ -20,9 +31,8 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, estimate_s_per_test: dict[str, float], console: Console | None = None):
+    def __init__(self, console: Console | None = None):
         self.console = console or terminal.console(stderr=True)
-        self.estimates = estimate_s_per_test
         self.live: Live | None = None
         self.total = 0
         self.index = 0
@@ -30,39 +40,43 @@ class Progress:
         self.started = time.monotonic()
         self.remaining_estimate = 0.0
         self.test_started_at = 0.0
-        self.rps = 0.0
+        self.estimate = 0.0
+        self.rate = 0.0
+        self.unit = "req/s"
         self.open = 0
         self.cpu = 0.0
         self.rss = 0
 
-    def begin(self, total: int, skipped: int, remaining_estimate_s: float = 0.0) -> None:
-        self.total = total
-        self.remaining_estimate = remaining_estimate_s
+    def begin(self, plans: list[TestPlan], skipped: int) -> None:
+        self.total = len(plans)
+        self.remaining_estimate = sum(plan.estimate_s for plan in plans)
         if skipped:
-            self._say(f"resuming: {skipped} finished tests kept, {total} to run")
+            self._say(f"resuming: {skipped} finished tests kept, {self.total} to run")
         if self.console.is_terminal:
             self.live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
 
-    def test_started(self, index: int, perm: Permutation, repeat: int) -> None:
+    def test_started(self, index: int, plan: TestPlan) -> None:
         self.index = index
-        dims = " ".join(f"{k}={v}" for k, v in perm.params.items() if k != "pacer")
-        self.label = f"{perm.scenario} {perm.contestant} {dims} r{repeat + 1}".strip()
+        dims = " ".join(f"{k}={v}" for k, v in plan.params.items() if k != "pacer")
+        self.label = f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
+        self.estimate = plan.estimate_s
+        # A held stream's answers are its events; its requests stay open all test long.
+        self.unit = "events/s" if plan.params.get("behaviour") in STREAMS else "req/s"
         self.test_started_at = time.monotonic()
-        self.rps = self.open = self.cpu = self.rss = 0
+        self.rate = self.open = self.cpu = self.rss = 0
         self.remaining_estimate = max(0.0, self.remaining_estimate)
         if not self.live:
             self._say(f"[{index + 1}/{self.total}] {self.label}")
         self._refresh()
 
     def test_finished(self, test) -> None:
-        spent = time.monotonic() - self.test_started_at
-        self.remaining_estimate -= self.estimates.get(test.permutation_key, spent)
-        summary = test.summary or {}
+        self.remaining_estimate -= self.estimate
         flags = ", ".join(k for k in test.validity if not k.endswith("_percent"))
         line = (
             f"[{self.index + 1}/{self.total}] {test.status:8} {self.label}: "
-            f"{summary.get('rps', 0):,.0f} req/s" + (f"  ({flags})" if flags else "")
+            f"{_rate(test.summary or {}, self.unit):,.0f} {self.unit}"
+            + (f"  ({flags})" if flags else "")
         )
         self._say(line)
 
@@ -70,7 +84,11 @@ class Progress:
         self.console.print(line, highlight=False)
 
     def interval(self, record: dict) -> None:
-        self.rps = float(record.get("rps", self.rps) or 0)
+        if self.unit == "events/s":
+            seconds = float(record.get("interval_s") or 0)
+            self.rate = float(record.get("events") or 0) / seconds if seconds else self.rate
+        else:
+            self.rate = float(record.get("rps", self.rate) or 0)
         self.open = int(record.get("open_connections", self.open) or 0)
         self._refresh()
 
@@ -90,7 +108,7 @@ class Progress:
         self.live.update(
             Text(
                 f"test {self.index + 1}/{self.total} {self.label} | {_clock(elapsed)} elapsed, "
-                f"~{_clock(left)} left | {self.rps:,.0f} req/s, {self.open:,} open | "
+                f"~{_clock(left)} left | {self.rate:,.0f} {self.unit}, {self.open:,} open | "
                 f"server {self.cpu:.0f}% CPU, {self.rss / 2**20:.0f} MB"
             )
         )

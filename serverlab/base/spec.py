@@ -1,0 +1,40 @@
+"""What the orchestrator needs to know of the spec, read from the spec itself (spec/SPEC.md
+and spec/cases), so that no copy of it can drift: its version and the /perf body."""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+
+from serverlab.base.paths import REPO_ROOT, spec_cases_dir
+
+PERF_CASE = "perf.get"
+
+
+class SpecError(RuntimeError):
+    pass
+
+
+@functools.cache
+def spec_version() -> str:
+    """`MAJOR.MINOR`, as the `spec_version = "..."` line of spec/SPEC.md says."""
+    path = REPO_ROOT / "spec" / "SPEC.md"
+    found = re.search(r'^spec_version = "(\d+\.\d+)"', path.read_text(), re.M)
+    if not found:
+        raise SpecError(f"{path} states no spec_version")
+    return found.group(1)
+
+
+def spec_major() -> int:
+    return int(spec_version().split(".")[0])
+
+
+@functools.cache
+def perf_body() -> str:
+    """The exact body every `GET /perf` answers (the expectation of case perf.get)."""
+    path = spec_cases_dir() / "perf.toml"
+    for case in tomllib.loads(path.read_text())["case"]:
+        if case["id"] == PERF_CASE:
+            return case["expect"]["body"]
+    raise SpecError(f"{path} has no case {PERF_CASE}")

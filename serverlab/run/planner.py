@@ -1,0 +1,214 @@
+"""Suite permutation -> TestPlan: a pure function of the permutation, the repeat and the
+contestant's manifest (and the suite's named links and file sets). Nothing here starts a
+process, opens a socket or reads the clock, so every plan of a suite can be built, printed
+(`serverlab run --dry-run --json`) and checked by the engine before any server starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from serverlab.base import spec
+from serverlab.contestant.manifest import Manifest
+from serverlab.run.suite import BEHAVIOURS, Permutation, Suite
+from serverlab.run.testplan import ENGINE_GRACE_S, ControlCall, Link, Smoke, TestPlan
+
+PUSH_EVENT = "e1"
+# Long runs with many clients need more than one source address (~28k ports each).
+CLIENTS_PER_SOURCE = 20_000
+# Requests (or messages) per second below which a counted run is stopped as hung.
+SLOWEST_COUNTED_RATE = 5000
+# A counted run (-n) has no planned end; it is bounded anyway, generously.
+COUNTED_RUN_FLOOR_S = 600.0
+HTTP_TARGET = "http://{host}:{port}"
+SYSLOG_TARGET = "{transport}://{{host}}:{{syslog_port}}"
+
+
+def plan_tests(suite: Suite, manifest_of: Callable[[str], Manifest]) -> list[TestPlan]:
+    """Every test of the suite, in run order (repeats interleaved)."""
+    return [plan_test(p, r, manifest_of(p.contestant), suite) for p, r in suite.tests()]
+
+
+def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) -> TestPlan:
+    p = perm.params
+    controlled = "control" in manifest.implements
+    link = suite.links.get(p["link"]) if "link" in p else None
+    return TestPlan(
+        key=perm.key,
+        repeat=repeat,
+        scenario=perm.scenario,
+        contestant=perm.contestant,
+        params=dict(p),
+        tunables=dict(perm.tunables),
+        measured=engine_plan(p),
+        budget_s=planned_seconds(p) + ENGINE_GRACE_S,
+        estimate_s=perm.estimated_seconds(),
+        warmup=warmup_plan(p) if p.get("warmup_s") else None,
+        warmup_s=float(p.get("warmup_s", 0)),
+        priming_runs=int(p.get("priming_runs", 0)),
+        control=_control_calls(p) if controlled else (),
+        after=(ControlCall("POST", "/event/clear", {}),) if controlled else (),
+        read_stats=controlled,
+        count_at_receiver=p["behaviour"] == "syslog",
+        link=Link(link["rate_mbit"], link.get("delay_ms", 0.0)) if link else None,
+        fileset=suite.filesets[p["files"]] if "files" in p else None,
+        smoke=Smoke(
+            perf_body=spec.perf_body() if "perf" in manifest.implements else None,
+            spec_major=spec.spec_major() if controlled else None,
+        ),
+    )
+
+
+def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
+    calls = [ControlCall("POST", "/logging", {"enabled": False})]
+    if p.get("emit_interval_ms"):
+        event = {"name": PUSH_EVENT, "interval_ms": p["emit_interval_ms"]}
+        calls.append(ControlCall("POST", "/event/set", event))
+    return tuple(calls)
+
+
+def planned_seconds(p: dict[str, Any]) -> float:
+    base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+    count = p.get("requests", p.get("syslog_messages"))
+    if count is not None:
+        base = max(base, COUNTED_RUN_FLOOR_S, count / SLOWEST_COUNTED_RATE)
+    return base
+
+
+def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
+    """The engine plan (see engine/README.md) for one permutation's parameters, its target
+    a template the executor binds (see serverlab.run.testplan.bind)."""
+    plan: dict[str, Any] = {
+        "target": _target(p),
+        "behaviour": _behaviour(p),
+        "pacer": _pacer(p),
+    }
+    clients = int(p.get("clients", 1))
+    plan["connections"] = clients
+    if p.get("pacer", "closed") != "users":
+        # A syslog flood's messages are the engine's requests.
+        count = p.get("requests", p.get("syslog_messages"))
+        if count is not None:
+            plan["requests"] = int(count)
+        else:
+            plan["duration_s"] = float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
+    if "timeout_s" in p:
+        plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
+    if p["behaviour"] in ("longpoll", "comet", "slow-upload"):
+        plan["method"] = "POST"
+    if clients > CLIENTS_PER_SOURCE:
+        sources = -(-clients // CLIENTS_PER_SOURCE) + 1
+        plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
+    return plan
+
+
+def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
+    """A short unrecorded load before the measurement, so that JIT compilers and caches are
+    warm: the scenario's own requests when they are plain requests, else keep-alive
+    GET /perf."""
+    plain = p["behaviour"] in ("keepalive", "new-connection")
+    warm = {
+        "behaviour": p["behaviour"] if plain else "keepalive",
+        "clients": min(int(p.get("clients", 1)), 50),
+        "duration_s": float(p["warmup_s"]),
+    }
+    if plain and "path" in p:
+        warm["path"] = p["path"]
+    return engine_plan(warm)
+
+
+def _target(p: dict[str, Any]) -> str:
+    if p["behaviour"] == "syslog":
+        return SYSLOG_TARGET.format(transport=p.get("syslog_transport", "tcp"))
+    path = p.get("path") or BEHAVIOURS[p["behaviour"]]
+    # The target is a template: a brace of the suite's own path stays a brace.
+    return HTTP_TARGET + path.replace("{", "{{").replace("}", "}}")
+
+
+def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
+    kind = p["behaviour"]
+    if kind == "keepalive":
+        return {"kind": "keepalive"}
+    if kind == "new-connection":
+        return {"kind": "new_connection"}
+    if kind == "longpoll":
+        return {
+            "kind": "longpoll",
+            "events": [PUSH_EVENT],
+            "duration_ms": p["longpoll_duration_ms"],
+        }
+    if kind == "comet":
+        spec: dict[str, Any] = {"kind": "comet", "events": [PUSH_EVENT]}
+        if "comet_duration_ms" in p:
+            spec["duration_ms"] = p["comet_duration_ms"]
+        return spec
+    if kind == "slow-upload":
+        rate = p.get("upload_rate_bps", p["upload_bytes"])
+        return {"kind": "slow_upload", "bytes": p["upload_bytes"], "bytes_per_s": rate}
+    if kind == "slow-reader":
+        # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
+        rate = max(1, int(p.get("read_rate_bps", 64_000)))
+        return {
+            "kind": "slow_reader",
+            "read_bytes": 1024,
+            "read_interval_ms": max(1, 1024_000 // rate),
+        }
+    if kind == "syslog":
+        return {
+            "kind": "syslog",
+            "transport": p.get("syslog_transport", "tcp"),
+            "framing": p.get("syslog_framing", "newline"),
+        }
+    raise ValueError(f"no engine behaviour for {kind!r}")
+
+
+def _pacer(p: dict[str, Any]) -> dict[str, Any]:
+    kind = p.get("pacer", "closed")
+    if kind == "open":
+        spec: dict[str, Any] = {"kind": "open", "rate": p["rate"]}
+        if "rate_end" in p:
+            spec["ramp_to_rate"] = p["rate_end"]
+            spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
+        if "calls_per_connection" in p:
+            spec["calls_per_connection"] = p["calls_per_connection"]
+        return spec
+    if kind == "users":
+        return {
+            "kind": "users",
+            "users": int(p.get("clients", 1)),
+            "ramp_up_s": float(p.get("ramp_up_s", 0)),
+            "hold_s": float(p["duration_s"]),
+        }
+    return {"kind": kind}
+
+
+# Plan fields the engine names when it refuses a plan -> the suite keys that make them,
+# most likely first.
+PLAN_FIELD_TO_SUITE_KEYS = {
+    "connections": ("clients",),
+    "users": ("clients",),
+    "sources": ("clients",),
+    "duration_s": ("duration_s", "ramp_up_s"),
+    "requests": ("requests", "syslog_messages"),
+    "timeout_ms": ("timeout_s",),
+    "target": ("path", "syslog_transport"),
+    "paths": ("files",),
+    "behaviour": (
+        "upload_bytes",
+        "upload_rate_bps",
+        "read_rate_bps",
+        "longpoll_duration_ms",
+        "comet_duration_ms",
+        "behaviour",
+    ),
+    "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
+}
+
+
+def suite_key_for(field: str | None, params: dict) -> str:
+    """The suite key to point at for a refused plan field: the first one the test sets."""
+    for key in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()):
+        if key in params:
+            return key
+    return "name"

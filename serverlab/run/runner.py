@@ -1,0 +1,115 @@
+"""`serverlab run`: a suite's test plans run one after another and committed one by one.
+
+The runner owns the run (its row in the database, its machine metadata, `--resume`); each
+plan goes to an executor (`serverlab.run.executor.execute` on this machine) and comes back
+as a recorded test, which is committed in one transaction before the next plan starts.
+Ctrl-C abandons the test in hand and keeps every finished one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from serverlab.contestant.inventory import version_of
+from serverlab.results.store import RecordedTest, Store, StoreError, make_test_key
+from serverlab.results.store import Suite as StoredSuite
+from serverlab.run import netns
+from serverlab.run.executor import Environment, execute
+from serverlab.run.machine import describe
+from serverlab.run.suite import Suite
+from serverlab.run.testplan import TestPlan
+
+# How long an interrupted or failed run waits to record that in a busy database.
+CLOSE_WAIT_S = 2.0
+
+
+@dataclass
+class Session:
+    """One `serverlab run`: what it runs, where it stores it, and what it runs with."""
+
+    suite: Suite
+    plans: list[TestPlan]
+    store: Store
+    env: Environment
+    resume: bool = False
+    limits: dict = field(default_factory=dict)  # serverlab.commands.prepare_limits
+    execute: Callable[[TestPlan, Environment], RecordedTest] = execute
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    finished: int
+    skipped: int
+    crashed: int
+    invalid: int
+    interrupted: bool
+
+
+def run_suite(session: Session) -> RunOutcome:
+    suite, store, progress = session.suite, session.store, session.env.progress
+    stored = store.add_suite(
+        StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
+    )
+    done = store.finished_test_keys(stored) if session.resume else set()
+    run = store.start_run(stored, _machine(session))
+    session.env.run_id = run.id
+    todo = [plan for plan in session.plans if make_test_key(plan.key, plan.repeat) not in done]
+    skipped = len(session.plans) - len(todo)
+    counts = {"ok": 0, "crashed": 0, "invalid": 0}
+    if progress:
+        progress.begin(todo, skipped=skipped)
+    try:
+        for index, plan in enumerate(todo):
+            if progress:
+                progress.test_started(index, plan)
+            recorded = session.execute(plan, session.env)
+            store.commit_test(recorded)
+            counts[recorded.status] = counts.get(recorded.status, 0) + 1
+            if progress:
+                progress.test_finished(recorded)
+    except KeyboardInterrupt:
+        _close_run(store, run.id, "interrupted")
+        interrupted = True
+    except StoreError:
+        _close_run(store, run.id, "failed")
+        raise
+    else:
+        store.finish_run(run.id, "finished")
+        interrupted = False
+    finished = sum(counts.values())
+    return RunOutcome(run.id, finished, skipped, counts["crashed"], counts["invalid"], interrupted)
+
+
+def _close_run(store: Store, run_id: int, status: str) -> None:
+    """Best effort, and quick: a database that cannot take it now leaves the run to be
+    marked abandoned by the next one."""
+    with contextlib.suppress(StoreError):
+        store.finish_run(run_id, status, wait_s=CLOSE_WAIT_S)
+
+
+def _machine(session: Session) -> dict:
+    info = describe(session.env.pinning)
+    suite = session.suite
+    info["suite"] = {
+        "name": suite.name,
+        "sha256": suite.sha256,
+        "seed": suite.seed,
+        "profile": suite.profile,
+        "scale": suite.scale,
+        "count_scale": suite.count_scale,
+        "needs": suite.needs,
+        "links": suite.links,
+        "filesets": suite.filesets,
+    }
+    info["limits"] = session.limits
+    if any(link.get("delay_ms") for link in suite.links.values()):
+        info["link_delay_available"] = netns.netem_available()
+    names = sorted({plan.contestant for plan in session.plans})
+    manifests = {name: session.env.manifest_of(name) for name in names}
+    info["contestant_versions"] = {name: version_of(m) for name, m in manifests.items()}
+    # What the report labels each contestant with, as it was when it ran.
+    info["contestant_architectures"] = {name: m.architecture for name, m in manifests.items()}
+    return info

@@ -1,0 +1,125 @@
+"""A test as data: everything one test will do, resolved before anything runs.
+
+A `TestPlan` is built by `serverlab.run.planner` from a suite's permutation, the repeat and
+the contestant's manifest, and read by an executor (`serverlab.run.executor` on this host;
+later, others on other machines). It is frozen and JSON-serialisable, and it holds roles and
+policies, never this host's ports, CPUs or pids: the engine's target is a template
+(`http://{host}:{port}/perf`) that the executor binds where the test runs, and what it bound
+is stored beside the test (`RecordedTest.run_info`), never in what identifies it.
+
+A test's identity stays its permutation key plus the repeat, so that `--resume` finds the
+tests of databases written before plans existed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PLAN_VERSION = 1
+# Placeholders of an engine plan's target, bound by the executor.
+TARGET_FIELDS = ("host", "port", "syslog_port")
+# CPU policies: the engine and the server on CPUs of their own (the lab's rule), or sharing.
+CPU_APART = "apart"
+CPU_POLICIES = (CPU_APART, "shared")
+# How long an engine run may go past its planned end before it is stopped.
+ENGINE_GRACE_S = 30.0
+
+
+class PlanFormatError(ValueError):
+    """A serialised plan this serverlab cannot read."""
+
+
+@dataclass(frozen=True)
+class ControlCall:
+    """A request to the server's control endpoints, made from the server's own host: the
+    spec answers them only from loopback."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A shaped link between the engine and the server (a namespace of its own)."""
+
+    rate_mbit: float
+    delay_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """The per-test conformance check: cheap, and enough to catch a wrong build."""
+
+    perf_body: str | None = None  # the exact body GET /perf must answer
+    spec_major: int | None = None  # the MAJOR of spec_version /stats must report
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    # Not a test class, whatever pytest's collector thinks of the name.
+    __test__ = False
+
+    key: str  # the permutation key: with `repeat`, the test's identity
+    repeat: int
+    scenario: str
+    contestant: str
+    params: dict[str, Any]  # the permutation's parameters, for grouping and labels
+    tunables: dict[str, str]  # the server's settings (values as the manifest wants them)
+    measured: dict[str, Any]  # the engine plan of the measured run (templated target)
+    budget_s: float  # how long the measured engine run may take before it is stopped
+    estimate_s: float = 0.0  # what the whole test should take, for progress only
+    grace_s: float = ENGINE_GRACE_S  # a warm-up's allowance past its planned end
+    cpu: str = CPU_APART
+    warmup: dict[str, Any] | None = None  # an unrecorded engine run before everything
+    warmup_s: float = 0.0
+    priming_runs: int = 0  # the measured plan run this many times first, under the monitor
+    control: tuple[ControlCall, ...] = ()  # before the measurement
+    after: tuple[ControlCall, ...] = ()  # after it, once /stats is read
+    read_stats: bool = False  # GET /stats before and after
+    count_at_receiver: bool = False  # a syslog flood: rate and loss as the server counted
+    link: Link | None = None
+    fileset: dict[str, Any] | None = None  # the docroot and the engine's weighted paths
+    smoke: Smoke = field(default_factory=Smoke)
+    version: int = PLAN_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> TestPlan:
+        try:
+            raw = json.loads(text)
+        except ValueError as error:
+            raise PlanFormatError(f"not a test plan: {error}") from None
+        if not isinstance(raw, dict) or raw.get("version") != PLAN_VERSION:
+            found = raw.get("version") if isinstance(raw, dict) else None
+            raise PlanFormatError(
+                f"test plan version {found!r}; this serverlab reads {PLAN_VERSION}"
+            )
+        try:
+            return cls(
+                **{
+                    **raw,
+                    "control": tuple(ControlCall(**c) for c in raw.get("control", ())),
+                    "after": tuple(ControlCall(**c) for c in raw.get("after", ())),
+                    "link": Link(**raw["link"]) if raw.get("link") else None,
+                    "smoke": Smoke(**raw.get("smoke", {})),
+                }
+            )
+        except TypeError as error:
+            raise PlanFormatError(f"not a test plan: {error}") from None
+
+    def engine_plans(self) -> list[dict[str, Any]]:
+        """Every engine plan the test runs (warm-up first), templated."""
+        return [plan for plan in (self.warmup, self.measured) if plan is not None]
+
+
+def bind(engine_plan: dict[str, Any], **where: Any) -> dict[str, Any]:
+    """The engine plan with its target bound to a host and ports (see TARGET_FIELDS)."""
+    return {**engine_plan, "target": engine_plan["target"].format(**where)}

@@ -1,0 +1,69 @@
+"""Test plans: built from every shipped suite with no server running, compared with the
+golden plans committed beside this file, and read back from their JSON unchanged."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from serverlab.base.paths import REPO_ROOT
+from serverlab.contestant.manifest import find
+from serverlab.run.planner import plan_tests
+from serverlab.run.suite import load_suite
+from serverlab.run.testplan import PlanFormatError, TestPlan, bind
+
+GOLDEN = Path(__file__).parent / "golden" / "plans"
+SUITES = sorted((REPO_ROOT / "suites").glob("*.toml"))
+# SERVERLAB_UPDATE_GOLDEN=1 rewrites the golden files from today's planner (then read the diff).
+UPDATE = os.environ.get("SERVERLAB_UPDATE_GOLDEN") == "1"
+
+
+def plans_of(suite_path: Path) -> list[TestPlan]:
+    suite = load_suite(suite_path)
+    suite.repeats = 1  # a repeat changes only `repeat`; one of each keeps the files short
+    return plan_tests(suite, find)
+
+
+@pytest.mark.parametrize("suite_path", SUITES, ids=[p.stem for p in SUITES])
+def test_every_shipped_suite_plans_as_its_golden_file_says(suite_path):
+    lines = [plan.to_json() for plan in plans_of(suite_path)]
+    golden = GOLDEN / f"{suite_path.stem}.jsonl"
+    if UPDATE:
+        golden.write_text("".join(line + "\n" for line in lines))
+    assert golden.is_file(), f"no golden plans for {suite_path.name}"
+    expected = golden.read_text().splitlines()
+    assert len(lines) == len(expected)
+    for line, want in zip(lines, expected, strict=True):
+        assert json.loads(line) == json.loads(want)
+
+
+def test_every_suite_has_a_golden_file_and_no_golden_file_is_stale():
+    assert sorted(p.stem for p in GOLDEN.glob("*.jsonl")) == [p.stem for p in SUITES]
+
+
+@pytest.mark.parametrize("suite_path", SUITES, ids=[p.stem for p in SUITES])
+def test_a_plan_reads_back_from_its_json_as_it_was(suite_path):
+    for plan in plans_of(suite_path):
+        assert TestPlan.from_json(plan.to_json()) == plan
+
+
+def test_a_plan_holds_no_port_and_binds_where_it_runs():
+    (plan, *_) = plans_of(REPO_ROOT / "suites" / "quick.toml")
+    assert plan.measured["target"] == "http://{host}:{port}/perf"
+    bound = bind(plan.measured, host="127.0.0.1", port=4321, syslog_port=1)
+    assert bound["target"] == "http://127.0.0.1:4321/perf"
+    assert plan.measured["target"].startswith("http://{host}"), "binding copies the plan"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not a test plan"),
+        ('{"version": 99}', "version 99"),
+        ('{"version": 1, "key": "k"}', "not a test plan"),
+    ],
+)
+def test_a_plan_this_serverlab_cannot_read_is_refused(text, message):
+    with pytest.raises(PlanFormatError, match=message):
+        TestPlan.from_json(text)
