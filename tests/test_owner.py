@@ -51,6 +51,11 @@ def test_a_mark_names_a_live_process_until_it_ends():
 def test_a_marked_child_runs_in_its_own_session_with_its_owners_mark():
     child = owner.popen(["sleep", "30"])
     try:
+        # Between fork and exec the child still shows our own environment: the mark is in
+        # the one it execs with.
+        deadline = time.monotonic() + 10
+        while psutil.Process(child.pid).name() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert os.getsid(child.pid) == child.pid
         assert owner.mark_of(child.pid) == owner.token()
         assert child.pid in owner.owned_by(owner.token())
