@@ -1,4 +1,5 @@
 import random
+import re
 
 import pytest
 from rich.console import Console
@@ -7,7 +8,7 @@ from test_report import fill_realistic_db, recorded
 from serverlab.results.compare import compare, print_comparison
 from serverlab.results.report import SelectionError
 from serverlab.results.stats import Verdict
-from serverlab.results.store import Store
+from serverlab.results.store import Store, Suite
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +62,35 @@ def test_runs_compared_contestant_by_contestant(tmp_path):
         compare(db, "run:2", "run:1 java-tomcat-blocking")
 
 
-def test_the_table_prints_medians_intervals_and_verdicts(db):
-    console = Console(record=True, width=200)
+def test_the_table_fits_120_columns_with_medians_ratios_and_verdicts(db):
+    console = Console(record=True, width=120)
     rows = compare(db, "node-http", "java-tomcat-blocking", metrics=["rps", "p50"])
     print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
     text = console.export_text()
-    assert "A = node-http" in text
-    assert "faster" in text
-    assert "(94%) n=5" in text
-    assert "Mann-Whitney" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "A = node-http" in text and "java-tomcat-blocking" in text
+    assert "faster" in text and "n=5" in text
+    assert re.search(r"\d\.\d\d×", text), "the ratio of the medians"
+    assert "Mann-Whitney" in " ".join(text.split())
+
+
+def test_three_repeats_a_side_say_too_few_to_test_and_still_give_the_ratio(tmp_path):
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        run = store.start_run(store.add_suite(Suite("q", "q.toml", "3" * 64)), {})
+        rng = random.Random(11)
+        params = {"behaviour": "keepalive", "clients": 50}
+        for contestant in ("node-http", "java-tomcat-blocking"):
+            for repeat in range(3):
+                test = recorded(run.id, "fast", params, contestant, repeat, rng)
+                store.commit_test(test)
+    (row,) = compare(db, "node-http", "java-tomcat-blocking", metrics=["rps"])
+    assert row.verdict is Verdict.TOO_FEW and row.test is None
+    assert row.words == "too few repeats to test (n=3 each; 4 or more needed)"
+    # node-http is built twice as fast in the fixture.
+    assert 1.7 < row.ratio.value < 2.3
+    assert row.ratio.interval.coverage == pytest.approx(0.9)
+    assert row.ratio.interval.low <= row.ratio.value <= row.ratio.interval.high
 
 
 def test_sides_with_nothing_in_common_or_unknown_metrics_are_errors(db):

@@ -3,6 +3,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -232,8 +233,12 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     summary = report_html[report_html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 6
-    median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] \(\d+%\) n=\d'
+    median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] n=\d'
     assert re.search(median_cell, summary)
+    # The intervals' real coverage is said once, above the table, not in every cell.
+    assert "%" not in re.sub(r"<td>.*?</td>", "", summary.split("</thead>")[1])
+    intro = report_html[: report_html.index('<table class="summary">')]
+    assert "n=4: 87.5%" in intro and "n=5: 93.8%" in intro
     assert "crashed (at 3.5 s, signal 9, out of memory) (r5)" in summary
     assert "generator-bound (engine CPU 97 %) (r5)" in summary
     assert "1 crashed, 4 ok" in summary
@@ -402,14 +407,19 @@ def test_the_engines_histogram_decodes_to_the_engines_own_percentiles():
     assert values_at_quantiles(histogram, quantiles) == expected
 
 
-def test_the_terminal_summary_has_a_row_per_scenario_and_contestant(tmp_path):
+def test_the_terminal_summary_fits_120_columns_with_a_row_per_scenario_and_contestant(tmp_path):
     db = fill_realistic_db(tmp_path / "lab.db")
-    console = Console(record=True, width=240)
+    console = Console(record=True, width=120)
     print_summary(db, None, console=console)
     text = console.export_text()
-    assert text.count("node-http") == 2 and text.count("go-nethttp") == 2
-    assert "17,242" in text and "(94%) n=5" in text
-    assert "crashed (at 3.5 s, signal 9, out of memory)" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+    # Whole words in every cell: names and figures are never cut in two.
+    assert "…" not in text
+    table = text.split("\n  keepalive, ")[0]
+    assert table.count("java-tomcat-blocking") == 2 and table.count("go-nethttp") == 2
+    assert "generator-bound" in table
+    assert "17.2k" in text and "n=5" in text and "n=5: 93.8%" in text
+    assert "crashed (at 3.5 s, signal 9, out of memory)" in " ".join(text.split())
 
 
 def test_long_lines_are_thinned_by_averaging_buckets():
@@ -447,3 +457,48 @@ def test_comet_figures_are_events_per_second_and_event_delay():
     of = {name: METRICS_BY_NAME[name].of for name in ("rps", "p50", "p99")}
     assert [of[n](comet) for n in ("rps", "p50", "p99")] == [500.0, 3.0, 9.0]
     assert [of[n](plain) for n in ("rps", "p50", "p99")] == [0.0, 0.0, 0.0]
+
+
+GROUPED = """name = "g"
+repeats = 2
+contestants = ["reference"]
+
+[links.slow]
+rate_mbit = 50
+
+[[scenario]]
+name = "primed"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+priming_runs = 1
+link = "slow"
+"""
+
+
+def test_a_permutations_repeats_make_one_row_whatever_happened_when_they_ran(
+    contestants_dir, tmp_path
+):
+    """A real run: every repeat got its own namespace and priming outcome, stored beside
+    the test; the report still has one row for the permutation, over both repeats."""
+    suite = tmp_path / "g.toml"
+    suite.write_text(GROUPED)
+    serverlab = str(Path(sys.executable).parent / "serverlab")
+    db = tmp_path / "lab.db"
+    subprocess.run(
+        [serverlab, "run", str(suite), "--db", str(db), "--skip-verify"],
+        check=True,
+        capture_output=True,
+    )
+    with Store(db) as store:
+        tests = store.tests()
+    assert [t.status for t in tests] == ["ok", "ok"], [t.validity for t in tests]
+    namespaces = {t.run_info["namespace"] for t in tests}
+    assert len(namespaces) == 2 and all(t.run_info["priming"] for t in tests)
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    summary = html[html.index('<table class="summary">') :]
+    summary = summary[: summary.index("</table>")]
+    assert summary.count("<tr>") == 1 + 1
+    assert summary.count("n=2") == 6
+    nav = html[html.index("<nav>") : html.index("</nav>")]
+    assert ">primed</a>" in nav and "{" not in nav and "priming" not in nav

@@ -165,3 +165,33 @@ def test_report_renders_every_chart_offline_without_console_errors(tmp_path, chr
     assert shows_name, "the hostile contestant name is shown as text"
     assert injected == 2, "only the report's own two scripts exist"
     assert problems_in(page.events) == []
+
+
+def test_the_summary_reads_at_1300_px_without_breaking_contestant_names(tmp_path, chromium):
+    db = fill_realistic_db(tmp_path / "lab.db", odd_contestant="java-virtual-threads")
+    report = build_report(db, None, tmp_path / "report.html")
+    page = DevTools(chromium)
+    try:
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1300,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        page.call("Page.enable")
+        page.call("Page.navigate", url=report.as_uri())
+        page.wait_for("document.querySelector('table.summary') !== null", RENDER_TIMEOUT_S)
+        lines_per_name = page.evaluate(
+            "[...document.querySelectorAll('table.summary .name')]"
+            ".map(n => [n.textContent, n.getClientRects().length])"
+        )
+        overflow = page.evaluate(
+            "(() => { const box = document.querySelector('table.summary').parentElement;"
+            " return box.scrollWidth - box.clientWidth; })()"
+        )
+    finally:
+        page.close()
+    assert lines_per_name and all(lines == 1 for _, lines in lines_per_name), lines_per_name
+    assert {name for name, _ in lines_per_name} >= {"java-virtual-threads", "node-http"}
+    assert overflow <= 0, f"the summary is {overflow} px wider than the page"

@@ -1,15 +1,18 @@
 """Known answers: order-statistic intervals from binomial tables (Conover, Practical
 Nonparametric Statistics, table A3) and Mann-Whitney p-values counted by hand or published."""
 
+import itertools
 import math
 
 import pytest
 
 from serverlab.results.stats import (
     Verdict,
+    _u_null_cdf,
     mann_whitney,
     median,
     median_interval,
+    ratio,
     summarize,
     verdict,
 )
@@ -90,10 +93,45 @@ def test_identical_samples_are_not_different():
     assert test.p_value == 1.0
 
 
-def test_three_repeats_a_side_can_never_be_significant():
-    outcome, test = verdict([10, 11, 12], [1, 2, 3], higher_is_better=True)
-    assert test.p_value == pytest.approx(0.1)
-    assert outcome is Verdict.NO_DIFFERENCE
+def test_three_repeats_a_side_are_too_few_to_test_rather_than_no_difference():
+    # Even the most extreme split of 3 against 3 gives p = 0.1: the test could never say.
+    assert mann_whitney([10, 11, 12], [1, 2, 3]).p_value == pytest.approx(0.1)
+    assert verdict([10, 11, 12], [1, 2, 3], higher_is_better=True) == (Verdict.TOO_FEW, None)
+    outcome, test = verdict([10, 11, 12, 13], [1, 2, 3, 4], higher_is_better=True)
+    assert outcome is Verdict.BETTER and test.p_value == pytest.approx(2 / 70)
+
+
+def test_the_null_distribution_of_u_matches_counting_every_split():
+    for n1, n2 in ((1, 1), (2, 3), (3, 3), (4, 5), (6, 4)):
+        pooled = range(n1 + n2)
+        counts = [0] * (n1 * n2 + 1)
+        for chosen in itertools.combinations(pooled, n1):
+            u = sum(1 for a in chosen for b in pooled if b not in chosen and a > b)
+            counts[u] += 1
+        total = math.comb(n1 + n2, n1)
+        expected = list(itertools.accumulate(c / total for c in counts))
+        assert _u_null_cdf(n1, n2) == pytest.approx(expected)
+
+
+def test_the_ratio_interval_takes_the_tabled_pairwise_rank():
+    # The 95 % interval of 10 against 10 runs from the 24th smallest pairwise ratio to the
+    # 24th largest (critical U of 23 in the Mann-Whitney tables).
+    a = [float(100 + i) for i in range(10)]
+    b = [float(50 + 2 * i) for i in range(10)]
+    found = ratio(a, b)
+    pairs = sorted(x / y for x in a for y in b)
+    assert (found.interval.low, found.interval.high) == (pairs[23], pairs[-24])
+    assert found.interval.reaches_level
+    assert found.value == pytest.approx(median(a) / median(b))
+
+
+def test_three_against_three_gives_the_range_of_pairwise_ratios_covering_90_percent():
+    found = ratio([76_000, 76_400, 77_000], [39_000, 39_750, 40_000])
+    assert found.value == pytest.approx(76_400 / 39_750)
+    assert (found.interval.low, found.interval.high) == (76_000 / 40_000, 77_000 / 39_000)
+    assert found.interval.coverage == pytest.approx(0.9)
+    assert not found.interval.reaches_level
+    assert ratio([1, 2], [0, 1]) is None and ratio([], [1]) is None
 
 
 def test_verdict_direction_follows_what_is_better():
@@ -105,4 +143,4 @@ def test_verdict_direction_follows_what_is_better():
 
 
 def test_verdict_with_an_empty_side_has_no_test():
-    assert verdict([], [1, 2], higher_is_better=True) == (Verdict.NO_DIFFERENCE, None)
+    assert verdict([], [1, 2], higher_is_better=True) == (Verdict.TOO_FEW, None)

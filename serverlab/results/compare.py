@@ -1,9 +1,11 @@
-"""``serverlab compare A B``: medians, 95 % intervals and a significance verdict per scenario.
+"""``serverlab compare A B``: medians, their ratio and a verdict per scenario and metric.
 
-A and B are selections (see ``serverlab.results.report.selection``): two contestant names compare
-contestants scenario by scenario within the latest suite; ``run:3 run:5`` compares each
-contestant with itself across two runs. Figures are medians over repeats, never best-of-N;
-the verdict comes from a two-sided Mann-Whitney test (``serverlab.results.stats``).
+A and B are selections (see ``serverlab.results.report.selection``): two contestant names
+compare contestants scenario by scenario within the latest suite; ``run:3 run:5`` compares
+each contestant with itself across two runs. Figures are medians over repeats, never
+best-of-N; the ratio A/B comes with its distribution-free interval, and the verdict from a
+two-sided Mann-Whitney test where both sides have enough repeats for it to say anything
+(``serverlab.results.stats``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich import box
 from rich.table import Table
 
 from serverlab.results import stats
@@ -23,7 +26,8 @@ from serverlab.results.report.metrics import (
     SUMMARIZED_STATUSES,
     Metric,
     comparison_key,
-    format_summary,
+    coverage_note,
+    format_cell,
     scenario_key,
     scenario_labels,
 )
@@ -42,6 +46,7 @@ class ComparisonRow:
     b: stats.Summary
     verdict: stats.Verdict
     test: stats.MannWhitney | None
+    ratio: stats.Ratio | None = None
 
     @property
     def words(self) -> str:
@@ -49,6 +54,12 @@ class ComparisonRow:
             return self.metric.better
         if self.verdict is stats.Verdict.WORSE:
             return self.metric.worse
+        if self.verdict is stats.Verdict.TOO_FEW:
+            ns = "each" if self.a.n == self.b.n else "and"
+            counts = f"n={self.a.n} {ns}" if ns == "each" else f"n={self.a.n} and {self.b.n}"
+            return (
+                f"{self.verdict.value} ({counts}; {stats.MIN_REPEATS_TO_TEST} or more needed)"
+            )
         return self.verdict.value
 
 
@@ -84,7 +95,10 @@ def compare(
             values_a, values_b = _values(groups_a[key], metric), _values(groups_b[key], metric)
             outcome, test = stats.verdict(values_a, values_b, metric.higher_is_better, alpha)
             summaries = stats.summarize(values_a), stats.summarize(values_b)
-            rows.append(ComparisonRow(scenario, contestant, metric, *summaries, outcome, test))
+            ratio = stats.ratio(values_a, values_b)
+            rows.append(
+                ComparisonRow(scenario, contestant, metric, *summaries, outcome, test, ratio)
+            )
     return rows
 
 
@@ -103,31 +117,43 @@ def _values(tests: list[RecordedTest], metric: Metric) -> list[float]:
 def print_comparison(
     rows: list[ComparisonRow], label_a: str, label_b: str, console: Console | None = None
 ) -> None:
-    """The comparison as a rich table: median [95 % interval] per side, p-value, verdict."""
+    """The comparison as a rich table: median [interval] per side, their ratio with its
+    interval, the test's p and the verdict. Cells wrap between words only."""
     console = console or terminal.console()
     with_contestant = any(row.contestants for row in rows)
-    table = Table(title=f"A = {label_a}   vs   B = {label_b}", title_justify="left")
-    columns = ["scenario", "contestant", "metric", "A", "B", "p", "A is"]
+    table = Table(
+        title=f"A = {label_a}   vs   B = {label_b}", title_justify="left", box=box.SIMPLE_HEAD
+    )
+    columns = ["scenario", "contestant", "metric", "A", "B", "A / B", "p", "A is"]
     if not with_contestant:
         columns.remove("contestant")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     for row in rows:
-        p_value = "-" if row.test is None else f"{row.test.p_value:.3g}"
+        p_value = "-" if row.test is None else f"{row.test.p_value:.2g}"
         unit = f" ({row.metric.unit})" if row.metric.unit else ""
         cells = [row.scenario, row.contestants, row.metric.label + unit]
         if not with_contestant:
             del cells[1]
-        sides = [_two_lines(format_summary(side)) for side in (row.a, row.b)]
-        table.add_row(*cells, *sides, p_value, row.words)
+        sides = ["\n".join(format_cell(side, compact=True)) for side in (row.a, row.b)]
+        table.add_row(*cells, *sides, _ratio_text(row.ratio), p_value, row.words)
     console.print(table)
-    console.print(
-        "Median, then [95 % interval of the median] over repeats; a percentage after the "
-        "interval is its real coverage when there are too few repeats for 95 %. Two-sided "
-        "Mann-Whitney test; 'no significant difference' when p >= 0.05."
-    )
+    console.print(coverage_note([side.n for row in rows for side in (row.a, row.b)]))
+    console.print(STATISTICS_NOTE)
 
 
-def _two_lines(summary_text: str) -> str:
-    median, _, detail = summary_text.partition(" ")
-    return f"{median}\n{detail}" if detail else median
+STATISTICS_NOTE = (
+    f"A / B: the ratio of the medians, with the interval of the ratio from every pair of "
+    f"repeats (its coverage in brackets when under 95 %). The verdict is a two-sided "
+    f"Mann-Whitney U test at p < 0.05, run where both sides have "
+    f"{stats.MIN_REPEATS_TO_TEST} or more repeats; with fewer no p could fall below 0.05, so "
+    f"the table says so instead of finding no difference."
+)
+
+
+def _ratio_text(ratio: stats.Ratio | None) -> str:
+    if ratio is None:
+        return "-"
+    interval = ratio.interval
+    coverage = "" if interval.reaches_level else f" ({interval.coverage:.0%})"
+    return f"{ratio.value:.2f}×\n{interval.low:.2f}–{interval.high:.2f}{coverage}"

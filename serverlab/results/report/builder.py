@@ -14,8 +14,10 @@ import jinja2
 import plotly.offline
 
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
+from serverlab.results import stats
 from serverlab.results.report.metrics import (
     METRICS,
+    coverage_note,
     METRICS_BY_NAME,
     permutation_params,
     scenario_labels,
@@ -89,6 +91,8 @@ def render_report(
         seed_sections=seed_sections(tests, runs, suites),
         figures=figures,
         plot_template=shared_template(),
+        coverage_note=coverage_note(row.summarized for s in sections for row in s.summary),
+        min_repeats_to_test=stats.MIN_REPEATS_TO_TEST,
         test_count=len(tests),
         status_counts=status_counts(tests),
         plotly_js=plotly.offline.get_plotlyjs(),

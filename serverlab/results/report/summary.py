@@ -5,10 +5,11 @@ report, and printed on the terminal (``print_summary``) after a run."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich import box
 from rich.table import Table
 
 from serverlab.results import stats
@@ -17,7 +18,8 @@ from serverlab.results.report.metrics import (
     COMET_NOTE,
     METRICS,
     SUMMARIZED_STATUSES,
-    format_summary,
+    coverage_note,
+    format_cell,
     scenario_key,
     scenario_labels,
     validity_flags,
@@ -36,6 +38,8 @@ class SummaryRow:
     counts: str
     cells: list[tuple[str, str]]
     flags: list[str]
+    summarized: int = 0  # the repeats the medians are over
+    codes: list[str] = field(default_factory=list)  # the flags' short codes
 
 
 def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -> dict[str, str]:
@@ -47,24 +51,30 @@ def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -
     return labels
 
 
-def summary_rows(group: list[RecordedTest], labels: dict[str, str]) -> list[SummaryRow]:
-    """One row per contestant of one scenario's tests; ``labels`` maps contestant names to
-    architecture labels. Each cell is (median, "[low, high] (coverage) n=N")."""
+def summary_rows(
+    group: list[RecordedTest], labels: dict[str, str], compact: bool = False
+) -> list[SummaryRow]:
+    """One row per permutation of one scenario's tests: per contestant and tunables, its
+    repeats summarized. ``labels`` maps contestant names to architecture labels. Each cell
+    is (median, "[low, high] n=N")."""
     rows = []
-    for contestant in dict.fromkeys(t.contestant for t in group):
-        mine = [t for t in group if t.contestant == contestant]
+    permutations = dict.fromkeys((t.contestant, tunable_text(t)) for t in group)
+    for contestant, tunables in permutations:
+        mine = [t for t in group if (t.contestant, tunable_text(t)) == (contestant, tunables)]
         summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
-        cells = [_cell(stats.summarize([m.of(t) for t in summarized])) for m in METRICS]
-        flags = _flags_with_repeats(mine)
-        tunables = sorted({tunable_text(t) for t in mine})
+        cells = [
+            format_cell(stats.summarize([m.of(t) for t in summarized]), compact) for m in METRICS
+        ]
         rows.append(
             SummaryRow(
                 contestant,
                 labels.get(contestant, ""),
-                "; ".join(tunables),
+                tunables,
                 status_counts(mine),
                 cells,
-                flags,
+                _flags_with_repeats(mine),
+                len(summarized),
+                sorted({flag.code for t in mine for flag in validity_flags(t)}),
             )
         )
     return rows
@@ -77,11 +87,6 @@ def _flags_with_repeats(tests: list[RecordedTest]) -> list[str]:
         for flag in validity_flags(test):
             repeats.setdefault(flag.text, []).append(f"r{test.repeat_index + 1}")
     return [f"{text} ({', '.join(which)})" for text, which in sorted(repeats.items())]
-
-
-def _cell(summary: stats.Summary) -> tuple[str, str]:
-    median, _, detail = format_summary(summary).partition(" ")
-    return median, detail
 
 
 def tunable_text(test: RecordedTest) -> str:
@@ -117,17 +122,33 @@ def print_summary(
         runs = [r for r in store.runs() if r.id in run_ids]
     console = console or terminal.console()
     shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
-    table = Table(title="serverlab summary: median [95 % interval] over repeats")
-    for column in ["scenario", "contestant", "tests"] + [_heading(METRICS[i]) for i in shown]:
-        table.add_column(column, overflow="fold")
-    table.add_column("flags", overflow="fold")
-    labels = scenario_labels(tests)
+    # No inner borders, and cells that wrap between words only: a name or a figure is never
+    # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
+    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
+    scenarios = scenario_labels(tests)
     names = architectures(runs, labels)
-    for key, group in scenario_groups(tests).items():
-        for row in summary_rows(group, names):
-            cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
-            table.add_row(labels[key], row.contestant, row.counts, *cells, "\n".join(row.flags))
+    rows = [(key, row) for key, g in scenario_groups(tests).items() for row in summary_rows(
+        g, names, compact=True)]
+    longest = max((len(r.contestant) for _, r in rows), default=0)
+    table.add_column("scenario")
+    table.add_column("contestant", min_width=longest)
+    for i in shown:
+        # As wide as its widest figure, so that the names and flags get the rest.
+        widest = max((len(part) for _, r in rows for part in "\n".join(r.cells[i]).split()),
+                     default=0)
+        table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
+    table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
+    repeats, details = [], []
+    for key, row in rows:
+        cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
+        who = "\n".join(filter(None, (row.contestant, row.tunables, row.counts)))
+        table.add_row(scenarios[key], who, *cells, "\n".join(row.codes))
+        repeats.append(row.summarized)
+        details += [f"{scenarios[key]}, {row.contestant}: {flag}" for flag in row.flags]
     console.print(table)
+    for line in details:
+        console.print(f"  {line}", highlight=False)
+    console.print(coverage_note(repeats))
     if any(t.params.get("behaviour") == "comet" for t in tests):
         console.print(COMET_NOTE)
 
