@@ -110,9 +110,19 @@ def test_finished_keys_cover_results_but_not_abandoned_tests_nor_other_suites(db
         suite = stored_suite(store)
         other = stored_suite(store, name="full")
         run = store.start_run(suite, {})
-        for repeat, status in enumerate(("ok", "crashed", "invalid", "abandoned")):
+        for repeat, status in enumerate(("ok", "crashed", "invalid")):
             store.commit_test(full_test(run.id, key="p", repeat=repeat, status=status))
         store.commit_test(full_test(store.start_run(other, {}).id, key="q"))
+        with pytest.raises(ValueError, match="test status"):
+            store.commit_test(full_test(run.id, key="p", repeat=3, status="abandoned"))
+    # The schema still holds what a version before this one may have written.
+    with sqlite3.connect(db_path) as raw:
+        raw.execute(
+            "INSERT INTO tests (run_id, permutation_key, contestant, repeat_index, status,"
+            " started_at, ended_at) VALUES (?, 'p', 'node-http', 3, 'abandoned', 0, 1)",
+            (run.id,),
+        )
+    with Store(db_path) as store:
         assert store.finished_test_keys(suite) == {"p#r0", "p#r1", "p#r2"}
 
 

@@ -46,9 +46,10 @@ from serverlab.results.migrations import migration_steps
 
 DEFAULT_DB = Path("results/lab.db")
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
-TEST_STATUSES = ("ok", "crashed", "invalid", "abandoned")
-# An abandoned test (Ctrl-C in the middle) is run again by --resume; the others are results.
-FINISHED_TEST_STATUSES = ("ok", "crashed", "invalid")
+# A test in hand when a run stops leaves no row at all; --resume runs it again.
+TEST_STATUSES = ("ok", "crashed", "invalid")
+# Tests with a result; an older version's 'abandoned' rows are not among them.
+FINISHED_TEST_STATUSES = TEST_STATUSES
 DEFAULT_HISTOGRAM = "latency_us"
 # How long a write waits for another process's lock before it gives up.
 BUSY_TIMEOUT_ENV = "SERVERLAB_DB_TIMEOUT_S"

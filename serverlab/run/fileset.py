@@ -46,10 +46,6 @@ class FileSet:
         """The engine plan's `paths`: where requests go and how often."""
         return [{"path": e.url_path, "weight": e.weight} for e in self.entries]
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(e.size for e in self.entries)
-
 
 def digest(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]

@@ -102,8 +102,6 @@ class Monitor:
         self._engine: _TreeClock | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="serverlab-monitor", daemon=True)
-        self._own_cpu_start = 0.0
-        self.own_cpu_s = 0.0
 
     def watch_engine(self, pid: int) -> None:
         self._engine = _TreeClock(pid)
@@ -124,12 +122,7 @@ class Monitor:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def peak(self, field: str) -> float:
-        values = [getattr(s, field) for s in self.samples if getattr(s, field) is not None]
-        return max(values, default=0)
-
     def _loop(self) -> None:
-        own = time.thread_time()
         start = time.monotonic()
         last_t = start
         last_cpu, last_ctx, *_ = self._server.read()
@@ -161,7 +154,6 @@ class Monitor:
             if self.on_sample:
                 with contextlib.suppress(Exception):
                     self.on_sample(sample)
-        self.own_cpu_s = time.thread_time() - own
 
     def _engine_percent(self, last: float | None, elapsed: float):
         if self._engine is None:

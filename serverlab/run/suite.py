@@ -257,6 +257,23 @@ def load_suite(
     `known_contestants` (name -> manifest) refuses unknown contestants and tunables, and
     tunable values their type does not accept."""
     path = Path(path)
+    raw, doc, lines = _read(path)
+    if scale <= 0:
+        raise SuiteError(path, None, f"--scale must be positive, got {scale}")
+    _check_keys(path, lines, doc, SUITE_KEYS, None, "suite")
+    scenarios = doc.get("scenario")
+    if not isinstance(scenarios, list) or not scenarios:
+        raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
+    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
+    suite = _suite(path, raw, doc, lines, scale, chosen)
+    default_contestants = _get(path, lines, doc, "contestants", list, None, default=[])
+    expanded = _expand(suite, scenarios, default_contestants, known_contestants)
+    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    suite.permutations = _selected(suite, expanded, chosen, only)
+    return suite
+
+
+def _read(path: Path) -> tuple[bytes, dict, _Lines]:
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -267,21 +284,16 @@ def load_suite(
     except tomllib.TOMLDecodeError as err:
         line = getattr(err, "lineno", None) or _toml_error_line(str(err))
         raise SuiteError(path, line, f"not valid TOML: {err}") from err
-    if scale <= 0:
-        raise SuiteError(path, None, f"--scale must be positive, got {scale}")
-    lines = _Lines(text)
-    _check_keys(path, lines, doc, SUITE_KEYS, None, "suite")
-    name = _get(path, lines, doc, "name", str, None, default=path.stem)
+    return raw, doc, _Lines(text)
+
+
+def _suite(path: Path, raw: bytes, doc: dict, lines: _Lines, scale: float, chosen) -> Suite:
+    """The suite's own keys and named tables, before any scenario is expanded."""
     repeats = _get(path, lines, doc, "repeats", int, None, default=1)
     if repeats < 1:
         raise SuiteError(path, lines.of("repeats"), "repeats must be at least 1")
-    default_contestants = _get(path, lines, doc, "contestants", list, None, default=[])
-    scenarios = doc.get("scenario")
-    if not isinstance(scenarios, list) or not scenarios:
-        raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
-    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
-    suite = Suite(
-        name=name,
+    return Suite(
+        name=_get(path, lines, doc, "name", str, None, default=path.stem),
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),
         scale=round(scale * chosen.duration_scale, 6),
@@ -295,34 +307,42 @@ def load_suite(
         filesets=_named_tables(path, lines, doc, "filesets", _fileset),
         lines=lines,
     )
-    seen: set[str] = set()
-    expanded = []
+
+
+def _expand(suite: Suite, scenarios: list, default_contestants: list, known) -> list[tuple]:
+    """(scenario index, permutation, its parameters as written) for every scenario, counted
+    before it is made."""
     contexts = [
-        _ScenarioContext(path, lines, index, known_contestants, suite)
+        _ScenarioContext(suite.path, suite.lines, index, known, suite)
         for index in range(len(scenarios))
     ]
-    _refuse_too_many(path, suite, contexts, scenarios, default_contestants)
-    for index, scenario in enumerate(scenarios):
-        ctx = contexts[index]
+    _refuse_too_many(suite.path, suite, contexts, scenarios, default_contestants)
+    expanded = []
+    for index, (ctx, scenario) in enumerate(zip(contexts, scenarios, strict=True)):
         suite.scenario_index.setdefault(scenario.get("name", ""), index)
         expanded += [(index, *t) for t in ctx.expand(scenario, default_contestants)]
-    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    return expanded
+
+
+def _selected(suite: Suite, expanded: list[tuple], chosen, only) -> list[Permutation]:
+    """The permutations the profile and `only` keep, each once."""
+    path, lines = suite.path, suite.lines
+    seen: set[str] = set()
+    kept = []
     for index, perm, written in expanded:
-        if only and perm.contestant not in only:
-            continue
-        if not chosen.admits(perm, written):
+        if (only and perm.contestant not in only) or not chosen.admits(perm, written):
             continue
         if perm.key in seen:
             raise SuiteError(path, lines.of("name", index), f"duplicate test {perm.key}")
         seen.add(perm.key)
-        suite.permutations.append(perm)
+        kept.append(perm)
     if only:
-        unknown = sorted(set(only) - {p.contestant for p in suite.permutations})
+        unknown = sorted(set(only) - {p.contestant for p in kept})
         if unknown:
             raise SuiteError(path, None, f"--contestants names no test of this suite: {unknown}")
-    if not suite.permutations:
+    if not kept:
         raise SuiteError(path, None, f"profile {chosen.name!r} leaves no test to run")
-    return suite
+    return kept
 
 
 def _refuse_too_many(path, suite, contexts, scenarios, default_contestants) -> None:

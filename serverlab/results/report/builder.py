@@ -24,7 +24,7 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.seeds import seed_sections
-from serverlab.results.report.selection import parse_selection, select_tests
+from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.summary import (
     SummaryRow,
     architectures,
@@ -58,13 +58,14 @@ def build_report(
     ``out_path``, atomically; returns the path. Raises ``SelectionError`` or ``StoreError``
     with a readable message when there is nothing to report."""
     parsed = parse_selection(selection)
-    with Store(db_path, create=False) as store:
-        tests = select_tests(store, parsed)
-        run_ids = {t.run_id for t in tests}
-        runs = [r for r in store.runs() if r.id in run_ids]
-        suites = {s.id: s for s in store.suites()}
+    found = load_selected(db_path, parsed)
     html = render_report(
-        tests, runs, suites, parsed.describe(), str(db_path), architectures(runs, labels)
+        found.tests,
+        found.runs,
+        found.suites,
+        parsed.describe(),
+        str(db_path),
+        architectures(found.runs, labels),
     )
     return _write_atomically(Path(out_path), html)
 

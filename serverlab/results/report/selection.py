@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from serverlab.results.store import RecordedTest, Store, StoreError
+from serverlab.results.store import RecordedTest, Run, Store, StoreError, Suite
 
 
 class SelectionError(ValueError):
@@ -122,3 +123,22 @@ def select_tests(store: Store, selection: Selection, details: bool = True) -> li
         for test in tests:
             store.load_details(test)
     return tests
+
+
+@dataclass
+class Selected:
+    """What a selection picked out of a database: its tests, the runs they belong to, and
+    every suite (by id)."""
+
+    tests: list[RecordedTest]
+    runs: list[Run]
+    suites: dict[int, Suite]
+
+
+def load_selected(db_path: str | Path, selection: Selection) -> Selected:
+    with Store(db_path, create=False) as store:
+        tests = select_tests(store, selection)
+        run_ids = {t.run_id for t in tests}
+        runs = [r for r in store.runs() if r.id in run_ids]
+        suites = {s.id: s for s in store.suites()}
+    return Selected(tests, runs, suites)

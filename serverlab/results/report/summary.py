@@ -24,7 +24,7 @@ from serverlab.results.report.metrics import (
     scenario_labels,
     validity_flags,
 )
-from serverlab.results.report.selection import parse_selection, select_tests
+from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run, Store
 
 TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
@@ -116,10 +116,8 @@ def print_summary(
 ) -> None:
     """The summary table of the selected tests on the terminal (for ``make demo``);
     `labels` are architecture labels for runs that did not record theirs."""
-    with Store(db_path, create=False) as store:
-        tests = select_tests(store, parse_selection(selection))
-        run_ids = {t.run_id for t in tests}
-        runs = [r for r in store.runs() if r.id in run_ids]
+    found = load_selected(db_path, parse_selection(selection))
+    tests, runs = found.tests, found.runs
     console = console or terminal.console()
     shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
     # No inner borders, and cells that wrap between words only: a name or a figure is never
