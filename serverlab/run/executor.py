@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from serverlab.base import httpclient
+from serverlab.base.netns import NetnsError
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
 from serverlab.results.store import (
@@ -75,7 +76,7 @@ def execute(plan: TestPlan, env: Environment) -> RecordedTest:
     try:
         with netns.shaped_namespace(plan.link.rate_mbit, plan.link.delay_ms) as namespace:
             test = _execute(plan, env, namespace)
-    except netns.NetnsError as err:
+    except NetnsError as err:
         test = new_test(plan, env)
         test.status = "invalid"
         test.validity = {"link_failed": str(err)[:2000]}

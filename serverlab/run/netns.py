@@ -9,24 +9,18 @@ so (`delay_applied` False) instead of failing: the test runs at the rate only.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
-import os
 import re
-import shlex
 import subprocess
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from serverlab.base import owner
+from serverlab.base.netns import Namespace, delete, existing, ip
 from serverlab.contestant.server import ContestantServer
 
 PREFIX = "serverlab-"
-NETNS_DIR = Path("/var/run/netns")
-CLONE_NEWNET = 0x40000000
 # A real Ethernet link's frame size, so that tc shapes packets of a real size rather
 # than loopback's 64 KiB ones.
 LINK_MTU = 1500
@@ -37,38 +31,13 @@ _counter = itertools.count()
 T = TypeVar("T")
 
 
-class NetnsError(RuntimeError):
-    """A namespace could not be made or shaped; the message names the failing command."""
-
-
 @dataclass
-class Namespace:
-    name: str
-    rate_mbit: float
+class ShapedNamespace(Namespace):
+    """A namespace whose loopback is the shaped link."""
+
+    rate_mbit: float = 0.0
     delay_ms: float = 0.0
     delay_applied: bool = False
-    _executor: ThreadPoolExecutor | None = field(default=None, repr=False)
-
-    @property
-    def path(self) -> Path:
-        return NETNS_DIR / self.name
-
-    def command(self, argv: list[str]) -> list[str]:
-        """`argv` run inside the namespace."""
-        return ["ip", "netns", "exec", self.name, *argv]
-
-    def shell(self, script: str) -> str:
-        """A `/bin/sh -c` script that runs `script` inside the namespace."""
-        return f"exec ip netns exec {self.name} /bin/sh -c {shlex.quote(script)}"
-
-    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Runs `function` on a thread that lives in the namespace: sockets it makes are
-        on the namespace's loopback."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=self.name, initializer=_enter, initargs=(self,)
-            )
-        return self._executor.submit(function, *args, **kwargs).result()
 
     def metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = {"netns": self.name, "rate_mbit": self.rate_mbit}
@@ -78,35 +47,24 @@ class Namespace:
         return meta
 
 
-def _enter(namespace: Namespace) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(namespace.path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise NetnsError(f"setns({namespace.path}) failed: {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
-def shaped_namespace(rate_mbit: float, delay_ms: float = 0.0) -> Iterator[Namespace]:
+def shaped_namespace(rate_mbit: float, delay_ms: float = 0.0) -> Iterator[ShapedNamespace]:
     """A fresh namespace with `lo` up and shaped; deleted on exit, Ctrl-C included."""
     # Named by the owner's mark, so that a later run can tell whether its maker is alive.
     mark = owner.token().replace(".", "-")
-    namespace = Namespace(f"{PREFIX}{mark}-{next(_counter)}", rate_mbit, delay_ms)
-    _run(["ip", "netns", "add", namespace.name])
+    name = f"{PREFIX}{mark}-{next(_counter)}"
+    namespace = ShapedNamespace(name, rate_mbit=rate_mbit, delay_ms=delay_ms)
+    ip(["ip", "netns", "add", namespace.name])
     try:
-        _run(namespace.command(["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"]))
+        ip(namespace.command(["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"]))
         namespace.delay_applied = _shape(namespace)
         yield namespace
     finally:
-        if namespace._executor is not None:
-            namespace._executor.shutdown(wait=False, cancel_futures=True)
+        namespace.close()
         delete(namespace.name)
 
 
-def _shape(namespace: Namespace) -> bool:
+def _shape(namespace: ShapedNamespace) -> bool:
     """Puts tbf at the rate on lo, under netem when a delay is wanted and netem exists.
     Returns whether the delay was applied."""
     rate_bytes = namespace.rate_mbit * 1_000_000 / 8
@@ -118,20 +76,8 @@ def _shape(namespace: Namespace) -> bool:
     if namespace.delay_ms:
         netem = [*tc, "root", "handle", "1:", "netem", "delay", f"{namespace.delay_ms}ms"]
         delayed = subprocess.run(netem, capture_output=True).returncode == 0
-    _run([*tc, "parent", "1:1", "handle", "10:", *tbf] if delayed else [*tc, "root", *tbf])
+    ip([*tc, "parent", "1:1", "handle", "10:", *tbf] if delayed else [*tc, "root", *tbf])
     return delayed
-
-
-def delete(name: str) -> None:
-    subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-
-
-def existing() -> list[str]:
-    try:
-        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-    except OSError:
-        return []  # no iproute2: no namespace of ours can exist either
-    return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
 
 
 def reap_stale() -> list[str]:
@@ -145,16 +91,6 @@ def reap_stale() -> list[str]:
     return reaped
 
 
-def _run(argv: list[str]) -> None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise NetnsError(f"{shlex.join(argv)}: {err}") from err
-    if done.returncode != 0:
-        hint = " (shaped links need root and iproute2)" if os.geteuid() != 0 else ""
-        raise NetnsError(f"{shlex.join(argv)} failed: {done.stderr.strip()}{hint}")
-
-
 def netem_available() -> bool:
     """Whether this kernel can delay packets (sch_netem), tried in a throwaway namespace."""
     with shaped_namespace(rate_mbit=1000, delay_ms=1) as probe:
@@ -164,7 +100,7 @@ def netem_available() -> bool:
 class NamespacedServer(ContestantServer):
     """A contestant started inside a namespace; readiness and /stats go through it."""
 
-    def __init__(self, namespace: Namespace, manifest, **kwargs):
+    def __init__(self, namespace: ShapedNamespace, manifest, **kwargs):
         super().__init__(manifest, **kwargs)
         self.namespace = namespace
 
