@@ -201,7 +201,7 @@ PHASES = {
     "verify": ("", "serverlab-verify-"),
     "start": ("", "sleep 3"),
     "warm-up": ("warmup_s = 30", "warmup.json"),
-    "priming": ("priming_runs = 2", "plan.json"),
+    "priming": ("priming_runs = 2", "priming-0.json"),
     "engine": ("", "plan.json"),
 }
 

@@ -7,6 +7,9 @@ no window after `Popen` returns in which a child is not yet written down. A proc
 owner's pid and start time no longer match a live process is an orphan of a dead run, and
 `reap_orphans` kills it with everything in its session. A live owner's processes are never
 touched, so several runs and tests can share the machine.
+
+The Ray nodes of a virtual lab outlive the `serverlab lab up` that started them: they carry
+the lab's mark (`lab:<name>`) instead, alive for as long as the lab's state file exists.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from pathlib import Path
 
 OWNER_ENV = "SERVERLAB_OWNER"
 _PROC = Path("/proc")
+LAB_MARK_PREFIX = "lab:"
+# Where each virtual lab that is up says what it is made of (/run: gone with a reboot, as
+# the lab's namespaces are).
+LAB_STATE_DIR = Path(os.environ.get("SERVERLAB_LAB_STATE_DIR", "/run/serverlab/labs"))
 
 
 def start_ticks(pid: int) -> int | None:
@@ -38,8 +45,21 @@ def token(pid: int | None = None) -> str:
     return f"{pid}.{start_ticks(pid)}"
 
 
+def lab_mark(name: str) -> str:
+    """The owner mark of a virtual lab's processes (serverlab.lab): they belong to the lab,
+    not to the command that started them, and live as long as the lab is up."""
+    return f"{LAB_MARK_PREFIX}{name}"
+
+
+def lab_state_file(name: str) -> Path:
+    return LAB_STATE_DIR / f"{name}.json"
+
+
 def alive(mark: str) -> bool:
-    """Whether the process a mark names still runs (a reused pid has another start time)."""
+    """Whether the owner a mark names is still there: a process (a reused pid has another
+    start time), or a lab whose state file still exists."""
+    if mark.startswith(LAB_MARK_PREFIX):
+        return lab_state_file(mark[len(LAB_MARK_PREFIX) :]).is_file()
     pid_text, _, ticks = mark.partition(".")
     if not pid_text.isdigit() or not ticks.isdigit():
         return False

@@ -35,8 +35,8 @@ from serverlab.results.store import (
     ServerStats,
 )
 from serverlab.run import fileset, netns
-from serverlab.run.engine import EngineRun, engine_command, write_plan
 from serverlab.run.leftovers import work_folder
+from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
@@ -57,6 +57,8 @@ class Environment:
     workdir: Path  # this run's scratch space lives under it (see leftovers.work_folder)
     run_id: int | None = None
     progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
+    # Where the load comes from; None: one engine on this machine (run.load.LocalLoad).
+    load: Load | None = None
 
     @property
     def filesets_dir(self) -> Path:
@@ -175,7 +177,13 @@ class _Measurement:
 
     def __init__(self, plan, env, server, test: RecordedTest, paths: list | None):
         self.plan, self.env, self.server, self.test = plan, env, server, test
-        self.where = {"host": "127.0.0.1", "port": server.port, "syslog_port": server.syslog_port}
+        namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
+        self.load = env.load or LocalLoad(env.pinning.engine, namespace)
+        self.where = {
+            "host": self.load.target_host,
+            "port": server.port,
+            "syslog_port": server.syslog_port,
+        }
         measured = bind(plan.measured, **self.where)
         if paths:
             measured["paths"] = paths
@@ -189,22 +197,25 @@ class _Measurement:
             test.validity = {"not_conforming": problem}
             return
         if plan.warmup is not None:
-            self._warm_up()
+            warmup = bind(plan.warmup, **self.where)
+            self._load(warmup, "warmup", plan.warmup_s + plan.grace_s)
         self._control(plan.control)
         if plan.read_stats:
             self._read_stats("start")
-        plan_path = write_plan(self.measured, server.workdir / "plan.json")
         progress = self.env.progress
-        engine = EngineRun(self._argv(plan_path), on_interval=progress and progress.interval)
         monitor = Monitor(server.process.pid, on_sample=progress and progress.sample)
         with monitor:
             # Priming runs load the server exactly as the measured run will, with the
             # monitor on so that the peak RSS includes them (seed 003's first `ab` run).
-            crash = self._prime(plan_path)
+            crash = self._prime()
             watch = ReceiverWatch(server) if plan.count_at_receiver and crash is None else None
+            result = LoadResult(None)
             try:
                 if crash is None:
-                    crash = self._run_engine(engine, monitor)
+                    on_interval = progress and progress.interval
+                    result, crash = self._load(
+                        self.measured, "plan", plan.budget_s, monitor, on_interval
+                    )
                 receiver = watch.settle() if watch and crash is None else None
             finally:
                 if watch:
@@ -212,33 +223,17 @@ class _Measurement:
         if crash is None and plan.read_stats:
             self._after()
         test.crash = crash
-        _fill(test, engine, monitor, self.measured)
+        _fill(test, result, monitor, self.measured)
         if plan.count_at_receiver and crash is None:
             put_receiver_figures(test, receiver, server)
         test.status, test.validity = assess(test, self.env.pinning, crash)
 
-    def _argv(self, plan_path: Path) -> list[str]:
-        server = self.server
-        namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
-        return engine_command(plan_path, self.env.pinning.engine, netns=namespace)
-
-    def _warm_up(self) -> None:
-        plan = bind(self.plan.warmup, **self.where)
-        engine = EngineRun(self._argv(write_plan(plan, self.server.workdir / "warmup.json")))
-        engine.start()
-        try:
-            engine.wait(self.plan.warmup_s + self.plan.grace_s)
-        except KeyboardInterrupt:
-            engine.stop()
-            raise
-
-    def _prime(self, plan_path: Path) -> Crash | None:
+    def _prime(self) -> Crash | None:
         """The measured load `priming_runs` times; a short note of each goes in run_info."""
         notes = []
-        for _ in range(self.plan.priming_runs):
-            engine = EngineRun(self._argv(plan_path))
-            crash = self._run_engine(engine)
-            summary = engine.summary or {}
+        for index in range(self.plan.priming_runs):
+            result, crash = self._load(self.measured, f"priming-{index}", self.plan.budget_s)
+            summary = result.summary or {}
             keep = ("requests", "ok", "rps", "duration_s", "valid")
             notes.append({k: summary.get(k) for k in keep})
             self.test.run_info["priming"] = notes
@@ -246,34 +241,30 @@ class _Measurement:
                 return crash
         return None
 
-    def _run_engine(self, engine: EngineRun, monitor: Monitor | None = None) -> Crash | None:
-        """Starts the engine and waits for it; returns the server's crash or None."""
-        engine.start()
-        if monitor is not None:
-            monitor.watch_engine(engine.pid)
+    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None):
+        """Runs one load and waits for it; returns what it produced and the server's crash,
+        if the server died meanwhile (the load then sees the refused connections for a
+        moment: they are part of the result)."""
+        running = self.load.begin(plan, self.server.workdir, tag, on_interval)
+        if monitor is not None and running.local_pid is not None:
+            monitor.watch_engine(running.local_pid)
+        crash = None
         try:
-            return self._wait_engine(engine)
+            deadline = time.monotonic() + budget_s
+            while not running.done():
+                if self.server.poll() is not None:
+                    crash = _crash(self.server, at_s=time.time() - self.test.started_at)
+                    time.sleep(CRASH_SETTLE_S)
+                    running.stop()
+                    break
+                if time.monotonic() > deadline:
+                    running.stop()
+                    break
+                time.sleep(0.1)
         except KeyboardInterrupt:
-            engine.stop()
+            running.stop()
             raise
-
-    def _wait_engine(self, engine: EngineRun) -> Crash | None:
-        """Waits for the engine; if the server dies first, records the crash and lets the
-        engine see the refused connections for a moment (they are part of the result)."""
-        deadline = time.monotonic() + self.plan.budget_s
-        while engine.process.poll() is None:
-            if self.server.poll() is not None:
-                crash = _crash(self.server, at_s=time.time() - self.test.started_at)
-                time.sleep(CRASH_SETTLE_S)
-                engine.stop()
-                engine.wait(5)
-                return crash
-            if time.monotonic() > deadline:
-                engine.stop()
-                break
-            time.sleep(0.1)
-        engine.wait(10)
-        return None
+        return running.finish(), crash
 
     def _control(self, calls: tuple[ControlCall, ...]) -> None:
         for call in calls:
@@ -344,19 +335,23 @@ def _keep_log(env: Environment, test: RecordedTest, server: ContestantServer) ->
     test.validity.setdefault("server_log", str(kept / server.log_path.name))
 
 
-def _fill(test: RecordedTest, engine: EngineRun, monitor: Monitor, plan: dict) -> None:
-    test.summary = engine.summary
+def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) -> None:
+    test.summary = result.summary
     test.run_info["engine_plan"] = plan
     test.intervals = [
         EngineInterval(seq=i, t=float(r.get("elapsed_s", i)), data=r)
-        for i, r in enumerate(engine.intervals)
+        for i, r in enumerate(result.intervals)
     ]
     test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
-    if engine.summary and engine.summary.get("histogram"):
-        test.histograms["latency_us"] = engine.summary["histogram"]
-    if engine.summary is None and engine.stderr_tail:
-        test.validity["engine_stderr"] = engine.stderr_tail
-    test.emits = [row for cycle in engine.emits for row in _emit_rows(cycle)]
+    if result.summary and result.summary.get("histogram"):
+        test.histograms["latency_us"] = result.summary["histogram"]
+    if result.summary is None and result.stderr_tail:
+        test.validity["engine_stderr"] = result.stderr_tail
+    test.emits = [row for cycle in result.emits for row in _emit_rows(cycle)]
+    if result.generators:
+        test.run_info["generators"] = result.generators
+    if result.lost:
+        test.validity["generator_lost"] = result.lost
 
 
 def _emit_rows(cycle: dict) -> list[EmitRecord]:

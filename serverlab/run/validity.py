@@ -15,6 +15,9 @@ def assess(test: RecordedTest, pinning: Pinning, crash: Crash | None) -> tuple[s
         flags["shared_cpus"] = f"server {pinning.server}, engine {pinning.engine}"
     if crash is not None:
         return "crashed", flags
+    if flags.get("generator_lost"):
+        # A load that lost part of itself mid-run measured something else than planned.
+        return "invalid", flags
     summary = test.summary
     if summary is None or summary.get("valid") is False:
         return "invalid", flags

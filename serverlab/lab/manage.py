@@ -1,0 +1,107 @@
+"""`serverlab lab up | down | status`: a lab's life, recorded in its state file.
+
+The state file (serverlab.base.owner.lab_state_file) is written before anything is made,
+marked `building` with the builder's pid, and marked `up` once every Ray node answers.
+While it exists the lab's processes are alive to the reaper; a lab whose builder died
+half-way, or whose file is gone, is stale, and the next `lab up` or `serverlab run`
+removes what it left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from serverlab.base import owner
+from serverlab.base.netns import existing
+from serverlab.lab import network, nodes
+from serverlab.lab.topology import Lab, LabError, is_lab_namespace, plan_lab
+
+DEFAULT_NAME = "main"
+BUILDING, UP = "building", "up"
+
+
+def up(
+    generators: int,
+    rate_mbit: float | None = None,
+    name: str = DEFAULT_NAME,
+    environment: dict[str, dict[str, str]] | None = None,
+) -> Lab:
+    """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up."""
+    lab = plan_lab(name, generators, rate_mbit)
+    reap_stale()
+    if owner.lab_state_file(name).is_file():
+        raise LabError(f"lab {name!r} is already up (serverlab lab down --name {name} first)")
+    _write_state(lab, BUILDING)
+    try:
+        network.build(lab)
+        nodes.start(lab, environment)
+    except BaseException:
+        _take_down(lab)
+        raise
+    _write_state(lab, UP)
+    return lab
+
+
+def down(name: str = DEFAULT_NAME) -> dict[str, int]:
+    """Stops the lab's processes and deletes its namespaces; a lab that is not up, or only
+    half there, is removed just the same."""
+    lab = read(name) or plan_lab(name, 1)
+    return _take_down(lab)
+
+
+def read(name: str = DEFAULT_NAME) -> Lab | None:
+    path = owner.lab_state_file(name)
+    try:
+        return Lab.from_file(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def status(name: str = DEFAULT_NAME) -> str | None:
+    try:
+        return json.loads(owner.lab_state_file(name).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def reap_stale() -> list[str]:
+    """Removes labs whose builder died half-way or whose state file is gone: their
+    processes, namespaces and temp dirs. Returns their names."""
+    names = {is_lab_namespace(n) for n in existing()} - {None}
+    for path in owner.LAB_STATE_DIR.glob("*.json"):
+        names.add(path.stem)
+    stale = [name for name in sorted(names) if not _alive(name)]
+    for name in stale:
+        down(name)
+    return stale
+
+
+def _alive(name: str) -> bool:
+    try:
+        state = json.loads(owner.lab_state_file(name).read_text())
+    except (OSError, ValueError):
+        return False
+    if state.get("status") == UP:
+        return True
+    builder = state.get("builder", "")
+    return owner.alive(builder)
+
+
+def _write_state(lab: Lab, state: str) -> None:
+    path = owner.lab_state_file(lab.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {**json.loads(lab.to_json()), "status": state, "builder": owner.token()}
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=2))
+    os.replace(temporary, path)
+
+
+def _take_down(lab: Lab) -> dict[str, int]:
+    # The state file goes last: until then the lab's processes are not orphans to anyone.
+    processes = nodes.stop(lab.name)
+    namespaces = network.remove(lab)
+    shutil.rmtree(nodes.TEMP_ROOT / lab.name, ignore_errors=True)
+    owner.lab_state_file(lab.name).unlink(missing_ok=True)
+    return {"processes": processes, "namespaces": len(namespaces)}

@@ -1,0 +1,95 @@
+"""What a lab is made of, as data: its hosts, their roles, namespaces and addresses. Pure,
+so that `lab up`, `lab down` and the reaper of half-made labs agree on every name."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# RFC 2544's benchmarking range; every lab uses 198.18.0.0/24 of it on its own bridge.
+LAB_RANGE = ipaddress.ip_network("198.18.0.0/15")
+SUBNET = ipaddress.ip_network("198.18.0.0/24")
+RAY_PORT = 6379
+PREFIX = "serverlab-lab-"
+HEAD, SERVER, GENERATOR, SWITCH = "head", "server", "gen", "sw"
+# Ray custom resources: the node that runs the contestant, and those that load it.
+SERVER_RESOURCE = "serverlab_server"
+LOADGEN_RESOURCE = "serverlab_loadgen"
+MAX_GENERATORS = 32
+NAME = re.compile(r"[a-z0-9]{1,8}")
+
+
+class LabError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Host:
+    role: str  # head, server or gen<N>
+    netns: str
+    address: str
+    resources: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    hosts: tuple[Host, ...]
+    rate_mbit: float | None = None
+
+    @property
+    def switch(self) -> str:
+        return f"{PREFIX}{self.name}-{SWITCH}"
+
+    @property
+    def head(self) -> Host:
+        return next(h for h in self.hosts if h.role == HEAD)
+
+    @property
+    def server(self) -> Host:
+        return next(h for h in self.hosts if h.role == SERVER)
+
+    @property
+    def generators(self) -> list[Host]:
+        return [h for h in self.hosts if h.role.startswith(GENERATOR)]
+
+    @property
+    def ray_address(self) -> str:
+        return f"{self.head.address}:{RAY_PORT}"
+
+    def namespaces(self) -> list[str]:
+        return [self.switch, *(h.netns for h in self.hosts)]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Lab:
+        raw = json.loads(path.read_text())
+        return cls(raw["name"], tuple(Host(**h) for h in raw["hosts"]), raw.get("rate_mbit"))
+
+
+def plan_lab(name: str, generators: int, rate_mbit: float | None = None) -> Lab:
+    """A head (Ray's GCS and the driver), a server host and `generators` load hosts."""
+    if not NAME.fullmatch(name):
+        raise LabError(f"lab name {name!r}: 1 to 8 lower-case letters or digits")
+    if not 1 <= generators <= MAX_GENERATORS:
+        raise LabError(f"--generators must be 1..{MAX_GENERATORS}, got {generators}")
+    if rate_mbit is not None and not rate_mbit > 0:
+        raise LabError(f"--rate-mbit must be positive, got {rate_mbit}")
+    roles = [(HEAD, {}), (SERVER, {SERVER_RESOURCE: 1.0})]
+    roles += [(f"{GENERATOR}{i}", {LOADGEN_RESOURCE: 1.0}) for i in range(1, generators + 1)]
+    hosts = tuple(
+        Host(role, f"{PREFIX}{name}-{role}", str(SUBNET[index]), resources)
+        for index, (role, resources) in enumerate(roles, start=1)
+    )
+    return Lab(name, hosts, rate_mbit)
+
+
+def is_lab_namespace(netns: str) -> str | None:
+    """The lab name a namespace belongs to, if it is one of a lab's."""
+    found = re.fullmatch(rf"{re.escape(PREFIX)}([a-z0-9]+)-[a-z0-9]+", netns)
+    return found.group(1) if found else None

@@ -1,0 +1,82 @@
+"""Where a test's load comes from: one engine on this machine (`LocalLoad`), or engines on
+other machines (serverlab.cluster's load, the same interface). The executor only begins a
+load, watches it next to the server, stops it early when the server dies, and reads back
+what it produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from serverlab.run.engine import EngineRun, engine_command, write_plan
+
+# Seconds a finishing engine may take to print its summary and exit.
+FINISH_S = 10.0
+
+
+@dataclass
+class LoadResult:
+    """What one load (a warm-up, a priming run or the measured run) produced."""
+
+    summary: dict | None
+    intervals: list[dict] = field(default_factory=list)
+    emits: list[dict] = field(default_factory=list)
+    stderr_tail: str = ""
+    # Spread loads only: each generator's own summary and figures, and the ones lost.
+    generators: list[dict] = field(default_factory=list)
+    lost: list[dict] = field(default_factory=list)
+
+
+class Running(Protocol):
+    """A load under way."""
+
+    local_pid: int | None  # an engine on this machine whose CPU the monitor samples
+
+    def done(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def finish(self) -> LoadResult: ...
+
+
+class Load(Protocol):
+    target_host: str  # the address the engines reach the server at
+
+    def begin(
+        self, plan: dict, workdir: Path, tag: str, on_interval: Callable | None = None
+    ) -> Running: ...
+
+
+class LocalLoad:
+    """One engine on this machine, pinned to its CPUs, in the server's namespace if any."""
+
+    target_host = "127.0.0.1"
+
+    def __init__(self, cpus: str | None, netns: str | None = None):
+        self.cpus, self.netns = cpus, netns
+
+    def begin(self, plan, workdir, tag, on_interval=None) -> Running:
+        path = write_plan(plan, Path(workdir) / f"{tag}.json")
+        engine = EngineRun(engine_command(path, self.cpus, self.netns), on_interval=on_interval)
+        engine.start()
+        return _LocalRunning(engine)
+
+
+class _LocalRunning:
+    def __init__(self, engine: EngineRun):
+        self.engine = engine
+        self.local_pid = engine.pid
+
+    def done(self) -> bool:
+        return self.engine.process.poll() is not None
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+    def finish(self) -> LoadResult:
+        self.engine.wait(FINISH_S)
+        e = self.engine
+        return LoadResult(e.summary, e.intervals, e.emits, e.stderr_tail)
