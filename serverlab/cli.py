@@ -19,7 +19,9 @@ from rich.table import Table
 
 from serverlab import commands
 from serverlab.base import interrupts, owner, terminal
+from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import VerifyReport, verify_contestant
@@ -35,6 +37,7 @@ from serverlab.contestant.manifest import (
 )
 from serverlab.contestant.placeholders import PlaceholderError
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
+from serverlab.lab.topology import LabError
 from serverlab.results.compare import DEFAULT_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
@@ -51,6 +54,9 @@ USER_ERRORS = (
     StoreError,
     SelectionError,
     EngineError,
+    LabError,
+    ClusterError,
+    NetnsError,
 )
 STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "red"}
 DB_OPTION = click.option(
@@ -235,21 +241,73 @@ def _verify_one(name, pattern, settings, as_json):
 )
 @click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
 @click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
-def run(suite_file, db, scale, profile, only, repeats, dry_run, as_json, resume, skip_verify):
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="HOST:PORT|lab",
+    help="spread the load over a Ray cluster's generators ('lab': the virtual lab)",
+)
+@click.option("--generators", type=int, help="with --ray: how many generators (default: all)")
+@click.option(
+    "--cluster-hosts",
+    help="with --ray HOST:PORT: the cluster's hosts, comma-separated; load goes nowhere else",
+)
+def run(
+    suite_file,
+    db,
+    scale,
+    profile,
+    only,
+    repeats,
+    dry_run,
+    as_json,
+    resume,
+    skip_verify,
+    ray_address,
+    generators,
+    cluster_hosts,
+):
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
     if as_json and not dry_run:
         raise UserError("--json goes with --dry-run")
+    if (generators or cluster_hosts) and not ray_address:
+        raise UserError("--generators and --cluster-hosts go with --ray")
+    hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
+    spread = commands.Spread(ray_address, generators, hosts) if ray_address else None
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     planned = commands.load(suite_file, scale, names, repeats, profile)
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return
-    outcome = commands.run(planned, db, resume=resume, verify_first=not skip_verify)
+    outcome = commands.run(planned, db, resume, not skip_verify, spread)
     if outcome.interrupted:
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
         sys.exit(128 + interrupts.last_signal())
     if outcome.refused:
         raise UserError(f"not run (failed verify): {', '.join(outcome.refused)}")
+
+
+@cli.group()
+def lab():
+    """The virtual lab: hosts in network namespaces on one machine, each a Ray node."""
+
+
+@lab.command("up")
+@click.option("--generators", type=int, default=2, show_default=True, help="load hosts")
+@click.option("--rate-mbit", type=float, help="shape every host's link to this rate")
+def lab_up(generators, rate_mbit):
+    """Make the lab: a head, a server host and N generator hosts in 198.18.0.0/24."""
+    made = commands.lab_up(generators, rate_mbit)
+    for host in made.hosts:
+        click.echo(f"{host.role:8} {host.address:12} {host.netns}")
+    click.echo(f"Ray at {made.ray_address}; run a suite there with --ray lab")
+
+
+@lab.command("down")
+def lab_down():
+    """Stop the lab's Ray nodes and remove its namespaces."""
+    gone = commands.lab_down()
+    click.echo(f"stopped {gone['processes']} processes, removed {gone['namespaces']} namespaces")
 
 
 @cli.command()

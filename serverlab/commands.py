@@ -3,6 +3,7 @@ the click layer parses flags and prints errors, this module does the work."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,9 +11,11 @@ from pathlib import Path
 from rich.table import Table
 
 from serverlab.base import terminal
+from serverlab.base.netns import Namespace, enter
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import Manifest, discover, find
 from serverlab.contestant.server import ServerError
+from serverlab.lab import manage
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
@@ -122,10 +125,24 @@ class LabOutcome:
         return bool(self.run and self.run.interrupted)
 
 
-def run(planned: Planned, db: str, resume: bool, verify_first: bool) -> LabOutcome:
+@dataclass
+class Spread:
+    """A run's load spread over a Ray cluster (`--ray`)."""
+
+    address: str  # HOST:PORT of the cluster's head, or "lab" for the virtual lab
+    generators: int | None = None
+    cluster_hosts: tuple[str, ...] = ()  # a real cluster's hosts, as the user listed them
+
+
+def run(
+    planned: Planned, db: str, resume: bool, verify_first: bool, spread: Spread | None = None
+) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
-    limits = prepare_limits(suite)
+    if spread:
+        _refuse_local_only(plans)
+    # A spread run's limits are each generator's, for its share: its engine raises its own.
+    limits = prepare_limits(suite) if spread is None else {}
     # Absolute: the path reaches servers whose working folder is their contestant's.
     db_path = Path(db).resolve()
     try:
@@ -149,7 +166,8 @@ def run(planned: Planned, db: str, resume: bool, verify_first: bool) -> LabOutco
         )
         session = Session(suite, plans, store, env, resume=resume, limits=limits)
         try:
-            outcome.run = run_suite(session)
+            with _spread(session, spread):
+                outcome.run = run_suite(session)
         finally:
             progress.end()
     r = outcome.run
@@ -160,6 +178,54 @@ def run(planned: Planned, db: str, resume: bool, verify_first: bool) -> LabOutco
     return outcome
 
 
+def _refuse_local_only(plans: list[TestPlan]) -> None:
+    linked = sorted({plan.scenario for plan in plans if plan.link})
+    if linked:
+        raise ServerError(
+            f"scenarios with a shaped link run locally only: {', '.join(linked)} "
+            "(in the virtual lab, `serverlab lab up --rate-mbit R` shapes every host's link)"
+        )
+
+
+@contextlib.contextmanager
+def _spread(session: Session, spread: Spread | None):
+    """Hands the session's tests to a Ray cluster for as long as the run lasts."""
+    if spread is None:
+        yield
+        return
+    from serverlab.cluster import driver
+
+    address, allowed = _cluster_address(spread)
+    cluster = driver.open_cluster(address, spread.generators, allowed)
+    try:
+        session.execute = driver.executor_for(cluster)
+        session.placement = {**cluster.metadata(), **_lab_note(spread)}
+        yield
+    finally:
+        driver.close(cluster)
+
+
+def _cluster_address(spread: Spread) -> tuple[str, set[str]]:
+    """The Ray address to connect to and the hosts load may go to. The virtual lab is
+    entered first: this process then lives in the lab's head namespace, where Ray is."""
+    if spread.address != "lab":
+        return spread.address, set(spread.cluster_hosts)
+    lab = manage.read(manage.DEFAULT_NAME)
+    if lab is None or manage.status(manage.DEFAULT_NAME) != manage.UP:
+        raise ServerError("the virtual lab is not up: run `serverlab lab up --generators N`")
+    enter(Namespace(lab.head.netns))
+    return lab.ray_address, {host.address for host in lab.hosts}
+
+
+def _lab_note(spread: Spread) -> dict:
+    if spread.address != "lab":
+        return {}
+    return {
+        "note": "virtual lab on one machine: the server and the generators share its CPUs, "
+        "so figures are capacity figures, not speed figures"
+    }
+
+
 def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
     abandoned = store.mark_abandoned()
     if abandoned:
@@ -168,6 +234,9 @@ def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
     reaped = leftovers.reap(workdir)
     if reaped:
         console.print(f"removed what dead runs left behind: {reaped.describe()}")
+    stale = manage.reap_stale()
+    if stale:
+        console.print(f"removed half-made or forgotten virtual labs: {', '.join(stale)}")
 
 
 def prepare_limits(suite: Suite) -> dict:
@@ -239,3 +308,12 @@ def recover(db: str, out: str) -> dict[str, int]:
 def engine_argv(args) -> tuple[str, list[str]]:
     binary = str(engine_binary())
     return binary, [binary, *args]
+
+
+def lab_up(generators: int, rate_mbit: float | None):
+    console.print(f"making the virtual lab: {generators} generators ...")
+    return manage.up(generators, rate_mbit)
+
+
+def lab_down() -> dict[str, int]:
+    return manage.down()

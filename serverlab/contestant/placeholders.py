@@ -12,7 +12,7 @@ manifest's own quotes, where the quoting would become part of the value.
 import shlex
 import string
 
-BUILTIN_PLACEHOLDERS = ("port", "syslog_port", "docroot", "workdir", "name")
+BUILTIN_PLACEHOLDERS = ("port", "syslog_port", "host", "docroot", "workdir", "name")
 
 
 class PlaceholderError(ValueError):

@@ -28,6 +28,10 @@ LOG_FILE = "server.log"
 LOG_TAIL_LINES = 20
 
 
+# Every server listens here; a lab or cluster host adds its own address ({host}).
+LOOPBACK = "127.0.0.1"
+
+
 class ServerError(Exception):
     """The server could not be started or configured; the message says why."""
 
@@ -114,8 +118,11 @@ class ContestantServer:
         settings: dict[str, str] | None = None,
         cpus: str | None = None,
         stop_grace_s: float = 5.0,
+        host: str = LOOPBACK,
     ):
         self.manifest = manifest
+        # Another address the server listens on besides loopback: a lab or cluster host's.
+        self.host = host
         self.settings = resolve_settings(manifest, settings)
         self.port = port or free_port()
         self.syslog_port = syslog_port or free_port(also_udp=True)
@@ -135,6 +142,7 @@ class ContestantServer:
             self.settings,
             port=self.port,
             syslog_port=self.syslog_port,
+            host=self.host,
             docroot=self.docroot,
             workdir=self.workdir,
         )

@@ -25,7 +25,7 @@ from typing import Any
 from serverlab.base import httpclient
 from serverlab.base.netns import NetnsError
 from serverlab.contestant.manifest import Manifest
-from serverlab.contestant.server import ContestantServer, ServerError, log_tail
+from serverlab.contestant.server import LOOPBACK, ContestantServer, ServerError, log_tail
 from serverlab.results.store import (
     Crash,
     EmitRecord,
@@ -59,6 +59,8 @@ class Environment:
     progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
     # Where the load comes from; None: one engine on this machine (run.load.LocalLoad).
     load: Load | None = None
+    # The address servers listen on besides loopback: this host's in a lab or cluster.
+    host: str = LOOPBACK
 
     @property
     def filesets_dir(self) -> Path:
@@ -118,6 +120,7 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         "cpus": env.pinning.server,
         "workdir": workdir,
         "docroot": files.root if files else None,
+        "host": env.host,
     }
     try:
         server = _server(env.manifest_of(plan.contestant), namespace, options)

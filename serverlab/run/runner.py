@@ -36,6 +36,8 @@ class Session:
     resume: bool = False
     limits: dict = field(default_factory=dict)  # serverlab.commands.prepare_limits
     execute: Callable[[TestPlan, Environment], RecordedTest] = execute
+    # What else the run's metadata should say (a distributed run's nodes, say).
+    placement: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -105,6 +107,8 @@ def _machine(session: Session) -> dict:
         "filesets": suite.filesets,
     }
     info["limits"] = session.limits
+    if session.placement:
+        info["placement"] = session.placement
     if any(link.get("delay_ms") for link in suite.links.values()):
         info["link_delay_available"] = netns.netem_available()
     names = sorted({plan.contestant for plan in session.plans})

@@ -1,0 +1,124 @@
+"""The two actors of a distributed test, each on the node that has its role's resource.
+
+`Generator` (one per `serverlab_loadgen` node) checks its part of the plan, measures its
+clock against the server's, and runs one engine at the instant it is given. `Server` (on
+the `serverlab_server` node) runs the executor there, as a local run would: the contestant
+on this host's loopback and its lab or cluster address, the monitor, the control calls
+(which the spec answers from loopback only), with the load coming from the generators.
+
+Both are threaded (a second call can stop the first), and everything they start carries
+their worker's owner mark, so that `stop` finds it all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+from serverlab.base import owner
+from serverlab.cluster import clock
+from serverlab.cluster.version import node_version
+from serverlab.contestant.manifest import find
+from serverlab.results.store import RecordedTest
+from serverlab.run.engine import EngineError, EngineRun, check_plans, engine_command, write_plan
+from serverlab.run.executor import Environment, execute
+from serverlab.run.machine import Pinning
+from serverlab.run.testplan import TestPlan
+
+# Seconds past its planned end a generator's engine may run before it is stopped.
+ENGINE_GRACE_S = 30.0
+
+
+def _address() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()
+
+
+class Generator:
+    """One engine on this node, for one part of each test's load."""
+
+    def __init__(self):
+        self.workdir = Path(tempfile.mkdtemp(prefix="serverlab-generator-"))
+        self.engine: EngineRun | None = None
+
+    def describe(self) -> dict:
+        return {**node_version(), "address": _address(), "pid": os.getpid()}
+
+    def prepare(self, plan: dict, host: str, port: int) -> dict:
+        """The engine's verdict on this part of the plan, and this host's clock against the
+        server's (NTP-style, through /timestamp)."""
+        (verdict,) = check_plans([plan])
+        if not verdict.get("ok"):
+            raise EngineError(f"generator {_address()} refuses its plan: {verdict['error']}")
+        offset = clock.measure(host, port)
+        return {
+            "address": _address(),
+            "offset_ms": offset.offset_ms,
+            "uncertainty_ms": offset.uncertainty_ms,
+            "round_trip_ms": offset.round_trip_ms,
+        }
+
+    def run(self, plan: dict, budget_s: float) -> dict:
+        """Runs the engine on this part of the plan until it ends (or `budget_s` more than
+        planned); returns its output lines and the tail of its stderr."""
+        path = write_plan(plan, self.workdir / "plan.json")
+        self.engine = EngineRun(engine_command(path, cpus=None))
+        self.engine.start()
+        self.engine.wait(budget_s)
+        engine, self.engine = self.engine, None
+        return {
+            "address": _address(),
+            "intervals": engine.intervals,
+            "emits": engine.emits,
+            "summary": engine.summary,
+            "stderr_tail": engine.stderr_tail,
+        }
+
+    def stop(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+
+    def kill_everything(self) -> int:
+        return _kill_owned()
+
+
+class Server:
+    """The contestant's host: the executor runs here, on the plans the driver sends."""
+
+    def __init__(self, server_cpus: str | None = None):
+        self.workdir = Path(tempfile.mkdtemp(prefix="serverlab-server-")) / "work"
+        self.cpus = server_cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+
+    def describe(self) -> dict:
+        return {**node_version(), "address": _address(), "pid": os.getpid()}
+
+    def execute(
+        self, plan_json: str, generators: list, server_cpus: str | None = None
+    ) -> RecordedTest:
+        from serverlab.cluster.load import RayLoad
+
+        plan = TestPlan.from_json(plan_json)
+        env = Environment(
+            manifest_of=find,
+            pinning=Pinning(server=server_cpus or self.cpus, engine=""),
+            workdir=self.workdir,
+            load=RayLoad(generators, _address()),
+            host=_address(),
+        )
+        return execute(plan, env)
+
+    def kill_everything(self) -> int:
+        return _kill_owned()
+
+
+def _kill_owned() -> int:
+    """SIGKILLs every process this worker started (servers, engines and their children)."""
+    mine = [pid for pid in owner.owned_by(owner.token()) if pid != os.getpid()]
+    for pid in mine:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(mine)

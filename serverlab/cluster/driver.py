@@ -1,0 +1,215 @@
+"""The driver of a distributed run: it connects to a Ray cluster, checks that every node
+runs the same serverlab and engine, places one generator per `serverlab_loadgen` node
+(STRICT_SPREAD) and the server actor on the `serverlab_server` node, and hands each test
+plan to the server actor. The runner commits what comes back, as for a local run.
+
+Ray's own processes report usage to outside hosts unless told not to: every connection
+made here sets RAY_USAGE_STATS_ENABLED=0 first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+from serverlab.cluster.actors import Generator, Server
+from serverlab.cluster.errors import ClusterError
+from serverlab.cluster.version import mismatches, node_version
+from serverlab.results.store import RecordedTest
+from serverlab.run.executor import Environment, new_test
+from serverlab.run.testplan import TestPlan
+
+SERVER_RESOURCE = "serverlab_server"
+LOADGEN_RESOURCE = "serverlab_loadgen"
+PLACEMENT_TIMEOUT_S = 60
+CALL_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 15
+POLL_S = 0.5
+
+
+@dataclass
+class Cluster:
+    address: str
+    server: object
+    generators: list
+    placement: object
+    nodes: dict[str, dict] = field(default_factory=dict)  # node address -> its version
+    server_address: str = ""
+    generator_addresses: list[str] = field(default_factory=list)
+
+    def metadata(self) -> dict:
+        return {
+            "ray_address": self.address,
+            "server": self.server_address,
+            "generators": list(self.generator_addresses),
+            "nodes": self.nodes,
+        }
+
+
+def connect(address: str) -> None:
+    import ray
+
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    if not ray.is_initialized():
+        ray.init(
+            address=address,
+            logging_level="ERROR",
+            log_to_driver=False,
+            namespace="serverlab",
+            configure_logging=False,
+        )
+
+
+def open_cluster(address: str, generators: int | None, allowed: set[str]) -> Cluster:
+    """Connects, checks versions, places the actors; ClusterError when the cluster cannot
+    run a test as asked. `allowed` are the only addresses load may be sent to."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    connect(address)
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    _check_versions(nodes)
+    loadgen = [n for n in nodes if n["Resources"].get(LOADGEN_RESOURCE)]
+    servers = [n for n in nodes if n["Resources"].get(SERVER_RESOURCE)]
+    wanted = generators or len(loadgen)
+    if not servers:
+        raise ClusterError(f"no node has the {SERVER_RESOURCE} resource")
+    if wanted < 1 or wanted > len(loadgen):
+        raise ClusterError(
+            f"{wanted} generators asked for, {len(loadgen)} nodes have {LOADGEN_RESOURCE}"
+        )
+    group = placement_group([{LOADGEN_RESOURCE: 1}] * wanted, strategy="STRICT_SPREAD")
+    try:
+        ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+    except Exception as error:
+        raise ClusterError(f"cannot place {wanted} generators one per node: {error}") from None
+    cluster = _place(address, group, wanted)
+    cluster.nodes = {n["NodeManagerAddress"]: n.get("version", {}) for n in nodes}
+    _check_addresses(cluster, allowed)
+    return cluster
+
+
+def _place(address: str, group, wanted: int) -> Cluster:
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    generator_class = ray.remote(Generator)
+    server_class = ray.remote(Server)
+    generators = [
+        generator_class.options(
+            num_cpus=0,
+            max_concurrency=4,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, i),
+        ).remote()
+        for i in range(wanted)
+    ]
+    server = server_class.options(
+        num_cpus=0, max_concurrency=4, resources={SERVER_RESOURCE: 1}
+    ).remote()
+    described = ray.get(
+        [a.describe.remote() for a in [server, *generators]], timeout=CALL_TIMEOUT_S
+    )
+    return Cluster(
+        address,
+        server,
+        generators,
+        group,
+        server_address=described[0]["address"],
+        generator_addresses=[d["address"] for d in described[1:]],
+    )
+
+
+def _check_versions(nodes: list[dict]) -> None:
+    """Every node's serverlab commit and engine binary, asked on that node; a run across
+    nodes that differ is refused before any test starts, naming the node."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(node_version)
+    refs = {
+        node["NodeManagerAddress"]: probe.options(
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+        ).remote()
+        for node in nodes
+    }
+    versions = dict(zip(refs, ray.get(list(refs.values()), timeout=CALL_TIMEOUT_S), strict=True))
+    for node in nodes:
+        node["version"] = versions[node["NodeManagerAddress"]]
+    problems = mismatches(versions)
+    if problems:
+        raise ClusterError("nodes differ, nothing was run: " + "; ".join(problems))
+
+
+def _check_addresses(cluster: Cluster, allowed: set[str]) -> None:
+    address = ipaddress.ip_address(cluster.server_address)
+    if not address.is_loopback and cluster.server_address not in allowed:
+        raise ClusterError(
+            f"the server node is {cluster.server_address}, which is neither a host of a lab "
+            f"serverlab made nor in --cluster-hosts: no load is sent there"
+        )
+
+
+def executor_for(cluster: Cluster):
+    """The runner's `execute` for this cluster: the plan goes to the server actor."""
+
+    def execute(plan: TestPlan, env: Environment) -> RecordedTest:
+        import ray
+        from ray.exceptions import RayError
+
+        reference = cluster.server.execute.remote(plan.to_json(), cluster.generators)
+        try:
+            while not ray.wait([reference], timeout=POLL_S)[0]:
+                pass
+            test = ray.get(reference)
+        except KeyboardInterrupt:
+            stop(cluster)
+            raise
+        except RayError as error:
+            test = new_test(plan, env)
+            test.status = "invalid"
+            test.validity = {"server_node_lost": str(error).splitlines()[0][:500]}
+        test.run_id = env.run_id
+        if test.validity.get("generator_lost"):
+            _drop_lost(cluster)
+        return test
+
+    return execute
+
+
+def _drop_lost(cluster: Cluster) -> None:
+    """Keeps the generators that still answer, so that the suite goes on with them."""
+    import ray
+    from ray.exceptions import RayError
+
+    kept, addresses = [], []
+    for generator, address in zip(cluster.generators, cluster.generator_addresses, strict=True):
+        with contextlib.suppress(RayError):
+            ray.get(generator.describe.remote(), timeout=STOP_TIMEOUT_S)
+            kept.append(generator)
+            addresses.append(address)
+    cluster.generators, cluster.generator_addresses = kept, addresses
+
+
+def stop(cluster: Cluster) -> None:
+    """Stops every engine and server the actors started, on every node, then the actors."""
+    import ray
+    from ray.exceptions import RayError
+
+    actors = [cluster.server, *cluster.generators]
+    pending = [a.kill_everything.remote() for a in actors]
+    with contextlib.suppress(RayError, TimeoutError):
+        ray.get(pending, timeout=STOP_TIMEOUT_S)
+    for actor in actors:
+        with contextlib.suppress(RayError):
+            ray.kill(actor)
+
+
+def close(cluster: Cluster) -> None:
+    from ray.util.placement_group import remove_placement_group
+
+    stop(cluster)
+    with contextlib.suppress(Exception):
+        remove_placement_group(cluster.placement)

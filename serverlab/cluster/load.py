@@ -1,0 +1,135 @@
+"""A test's load from several generators (serverlab.run.load's interface, spread).
+
+Begin: split the plan (serverlab.cluster.split), have each generator check its part and
+measure its clock against the server's, pick one start instant on the server's clock, and
+start every generator at it, translated to its own clock. Done: every generator has
+answered; a generator whose actor or node dies is noted as lost, with when. Finish: the
+generators' outputs merged exactly by the engine (interval by interval, histograms added),
+each generator's own summary kept beside.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import ray
+from ray.exceptions import RayError
+
+from serverlab.cluster.merge import merge
+from serverlab.cluster.split import split
+from serverlab.run.load import LoadResult
+
+# Between the last generator's clock check and the common start: enough for every engine
+# to start its threads and wait.
+START_DELAY_S = 2.0
+# How long a finished load's results may take to arrive.
+FINISH_S = 60.0
+# A generator above this CPU share was the bottleneck, not the server.
+SATURATED_PERCENT = 90.0
+
+
+class RayLoad:
+    def __init__(self, generators: list, target_host: str):
+        self.generators = generators
+        self.target_host = target_host
+
+    def begin(self, plan, workdir, tag, on_interval=None):
+        parts = split(plan, len(self.generators))
+        pairs = enumerate(zip(self.generators, parts, strict=True))
+        active = [(i, g, p) for i, (g, p) in pairs if p]
+        port = urlsplit(plan["target"]).port
+        checks = ray.get([g.prepare.remote(p, self.target_host, port) for _, g, p in active])
+        start_at_ms = time.time() * 1000 + START_DELAY_S * 1000
+        budget_s = _planned_s(plan) + START_DELAY_S + 30.0
+        futures, seen = [], []
+        for (index, generator, part), check in zip(active, checks, strict=True):
+            part = {
+                **part,
+                "allowed_hosts": [self.target_host],
+                # This host's clock is the server's: each generator starts when its own
+                # clock says the server's reads start_at_ms.
+                "start_at_ms": int(start_at_ms - check["offset_ms"]),
+                "clock_offset_ms": check["offset_ms"],
+            }
+            futures.append(generator.run.remote(part, budget_s))
+            seen.append({"index": index, **check})
+        return _RayRunning(futures, [g for _, g, _ in active], seen, Path(workdir), tag)
+
+
+def _planned_s(plan: dict) -> float:
+    pacer = plan.get("pacer", {})
+    if pacer.get("kind") == "users":
+        return float(pacer["ramp_up_s"]) + float(pacer["hold_s"])
+    return float(plan.get("duration_s") or 600.0)
+
+
+class _RayRunning:
+    local_pid = None
+
+    def __init__(self, futures, generators, checks, workdir: Path, tag: str):
+        self.futures, self.generators, self.checks = futures, generators, checks
+        self.workdir, self.tag = workdir, tag
+        self.started = time.monotonic()
+        self.outputs: dict[int, dict] = {}
+        self.lost: dict[int, dict] = {}
+
+    def done(self) -> bool:
+        for position, future in enumerate(self.futures):
+            if position in self.outputs or position in self.lost:
+                continue
+            ready, _ = ray.wait([future], timeout=0)
+            if ready:
+                self._collect(position, future)
+        return len(self.outputs) + len(self.lost) == len(self.futures)
+
+    def _collect(self, position: int, future) -> None:
+        try:
+            self.outputs[position] = ray.get(future)
+        except RayError as error:
+            self.lost[position] = {
+                "generator": self.checks[position]["index"],
+                "address": self.checks[position]["address"],
+                "after_s": round(time.monotonic() - self.started, 1),
+                "error": str(error).splitlines()[0][:300],
+            }
+
+    def stop(self) -> None:
+        for position, generator in enumerate(self.generators):
+            if position not in self.outputs and position not in self.lost:
+                generator.stop.remote()
+
+    def finish(self) -> LoadResult:
+        deadline = time.monotonic() + FINISH_S
+        while not self.done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for position in range(len(self.futures)):
+            if position not in self.outputs and position not in self.lost:
+                self.lost[position] = {
+                    "generator": self.checks[position]["index"],
+                    "error": "no answer",
+                }
+        outputs = [self.outputs[p] for p in sorted(self.outputs)]
+        merged = merge(outputs, self.workdir / f"{self.tag}-merge") if outputs else {}
+        return LoadResult(
+            summary=merged.get("summary"),
+            intervals=merged.get("intervals", []),
+            emits=merged.get("emits", []),
+            stderr_tail="\n".join(o["stderr_tail"] for o in outputs if o["stderr_tail"])[-2000:],
+            generators=[self._generator(p) for p in sorted(self.outputs)],
+            lost=[self.lost[p] for p in sorted(self.lost)],
+        )
+
+    def _generator(self, position: int) -> dict:
+        """One generator's own figures: its summary, clock and whether it was saturated."""
+        output, check = self.outputs[position], self.checks[position]
+        summary = output["summary"] or {}
+        duration = summary.get("duration_s") or 0
+        cpu = 100 * (summary.get("client_cpu_s") or 0) / duration if duration else None
+        return {
+            **check,
+            "summary": summary,
+            "cpu_percent": None if cpu is None else round(cpu, 1),
+            "generator_bound": cpu is not None and cpu > SATURATED_PERCENT,
+        }

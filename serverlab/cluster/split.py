@@ -1,0 +1,102 @@
+"""One engine plan split over n generators, as k6 splits its execution segments: counts
+divided with the remainders spread over the first generators; arrivals and user starts
+interleaved, so that the generators together make the plan's own schedule rather than n
+identical bursts; syslog numbering in disjoint ranges, so that loss stays exact. Pure.
+
+A plan with fewer clients than generators (one sequential connection, three users over
+four generators) runs on as many generators as it has clients; the others get no plan,
+None in their place.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+class SplitError(ValueError):
+    pass
+
+
+def share(total: int, n: int, i: int) -> int:
+    """Generator i's part of `total` things: equal parts, the remainder to the first ones."""
+    return total // n + (1 if i < total % n else 0)
+
+
+def split(plan: dict[str, Any], n: int) -> list[dict[str, Any] | None]:
+    if n < 1:
+        raise SplitError(f"cannot split a plan over {n} generators")
+    used = min(n, _clients(plan))
+    return [_part(plan, used, i) if i < used else None for i in range(n)]
+
+
+def _clients(plan: dict[str, Any]) -> int:
+    """How many generators a plan can keep busy: one per client at most."""
+    pacer = plan.get("pacer", {"kind": "closed"})
+    kind = pacer["kind"]
+    if kind == "sequential":
+        return 1  # one connection at a time is one client
+    if kind == "users":
+        return int(pacer["users"])
+    counts = [int(plan["requests"])] if "requests" in plan else []
+    if kind == "closed":
+        counts.append(int(plan.get("connections", 10)))
+    # An open loop with no count has no limit: every generator takes part.
+    return max(1, min(counts)) if counts else 1 << 30
+
+
+def _part(plan: dict[str, Any], n: int, i: int) -> dict[str, Any]:
+    pacer = plan.get("pacer", {"kind": "closed"})
+    part = copy.deepcopy(plan)
+    part.pop("sources", None)  # a generator's own address is its source
+    part["seed"] = int(plan.get("seed", 1)) + i  # each picks its own weighted paths
+    if "requests" in plan:
+        part["requests"] = share(int(plan["requests"]), n, i)
+    part["pacer"] = _pacer(pacer, n, i)
+    connections = int(plan.get("connections", 10))
+    if pacer["kind"] == "closed":
+        part["connections"] = share(connections, n, i)
+    elif pacer["kind"] == "open" and connections:
+        # A keep-alive pool, or a cap on open connections (0: none): at least one each.
+        part["connections"] = max(1, share(connections, n, i))
+    _number_syslog(part, plan, n, i)
+    return part
+
+
+def _pacer(pacer: dict[str, Any], n: int, i: int) -> dict[str, Any]:
+    kind = pacer["kind"]
+    if n == 1:
+        return dict(pacer)
+    if kind == "open":
+        rate = float(pacer["rate"])
+        part = {**pacer, "rate": rate / n, "offset_s": i / rate}
+        if pacer.get("ramp_to_rate") is not None:
+            part["ramp_to_rate"] = float(pacer["ramp_to_rate"]) / n
+        return part
+    if kind == "users":
+        return _users(pacer, n, i)
+    return dict(pacer)
+
+
+def _users(pacer: dict[str, Any], n: int, i: int) -> dict[str, Any]:
+    """User j of the whole plan starts at j * ramp / users; generator i runs the users
+    j = i, i + n, i + 2n ..., all stopping when the whole plan stops."""
+    total, ramp, hold = int(pacer["users"]), float(pacer["ramp_up_s"]), float(pacer["hold_s"])
+    mine = share(total, n, i)
+    step = ramp / total if total else 0.0
+    ramp_part = mine * n * step
+    return {
+        "kind": "users",
+        "users": mine,
+        "ramp_up_s": ramp_part,
+        "hold_s": ramp + hold - ramp_part,
+        "offset_s": i * step,
+    }
+
+
+def _number_syslog(part: dict, plan: dict, n: int, i: int) -> None:
+    behaviour = plan.get("behaviour", {})
+    if behaviour.get("kind") != "syslog" or "requests" not in plan:
+        return
+    first = sum(share(int(plan["requests"]), n, k) for k in range(i))
+    part["behaviour"] = {**behaviour, "seq_start": int(behaviour.get("seq_start", 0)) + first}
