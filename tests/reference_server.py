@@ -541,7 +541,7 @@ class HttpConnection:
         self.send_head(200, "text/event-stream", None, [("Cache-Control", "no-cache")])
         self.server.counters.sse["total"] += 1
         request = hub.register(self, body, "sse")
-        request.positions = {name: hub.last_seq(name) for name in request.events}
+        request.positions = {name: named.get(name, hub.last_seq(name)) for name in request.events}
         for name in request.events:
             if name in named:
                 hub.replay(request, name, named[name])

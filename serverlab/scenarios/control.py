@@ -8,7 +8,7 @@ from serverlab.jsonshape import check_types
 from serverlab.outcome import Outcome
 from serverlab.waiting import wait_for
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION = "1.1"
 STATS_TYPES = {
     "spec_version": "str",
     "server": "str",

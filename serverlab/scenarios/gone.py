@@ -38,7 +38,7 @@ def sse_subscriber(ctx: VerifyContext, event: str, kind: str):
 def websocket_subscriber(ctx: VerifyContext, event: str, kind: str):
     with RawWebSocket(ctx) as connection:
         connection.send_json({"type": "subscribe", "events": [event]})
-        connection.next_message(ctx.timeout_s, "the subscribed reply")
+        connection.next_message(ctx.give_up_s, "the subscribed reply")
         yield  # leaving closes the socket: no close frame, as when a client dies
 
 

@@ -40,7 +40,7 @@ def echo(connection, parts: list[str], ctx: VerifyContext, outcome: Outcome, wha
     """Sends one echo message (in fragments if several parts) and checks the reply."""
     connection.send(parts[0] if len(parts) == 1 else iter(parts))
     wanted = {"type": "echo", "data": json.loads("".join(parts))["data"]}
-    reply = receive_json(connection, ctx.timeout_s, f"the echo of {what}")
+    reply = receive_json(connection, ctx.give_up_s, f"the echo of {what}")
     outcome.require(reply == wanted, f"{what}: echo reply {str(reply)[:120]}")
 
 
@@ -135,8 +135,8 @@ def ws_publish(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
             open_push = before["requests"]["open_push"] + 1
             wait_for(lambda: ctx.stats()["requests"]["open_push"] >= open_push, ctx.give_up_s)
             send_json(publisher, {"type": "publish", "event": event, "data": {"hello": "world"}})
-            got = [receive_json(c, ctx.timeout_s, "the published event") for c in (first, second)]
-            reply = receive_json(publisher, ctx.timeout_s, "the published reply")
+            got = [receive_json(c, ctx.give_up_s, "the published event") for c in (first, second)]
+            reply = receive_json(publisher, ctx.give_up_s, "the published reply")
             answer, poll_request = poll.result()
         check_fanout_of_publish(
             [*zip(got, requests, strict=True), (answer.json(), poll_request)],
@@ -148,9 +148,9 @@ def ws_publish(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         wanted = {"type": "published", "event": event, "seq": seq, "total": 3}
         outcome.require(reply == wanted, f"published reply {reply}, expected {wanted}")
         send_json(first, {"type": "publish", "event": event})
-        own = receive_json(first, ctx.timeout_s, "the publisher's own delivery")
-        reply = receive_json(first, ctx.timeout_s, "the published reply")
-        other = receive_json(second, ctx.timeout_s, "the second publish")
+        own = receive_json(first, ctx.give_up_s, "the publisher's own delivery")
+        reply = receive_json(first, ctx.give_up_s, "the published reply")
+        other = receive_json(second, ctx.give_up_s, "the second publish")
         check_fanout_of_publish([(own, requests[0]), (other, requests[1])], event, None, outcome)
         wanted = {"type": "published", "event": event, "seq": seq + 1, "total": 2}
         outcome.require(reply == wanted, f"published reply {reply}, expected {wanted}")
@@ -185,7 +185,7 @@ def ws_ping(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """A ping is answered by a pong with the same payload."""
     with open_ws(ctx) as connection:
         pong = connection.ping(b"serverlab ping")
-        outcome.require(pong.wait(ctx.timeout_s), "no pong with the ping's payload")
+        outcome.require(pong.wait(ctx.give_up_s), "no pong with the ping's payload")
 
 
 def ws_close(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
@@ -194,7 +194,7 @@ def ws_close(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     code = params.get("code", 1000)
     with RawWebSocket(ctx) as connection:
         connection.send_close(code, "verify is done")
-        answered = connection.close_code(ctx.timeout_s)
+        answered = connection.close_code(ctx.give_up_s)
         outcome.require(answered == code, f"the close was answered with code {answered}")
         outcome.require(connection.wait_closed(ctx.give_up_s), "the server kept TCP open")
     closed = wait_for(lambda: ctx.stats()["websocket"]["open"] == before, ctx.give_up_s)
@@ -228,7 +228,7 @@ def ws_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """A frame or message §11 refuses: a close frame with its code, then TCP closed."""
     with RawWebSocket(ctx) as connection:
         connection.send_raw(BAD_FRAMES[params["frame"]]())
-        code = connection.close_code(ctx.timeout_s)
+        code = connection.close_code(ctx.give_up_s)
         outcome.observed.append(str(code))
         outcome.require(code == params["code"], f"close code {code}, expected {params['code']}")
         outcome.require(

@@ -71,7 +71,7 @@ def subscribe(connection: ClientConnection, events: list[str], ctx, outcome: Out
     """Subscribes and checks the `subscribed` reply; the subscribe message sent."""
     message = {"type": "subscribe", "events": events}
     send_json(connection, message)
-    reply = receive_json(connection, ctx.timeout_s, "the subscribed reply")
+    reply = receive_json(connection, ctx.give_up_s, "the subscribed reply")
     wanted = {"type": "subscribed", "events": events}
     if reply != wanted:
         outcome.abort(f"subscribe answered {reply!r}"[:200] + f", expected {wanted!r}")
