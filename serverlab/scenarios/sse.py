@@ -18,6 +18,7 @@ from serverlab.scenarios.ssewire import (
     SseMessage,
     check_sse_head,
     open_sse,
+    parse_position,
     position,
     sse_request,
 )
@@ -36,7 +37,6 @@ class Walked:
     gaps: list[dict] = field(default_factory=list)
     opening: str | None = None  # the opening message's id
     timeout: bool = False
-    deliveries: list[dict] = field(default_factory=list)
 
 
 def walk(messages: list[SseMessage], names, seqs: dict, request: dict, outcome: Outcome):
@@ -112,7 +112,6 @@ def take_event(document, message, names, seqs, request, walked, outcome, where) 
         outcome.require("replayed" not in event, f"{where}: a live delivery has 'replayed'")
         walked.live.setdefault(name, []).append(event["seq"])
     seqs[name] = event["seq"]
-    walked.deliveries.append(document)
     return not outcome.failures
 
 
@@ -220,8 +219,9 @@ def sse_replay(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     finally:
         for name in names:
             clear_event(ctx, name)
-    named = dict(pair.split(":") for pair in last_id.split(","))
-    seqs = {name: int(seq) for name, seq in named.items()}
+    seqs = parse_position(last_id, names)
+    if not outcome.require(seqs is not None, f"the first stream's last id {last_id!r}"):
+        return
     walked = walk(stream.messages, names, seqs, sse_request(names, **query), outcome)
     if walked is None:
         return

@@ -134,3 +134,11 @@ def check_sse_head(stream: SseStream, outcome: Outcome) -> bool:
 def position(events: list[str], seqs: dict[str, int]) -> str:
     """The §10 id form: `name:seq` for every event of the stream, in order."""
     return ",".join(f"{name}:{seqs.get(name, 0)}" for name in events)
+
+
+def parse_position(text: str, names: list[str]) -> dict[str, int] | None:
+    """The `name:seq` pairs of an id that names each of `names` once; None if it does not."""
+    pairs = [pair.partition(":") for pair in text.split(",")]
+    if [name for name, _, _ in pairs] != names or not all(s.isdigit() for _, _, s in pairs):
+        return None
+    return {name: int(seq) for name, _, seq in pairs}
