@@ -13,7 +13,7 @@ REFERENCE_MANIFEST = f"""
 name = "reference"
 language = "python"
 architecture = "asyncio event loop"
-implements = ["perf", "files", "upload", "control", "push", "syslog"]
+implements = ["perf", "files", "upload", "control", "push", "sse", "websocket", "syslog"]
 version = "{sys.executable} --version"
 start = "{sys.executable} {REFERENCE_SERVER} --port {{port}} --syslog-port {{syslog_port}} \
 --docroot {{docroot}} --name {{name}} --fault {{fault}} --die-after {{die_after}}"

@@ -7,6 +7,9 @@ exactly the matching cases shows the checker can tell the difference.
 
 import argparse
 import asyncio
+import base64
+import binascii
+import collections
 import contextlib
 import email.utils
 import hashlib
@@ -21,12 +24,24 @@ import urllib.parse
 from pathlib import Path
 
 import h11
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
+from websockets.frames import Frame, Opcode
+from websockets.headers import build_extension, parse_extension
+from websockets.protocol import Protocol, Side, State
+from websockets.utils import accept_key
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION = "1.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+MAX_EVENTS = 16
+REPLAY_BUFFER = 64
+MAX_WS_MESSAGE = 65536
+DEFAULT_HEARTBEAT_MS = 15000
+POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
+NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
+DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 FAULTS = {
     "none": "a correct server",
     "no_date_perf": "GET /perf answers without a Date header",
@@ -40,6 +55,14 @@ FAULTS = {
     "no_seq": "deliveries leave out response.event.seq",
     "split_lines": "each comet line is written in two chunks",
     "header_400": "an oversize header section gets 400 instead of 431",
+    "sse_no_id": "SSE event messages carry no id line",
+    "sse_no_replay": "Last-Event-ID is checked but nothing is replayed",
+    "sse_no_heartbeat": "SSE streams get no heartbeats",
+    "ws_no_echo": "WebSocket echo messages are not answered",
+    "ws_accept_oversize": "WebSocket messages over 64 KiB are accepted",
+    "ws_deflate": "permessage-deflate is accepted when offered",
+    "ws_version_400": "a wrong Sec-WebSocket-Version gets 400 instead of 426",
+    "keep_gone": "subscribers whose client left stay listed and counted",
 }
 ROUTES = {
     "/perf": ("GET",),
@@ -50,13 +73,15 @@ ROUTES = {
     "/event/set": ("POST",),
     "/event/clear": ("POST",),
     "/push": ("POST",),
+    "/sse": ("GET",),
+    "/ws": ("GET",),
 }
 
 
 class BadRequest(Exception):
-    def __init__(self, status: int, reason: str):
+    def __init__(self, status: int, reason: str, extra=()):
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.extra = status, reason, extra
 
 
 def now_ms() -> int:
@@ -71,19 +96,24 @@ class Counters:
         self.requests_total = 0
         self.responses_total = self.responses_push = self.responses_timeouts = 0
         self.syslog_received = self.syslog_bytes = self.syslog_tcp = 0
+        self.sse = dict.fromkeys(
+            ("total", "deliveries", "replayed", "gaps", "heartbeats", "timeouts"), 0
+        )
+        self.ws = dict.fromkeys(("open", "total", "deliveries", "echoes", "publishes"), 0)
 
 
 class PushRequest:
-    """One open long poll or comet stream, registered with its events."""
+    """One subscriber: a long poll, a comet or SSE stream, or a WebSocket subscription."""
 
-    def __init__(self, connection, body: dict, open_count: int):
+    def __init__(self, connection, body: dict, open_count: int, kind: str):
         self.connection = connection
         self.body = body
-        self.kind = body["type"]
+        self.kind = kind
         self.events = body["events"]
         self.created = now_ms()
         self.start = open_count
         self.done = asyncio.get_running_loop().create_future()
+        self.positions: dict[str, int] = {}  # SSE: the newest seq sent per event
 
     def answer_shape(self, response: dict, open_count: int) -> dict:
         sent = now_ms()
@@ -104,16 +134,14 @@ class PushHub:
         self.open: list[PushRequest] = []
         self.emitters: dict[str, asyncio.Task] = {}
         self.stats: dict[str, dict] = {}
+        self.history: dict[str, collections.deque] = {}  # the SSE replay buffer per event
 
-    def set(self, name: str, interval_ms: int) -> bool:
-        replaced = name in self.emitters
-        if replaced:
-            self.emitters.pop(name).cancel()
-        entry = self.stats.setdefault(
+    def entry(self, name: str) -> dict:
+        return self.stats.setdefault(
             name,
             {
-                "interval_ms": interval_ms,
-                "active": True,
+                "interval_ms": 0,
+                "active": False,
                 "emits": 0,
                 "last_seq": 0,
                 "deliveries": 0,
@@ -122,7 +150,15 @@ class PushHub:
                 "total_emit_duration_ms": 0,
             },
         )
-        entry.update(interval_ms=interval_ms, active=True)
+
+    def last_seq(self, name: str) -> int:
+        return self.stats.get(name, {}).get("last_seq", 0)
+
+    def set(self, name: str, interval_ms: int) -> bool:
+        replaced = name in self.emitters
+        if replaced:
+            self.emitters.pop(name).cancel()
+        self.entry(name).update(interval_ms=interval_ms, active=True)
         self.emitters[name] = asyncio.create_task(self._emit_loop(name, interval_ms))
         return replaced
 
@@ -141,42 +177,87 @@ class PushHub:
             await asyncio.sleep(due - loop.time())
             self._emit(name)
 
-    def _emit(self, name: str) -> None:
+    def publish(self, name: str, data) -> tuple[int, int]:
+        """A publish cycle (spec §11): one emit cycle now; its (seq, total)."""
+        self.entry(name)
+        return self._emit(name, data)
+
+    def _emit(self, name: str, data=NO_DATA) -> tuple[int, int]:
         entry = self.stats[name]
         entry["emits"] += 1
         entry["last_seq"] += 1
         created = now_ms()
+        self.history.setdefault(name, collections.deque(maxlen=REPLAY_BUFFER)).append(
+            (entry["last_seq"], created, data)
+        )
         snapshot = list(self.subscribers.get(name, []))
         for place, request in enumerate(snapshot, 1):
             shown_place = 1 if "fanout_place" in self.faults else place
-            sent = now_ms()
-            event = {
-                "name": name,
-                "seq": entry["last_seq"],
-                "timings": {"duration": sent - created, "sent": sent, "created": created},
-                "connections": {"total": len(snapshot), "place": shown_place},
-            }
-            if "no_seq" in self.faults:
-                del event["seq"]
+            event = self.event(name, entry["last_seq"], created, data, len(snapshot), shown_place)
             self._deliver(request, {"event": event})
         duration = now_ms() - created
         entry["deliveries"] += len(snapshot)
         entry["last_emit_duration_ms"] = duration
         entry["max_emit_duration_ms"] = max(entry["max_emit_duration_ms"], duration)
         entry["total_emit_duration_ms"] += duration
+        return entry["last_seq"], len(snapshot)
+
+    def event(self, name: str, seq: int, created: int, data, total: int, place: int) -> dict:
+        sent = now_ms()
+        event = {
+            "name": name,
+            "seq": seq,
+            "timings": {"duration": sent - created, "sent": sent, "created": created},
+            "connections": {"total": total, "place": place},
+        }
+        if "no_seq" in self.faults:
+            del event["seq"]
+        if data is not NO_DATA:
+            event["data"] = data
+        return event
 
     def _deliver(self, request: PushRequest, response: dict) -> None:
         document = request.answer_shape(response, len(self.open))
-        self.counters.responses_push += 1
         if request.kind == "longpoll":
+            self.counters.responses_push += 1
             self.leave(request)
             request.connection.send_json(200, document)
             request.done.set_result(None)
-        else:
+        elif request.kind == "comet":
+            self.counters.responses_push += 1
             request.connection.send_line(document)
+        elif request.kind == "sse":
+            self.counters.sse["deliveries"] += 1
+            request.connection.send_sse_event(request, document)
+        else:
+            self.counters.ws["deliveries"] += 1
+            request.connection.ws_send(document)
 
-    def register(self, connection, body: dict) -> PushRequest:
-        request = PushRequest(connection, body, len(self.open) + 1)
+    def replay(self, request: PushRequest, name: str, after: int) -> None:
+        """Sends an SSE stream what it missed of `name` after seq `after` (spec §10)."""
+        newest = self.last_seq(name)
+        buffered = [entry for entry in self.history.get(name, ()) if entry[0] > after]
+        next_seq = buffered[0][0] if buffered else newest + 1
+        if after == newest or "sse_no_replay" in self.faults:
+            return
+        if next_seq > after + 1 or after > newest:
+            request.positions[name] = next_seq - 1
+            self.counters.sse["gaps"] += 1
+            gap = {"gap": {"name": name, "after": after, "next": next_seq}}
+            request.connection.send_sse("gap", gap, request)
+        for seq, created, data in buffered:
+            event = {**self.event(name, seq, created, data, 1, 1), "replayed": True}
+            request.positions[name] = seq
+            self.counters.sse["replayed"] += 1
+            document = request.answer_shape({"event": event}, len(self.open))
+            request.connection.send_sse_event(request, document)
+
+    @property
+    def open_push(self) -> int:
+        return sum(1 for request in self.open if request.kind in ("longpoll", "comet"))
+
+    def register(self, connection, body: dict, kind: str) -> PushRequest:
+        request = PushRequest(connection, body, len(self.open) + 1, kind)
         self.open.append(request)
         for name in request.events:
             self.subscribers.setdefault(name, []).append(request)
@@ -195,11 +276,16 @@ class PushHub:
             return
         document = request.answer_shape({"timeout": True}, len(self.open))
         self.leave(request)
-        self.counters.responses_timeouts += 1
         if request.kind == "longpoll":
+            self.counters.responses_timeouts += 1
             request.connection.send_json(200, document)
-        else:
+        elif request.kind == "comet":
+            self.counters.responses_timeouts += 1
             request.connection.send_line(document)
+            request.connection.end_body()
+        else:
+            self.counters.sse["timeouts"] += 1
+            request.connection.send_sse("timeout", document)
             request.connection.end_body()
         request.done.set_result(None)
 
@@ -241,6 +327,21 @@ class HttpConnection:
 
     def end_body(self) -> None:
         self.writer.write(self.h11.send(h11.EndOfMessage()))
+
+    def send_sse(self, event: str | None, document, request: PushRequest | None = None) -> None:
+        """One SSE message: its type, data, and the stream's position as its id."""
+        lines = [f"event: {event}"] if event else []
+        if request is not None:
+            lines.append("id: " + ",".join(f"{n}:{request.positions[n]}" for n in request.events))
+        if document is not None:
+            lines.append("data: " + json.dumps(document))
+        self.writer.write(self.h11.send(h11.Data(data=("\n".join(lines) + "\n\n").encode())))
+
+    def send_sse_event(self, request: PushRequest, document: dict) -> None:
+        event = document["response"]["event"]
+        request.positions[event["name"]] = event.get("seq", 0)
+        with_id = None if self.server.has_fault("sse_no_id") else request
+        self.send_sse(None, document, with_id)
 
     # -- reading -----------------------------------------------------------------------
     async def next_event(self):
@@ -324,7 +425,7 @@ class HttpConnection:
         try:
             await self.route(event.method.decode(), event.target.decode("latin-1"))
         except BadRequest as bad:
-            self.send_error(bad.status, bad.reason)
+            self.send_error(bad.status, bad.reason, bad.extra)
             if self.h11.their_state is not h11.DONE:
                 return False
         except h11.RemoteProtocolError:
@@ -415,7 +516,7 @@ class HttpConnection:
     async def push(self, query: str) -> None:
         body = validate_push(await self.read_json())
         hub = self.server.hub
-        request = hub.register(self, body)
+        request = hub.register(self, body, body["type"])
         loop = asyncio.get_running_loop()
         duration = body.get("duration_ms")
         never = body["type"] == "longpoll" and self.server.has_fault("no_longpoll_timeout")
@@ -426,14 +527,82 @@ class HttpConnection:
         )
         if body["type"] == "comet":
             self.send_head(200, "application/x-ndjson", None)
+        try:
+            await self.hold(request)
+        finally:
+            if timer:
+                timer.cancel()
+
+    async def sse(self, query: str) -> None:
+        await self.read_body(0)
+        body = sse_request(query)
+        named = parse_position(dict(self.request.headers).get(b"last-event-id", b""))
+        hub = self.server.hub
+        self.send_head(200, "text/event-stream", None, [("Cache-Control", "no-cache")])
+        self.server.counters.sse["total"] += 1
+        request = hub.register(self, body, "sse")
+        request.positions = {name: named.get(name, hub.last_seq(name)) for name in request.events}
+        for name in request.events:
+            if name in named:
+                hub.replay(request, name, named[name])
+        self.send_sse(None, None, request)  # the opening message: the position, no data
+        loop = asyncio.get_running_loop()
+        duration = body.get("duration_ms")
+        timer = duration and loop.call_later(duration / 1000, hub.time_out, request)
+        beats = asyncio.ensure_future(self.heartbeats(request, body.get("heartbeat_ms")))
+        try:
+            await self.hold(request)
+        finally:
+            beats.cancel()
+            if timer:
+                timer.cancel()
+
+    async def heartbeats(self, request: PushRequest, interval_ms: int | None) -> None:
+        interval_ms = DEFAULT_HEARTBEAT_MS if interval_ms is None else interval_ms
+        if not interval_ms or self.server.has_fault("sse_no_heartbeat"):
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            due += interval_ms / 1000
+            await asyncio.sleep(due - loop.time())
+            if request.done.done():
+                return
+            self.writer.write(self.h11.send(h11.Data(data=b": heartbeat\n\n")))
+            self.server.counters.sse["heartbeats"] += 1
+
+    async def hold(self, request: PushRequest) -> None:
+        """Waits until the request is done or its client leaves."""
         closed = asyncio.ensure_future(self.reader.read(1))
         await asyncio.wait([request.done, closed], return_when=asyncio.FIRST_COMPLETED)
         if not request.done.done():
-            hub.leave(request)
+            if not self.server.has_fault("keep_gone"):
+                self.server.hub.leave(request)
             raise ConnectionError("the push client went away")
         await self.stop_watching(closed)
-        if timer:
-            timer.cancel()
+
+    async def ws(self, query: str) -> None:
+        await self.read_body(0)
+        headers = dict(self.request.headers)
+        accept = check_upgrade(headers, self.server.has_fault("ws_version_400"))
+        answer = [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Accept", accept),
+        ]
+        offer = headers.get(b"sec-websocket-extensions", b"").decode("latin-1")
+        extension = None
+        if offer and self.server.has_fault("ws_deflate"):
+            params = dict(parse_extension(offer)).get("permessage-deflate", [])
+            accepted, extension = ServerPerMessageDeflateFactory().process_request_params(
+                params, []
+            )
+            answer.append(
+                ("Sec-WebSocket-Extensions", build_extension([(extension.name, accepted)]))
+            )
+        self.writer.write(self.h11.send(h11.InformationalResponse(status_code=101, headers=answer)))
+        self.server.counters.responses_total += 1
+        await WebSocketSession(self, extension).run(self.h11.trailing_data[0])
 
     async def stop_watching(self, closed: asyncio.Future) -> None:
         """Ends the disconnect watch; a byte it read belongs to the next request."""
@@ -472,6 +641,178 @@ def validate_push(body: dict) -> dict:
     if duration is not None and (not is_int(duration) or not 1 <= duration <= 3_600_000):
         raise BadRequest(400, "duration_ms must be an integer from 1 to 3600000")
     return body
+
+
+def check_upgrade(headers: dict[bytes, bytes], version_400: bool) -> str:
+    """The Sec-WebSocket-Accept of a valid upgrade (spec §11); 400 or 426 otherwise."""
+    if headers.get(b"upgrade", b"").lower() != b"websocket":
+        raise BadRequest(400, "a websocket upgrade is required")
+    if b"upgrade" not in {t.strip().lower() for t in headers.get(b"connection", b"").split(b",")}:
+        raise BadRequest(400, "connection: upgrade is required")
+    version = headers.get(b"sec-websocket-version")
+    if version is None:
+        raise BadRequest(400, "sec-websocket-version is required")
+    if version != b"13":
+        status = 400 if version_400 else 426
+        raise BadRequest(status, "sec-websocket-version 13 only", [("Sec-WebSocket-Version", "13")])
+    key = headers.get(b"sec-websocket-key", b"")
+    try:
+        raw = base64.b64decode(key, validate=True)
+    except binascii.Error:
+        raw = b""
+    if len(raw) != 16:
+        raise BadRequest(400, "sec-websocket-key is not 16 bytes in base64")
+    return accept_key(key.decode())
+
+
+class WebSocketSession:
+    """One upgraded connection (spec §11). websockets' sans-I/O protocol does the framing
+    (pongs, the close handshake, 1002 and 1009); the messages and 1003/1007/1008 are ours."""
+
+    def __init__(self, connection: HttpConnection, extension):
+        self.connection = connection
+        self.server = connection.server
+        limit = None if self.server.has_fault("ws_accept_oversize") else MAX_WS_MESSAGE
+        self.protocol = Protocol(Side.SERVER, state=State.OPEN, max_size=limit)
+        self.protocol.extensions = [extension] if extension else []
+        self.fragments: list[Frame] = []
+        self.subscription: PushRequest | None = None
+
+    async def run(self, data: bytes) -> None:
+        counters = self.server.counters.ws
+        counters["open"] += 1
+        counters["total"] += 1
+        try:
+            if data:
+                self.protocol.receive_data(data)
+            while True:
+                for frame in self.protocol.events_received():
+                    self.take(frame)
+                if self.flush():
+                    break
+                data = await self.connection.reader.read(65536)
+                if not data:
+                    self.protocol.receive_eof()
+                    break
+                self.protocol.receive_data(data)
+            await self.linger()
+        finally:
+            counters["open"] -= 1
+            if self.subscription and not self.server.has_fault("keep_gone"):
+                self.server.hub.leave(self.subscription)
+
+    def flush(self) -> bool:
+        """Writes what the protocol has to send; True once it asks to close TCP."""
+        eof = False
+        for data in self.protocol.data_to_send():
+            if data:
+                self.connection.writer.write(data)
+            eof = eof or not data
+        return eof
+
+    async def linger(self) -> None:
+        """Reads what the client still sends (its close frame) before TCP closes: closing
+        with unread bytes resets the connection, which can lose our close frame."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 2
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            while loop.time() < end and await asyncio.wait_for(
+                self.connection.reader.read(65536), 0.2
+            ):
+                pass
+
+    def ws_send(self, document) -> None:
+        if self.protocol.state is State.OPEN:
+            self.protocol.send_text(json.dumps(document).encode())
+            self.flush()
+
+    def take(self, frame: Frame) -> None:
+        if self.protocol.state is not State.OPEN or frame.opcode not in DATA_OPCODES:
+            return  # pings, pongs and closes are the protocol's
+        self.fragments.append(frame)
+        if not frame.fin:
+            return
+        opcode, payload = self.fragments[0].opcode, b"".join(f.data for f in self.fragments)
+        self.fragments = []
+        if opcode is Opcode.BINARY:
+            return self.protocol.fail(1003, "binary messages are not accepted")
+        try:
+            message = json.loads(payload.decode("utf-8"))
+        except UnicodeDecodeError:
+            return self.protocol.fail(1007, "invalid utf-8")
+        except json.JSONDecodeError:
+            return self.protocol.fail(1008, "a message is one json object")
+        kind = message.get("type") if isinstance(message, dict) else None
+        handler = {"echo": self.echo, "subscribe": self.subscribe, "publish": self.publish}
+        problem = handler[kind](message) if kind in handler else "unknown message type"
+        if problem:
+            self.protocol.fail(1008, problem)
+
+    def echo(self, message: dict) -> None:
+        if not self.server.has_fault("ws_no_echo"):
+            self.server.counters.ws["echoes"] += 1
+            self.ws_send({"type": "echo", "data": message.get("data")})
+
+    def subscribe(self, message: dict) -> str | None:
+        events = message.get("events")
+        if self.subscription:
+            return "subscribed already"
+        if not (
+            isinstance(events, list)
+            and 1 <= len(events) <= MAX_EVENTS
+            and len(set(map(str, events))) == len(events)
+            and all(isinstance(name, str) and EVENT_NAME.match(name) for name in events)
+        ):
+            return "events must be 1 to 16 distinct event names"
+        self.ws_send({"type": "subscribed", "events": events})
+        self.subscription = self.server.hub.register(self, message, "websocket")
+        return None
+
+    def publish(self, message: dict) -> str | None:
+        name = message.get("event")
+        if not isinstance(name, str) or not EVENT_NAME.match(name):
+            return "publish needs an event name"
+        self.server.counters.ws["publishes"] += 1
+        seq, total = self.server.hub.publish(name, message.get("data"))
+        self.ws_send({"type": "published", "event": name, "seq": seq, "total": total})
+        return None
+
+
+def sse_request(query: str) -> dict:
+    """The `request` of an SSE stream's deliveries, from its query (spec §10); 400 if bad."""
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise BadRequest(400, "malformed query") from None
+    params = dict(pairs)
+    if len(params) != len(pairs):
+        raise BadRequest(400, "a parameter is given twice")
+    names = params.get("events", "").split(",")
+    if not all(EVENT_NAME.match(name) for name in names) or len(set(names)) != len(names):
+        raise BadRequest(400, "events must be distinct event names")
+    if len(names) > MAX_EVENTS:
+        raise BadRequest(400, "at most 16 events")
+    body = {"type": "sse", "events": names}
+    for key, low in (("heartbeat_ms", 10), ("duration_ms", 1)):
+        if key in params:
+            value = int(params[key]) if re.fullmatch(r"[0-9]{1,9}", params[key]) else -1
+            if not (low <= value <= 3_600_000 or (key == "heartbeat_ms" and value == 0)):
+                raise BadRequest(400, f"{key} is out of range")
+            body[key] = value
+    return body
+
+
+def parse_position(header: bytes) -> dict[str, int]:
+    """A Last-Event-ID in the `name:seq,...` form of spec §10; 400 if malformed."""
+    if not header:
+        return {}
+    pairs = header.decode("latin-1").split(",")
+    if not all(POSITION.match(pair) for pair in pairs):
+        raise BadRequest(400, "malformed last-event-id")
+    named = {name: int(seq) for name, seq in (pair.split(":") for pair in pairs)}
+    if len(named) != len(pairs) or max(named.values()) > 2**53 - 1:
+        raise BadRequest(400, "malformed last-event-id")
+    return named
 
 
 def safe_path(root: Path, relative: str) -> Path:
@@ -555,7 +896,7 @@ class ReferenceServer:
             "server": c.name,
             "uptime_ms": int((time.monotonic() - c.started) * 1000),
             "connections": {"open": c.connections_open, "total": c.connections_total},
-            "requests": {"total": c.requests_total, "open_push": len(self.hub.open)},
+            "requests": {"total": c.requests_total, "open_push": self.hub.open_push},
             "responses": {
                 "total": c.responses_total,
                 "push": c.responses_push,
@@ -567,7 +908,12 @@ class ReferenceServer:
                 "bytes": c.syslog_bytes,
                 "tcp_connections": c.syslog_tcp,
             },
+            "sse": {"open": self.open_count("sse"), **c.sse},
+            "websocket": {**c.ws, "subscribers": self.open_count("websocket")},
         }
+
+    def open_count(self, kind: str) -> int:
+        return sum(1 for request in self.hub.open if request.kind == kind)
 
     async def run(self, port: int, syslog_port: int | None) -> None:
         async def on_connection(reader, writer):

@@ -43,6 +43,42 @@ def test_issue_2_coverage_is_there():
     assert wanted <= ids
 
 
+def test_issue_16_coverage_is_there():
+    cases = {case.id: case for case in load_cases()}
+    wanted = {
+        "sse.stream",
+        "sse.heartbeat",
+        "sse.replay",
+        "sse.replay_composite",
+        "sse.gap",
+        "sse.no_events",
+        "sse.bad_last_event_id",
+        "websocket.echo",
+        "websocket.subscribe",
+        "websocket.publish",
+        "websocket.ping",
+        "websocket.close",
+        "websocket.deflate_declined",
+        "websocket.not_upgrade",
+        "websocket.wrong_version",
+        "websocket.unmasked",
+        "websocket.invalid_utf8",
+        "websocket.oversize",
+        "websocket.unknown_type",
+    }
+    assert wanted <= set(cases)
+    # Gone subscribers: a SHOULD for the parts of 1.0, a MUST for the new ones (spec §6).
+    levels = {case_id: cases[case_id].level for case_id in cases if "gone" in case_id}
+    assert levels == {
+        "push.gone_longpoll": "should",
+        "push.gone_comet": "should",
+        "sse.gone": "must",
+        "websocket.gone": "must",
+    }
+    raw = [case for case in cases.values() if case.scenario == "ws_bad_frame"]
+    assert all(case.bad_input for case in raw), "verify checks the server goes on serving"
+
+
 def test_select_by_part_and_glob():
     cases = load_cases()
     perf = select(cases, ["perf"])

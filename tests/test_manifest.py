@@ -83,6 +83,8 @@ def test_defaults_for_optional_keys(tmp_path):
         ({"implements": '["perf", "gopher"]'}, "implements", "unknown spec part 'gopher'"),
         ({"implements": "[]"}, "implements", "names no spec part"),
         ({"implements": '["push"]'}, "implements", "'push' requires 'control'"),
+        ({"implements": '["control", "sse"]'}, "implements", "'sse' requires 'push'"),
+        ({"implements": '["websocket"]'}, "implements", "'websocket' requires 'control'"),
         ({"implements": '["perf", 3]'}, "implements", "list of strings"),
         ({"language": "3"}, "language", "expected a string"),
         (

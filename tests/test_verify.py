@@ -82,6 +82,13 @@ FAULTS = [
         "syslog.*",
         {"syslog.tcp_octet_counting", "syslog.tcp_mixed", "syslog.tcp_split_octet"},
     ),
+    ("sse_no_id", "sse.*", {"sse.stream", "sse.replay", "sse.replay_composite", "sse.gap"}),
+    ("sse_no_replay", "sse.*", {"sse.replay", "sse.replay_composite", "sse.gap"}),
+    ("sse_no_heartbeat", "sse.*", {"sse.heartbeat"}),
+    ("ws_no_echo", "websocket.*", {"websocket.echo", "websocket.deflate_declined"}),
+    ("ws_accept_oversize", "websocket.*", {"websocket.oversize"}),
+    ("ws_deflate", "websocket.*", {"websocket.deflate_declined"}),
+    ("ws_version_400", "websocket.*", {"websocket.wrong_version"}),
 ]
 
 
@@ -144,3 +151,16 @@ def test_should_level_problems_warn_without_failing(contestants_dir, fault, patt
     assert failed(report) == set()
     assert {r.case_id for r in report.results if r.status == WARN} == {warned}
     assert report.ok, "warnings alone do not fail verify"
+
+
+def test_subscribers_kept_after_their_client_left_warn_for_push_and_fail_for_sse_and_ws(
+    contestants_dir,
+):
+    report = run("keep_gone", "*gone*")
+    warned = {r.case_id: r.reason for r in report.results if r.status == WARN}
+    assert set(warned) == {"push.gone_longpoll", "push.gone_comet"}
+    assert failed(report) == {"sse.gone", "websocket.gone"}
+    assert all(
+        "deliveries counted to a subscriber whose client had left" in reason
+        for reason in warned.values()
+    )

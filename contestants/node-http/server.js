@@ -7,6 +7,7 @@ const { createRequestHandler } = require('./lib/router');
 const { onClientError, onConnectRequest } = require('./lib/clienterror');
 const { trackConnections } = require('./lib/stats');
 const { startSyslog } = require('./lib/syslog');
+const { createUpgradeHandler } = require('./lib/websocket');
 
 const HOST = '127.0.0.1';
 const SERVER_NAME = 'node-http';
@@ -51,6 +52,7 @@ function createHttpServer(options) {
     onRequest,
   );
   server.on('checkExpectation', onUnsupportedExpectation);
+  server.on('upgrade', createUpgradeHandler(onRequest));
   server.on('connect', onConnectRequest);
   // Uploads may trickle in for longer than Node's default five minutes.
   server.requestTimeout = 0;

@@ -155,9 +155,16 @@ def _chunked(response, wanted: bool) -> str | None:
     return None if response.chunked == wanted else f"chunked is {response.chunked}"
 
 
-def _headers_present(response, names: list[str]) -> str | None:
-    missing = [name for name in names if not response.has_header(name)]
-    return f"missing header(s) {', '.join(missing)}" if missing else None
+def _headers_present(response, wanted: list) -> str | None:
+    """Each entry is a header name, or a [name, value] pair that must match exactly."""
+    for entry in wanted:
+        name, value = (entry, None) if isinstance(entry, str) else entry
+        actual = response.header(name)
+        if actual is None:
+            return f"missing header {name}"
+        if value is not None and actual.strip() != value:
+            return f"header {name}: {actual!r}, expected {value!r}"
+    return None
 
 
 def _file_body(ctx: VerifyContext, response, relative: str) -> str | None:

@@ -18,8 +18,14 @@ from serverlab.contestant.placeholders import (
 from serverlab.contestant.tunables import SIZE_WRITES, TYPES, Tunable, TunableValueError, size_bytes
 
 MANIFEST_FILE = "contestant.toml"
-SPEC_PARTS = ("http", "perf", "files", "upload", "control", "push", "syslog")
+SPEC_PARTS = ("http", "perf", "files", "upload", "control", "push", "sse", "websocket", "syslog")
 HTTP_PARTS = frozenset(SPEC_PARTS) - {"syslog"}
+# Server push over SSE and WebSocket uses the emitters and counters of `push` and `control`.
+PART_NEEDS = {
+    "push": ("control",),
+    "sse": ("control", "push"),
+    "websocket": ("control", "push"),
+}
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 _REQUIRED = {
@@ -222,8 +228,10 @@ def _check_parts(manifest: Manifest, fail) -> None:
         if part not in SPEC_PARTS:
             raise fail("implements", f"unknown spec part '{part}' (known: {', '.join(SPEC_PARTS)})")
     parts = set(manifest.implements)
-    if "push" in parts and "control" not in parts:
-        raise fail("implements", "part 'push' requires 'control'")
+    for part, needs in PART_NEEDS.items():
+        missing = [need for need in needs if part in parts and need not in parts]
+        if missing:
+            raise fail("implements", f"part '{part}' requires '{missing[0]}'")
     if "syslog" in parts and not manifest.uses_syslog_port:
         raise fail("start", "implements 'syslog' but does not use {syslog_port}")
     if "syslog" in parts and "control" not in parts and not manifest.syslog_count:

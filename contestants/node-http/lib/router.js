@@ -6,6 +6,8 @@ const { sendBody, sendError, methodNotAllowed } = require('./respond');
 const { createControlRoutes } = require('./control');
 const { createFileHandler, FILES_PREFIX } = require('./files');
 const { handleUpload } = require('./upload');
+const { handleSse } = require('./sse');
+const { refuseWs } = require('./websocket');
 const { counters } = require('./stats');
 const { requestLog, logWhenClosed } = require('./requestlog');
 
@@ -35,6 +37,8 @@ function createRequestHandler({ serverName, docroot }) {
     Object.entries({
       '/perf': { GET: sendPerf, HEAD: sendPerf },
       '/upload': { POST: handleUpload },
+      '/sse': { GET: handleSse },
+      '/ws': { GET: refuseWs },
       ...createControlRoutes(serverName),
     }),
   );

@@ -1,20 +1,23 @@
 'use strict';
 // Counters behind GET /stats (spec §5). Plain numeric fields: the hot path only does `++`.
 
-const SPEC_VERSION = '1.0';
+const SPEC_VERSION = '1.1';
 
 const counters = {
   startedAt: Date.now(),
   connectionsOpen: 0,
   connectionsTotal: 0,
   requestsTotal: 0,
-  openPush: 0,
+  openSubscribers: 0, // every transport: connections.start/finish of deliveries
+  open: { longpoll: 0, comet: 0, sse: 0, websocket: 0 },
   responsesTotal: 0,
   responsesPush: 0,
   responsesTimeouts: 0,
   syslogReceived: 0,
   syslogBytes: 0,
   syslogTcpConnections: 0,
+  sse: { total: 0, deliveries: 0, replayed: 0, gaps: 0, heartbeats: 0, timeouts: 0 },
+  ws: { open: 0, total: 0, deliveries: 0, echoes: 0, publishes: 0 },
 };
 
 function trackConnections(server) {
@@ -31,7 +34,10 @@ function snapshot(serverName, events) {
     server: serverName,
     uptime_ms: Date.now() - counters.startedAt,
     connections: { open: counters.connectionsOpen, total: counters.connectionsTotal },
-    requests: { total: counters.requestsTotal, open_push: counters.openPush },
+    requests: {
+      total: counters.requestsTotal,
+      open_push: counters.open.longpoll + counters.open.comet,
+    },
     responses: {
       total: counters.responsesTotal,
       push: counters.responsesPush,
@@ -43,6 +49,8 @@ function snapshot(serverName, events) {
       bytes: counters.syslogBytes,
       tcp_connections: counters.syslogTcpConnections,
     },
+    sse: { open: counters.open.sse, ...counters.sse },
+    websocket: { ...counters.ws, subscribers: counters.open.websocket },
   };
 }
 

@@ -4,6 +4,14 @@ A case in spec/cases names a kind and its parameters; each kind is one function
 `(ctx, params, outcome) -> None` registered here.
 """
 
-from serverlab.conformance.checks import control, http, push, syslog
+from serverlab.conformance.checks import control, gone, http, push, sse, syslog, websocket
 
-SCENARIOS = {**http.SCENARIOS, **control.SCENARIOS, **push.SCENARIOS, **syslog.SCENARIOS}
+SCENARIOS = {
+    **http.SCENARIOS,
+    **control.SCENARIOS,
+    **push.SCENARIOS,
+    **gone.SCENARIOS,
+    **sse.SCENARIOS,
+    **websocket.SCENARIOS,
+    **syslog.SCENARIOS,
+}

@@ -8,7 +8,7 @@ from serverlab.conformance.exchange import check_required_headers
 from serverlab.conformance.jsonshape import check_types
 from serverlab.conformance.outcome import Outcome
 
-SPEC_VERSION = "1.0"
+SPEC_VERSION = "1.1"
 STATS_TYPES = {
     "spec_version": "str",
     "server": "str",
@@ -37,6 +37,17 @@ EVENT_STATS_TYPES = {
         "total_emit_duration_ms",
     )
 } | {"active": "bool"}
+# Groups of /stats that only the servers claiming a part have (spec §5).
+PART_STATS_TYPES = {
+    "sse": {
+        f"sse.{name}": "int"
+        for name in ("open", "total", "deliveries", "replayed", "gaps", "heartbeats", "timeouts")
+    },
+    "websocket": {
+        f"websocket.{name}": "int"
+        for name in ("open", "total", "subscribers", "deliveries", "echoes", "publishes")
+    },
+}
 
 
 def now_ms() -> int:
@@ -76,7 +87,13 @@ def stats_shape(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     if response.media_type != "application/json":
         outcome.fail(f"Content-Type {response.header('content-type')!r}, not application/json")
     stats = response.json()
-    if not check_types(stats, STATS_TYPES, outcome):
+    types = STATS_TYPES | {
+        path: kind
+        for part, group in PART_STATS_TYPES.items()
+        if part in ctx.parts
+        for path, kind in group.items()
+    }
+    if not check_types(stats, types, outcome):
         return
     outcome.require(
         stats["server"] == ctx.server.manifest.name,
