@@ -33,6 +33,7 @@ from serverlab.machine import Pinning, describe
 from serverlab.manifest import Manifest, find
 from serverlab.monitor import Monitor
 from serverlab.server import ContestantServer, ServerError, log_tail
+from serverlab.specversion import same_major
 from serverlab.store import (
     Crash,
     EmitRecord,
@@ -498,7 +499,7 @@ def smoke_check(server: ContestantServer, manifest: Manifest) -> str | None:
                 return f"GET /perf answered {r.status} with {len(r.body)} bytes"
         if "control" in manifest.implements:
             stats = server.stats()
-            if not str(stats.get("spec_version", "")).startswith("1."):
+            if not same_major(stats.get("spec_version", "")):
                 return f"/stats spec_version is {stats.get('spec_version')!r}"
     except (httpclient.HttpError, OSError, ValueError) as err:
         return f"smoke check failed: {err}"

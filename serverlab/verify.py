@@ -19,6 +19,7 @@ from serverlab.fixtures import make_docroot
 from serverlab.manifest import Manifest
 from serverlab.outcome import FAIL, PASS, WARN, CaseAborted, CaseResult, Outcome
 from serverlab.scenarios import SCENARIOS
+from serverlab.scenarios.framing import limits_problem
 from serverlab.server import ContestantServer, ServerError, log_tail
 from serverlab.waiting import wait_for
 
@@ -76,7 +77,11 @@ def verify_contestant(
             f"not built (missing {', '.join(missing)}); run: serverlab build {manifest.name}"
         )
         return report
-    cases = select(load_cases(cases_dir), manifest.parts(), pattern)
+    all_cases = load_cases(cases_dir)
+    report.error = limits_problem(manifest, all_cases)
+    if report.error:
+        return report
+    cases = select(all_cases, manifest.parts(), pattern)
     with tempfile.TemporaryDirectory(prefix=f"serverlab-verify-{manifest.name}-") as base:
         docroot = make_docroot(Path(base))
         server = ContestantServer(
@@ -123,6 +128,8 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
         outcome.fail(f"unexpected answer ({type(error).__name__}: {error})")
     if case.level == "should":
         outcome.soften()
+    if case.id in ctx.server.manifest.framing_limits:
+        outcome.excuse(ctx.server.manifest.framing_limits[case.id])
     check_still_serving(ctx, case, outcome, report)
     observed = ", ".join(outcome.observed) if case.bad_input else ""
     return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started, observed)

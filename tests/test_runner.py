@@ -15,7 +15,9 @@ from conftest import write_manifest
 from serverlab import netns
 from serverlab.engine import engine_supports
 from serverlab.machine import Pinning
-from serverlab.runner import Session, run_suite
+from serverlab.manifest import find
+from serverlab.runner import Session, run_suite, smoke_check
+from serverlab.server import ContestantServer
 from serverlab.store import Store
 from serverlab.suite import load_suite
 
@@ -338,3 +340,11 @@ emit_interval_ms = 200
     assert full and all(e.received == 20 for e in full)
     assert all(1 <= e.place <= e.total and e.duration_ms >= 0 for e in test.emits)
     assert test.summary["events"]["lost"] == 0
+
+
+def test_the_smoke_check_refuses_a_server_of_another_spec_major(contestants_dir):
+    manifest = find("reference")
+    with ContestantServer(manifest) as server:
+        assert smoke_check(server, manifest) is None
+    with ContestantServer(manifest, settings={"fault": "old_spec_version"}) as server:
+        assert smoke_check(server, manifest) == "/stats spec_version is '1.0'"

@@ -4,6 +4,12 @@ A case in spec/cases names a kind and its parameters; each kind is one function
 `(ctx, params, outcome) -> None` registered here.
 """
 
-from serverlab.scenarios import control, http, push, syslog
+from serverlab.scenarios import control, framing, http, push, syslog
 
-SCENARIOS = {**http.SCENARIOS, **control.SCENARIOS, **push.SCENARIOS, **syslog.SCENARIOS}
+SCENARIOS = {
+    **http.SCENARIOS,
+    **framing.SCENARIOS,
+    **control.SCENARIOS,
+    **push.SCENARIOS,
+    **syslog.SCENARIOS,
+}

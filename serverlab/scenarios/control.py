@@ -6,9 +6,9 @@ from serverlab.context import VerifyContext
 from serverlab.exchange import check_required_headers
 from serverlab.jsonshape import check_types
 from serverlab.outcome import Outcome
+from serverlab.specversion import same_major, spec_version
 from serverlab.waiting import wait_for
 
-SPEC_VERSION = "1.0"
 STATS_TYPES = {
     "spec_version": "str",
     "server": "str",
@@ -90,12 +90,10 @@ def stats_shape(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 def check_spec_version(version: str, outcome: Outcome) -> None:
     """A different MAJOR fails, a different MINOR warns (spec §9)."""
-    ours = SPEC_VERSION.split(".")
-    theirs = version.split(".")
-    if theirs[0] != ours[0]:
-        outcome.fail(f"spec_version {version}, verify checks {SPEC_VERSION}")
-    elif theirs[1:2] != ours[1:2]:
-        outcome.warn(f"spec_version {version}, verify checks {SPEC_VERSION}")
+    if not same_major(version):
+        outcome.fail(f"spec_version {version}, verify checks {spec_version()}")
+    elif version != spec_version():
+        outcome.warn(f"spec_version {version}, verify checks {spec_version()}")
 
 
 def stats_counting(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
