@@ -21,16 +21,18 @@ import sys
 import threading
 import time
 import urllib.parse
+from http import HTTPStatus
 from pathlib import Path
 
 import h11
+from reference_framing import Framer, FramingError
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
 from websockets.headers import build_extension, parse_extension
 from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
-SPEC_VERSION = "1.1"
+SPEC_VERSION = "2.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
@@ -63,7 +65,14 @@ FAULTS = {
     "ws_deflate": "permessage-deflate is accepted when offered",
     "ws_version_400": "a wrong Sec-WebSocket-Version gets 400 instead of 426",
     "keep_gone": "subscribers whose client left stay listed and counted",
+    "lax_framing": "requests are framed like the servers of issue 13 (tests/reference_framing.py)",
+    "overstrict_framing": "legal framings are refused (tests/reference_framing.py)",
+    "double_framing": "GET /perf answers with both Content-Length and Transfer-Encoding",
+    "old_spec_version": "GET /stats says spec_version 1.0, the MAJOR before this one",
 }
+# After a refusal, how long unread input is drained so that the close does not turn into a
+# reset that could destroy the answer.
+LINGER_S = 1.0
 ROUTES = {
     "/perf": ("GET",),
     "/upload": ("POST",),
@@ -296,6 +305,9 @@ class HttpConnection:
     def __init__(self, server: "ReferenceServer", reader, writer):
         self.server, self.reader, self.writer = server, reader, writer
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.framer = Framer(
+            lax=server.has_fault("lax_framing"), overstrict=server.has_fault("overstrict_framing")
+        )
         self.peer = writer.get_extra_info("peername")[0]
 
     # -- writing -----------------------------------------------------------------------
@@ -309,9 +321,25 @@ class HttpConnection:
         self.writer.write(self.h11.send(h11.Response(status_code=status, headers=headers)))
 
     def send(self, status: int, body: bytes, content_type: str, extra=()) -> None:
+        if self.server.has_fault("double_framing") and self.target == "/perf" and status == 200:
+            return self.send_double_framed(body, content_type)
         self.send_head(status, content_type, len(body), extra)
         self.writer.write(self.h11.send(h11.Data(data=body)) if body else b"")
         self.writer.write(self.h11.send(h11.EndOfMessage()))
+
+    def send_double_framed(self, body: bytes, content_type: str) -> None:
+        """Content-Length and chunked at once, written by hand: h11 would never send both."""
+        self.h11.send(h11.Response(status_code=200, headers=[("Content-Length", str(len(body)))]))
+        self.h11.send(h11.Data(data=body))
+        self.h11.send(h11.EndOfMessage())
+        self.server.counters.responses_total += 1
+        self.writer.write(
+            f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n"
+            f"Date: {email.utils.formatdate(usegmt=True)}\r\nContent-Length: {len(body)}\r\n"
+            f"Transfer-Encoding: chunked\r\n\r\n{len(body):x}\r\n".encode()
+            + body
+            + b"\r\n0\r\n\r\n"
+        )
 
     def send_json(self, status: int, document) -> None:
         self.send(status, json.dumps(document).encode(), "application/json")
@@ -349,8 +377,13 @@ class HttpConnection:
             event = self.h11.next_event()
             if event is not h11.NEED_DATA:
                 return event
+            if self.framer.error:
+                raise self.framer.error
             data = await self.reader.read(65536)
-            self.h11.receive_data(data)
+            if not data:
+                self.h11.receive_data(b"")  # the client closed
+            elif framed := self.framer.feed(data):
+                self.h11.receive_data(framed)
 
     async def read_body(self, limit: int | None, sink=None) -> bytes:
         """The request body; over `limit` bytes is a 413. `sink` receives it piece by piece."""
@@ -395,6 +428,8 @@ class HttpConnection:
         try:
             while await self.serve_one():
                 self.h11.start_next_cycle()
+        except FramingError as refusal:
+            await self.refuse(refusal)
         except (ConnectionError, h11.LocalProtocolError):
             pass
         finally:
@@ -413,6 +448,7 @@ class HttpConnection:
         if not isinstance(event, h11.Request):
             return False
         self.request = event
+        close_after = self.framer.close_after.popleft() if self.framer.close_after else False
         self.server.counters.requests_total += 1
         if sum(len(name) + len(value) + 4 for name, value in event.headers) > MAX_HEADER_BYTES:
             self.target = ""
@@ -432,7 +468,20 @@ class HttpConnection:
             self.send_error(400, "malformed request")
             return False
         await self.writer.drain()
-        return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
+        done = self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
+        return done and not close_after
+
+    async def refuse(self, refusal: FramingError) -> None:
+        """Answers a framing refusal (unless an answer has begun), then lingers and closes."""
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            self.server.counters.responses_total += 1
+            self.writer.write(refusal_response(refusal))
+        await self.writer.drain()
+        self.writer.write_eof()
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(LINGER_S):
+                while await self.reader.read(65536):
+                    pass
 
     async def route(self, method: str, target: str) -> None:
         path, _, query = target.partition("?")
@@ -622,6 +671,18 @@ class HttpConnection:
         if not target.is_file():
             raise BadRequest(404, "not found")
         self.send(200, target.read_bytes(), "application/octet-stream")
+
+
+def refusal_response(refusal: FramingError) -> bytes:
+    """The answer to a refused framing, written by hand: h11 cannot answer a request head
+    it never saw."""
+    body = json.dumps({"error": refusal.reason}).encode()
+    head = (
+        f"HTTP/1.1 {refusal.status} {HTTPStatus(refusal.status).phrase}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def is_int(value) -> bool:
@@ -892,7 +953,7 @@ class ReferenceServer:
     def stats_document(self) -> dict:
         c = self.counters
         return {
-            "spec_version": SPEC_VERSION,
+            "spec_version": "1.0" if self.has_fault("old_spec_version") else SPEC_VERSION,
             "server": c.name,
             "uptime_ms": int((time.monotonic() - c.started) * 1000),
             "connections": {"open": c.connections_open, "total": c.connections_total},

@@ -2,6 +2,7 @@ import pytest
 
 from serverlab.conformance.cases import CaseFileError, load_cases, select
 from serverlab.conformance.checks import SCENARIOS
+from serverlab.conformance.checks.framing import params_problem
 from serverlab.contestant.manifest import SPEC_PARTS
 
 
@@ -77,6 +78,43 @@ def test_issue_16_coverage_is_there():
     }
     raw = [case for case in cases.values() if case.scenario == "ws_bad_frame"]
     assert all(case.bad_input for case in raw), "verify checks the server goes on serving"
+
+
+def test_issue_13_framing_coverage_is_there():
+    framing = {case.id: case for case in load_cases() if case.scenario == "framing"}
+    wanted = {
+        "http.framing_cl_and_te",
+        "http.framing_cl_differing_lines",
+        "http.framing_cl_differing_list",
+        "http.framing_cl_plus",
+        "http.framing_te_unknown",
+        "http.framing_te_chunked_not_last",
+        "http.framing_te_http10",
+        "http.framing_te_obs_fold",
+        "http.framing_chunk_size_hex_prefix",
+        "http.framing_chunk_ext_ctl",
+        "http.framing_legal_cl_identical_list",
+        "http.framing_legal_cl_leading_zeros",
+        "http.framing_legal_chunk_ext",
+    }
+    assert wanted <= set(framing)
+    for case in framing.values():
+        assert params_problem(case.params) is None, case.id
+        assert case.bad_input, f"{case.id}: verify checks new connections are served after it"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"head": "", "refuse": [400], "colour": 1}, "unknown param colour"),
+        ({"head": ""}, "give refuse"),
+        ({"serve": "keep"}, "needs decoded"),
+        ({"serve": "maybe", "decoded": ""}, "'close' or 'keep'"),
+        ({"serve": "keep", "decoded": "", "warn_refuse": [400]}, "goes with refuse"),
+    ],
+)
+def test_bad_framing_params_are_named(params, message):
+    assert message in params_problem(params)
 
 
 def test_select_by_part_and_glob():

@@ -140,6 +140,21 @@ def test_bad_tunable_tables_are_refused(tmp_path, table, key, message):
     assert f"key '{key}'" in str(error.value)
 
 
+def test_framing_limits_name_a_case_and_give_a_reason(tmp_path):
+    base = GOOD.split("[tunables.threads]")[0].replace(" --threads {threads}", "")
+    table = '[framing_limits]\n"http.framing_chunk_ext_ctl" = "the parser skips extensions"\n'
+    manifest = load(tmp_path, base + table)
+    assert manifest.framing_limits == {"http.framing_chunk_ext_ctl": "the parser skips extensions"}
+    assert load(tmp_path, GOOD).framing_limits == {}
+    for bad, message in [
+        ('"chunk ext" = "why"', "a case id"),
+        ('"http.framing_x" = ""', "the reason"),
+        ('"http.framing_x" = 3', "the reason"),
+    ]:
+        with pytest.raises(ManifestError, match=message):
+            load(tmp_path, base + "[framing_limits]\n" + bad + "\n")
+
+
 def test_syslog_only_server_needs_a_count_command(tmp_path):
     text = good_with(implements='["syslog"]', start='"rsyslogd -p {syslog_port}"')
     text = text.replace(" --threads {threads}", "")

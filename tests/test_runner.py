@@ -13,9 +13,10 @@ import pytest
 from conftest import write_manifest
 
 from serverlab.contestant.manifest import find
+from serverlab.contestant.server import ContestantServer
 from serverlab.results.store import Store
 from serverlab.run import netns
-from serverlab.run.executor import Environment
+from serverlab.run.executor import Environment, smoke_check
 from serverlab.run.machine import Pinning
 from serverlab.run.planner import plan_tests
 from serverlab.run.runner import Session, run_suite
@@ -347,3 +348,13 @@ emit_interval_ms = 200
     assert full and all(e.received == 20 for e in full)
     assert all(1 <= e.place <= e.total and e.duration_ms >= 0 for e in test.emits)
     assert test.summary["events"]["lost"] == 0
+
+
+def test_the_smoke_check_refuses_a_server_of_another_spec_major(contestants_dir, tmp_path):
+    suite = load_suite(write_suite(tmp_path, FAST.format(duration=1)))
+    (plan,) = plan_tests(suite, find)
+    manifest = find("reference")
+    with ContestantServer(manifest) as server:
+        assert smoke_check(server, plan) is None
+    with ContestantServer(manifest, settings={"fault": "old_spec_version"}) as server:
+        assert smoke_check(server, plan) == "/stats spec_version is '1.0', not 2.x"

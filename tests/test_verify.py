@@ -2,10 +2,15 @@
 fault of tests/reference_server.py fails exactly the cases that check the broken rule."""
 
 import pytest
+from conftest import REFERENCE_MANIFEST, write_manifest
 
+from serverlab.conformance.cases import load_cases
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
+
+FRAMING = {case.id for case in load_cases() if case.scenario == "framing"}
+LEGAL_FRAMING = {case_id for case_id in FRAMING if case_id.startswith("http.framing_legal_")}
 
 
 def run(fault: str = "none", pattern: str | None = None):
@@ -89,6 +94,24 @@ FAULTS = [
     ("ws_accept_oversize", "websocket.*", {"websocket.oversize"}),
     ("ws_deflate", "websocket.*", {"websocket.deflate_declined"}),
     ("ws_version_400", "websocket.*", {"websocket.wrong_version"}),
+    ("old_spec_version", "control.*", {"control.stats_shape"}),
+    # Framed like the servers of issue 13: every framing case but the legal ones fails.
+    ("lax_framing", "http.*", FRAMING - LEGAL_FRAMING),
+    (
+        "overstrict_framing",
+        "http.*",
+        {
+            "http.framing_legal_cl_leading_zeros",
+            "http.framing_legal_chunk_ext",
+            "http.framing_legal_chunk_size_leading_zeros",
+            "http.framing_legal_te_case",
+        },
+    ),
+    (
+        "double_framing",
+        "[hp][te]*",
+        {"perf.get", "perf.query_ignored", "http.keepalive", "http.connection_close"},
+    ),
 ]
 
 
@@ -164,3 +187,39 @@ def test_subscribers_kept_after_their_client_left_warn_for_push_and_fail_for_sse
         "deliveries counted to a subscriber whose client had left" in reason
         for reason in warned.values()
     )
+
+
+def limited_reference(root, limits: str) -> None:
+    """A reference server whose manifest carries a framing_limits table."""
+    text = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "limited"')
+    write_manifest(root, "limited", text + "\n[framing_limits]\n" + limits)
+
+
+def test_a_framing_limit_turns_exactly_its_failure_into_a_warning(contestants_dir):
+    limited_reference(
+        contestants_dir,
+        '"http.framing_chunk_ext_ctl" = "its parser skips extensions"\n'
+        '"http.framing_legal_chunk_ext" = "stale: it passes"\n',
+    )
+    report = verify_contestant(
+        find("limited"),
+        pattern="http.framing_*",
+        settings={"fault": "lax_framing"},
+        give_up_s=1.0,
+    )
+    by_case = {result.case_id: result for result in report.results}
+    limited = by_case["http.framing_chunk_ext_ctl"]
+    assert limited.status == WARN
+    assert limited.reason.startswith("framing limit: its parser skips extensions [")
+    assert "sent another answer" in limited.reason, "the failure itself is still shown"
+    stale = by_case["http.framing_legal_chunk_ext"]
+    assert stale.status == WARN and "drop the entry" in stale.reason
+    assert failed(report) == FRAMING - LEGAL_FRAMING - {"http.framing_chunk_ext_ctl"}
+    assert not report.ok
+
+
+def test_a_framing_limit_must_name_a_framing_case(contestants_dir):
+    limited_reference(contestants_dir, '"perf.get" = "no waiver for this"\n')
+    report = verify_contestant(find("limited"), pattern="perf.get")
+    assert "framing_limits names 'perf.get', not a framing case" in report.error
+    assert report.results == [] and not report.ok

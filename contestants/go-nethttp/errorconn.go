@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -25,16 +26,26 @@ type jsonErrorListener struct {
 func (l jsonErrorListener) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if tcp, ok := conn.(*net.TCPConn); ok {
-		return &jsonErrorConn{TCPConn: tcp, stats: l.stats}, nil
+		c := &jsonErrorConn{TCPConn: tcp, stats: l.stats}
+		c.framing.src = tcp
+		return c, nil
 	}
 	return conn, err
 }
 
 // jsonErrorConn embeds *net.TCPConn so that ReadFrom, and with it sendfile for /files,
-// still reaches the socket.
+// still reaches the socket. Reads go through the framing check (framing.go).
 type jsonErrorConn struct {
 	*net.TCPConn
-	stats *stats
+	stats   *stats
+	framing framingReader
+}
+
+func (c *jsonErrorConn) Read(p []byte) (int, error) { return c.framing.Read(p) }
+
+// WriteTo is *net.TCPConn's splice path; it must not read around the framing check.
+func (c *jsonErrorConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, &c.framing)
 }
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {
@@ -42,7 +53,11 @@ func (c *jsonErrorConn) Write(p []byte) (int, error) {
 	// Normal responses are mostly 2xx: one byte tells them apart before any search.
 	if len(p) > len(statusLineStart) && (p[len(statusLineStart)] == '4' || p[len(statusLineStart)] == '5') &&
 		bytes.HasPrefix(p, []byte(statusLineStart)) && bytes.Contains(p, []byte(netHTTPErrorHeaders)) {
-		if _, err := c.TCPConn.Write(jsonErrorReply(p)); err != nil {
+		reason := ""
+		if refused := c.framing.refused.Load(); refused != nil {
+			reason = refused.reason // net/http refused the stand-in for a refused head
+		}
+		if _, err := c.TCPConn.Write(jsonErrorReply(p, reason)); err != nil {
 			return 0, err
 		}
 		c.stats.responses.Add(1)
@@ -52,12 +67,16 @@ func (c *jsonErrorConn) Write(p []byte) (int, error) {
 }
 
 // jsonErrorReply turns "HTTP/1.1 <code> <text>" + netHTTPErrorHeaders + body into the
-// same status with a JSON body, Date and Content-Length.
-func jsonErrorReply(original []byte) []byte {
+// same status with a JSON body, Date and Content-Length. The reason is net/http's text
+// unless one is given.
+func jsonErrorReply(original []byte, reason string) []byte {
 	statusLine, _, _ := strings.Cut(string(original), netHTTPErrorHeaders)
 	statusLine = strings.TrimPrefix(statusLine, "HTTP/1.1 ")
-	code, reason, _ := strings.Cut(statusLine, " ")
+	code, text, _ := strings.Cut(statusLine, " ")
 	status, _ := strconv.Atoi(code)
+	if reason == "" {
+		reason = text
+	}
 	// Keep net/http's detail ("Bad Request: missing required Host header") in lower case.
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-const specVersion = "1.0"
+const specVersion = "2.1"
 
 // stats holds the counters of GET /stats; all are atomics so that no request takes a lock
 // to count itself.

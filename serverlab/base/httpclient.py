@@ -135,19 +135,32 @@ class HttpConnection:
             if isinstance(event, h11.Data):
                 yield bytes(event.data), event.chunk_start, event.chunk_end
 
+    def read_pipelined(self, timeout_s=None) -> Response:
+        """The answer to a further request that went out inside an earlier `send_raw`."""
+        self.send_raw(b"")
+        return self.read_response(timeout_s)
+
     def wait_closed(self, timeout_s: float) -> bool:
         """True if the server closes the connection within the timeout (bytes are ignored)."""
+        return self.read_until_closed(timeout_s)[1]
+
+    def read_until_closed(self, timeout_s: float) -> tuple[bytes, bool]:
+        """What the server sends past the last response read, and whether it then closes
+        the connection within the timeout."""
+        received = [bytes(self.h11.trailing_data[0])]
         deadline = Deadline(timeout_s)
         while deadline.remaining() > 0:
             self.sock.settimeout(deadline.remaining())
             try:
-                if not self.sock.recv(READ_SIZE):
-                    return True
+                data = self.sock.recv(READ_SIZE)
             except TimeoutError:
-                return False
+                break
             except OSError:
-                return True
-        return False
+                return b"".join(received), True
+            if not data:
+                return b"".join(received), True
+            received.append(data)
+        return b"".join(received), False
 
     def _next_cycle(self) -> None:
         if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:

@@ -20,5 +20,9 @@ def spec_cases_dir() -> Path:
     return REPO_ROOT / "spec" / "cases"
 
 
+def spec_file() -> Path:
+    return REPO_ROOT / "spec" / "SPEC.md"
+
+
 def apt_ensure_script() -> Path:
     return REPO_ROOT / "scripts" / "apt-ensure"

@@ -7,7 +7,7 @@ import functools
 import re
 import tomllib
 
-from serverlab.base.paths import REPO_ROOT, spec_cases_dir
+from serverlab.base.paths import spec_cases_dir, spec_file
 
 PERF_CASE = "perf.get"
 
@@ -19,7 +19,7 @@ class SpecError(RuntimeError):
 @functools.cache
 def spec_version() -> str:
     """`MAJOR.MINOR`, as the `spec_version = "..."` line of spec/SPEC.md says."""
-    path = REPO_ROOT / "spec" / "SPEC.md"
+    path = spec_file()
     found = re.search(r'^spec_version = "(\d+\.\d+)"', path.read_text(), re.M)
     if not found:
         raise SpecError(f"{path} states no spec_version")
@@ -28,6 +28,11 @@ def spec_version() -> str:
 
 def spec_major() -> int:
     return int(spec_version().split(".")[0])
+
+
+def same_major(version: str) -> bool:
+    """True if `version` (as a server reports it) has the spec's MAJOR (spec §9)."""
+    return str(version).split(".")[0] == str(spec_major())
 
 
 @functools.cache

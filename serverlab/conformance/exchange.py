@@ -121,6 +121,8 @@ def check_required_headers(response, outcome: Outcome, prefix="") -> None:
             outcome.fail(f"{prefix}{response.status} response without a {name} header")
     if not response.has_header("Content-Length") and not response.chunked:
         outcome.fail(f"{prefix}{response.status} response without Content-Length or chunked")
+    elif response.has_header("Content-Length") and response.has_header("Transfer-Encoding"):
+        outcome.fail(f"{prefix}{response.status} response with both Content-Length and chunked")
 
 
 def check_error_body(response, outcome: Outcome, prefix="") -> None:

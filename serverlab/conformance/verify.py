@@ -15,6 +15,7 @@ from serverlab.base import httpclient
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.cases import Case, load_cases, select
 from serverlab.conformance.checks import SCENARIOS
+from serverlab.conformance.checks.framing import limits_problem
 from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.exchange import run_steps
 from serverlab.conformance.fixtures import make_docroot
@@ -76,7 +77,11 @@ def verify_contestant(
             f"not built (missing {', '.join(missing)}); run: serverlab build {manifest.name}"
         )
         return report
-    cases = select(load_cases(cases_dir), manifest.parts(), pattern)
+    all_cases = load_cases(cases_dir)
+    report.error = limits_problem(manifest, all_cases)
+    if report.error:
+        return report
+    cases = select(all_cases, manifest.parts(), pattern)
     with tempfile.TemporaryDirectory(prefix=f"serverlab-verify-{manifest.name}-") as base:
         docroot = make_docroot(Path(base))
         server = ContestantServer(
@@ -123,6 +128,8 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
         outcome.fail(f"unexpected answer ({type(error).__name__}: {error})")
     if case.level == "should":
         outcome.soften()
+    if case.id in ctx.server.manifest.framing_limits:
+        outcome.excuse(ctx.server.manifest.framing_limits[case.id])
     check_still_serving(ctx, case, outcome, report)
     observed = ", ".join(outcome.observed) if case.bad_input else ""
     return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started, observed)

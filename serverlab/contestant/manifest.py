@@ -27,6 +27,7 @@ PART_NEEDS = {
     "websocket": ("control", "push"),
 }
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9_]+$")
 
 _REQUIRED = {
     "name": str,
@@ -46,6 +47,7 @@ _OPTIONAL = {
     "syslog_count": str,
     "test": str,
     "tunables": dict,
+    "framing_limits": dict,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
 _TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
@@ -80,6 +82,8 @@ class Manifest:
     syslog_count: str = ""
     test: str = ""
     tunables: dict[str, Tunable] = field(default_factory=dict)
+    # Framing cases this server's own code cannot pass, each with the reason (spec §1.1).
+    framing_limits: dict[str, str] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -142,6 +146,7 @@ def _validate(path: Path, raw: dict) -> Manifest:
     if raw["name"] != path.parent.name:
         raise fail("name", f"'{raw['name']}' differs from its folder '{path.parent.name}'")
     tunables = _tunables(raw.get("tunables", {}), fail)
+    _check_framing_limits(raw.get("framing_limits", {}), fail)
     plain = {key: value for key, value in raw.items() if key != "tunables"}
     for key in _LIST_OF_STRINGS:
         if key in plain:
@@ -152,6 +157,15 @@ def _validate(path: Path, raw: dict) -> Manifest:
     _check_parts(manifest, fail)
     _check_commands(manifest, fail)
     return manifest
+
+
+def _check_framing_limits(table: dict, fail) -> None:
+    for case_id, reason in table.items():
+        key = f"framing_limits.{case_id}"
+        if not CASE_ID.match(case_id):
+            raise fail(key, "expected a case id such as http.framing_chunk_ext_ctl")
+        if not isinstance(reason, str) or not reason.strip():
+            raise fail(key, "expected the reason, a non-empty string")
 
 
 def _type_name(expected) -> str:

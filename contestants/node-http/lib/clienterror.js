@@ -4,6 +4,7 @@
 
 const { rawErrorResponse } = require('./respond');
 const { counters } = require('./stats');
+const { wasRefused, inAnsweredBody } = require('./framing');
 
 // Closing with unread input makes the kernel send RST, which can destroy the answer before
 // the client reads it; so half-close, discard input for a moment, then close.
@@ -27,8 +28,14 @@ function onClientError(err, socket) {
   // The parser reports again for every chunk a lingering socket receives.
   if (socket[ANSWERED]) return;
   socket[ANSWERED] = true;
+  // A framing refusal is answered already, and its Connection: close ends the socket.
+  if (wasRefused(socket)) return;
   if (!socket.writable || responseInFlight(socket)) {
     socket.destroy();
+    return;
+  }
+  if (inAnsweredBody(socket)) {
+    lingerAndClose(socket);
     return;
   }
   const [status, statusText, reason] = ANSWERS[err.code] || BAD_REQUEST;
@@ -37,7 +44,11 @@ function onClientError(err, socket) {
 
 function answerAndClose(socket, response) {
   counters.responsesTotal++;
-  socket.end(response);
+  lingerAndClose(socket, response);
+}
+
+function lingerAndClose(socket, lastWrite) {
+  socket.end(lastWrite);
   const linger = setTimeout(() => socket.destroy(), LINGER_MS);
   socket.once('close', () => clearTimeout(linger));
 }

@@ -10,6 +10,7 @@ const { handleSse } = require('./sse');
 const { refuseWs } = require('./websocket');
 const { counters } = require('./stats');
 const { requestLog, logWhenClosed } = require('./requestlog');
+const { framingRefusal, admit, markRefused } = require('./framing');
 
 const PERF_BODY = Buffer.from(
   'serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n',
@@ -49,11 +50,18 @@ function createRequestHandler({ serverName, docroot }) {
   };
 
   function onRequest(req, res) {
+    if (!admit(req, res)) return;
     counters.requestsTotal++;
     if (requestLog.enabled) logWhenClosed(req, res);
     // HTTP/1.1 requires Host; Node's own check answers without the spec's JSON error body.
     if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
       sendError(res, 400, 'missing host header', { Connection: 'close' });
+      return;
+    }
+    const refusal = framingRefusal(req);
+    if (refusal) {
+      markRefused(req);
+      sendError(res, refusal[0], refusal[1], { Connection: 'close' });
       return;
     }
     const url = splitUrl(req.url);

@@ -121,3 +121,33 @@ test('JSON bodies over 64 KiB get 413, announced or chunked', async () => {
   assertJsonError(await postJson(server.port, '/logging', '{oops'), 400);
   assert.equal((await request(server.port, 'GET', '/perf')).status, 200);
 });
+
+test('framings llhttp lets through are refused, and nothing after them is answered', async () => {
+  const next = 'GET /perf HTTP/1.1\r\nHost: x\r\n\r\n';
+  const chunked = '5\r\nhello\r\n0\r\n\r\n';
+  for (const [head, status] of [
+    ['POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: x-foo, chunked\r\n', 501],
+    ['POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n', 501],
+    ['POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n', 400],
+    ['POST /upload HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n', 400],
+  ]) {
+    const answer = await rawExchange(server.port, `${head}\r\n${chunked}${next}`);
+    assert.equal(answer.match(/HTTP\/1\.1 \d{3}/g).join(), `HTTP/1.1 ${status}`, head);
+    assert.match(answer, /\r\nConnection: close\r\n/);
+  }
+});
+
+test('a body found malformed after its 404 closes the connection without a second answer', async () => {
+  const answer = await rawExchange(server.port,
+    'POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n' +
+    'GET /perf HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.equal(answer.match(/HTTP\/1\.1 \d{3}/g).join(), 'HTTP/1.1 404');
+});
+
+test('legal framings are served and the connection stays usable', async () => {
+  const answer = await rawExchange(server.port,
+    'POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n' +
+    '5;name=value;q="a b"\r\nhello\r\n0\r\n\r\nGET /perf HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.equal(answer.match(/HTTP\/1\.1 \d{3}/g).join(), 'HTTP/1.1 200,HTTP/1.1 200');
+  assert.match(answer, /"bytes":5,"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"/);
+});

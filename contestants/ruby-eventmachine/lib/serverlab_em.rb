@@ -3,6 +3,7 @@
 require_relative "serverlab_em/clock"
 require_relative "serverlab_em/stats"
 require_relative "serverlab_em/request_body"
+require_relative "serverlab_em/framing"
 require_relative "serverlab_em/request"
 require_relative "serverlab_em/responses"
 require_relative "serverlab_em/file_stream"

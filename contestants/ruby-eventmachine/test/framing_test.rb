@@ -86,6 +86,47 @@ class ChunkedBodyTest < Minitest::Test
   def test_missing_crlf_after_data_is_an_error
     assert_raises(ServerlabEM::BodyError) { decode("1\r\nab\r\n", 10) }
   end
+
+  def test_extensions_follow_the_grammar
+    legal = "5;name=value;flag;q=\"a \\\"b;c\" ; t = v\r\nhello\r\n006\r\n world\r\n0\r\n\r\n"
+    assert_equal ["hello world", ""], decode(legal, 1)
+    ["5;name=va\0lue\r\n", "5;a\rb\r\n", "5;a\nhello\r\n", "5;a b\r\n", "0x5\r\n", "5 \r\n",
+     "10000000000000005\r\n", "0\r\nX: a\nb\r\n\r\n"].each do |bad|
+      assert_raises(ServerlabEM::BodyError, bad.inspect) { decode("#{bad}hello\r\n0\r\n\r\n", 100) }
+    end
+  end
+end
+
+class FramingTest < Minitest::Test
+  def framing(fields, http10: false)
+    ServerlabEM::Framing.of("POST / HTTP/1.1\r\n#{fields}\r\n", http10)
+  end
+
+  def status(fields, **options)
+    assert_raises(ServerlabEM::BodyError) { framing(fields, **options) }.status
+  end
+
+  def test_content_length_is_digits_and_one_value
+    assert_equal 5, framing("Content-Length: 005\r\n").length
+    assert_equal 5, framing("Content-Length: 5, 5\r\ncontent-length: 5\r\n").length
+    ["+5", "-5", "0x5", "5 0", "", "5, 6", "18446744073709551621"].each do |bad|
+      assert_equal 400, status("Content-Length: #{bad}\r\n"), bad
+    end
+    assert_equal 400, status("Content-Length: 5\r\nContent-Length: 6\r\n")
+  end
+
+  def test_transfer_encoding_is_one_list_ending_in_chunked
+    assert framing("Transfer-Encoding: Chunked\r\n").chunked
+    both = framing("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n")
+    assert both.chunked && both.close
+    ["chunked, gzip", "identity", "", "chunked, chunked"].each do |bad|
+      assert_equal 400, status("Transfer-Encoding: #{bad}\r\n"), bad
+    end
+    assert_equal 400, status("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n")
+    assert_equal 501, status("Transfer-Encoding: x-foo, chunked\r\n")
+    assert_equal 501, status("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n")
+    assert_equal 400, status("Transfer-Encoding: chunked\r\n", http10: true)
+  end
 end
 
 class JsonSinkTest < Minitest::Test

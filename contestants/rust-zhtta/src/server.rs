@@ -116,6 +116,10 @@ fn serve_connection(app: &'static App, stream: TcpStream) {
                 let _ = conn.send_error(400, "malformed request", false);
                 return close_gracefully(conn);
             }
+            Err(HeadError::Framing(refusal)) => {
+                let _ = conn.send_error(refusal.status, refusal.reason, false);
+                return close_gracefully(conn);
+            }
         }
         bump(&app.stats.requests_total);
         let result = route(app, &mut conn, &request, loopback);

@@ -2,13 +2,13 @@
 
 import time
 
+from serverlab.base.spec import same_major, spec_version
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.exchange import check_required_headers
 from serverlab.conformance.jsonshape import check_types
 from serverlab.conformance.outcome import Outcome
 
-SPEC_VERSION = "1.1"
 STATS_TYPES = {
     "spec_version": "str",
     "server": "str",
@@ -107,12 +107,10 @@ def stats_shape(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 def check_spec_version(version: str, outcome: Outcome) -> None:
     """A different MAJOR fails, a different MINOR warns (spec §9)."""
-    ours = SPEC_VERSION.split(".")
-    theirs = version.split(".")
-    if theirs[0] != ours[0]:
-        outcome.fail(f"spec_version {version}, verify checks {SPEC_VERSION}")
-    elif theirs[1:2] != ours[1:2]:
-        outcome.warn(f"spec_version {version}, verify checks {SPEC_VERSION}")
+    if not same_major(version):
+        outcome.fail(f"spec_version {version}, verify checks {spec_version()}")
+    elif version != spec_version():
+        outcome.warn(f"spec_version {version}, verify checks {spec_version()}")
 
 
 def stats_counting(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:

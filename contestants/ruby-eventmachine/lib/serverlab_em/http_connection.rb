@@ -162,7 +162,7 @@ module ServerlabEM
       @keep_alive = request.keep_alive?
       @handler = @app.router.route(request, self)
       @sink = @handler.body_sink(request)
-      begin_body
+      begin_body(head)
     end
 
     def parse_head(head)
@@ -176,8 +176,8 @@ module ServerlabEM
 
     # --- request bodies ---------------------------------------------------
 
-    def begin_body
-      @decoder = body_decoder
+    def begin_body(head)
+      @decoder = body_decoder(Framing.of(head, @request.http10?))
       return dispatch unless @decoder
 
       send_data(Responses::CONTINUE) if @request.expects_continue?
@@ -189,22 +189,12 @@ module ServerlabEM
       refuse_body(e)
     end
 
-    def body_decoder
-      env = @request.env
-      transfer_encoding = env["HTTP_TRANSFER_ENCODING"]
-      content_length = env["CONTENT_LENGTH"]
-      if transfer_encoding
-        raise BodyError.new(400, "unsupported transfer-encoding") unless transfer_encoding.strip.casecmp?("chunked")
+    def body_decoder(framing)
+      # Both framing fields at once is a smuggling pattern: honour chunked, then close.
+      @keep_alive = false if framing.close
+      return ChunkedBody.new(@sink) if framing.chunked
 
-        # Both headers at once is a smuggling pattern: honour chunked, then close.
-        @keep_alive = false if content_length
-        return ChunkedBody.new(@sink)
-      end
-      return nil unless content_length
-      raise BodyError.new(400, "invalid content-length") unless content_length.match?(/\A\d{1,18}\z/)
-
-      length = content_length.to_i
-      length.zero? ? nil : ContentLengthBody.new(length, @sink)
+      framing.length&.positive? ? ContentLengthBody.new(framing.length, @sink) : nil
     end
 
     def feed_body(data)

@@ -102,8 +102,15 @@ module ServerlabEM
   # nil while more input is needed and the bytes past the body once it ends.
   class ChunkedBody
     MAX_LINE = 4096
+    MAX_SIZE = 2**62
     CRLF = "\r\n"
-    SIZE_LINE = /\A(\h{1,15})(?:[ \t]*;[^\r\n]*)?\z/.freeze
+    # RFC 9112 §7.1.1: chunk-size *( BWS ";" BWS name [ BWS "=" BWS value ] ),
+    # a value being a token or a quoted-string. Any other byte (a control
+    # byte, a bare CR or LF) makes the line, and the connection, unusable.
+    TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
+    QUOTED = '"(?:[\t !#-\[\]-~\x80-\xff]|\\\\[\t -~\x80-\xff])*"'
+    EXTENSION = "[ \t]*;[ \t]*#{TOKEN}(?:[ \t]*=[ \t]*(?:#{TOKEN}|#{QUOTED}))?"
+    SIZE_LINE = Regexp.new("\\A(\\h+)(?:#{EXTENSION})*\\z".b, Regexp::NOENCODING)
 
     attr_writer :sink
 
@@ -167,6 +174,7 @@ module ServerlabEM
         @state = :size
       when :trailer
         return :finished if line.empty?
+        raise BodyError.new(400, "malformed trailer line") if line.match?(/[\r\n]/)
       end
       nil
     end
@@ -176,6 +184,8 @@ module ServerlabEM
       raise BodyError.new(400, "malformed chunk size") unless match
 
       @remaining = match[1].to_i(16)
+      raise BodyError.new(400, "chunk size too large") if @remaining >= MAX_SIZE
+
       @state = @remaining.zero? ? :trailer : :data
       nil
     end

@@ -1,6 +1,7 @@
 //! Request bodies as a `Read`: by Content-Length or by chunked transfer coding.
 
 use super::conn::{Conn, Request};
+use super::framing::{line_end, parse_chunk_line};
 use std::io::{self, Read};
 
 /// A chunk-size line or trailer line longer than this is hostile, not a body.
@@ -48,8 +49,8 @@ impl<'c> BodyReader<'c> {
 
     fn read_chunk_size(&mut self) -> io::Result<()> {
         loop {
-            match httparse::parse_chunk_size(self.conn.buffered()) {
-                Ok(httparse::Status::Complete((used, size))) => {
+            match parse_chunk_line(self.conn.buffered()).map_err(invalid)? {
+                Some((used, size)) => {
                     self.conn.consume(used);
                     self.state = if size == 0 {
                         State::Trailers
@@ -58,10 +59,8 @@ impl<'c> BodyReader<'c> {
                     };
                     return Ok(());
                 }
-                Ok(httparse::Status::Partial) if self.conn.buffered().len() < MAX_FRAMING_LINE => {
-                    self.fill()?
-                }
-                _ => return Err(invalid("bad chunk size line")),
+                None if self.conn.buffered().len() < MAX_FRAMING_LINE => self.fill()?,
+                None => return Err(invalid("chunk line too long")),
             }
         }
     }
@@ -81,13 +80,13 @@ impl<'c> BodyReader<'c> {
     fn skip_trailers(&mut self) -> io::Result<()> {
         loop {
             let buffered = self.conn.buffered();
-            match buffered.windows(2).position(|w| w == b"\r\n") {
-                Some(0) => {
+            match line_end(buffered).map_err(invalid)? {
+                Some(2) => {
                     self.conn.consume(2);
                     self.state = State::Done;
                     return Ok(());
                 }
-                Some(line) => self.conn.consume(line + 2),
+                Some(line) => self.conn.consume(line),
                 None if buffered.len() < MAX_FRAMING_LINE => self.fill()?,
                 None => return Err(invalid("trailer line too long")),
             }

@@ -1,6 +1,7 @@
 //! One client connection: an input buffer shared by head parsing and body reading, and
 //! the helpers that send whole responses.
 
+use super::framing::{Refusal, framing};
 use super::response::{Length, Sent, write_head};
 use crate::stats::{Stats, bump};
 use serde::Serialize;
@@ -17,6 +18,8 @@ const MAX_HEADERS: usize = 256;
 pub enum HeadError {
     TooLarge,
     Malformed,
+    /// A framing the server refuses (spec §1.1); the connection closes after the answer.
+    Framing(Refusal),
     /// The socket failed; there is no one to answer.
     Io,
 }
@@ -52,22 +55,15 @@ impl Request {
         self.target.clear();
         self.target.push_str(parsed.path.unwrap_or(""));
         let http11 = parsed.version == Some(1);
-        let mut close = false;
+        let framing = framing(parsed.headers, http11).map_err(HeadError::Framing)?;
+        self.content_length = framing.content_length;
+        self.chunked = framing.chunked;
+        let mut close = framing.close;
         let mut keep_alive_token = false;
-        self.content_length = None;
-        self.chunked = false;
         self.expect_continue = false;
         for header in parsed.headers.iter() {
             let value = std::str::from_utf8(header.value).map_err(|_| HeadError::Malformed)?;
-            if header.name.eq_ignore_ascii_case("content-length") {
-                let length = value.trim().parse().map_err(|_| HeadError::Malformed)?;
-                if self.content_length.is_some_and(|seen| seen != length) {
-                    return Err(HeadError::Malformed);
-                }
-                self.content_length = Some(length);
-            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-                self.chunked = has_token(value, "chunked");
-            } else if header.name.eq_ignore_ascii_case("connection") {
+            if header.name.eq_ignore_ascii_case("connection") {
                 close |= has_token(value, "close");
                 keep_alive_token |= has_token(value, "keep-alive");
             } else if header.name.eq_ignore_ascii_case("expect") {
@@ -300,5 +296,11 @@ mod tests {
         let chunked = parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
         assert!(chunked.chunked && chunked.has_body());
         assert!(parse("POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n").is_err());
+        let both = "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let both = parse(both).unwrap();
+        assert!(
+            both.chunked && !both.keep_alive,
+            "framed by chunked, then closed"
+        );
     }
 }

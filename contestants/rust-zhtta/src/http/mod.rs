@@ -3,6 +3,7 @@
 
 mod body;
 mod conn;
+mod framing;
 mod response;
 
 pub use body::{BodyReader, LimitedBodyError, read_limited};

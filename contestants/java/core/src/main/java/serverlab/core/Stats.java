@@ -10,7 +10,7 @@ import java.util.function.LongSupplier;
  * contention; the sums are only read when {@code /stats} is asked.
  */
 public final class Stats {
-    public static final String SPEC_VERSION = "1.0";
+    public static final String SPEC_VERSION = "2.1";
 
     private final String serverName;
     private final long startedNanos = System.nanoTime();

@@ -9,12 +9,14 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.DefaultFileRegion;
 import io.netty.handler.codec.DecoderResult;
 import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpObject;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
@@ -29,6 +31,7 @@ import serverlab.core.ApiException;
 import serverlab.core.ControlApi;
 import serverlab.core.DocRoot;
 import serverlab.core.Endpoint;
+import serverlab.core.Framing;
 import serverlab.core.Json;
 import serverlab.core.Loopback;
 import serverlab.core.Perf;
@@ -53,6 +56,11 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     private boolean keepAlive;
     private UploadDigest upload;
     private JsonBody json;
+    /** Whether the request being read has its answer, and whether its body has ended. */
+    private boolean answered;
+    private boolean bodyEnded;
+    /** A framing was refused (spec §1.1): nothing after it on this connection is served. */
+    private boolean refused;
 
     HttpHandler(ControlApi control, DocRoot docRoot) {
         this.control = control;
@@ -75,6 +83,9 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
         try {
+            if (refused) {
+                return; // the decoder goes on with bytes already read; none of them is served
+            }
             DecoderResult decoded = ((HttpObject) msg).decoderResult();
             if (decoded.isFailure()) {
                 refuseUnparsable(ctx, decoded.cause());
@@ -100,6 +111,10 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     }
 
     private void refuseUnparsable(ChannelHandlerContext ctx, Throwable cause) {
+        if (answered && !bodyEnded) {
+            ctx.close(); // a malformed body of a request answered already: no second answer
+            return;
+        }
         request = null; // nothing usable was read, so it is not counted as a request
         ApiException error = cause instanceof TooLongHttpHeaderException
                 ? new ApiException(431, "request header fields too large")
@@ -115,6 +130,15 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         keepAlive = HttpUtil.isKeepAlive(received);
         upload = null;
         json = null;
+        answered = false;
+        bodyEnded = false;
+        ApiException framing = Framing.refusal(received.headers().getAll(HttpHeaderNames.TRANSFER_ENCODING),
+                received.protocolVersion().equals(HttpVersion.HTTP_1_0));
+        if (framing != null) {
+            refused = true;
+            answer(ctx, HttpResponses.error(framing), false);
+            return;
+        }
         String uri = received.uri();
         int query = uri.indexOf('?');
         String path = query < 0 ? uri : uri.substring(0, query);
@@ -151,6 +175,9 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     }
 
     private void onContent(ChannelHandlerContext ctx, HttpContent content) {
+        if (content instanceof LastHttpContent) {
+            bodyEnded = true;
+        }
         ByteBuf data = content.content();
         if (upload != null) {
             for (ByteBuffer chunk : data.nioBuffers()) {
@@ -211,6 +238,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         // Counted before the write: once the client has the answer, /stats (served by
         // another event loop) must already include it.
         log.responded(request, response.status().code());
+        answered = true;
         HttpResponses.send(ctx, response, keepOpen);
     }
 

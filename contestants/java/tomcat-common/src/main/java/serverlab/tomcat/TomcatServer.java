@@ -69,6 +69,7 @@ public final class TomcatServer {
         tomcat.getHost().setAutoDeploy(false);
         tomcat.setConnector(connector(tuning));
         tomcat.getEngine().getPipeline().addValve(new StatsValve(control));
+        tomcat.getEngine().getPipeline().addValve(new FramingValve());
         Context context = tomcat.addContext("", null);
         addServlets(context, push.create(control));
         tomcat.start();
