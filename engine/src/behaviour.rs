@@ -52,7 +52,8 @@ pub(crate) struct Plain {
 }
 
 impl Plain {
-    pub fn new(plan: &ValidPlan, worker: usize, keep_alive: bool, await_close: bool) -> Plain {
+    pub fn new(plan: &ValidPlan, worker: usize) -> Plain {
+        let keep_alive = plan.plan.keeps_alive();
         let method = plan.plan.method.as_str();
         let build =
             |path: &str| build_request_to(plan, path, method, None, &plan.body, !keep_alive);
@@ -66,7 +67,7 @@ impl Plain {
             picker: PathPicker::new(&plan.paths, plan.plan.seed, worker),
             keep_alive,
             head_request: method == "HEAD",
-            await_close,
+            await_close: plan.plan.awaits_close(),
             timeout: Duration::from_millis(plan.plan.timeout_ms),
         }
     }

@@ -197,9 +197,9 @@ impl Args {
         }
         if let Some(m) = self.method {
             plan.method = m;
-        } else if matches!(plan.behaviour, BehaviourSpec::SlowUpload { .. })
-            || self.body_file.is_some()
-        {
+        } else if let Some(method) = plan.behaviour.own_method() {
+            plan.method = method.into();
+        } else if self.body_file.is_some() {
             plan.method = "POST".into();
         }
         plan.headers = self.headers;

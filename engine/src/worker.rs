@@ -38,8 +38,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
     let io = match ring_for(&ctx.shared, index)? {
         Some(ring) => {
             let plan = &ctx.shared.plan;
-            let keep_alive = plan.plan.behaviour == BehaviourSpec::Keepalive;
-            let plain = Plain::new(plan, index, keep_alive, false);
+            let plain = Plain::new(plan, index);
             let slots = my_share(plan.plan.connections, index, plan.threads);
             uring::Driver::new(ring, ctx.clone(), &plain, slots).run()?;
             IoBackend::IoUring
@@ -86,19 +85,11 @@ fn my_share(total: u64, index: usize, threads: usize) -> usize {
 
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
     let plan = &ctx.shared.plan;
-    let open = matches!(plan.plan.pacer, PacerSpec::Open { .. });
-    let sequential = plan.plan.pacer == PacerSpec::Sequential;
     match &plan.plan.behaviour {
-        BehaviourSpec::Keepalive => {
-            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
-        }
-        BehaviourSpec::NewConnection => {
-            let calls = calls_per_connection(&plan.plan.pacer);
-            let plain = Plain::new(plan, index, open && calls > 1, sequential);
-            drive_with(index, &ctx, plain).await
-        }
-        BehaviourSpec::SlowReader { .. } => {
-            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
+        BehaviourSpec::Keepalive
+        | BehaviourSpec::NewConnection
+        | BehaviourSpec::SlowReader { .. } => {
+            drive_with(index, &ctx, Plain::new(plan, index)).await
         }
         BehaviourSpec::Longpoll {
             events,
@@ -116,21 +107,15 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
             framing,
             message_bytes,
         } => {
-            let batch = if open { 1 } else { SYSLOG_BATCH };
+            let batch = if plan.plan.pacer.is_open() {
+                1
+            } else {
+                SYSLOG_BATCH
+            };
             let udp = *transport == SyslogTransport::Udp;
             let syslog = Syslog::new(plan, *framing, *message_bytes, udp, batch);
             drive_with(index, &ctx, syslog).await
         }
-    }
-}
-
-fn calls_per_connection(pacer: &PacerSpec) -> u64 {
-    match pacer {
-        PacerSpec::Open {
-            calls_per_connection,
-            ..
-        } => *calls_per_connection,
-        _ => 1,
     }
 }
 
@@ -170,7 +155,7 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
                 ))));
             }
         }
-        PacerSpec::Open { .. } if plan.plan.behaviour == BehaviourSpec::Keepalive => {
+        PacerSpec::Open { .. } if plan.plan.is_pooled() => {
             let curve = rate_curve(&plan.plan.pacer);
             let pool = plan.plan.connections;
             for slot in mine(pool) {
@@ -182,7 +167,7 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
         PacerSpec::Open { .. } => {
             let curve = rate_curve(&plan.plan.pacer);
             let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
-            let calls = calls_per_connection(&plan.plan.pacer);
+            let calls = plan.plan.calls_per_arrival();
             tasks.push(tokio::task::spawn_local(dispatch(
                 ctx.clone(),
                 behaviour.clone(),
@@ -209,21 +194,9 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
     }
 }
 
-pub fn rate_curve(pacer: &PacerSpec) -> RateCurve {
-    match pacer {
-        PacerSpec::Open {
-            rate,
-            ramp_to_rate: Some(to),
-            ramp_s,
-            ..
-        } => RateCurve {
-            from: *rate,
-            to: *to,
-            ramp: Duration::from_secs_f64(*ramp_s),
-        },
-        PacerSpec::Open { rate, .. } => RateCurve::fixed(*rate),
-        _ => RateCurve::fixed(1.0),
-    }
+/// The schedule of an open-loop pacer (only open pacers reach here).
+fn rate_curve(pacer: &PacerSpec) -> RateCurve {
+    RateCurve::of(pacer).unwrap_or(RateCurve::fixed(1.0))
 }
 
 /// One slot: a session looping its behaviour whenever its pacer allows.
@@ -284,16 +257,11 @@ async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant
 }
 
 fn configure(session: &mut Session) {
-    // One write per request on a connection used once: TCP_NODELAY would only cost a call.
-    session.no_delay = session.ctx.shared.plan.plan.behaviour != BehaviourSpec::NewConnection;
-    if let BehaviourSpec::SlowReader {
-        rcvbuf,
-        read_bytes,
-        read_interval_ms,
-    } = session.ctx.shared.plan.plan.behaviour
-    {
-        session.recv_buffer = Some(rcvbuf);
-        session.read_pace = Some((read_bytes, Duration::from_millis(read_interval_ms)));
+    let behaviour = &session.ctx.shared.plan.plan.behaviour;
+    session.no_delay = behaviour.wants_no_delay();
+    if let Some(pace) = behaviour.read_pace() {
+        session.recv_buffer = Some(pace.rcvbuf);
+        session.read_pace = Some((pace.bytes, pace.interval));
     }
 }
 
