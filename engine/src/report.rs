@@ -418,7 +418,7 @@ impl Summary {
     fn clients(&self) -> String {
         match (&self.plan.pacer, self.plan.concurrency()) {
             (PacerSpec::Users { users, .. }, _) => format!("{users} user(s)"),
-            (PacerSpec::Sequential, _) => "1 connection at a time".into(),
+            (PacerSpec::Sequential {}, _) => "1 connection at a time".into(),
             (_, Some(connections)) => format!("{connections} connection(s)"),
             (_, None) => "a new connection per arrival".into(),
         }

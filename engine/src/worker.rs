@@ -86,8 +86,8 @@ fn my_share(total: u64, index: usize, threads: usize) -> usize {
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
     let plan = &ctx.shared.plan;
     match &plan.plan.behaviour {
-        BehaviourSpec::Keepalive
-        | BehaviourSpec::NewConnection
+        BehaviourSpec::Keepalive {}
+        | BehaviourSpec::NewConnection {}
         | BehaviourSpec::SlowReader { .. } => {
             drive_with(index, &ctx, Plain::new(plan, index)).await
         }
@@ -135,12 +135,12 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
         )));
     };
     match &plan.plan.pacer {
-        PacerSpec::Closed => {
+        PacerSpec::Closed {} => {
             for _ in mine(plan.plan.connections) {
                 spawn_slot(Box::new(BackToBack::new(start)));
             }
         }
-        PacerSpec::Sequential => {
+        PacerSpec::Sequential {} => {
             for _ in mine(1) {
                 spawn_slot(Box::new(BackToBack::new(start)));
             }

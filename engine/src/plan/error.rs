@@ -33,6 +33,10 @@ pub enum PlanError {
     BodyFile(PathBuf, std::io::Error),
     #[error("cannot read plan: {0}")]
     PlanFile(String),
+    /// A plan that is not JSON, or not of a plan's shape; `field` is the plan field at fault
+    /// (`plan` when the error is not about one field).
+    #[error("cannot read plan: {message}")]
+    Json { field: String, message: String },
     #[error("cannot read paths file {0}: {1}")]
     PathsFile(PathBuf, String),
     #[error("bad weighted path {0:?}: {1}")]
@@ -41,7 +45,7 @@ pub enum PlanError {
 
 impl PlanError {
     /// The plan field a refusal is about, so that a caller can point at what set it.
-    pub fn field(&self) -> &'static str {
+    pub fn field(&self) -> &str {
         match self {
             PlanError::Target(_) => "target",
             PlanError::BothStops | PlanError::NoStop => "duration_s",
@@ -51,6 +55,7 @@ impl PlanError {
             PlanError::BadSource(..) => "sources",
             PlanError::BodyFile(..) => "body_file",
             PlanError::PlanFile(_) => "plan",
+            PlanError::Json { field, .. } => field,
             PlanError::PathsFile(..) | PlanError::BadPath(..) => "paths",
         }
     }

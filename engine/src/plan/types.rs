@@ -65,7 +65,7 @@ pub struct Plan {
     #[serde(default)]
     pub netns: Option<String>,
     /// How sockets are driven. `auto`: io_uring for closed-loop `keepalive` and
-    /// `new-connection` requests when the kernel offers it, epoll otherwise.
+    /// `new_connection` requests when the kernel offers it, epoll otherwise.
     #[serde(default)]
     pub io: IoBackend,
 }
@@ -108,7 +108,7 @@ fn default_seed() -> u64 {
 fn default_method() -> String {
     "GET".into()
 }
-pub(super) fn default_connections() -> u64 {
+fn default_connections() -> u64 {
     10
 }
 fn default_timeout_ms() -> u64 {
@@ -119,14 +119,17 @@ fn default_interval_ms() -> u64 {
 }
 
 /// When requests start.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Kinds without settings are empty structs, not unit variants, so that a setting given to a
+// kind that takes none (`rate` for `closed`) is refused rather than silently dropped: serde
+// ignores extra fields beside the tag of a unit variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PacerSpec {
     /// `connections` slots, each starting its next request as soon as the last one ended.
-    #[default]
-    Closed,
+    Closed {},
     /// One connection at a time, the next opened after the last one closed (seed 000 Test 1).
-    Sequential,
+    /// `connections` is 1 (its default under this pacer).
+    Sequential {},
     /// Arrivals at `rate` per second, rising linearly to `ramp_to_rate` over `ramp_s`.
     /// With the `keepalive` behaviour the arrivals are spread over a pool of `connections`
     /// kept-alive connections (wrk2 style); otherwise every arrival opens a new connection
@@ -153,6 +156,12 @@ fn default_calls() -> u64 {
     1
 }
 
+impl Default for PacerSpec {
+    fn default() -> Self {
+        PacerSpec::Closed {}
+    }
+}
+
 impl PacerSpec {
     /// Arrivals on a schedule, latency timed from the intended send time.
     pub fn is_open(&self) -> bool {
@@ -166,7 +175,7 @@ impl PacerSpec {
             PacerSpec::Users {
                 ramp_up_s, hold_s, ..
             } => Some(ramp_up_s + hold_s),
-            PacerSpec::Closed | PacerSpec::Sequential => None,
+            PacerSpec::Closed {} | PacerSpec::Sequential {} => None,
         }
     }
 
@@ -178,6 +187,15 @@ impl PacerSpec {
                 ..
             } => *calls_per_connection,
             _ => 1,
+        }
+    }
+
+    /// `connections` when a plan does not say: 1 for sequential pacing, which runs one
+    /// connection at a time, else 10 like wrk.
+    pub fn default_connections(&self) -> u64 {
+        match self {
+            PacerSpec::Sequential {} => 1,
+            _ => default_connections(),
         }
     }
 
@@ -193,14 +211,14 @@ impl PacerSpec {
 }
 
 /// What each request is.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Kinds without settings are empty structs, as in `PacerSpec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BehaviourSpec {
     /// Requests on a kept-alive connection.
-    #[default]
-    Keepalive,
+    Keepalive {},
     /// A new connection per request (`Connection: close`).
-    NewConnection,
+    NewConnection {},
     /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
     Longpoll {
         events: Vec<String>,
@@ -232,6 +250,12 @@ pub enum BehaviourSpec {
     },
 }
 
+impl Default for BehaviourSpec {
+    fn default() -> Self {
+        BehaviourSpec::Keepalive {}
+    }
+}
+
 fn default_rcvbuf() -> u32 {
     4096
 }
@@ -253,8 +277,8 @@ impl BehaviourSpec {
     pub fn is_plain(&self) -> bool {
         matches!(
             self,
-            BehaviourSpec::Keepalive
-                | BehaviourSpec::NewConnection
+            BehaviourSpec::Keepalive {}
+                | BehaviourSpec::NewConnection {}
                 | BehaviourSpec::SlowReader { .. }
         )
     }
@@ -268,7 +292,7 @@ impl BehaviourSpec {
     pub fn suits_io_uring(&self) -> bool {
         matches!(
             self,
-            BehaviourSpec::Keepalive | BehaviourSpec::NewConnection
+            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {}
         )
     }
 
@@ -296,7 +320,7 @@ impl BehaviourSpec {
     /// Whether sockets want `TCP_NODELAY`: not with a new connection per request, where the
     /// request is one write on a fresh connection that never waits for an ACK anyway.
     pub fn wants_no_delay(&self) -> bool {
-        *self != BehaviourSpec::NewConnection
+        !matches!(self, BehaviourSpec::NewConnection {})
     }
 
     /// A slow reader's pace; `None` for every other behaviour.
@@ -335,23 +359,23 @@ pub enum SyslogFraming {
 impl Plan {
     /// Whether the io_uring loop can run this plan: closed-loop plain requests.
     pub fn suits_io_uring(&self) -> bool {
-        self.pacer == PacerSpec::Closed && self.behaviour.suits_io_uring()
+        matches!(self.pacer, PacerSpec::Closed {}) && self.behaviour.suits_io_uring()
     }
 
     /// An open loop whose arrivals are spread over a pool of `connections` kept-alive
     /// connections (wrk2 style), rather than each opening its own.
     pub fn is_pooled(&self) -> bool {
-        self.pacer.is_open() && self.behaviour == BehaviourSpec::Keepalive
+        self.pacer.is_open() && matches!(self.behaviour, BehaviourSpec::Keepalive {})
     }
 
     /// How many clients run at once; `None` when each open-loop arrival is a client of its
     /// own, without bound.
     pub fn concurrency(&self) -> Option<u64> {
         match &self.pacer {
-            PacerSpec::Sequential => Some(1),
+            PacerSpec::Sequential {} => Some(1),
             PacerSpec::Users { users, .. } => Some(*users),
             PacerSpec::Open { .. } if !self.is_pooled() => None,
-            PacerSpec::Open { .. } | PacerSpec::Closed => Some(self.connections),
+            PacerSpec::Open { .. } | PacerSpec::Closed {} => Some(self.connections),
         }
     }
 
@@ -369,14 +393,14 @@ impl Plan {
     /// request is kept only for the further calls of one open-loop arrival.
     pub fn keeps_alive(&self) -> bool {
         match self.behaviour {
-            BehaviourSpec::NewConnection => self.pacer.calls_per_connection() > 1,
+            BehaviourSpec::NewConnection {} => self.pacer.calls_per_connection() > 1,
             _ => true,
         }
     }
 
     /// Sequential pacing waits for the server's close before the next connection.
     pub fn awaits_close(&self) -> bool {
-        self.pacer == PacerSpec::Sequential
+        matches!(self.pacer, PacerSpec::Sequential {})
     }
 
     /// The method on the wire: the behaviour's own, else the plan's.

@@ -156,14 +156,12 @@ impl Plan {
         if self.interval_ms == 0 {
             return Err(PlanError::NotPositive("interval_ms", "interval"));
         }
-        let needs_connections = !matches!(
-            self.pacer,
-            PacerSpec::Users { .. } | PacerSpec::Sequential | PacerSpec::Open { .. }
-        );
+        // Open-loop arrivals with connections of their own and users ignore `connections`.
+        let needs_connections = matches!(self.pacer, PacerSpec::Closed {}) || self.is_pooled();
         if needs_connections && self.connections == 0 {
             return Err(PlanError::NotPositive("connections", "connection count"));
         }
-        if let (Some(n), PacerSpec::Closed) = (self.requests, &self.pacer) {
+        if let (Some(n), PacerSpec::Closed {}) = (self.requests, &self.pacer) {
             if n < self.connections {
                 return Err(PlanError::Contradiction(
                     "connections",
@@ -215,7 +213,16 @@ impl Plan {
             PacerSpec::Users { users, .. } if *users == 0 => {
                 Err(PlanError::NotPositive("users", "users"))
             }
-            PacerSpec::Sequential if self.behaviour != BehaviourSpec::NewConnection => {
+            PacerSpec::Sequential {} if self.connections != 1 => Err(PlanError::Contradiction(
+                "connections",
+                format!(
+                    "sequential pacing runs one connection at a time: connections must be 1, not {}",
+                    self.connections
+                ),
+            )),
+            PacerSpec::Sequential {}
+                if !matches!(self.behaviour, BehaviourSpec::NewConnection {}) =>
+            {
                 Err(PlanError::Contradiction(
                     "behaviour",
                     "sequential pacing opens one connection per request: use --new-connection"
@@ -277,7 +284,7 @@ impl Plan {
                     ));
                 }
             }
-            BehaviourSpec::Keepalive | BehaviourSpec::NewConnection => {}
+            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {} => {}
         }
         let body_given = self.body.is_some() || self.body_file.is_some();
         if self.body.is_some() && self.body_file.is_some() {
@@ -466,7 +473,7 @@ mod tests {
     use super::*;
 
     fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
-        serde_json::from_value::<Plan>(json).unwrap().validate()
+        Plan::from_value(json).unwrap().validate()
     }
 
     #[test]
@@ -477,7 +484,7 @@ mod tests {
         plan.clone()
             .validate()
             .expect("closed keep-alive suits io_uring");
-        plan.pacer = PacerSpec::Sequential;
+        plan.pacer = PacerSpec::Sequential {};
         let err = plan.validate().unwrap_err().to_string();
         assert!(err.contains("io_uring drives closed-loop"), "{err}");
     }
