@@ -109,11 +109,10 @@ def engine_supports(feature: str) -> bool:
 
 
 def _behaviour(p: dict) -> dict[str, Any]:
+    # The engine spells behaviour kinds as suites do.
     kind = p["behaviour"]
-    if kind == "keepalive":
-        return {"kind": "keepalive"}
-    if kind == "new-connection":
-        return {"kind": "new_connection"}
+    if kind in ("keepalive", "new-connection"):
+        return {"kind": kind}
     if kind == "longpoll":
         return {
             "kind": "longpoll",
@@ -127,12 +126,12 @@ def _behaviour(p: dict) -> dict[str, Any]:
         return spec
     if kind == "slow-upload":
         rate = p.get("upload_rate_bps", p["upload_bytes"])
-        return {"kind": "slow_upload", "bytes": p["upload_bytes"], "bytes_per_s": rate}
+        return {"kind": kind, "bytes": p["upload_bytes"], "bytes_per_s": rate}
     if kind == "slow-reader":
         # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
         rate = max(1, int(p.get("read_rate_bps", 64_000)))
         return {
-            "kind": "slow_reader",
+            "kind": kind,
             "read_bytes": 1024,
             "read_interval_ms": max(1, 1024_000 // rate),
         }

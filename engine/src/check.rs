@@ -82,7 +82,7 @@ mod tests {
                 "pacer",
             ),
             (
-                r#""requests": 5, "connections": 1, "pacer": {"kind": "sequential", "ramp_to_rate": 5}, "behaviour": {"kind": "new_connection"}"#,
+                r#""requests": 5, "connections": 1, "pacer": {"kind": "sequential", "ramp_to_rate": 5}, "behaviour": {"kind": "new-connection"}"#,
                 "pacer",
             ),
             (
@@ -98,15 +98,15 @@ mod tests {
                 "behaviour",
             ),
             (
-                r#""duration_s": 1, "behaviour": {"kind": "slow_upload", "bytes_per_s": 5}"#,
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes_per_s": 5}"#,
                 "behaviour",
             ),
             (
-                r#""duration_s": 1, "behaviour": {"kind": "slow_upload", "bytes": 5, "bytes_per_s": 5, "duration_ms": 5}"#,
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes": 5, "bytes_per_s": 5, "duration_ms": 5}"#,
                 "behaviour",
             ),
             (
-                r#""duration_s": 1, "behaviour": {"kind": "new_connection", "transport": "udp"}"#,
+                r#""duration_s": 1, "behaviour": {"kind": "new-connection", "transport": "udp"}"#,
                 "behaviour",
             ),
             (
@@ -125,7 +125,7 @@ mod tests {
                 "requests",
             ),
             (
-                r#""requests": 5, "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new_connection"}, "connections": 3"#,
+                r#""requests": 5, "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}, "connections": 3"#,
                 "connections",
             ),
             (
@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn sequential_pacing_defaults_to_its_one_connection() {
         let plan = r#"{"target": "http://127.0.0.1:1/", "requests": 5,
-            "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new_connection"}}"#;
+            "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}}"#;
         let verdict = verdict(Plan::from_json(plan));
         assert_eq!(verdict["ok"], true, "{verdict}");
         assert_eq!(verdict["plan"]["connections"], 1);

@@ -77,6 +77,23 @@ mod tests {
     }
 
     #[test]
+    fn behaviour_kinds_are_spelt_as_suites_spell_them() {
+        for kind in ["keepalive", "new-connection"] {
+            let text = format!(
+                r#"{{"target": "http://127.0.0.1:1/", "behaviour": {{"kind": "{kind}"}}}}"#
+            );
+            let plan = Plan::from_json(&text).unwrap();
+            assert_eq!(serde_json::to_value(&plan.behaviour).unwrap()["kind"], kind);
+        }
+        let err = Plan::from_json(
+            r#"{"target": "http://127.0.0.1:1/", "behaviour": {"kind": "new_connection"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.field(), "behaviour");
+        assert!(err.to_string().contains("`new-connection`"), "{err}");
+    }
+
+    #[test]
     fn unknown_fields_and_broken_json_are_about_the_plan() {
         for text in [
             r#"{"target":"http://127.0.0.1:1/","conns":3}"#,

@@ -65,7 +65,7 @@ pub struct Plan {
     #[serde(default)]
     pub netns: Option<String>,
     /// How sockets are driven. `auto`: io_uring for closed-loop `keepalive` and
-    /// `new_connection` requests when the kernel offers it, epoll otherwise.
+    /// `new-connection` requests when the kernel offers it, epoll otherwise.
     #[serde(default)]
     pub io: IoBackend,
 }
@@ -211,9 +211,10 @@ impl PacerSpec {
 }
 
 /// What each request is.
-// Kinds without settings are empty structs, as in `PacerSpec`.
+// Kinds without settings are empty structs, as in `PacerSpec`. Kinds are spelt as suites
+// spell them (`new-connection`), so one name means one behaviour from a suite to a summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum BehaviourSpec {
     /// Requests on a kept-alive connection.
     Keepalive {},

@@ -34,7 +34,7 @@ impl Plan {
     pub fn check(&self) -> Result<(Target, Stop), PlanError> {
         if self.io == IoBackend::IoUring && !self.suits_io_uring() {
             return Err(PlanError::Contradiction("io",
-                "io_uring drives closed-loop keepalive or new_connection requests only; use --io auto or epoll".into(),
+                "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll".into(),
             ));
         }
         let target = Target::parse(&self.target, self.behaviour.needs_http())?;
@@ -348,7 +348,7 @@ fn check_paths(paths: &[WeightedPath], behaviour: &BehaviourSpec) -> Result<(), 
     if !behaviour.is_plain() {
         return Err(PlanError::Contradiction(
             "paths",
-            "weighted paths apply to plain requests (keepalive, new_connection, slow_reader)"
+            "weighted paths apply to plain requests (keepalive, new-connection, slow-reader)"
                 .into(),
         ));
     }
