@@ -5,15 +5,17 @@
 mod behaviour;
 pub mod check;
 pub mod cli;
+mod client;
 mod conn;
 pub mod emits;
 pub mod http;
 mod inbox;
+mod ledger;
 pub mod pacer;
 mod paths;
 pub mod plan;
 pub mod report;
-mod session;
+mod shared;
 pub mod stats;
 pub mod system;
 pub mod target;
@@ -30,7 +32,7 @@ pub use report::{EmitLine, IntervalLine, Summary};
 use pacer::RateCurve;
 use plan::Stop;
 use report::SummaryInput;
-use session::Shared;
+use shared::Shared;
 use stats::{Histograms, Snapshot};
 
 #[derive(Debug, thiserror::Error)]

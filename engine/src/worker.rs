@@ -1,7 +1,6 @@
 //! One worker thread: a single-threaded event loop running this worker's share of slots (or
 //! its share of open-loop arrivals), all through one generic loop.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,11 +8,13 @@ use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
+use crate::client::Client;
 use crate::emits::EmitLog;
+use crate::ledger::STARVED_PAUSE;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
 use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
-use crate::session::{Session, Shared, WorkerCtx};
-use crate::stats::{Counters, ErrorKind, Histograms};
+use crate::shared::{Shared, WorkerCtx};
+use crate::stats::{ErrorKind, Histograms};
 use crate::uring;
 
 /// Messages per write when syslog is not paced: batching is what a real forwarder does.
@@ -29,12 +30,7 @@ pub struct WorkerResults {
 
 /// Runs worker `index` to completion and returns what it recorded.
 pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
-    let ctx = Rc::new(WorkerCtx {
-        counters: shared.counters[index].clone(),
-        shared,
-        histograms: RefCell::new(Histograms::default()),
-        emits: RefCell::default(),
-    });
+    let ctx = Rc::new(WorkerCtx::new(shared, index));
     let io = match ring_for(&ctx.shared, index)? {
         Some(ring) => {
             let plan = &ctx.shared.plan;
@@ -55,7 +51,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
         }
     };
     Ok(WorkerResults {
-        histograms: ctx.histograms.take(),
+        histograms: ctx.ledger.take_histograms(),
         emits: ctx.emits.take(),
         io,
     })
@@ -199,10 +195,10 @@ fn rate_curve(pacer: &PacerSpec) -> RateCurve {
     RateCurve::of(pacer).unwrap_or(RateCurve::fixed(1.0))
 }
 
-/// One slot: a session looping its behaviour whenever its pacer allows.
+/// One slot: a client looping its behaviour whenever its pacer allows.
 async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer: Box<dyn Pacer>) {
-    let mut session = Session::new(ctx.clone());
-    configure(&mut session);
+    let mut client = Client::new(ctx.clone());
+    let mut state = B::State::default();
     while let Some(at) = pacer.next() {
         if at > Instant::now() {
             tokio::time::sleep_until(at.into()).await;
@@ -212,7 +208,7 @@ async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer
             break;
         }
         let intended = pacer.open_loop().then_some(at);
-        attempt(&*behaviour, &mut session, intended, granted).await;
+        attempt(&*behaviour, &mut client, &mut state, intended, granted).await;
     }
 }
 
@@ -223,7 +219,7 @@ async fn dispatch<B: Behaviour + 'static>(
     mut pacer: Scheduled,
     calls: u64,
 ) {
-    let mut sessions = JoinSet::new();
+    let mut clients = JoinSet::new();
     while let Some(at) = pacer.next() {
         if at > Instant::now() {
             tokio::time::sleep_until(at.into()).await;
@@ -234,16 +230,16 @@ async fn dispatch<B: Behaviour + 'static>(
         if granted == 0 {
             break;
         }
-        sessions.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, granted));
-        while sessions.try_join_next().is_some() {}
+        clients.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, granted));
+        while clients.try_join_next().is_some() {}
     }
-    while sessions.join_next().await.is_some() {}
+    while clients.join_next().await.is_some() {}
 }
 
 async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant, calls: u64) {
-    let mut session = Session::new(ctx.clone());
-    configure(&mut session);
-    attempt(&*behaviour, &mut session, Some(at), 1).await;
+    let mut client = Client::new(ctx.clone());
+    let mut state = B::State::default();
+    attempt(&*behaviour, &mut client, &mut state, Some(at), 1).await;
     for _ in 1..calls {
         if ctx
             .shared
@@ -252,43 +248,31 @@ async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant
         {
             break;
         }
-        attempt(&*behaviour, &mut session, None, 1).await;
+        attempt(&*behaviour, &mut client, &mut state, None, 1).await;
     }
 }
 
-fn configure(session: &mut Session) {
-    let behaviour = &session.ctx.shared.plan.plan.behaviour;
-    session.no_delay = behaviour.wants_no_delay();
-    if let Some(pace) = behaviour.read_pace() {
-        session.recv_buffer = Some(pace.rcvbuf);
-        session.read_pace = Some((pace.bytes, pace.interval));
-    }
-}
-
-/// One exchange with its timeout; counts the attempt and classifies a failure.
+/// One exchange with its timeout, entered in the worker's ledger.
 async fn attempt<B: Behaviour>(
     behaviour: &B,
-    session: &mut Session,
+    client: &mut Client,
+    state: &mut B::State,
     intended: Option<Instant>,
     units: u64,
 ) {
-    let counters = session.ctx.counters.clone();
-    Counters::add(&counters.started, units);
-    let exchange = behaviour.exchange(session, Attempt { intended, units });
+    client.ledger().begin(units);
+    let exchange = behaviour.exchange(client, state, Attempt { intended, units });
     let result = match behaviour.timeout() {
         Some(limit) => tokio::time::timeout(limit, exchange)
             .await
             .unwrap_or(Err(ErrorKind::Timeout)),
         None => exchange.await,
     };
-    Counters::add(&counters.requests, units);
+    client.ledger().end(units, result);
     if let Err(kind) = result {
-        counters.error(kind);
-        session.close();
+        client.close();
         if kind.invalidates_run() {
-            // Without a free port or descriptor every retry fails at once; a short pause
-            // keeps a starved slot from spinning while the run is reported invalid.
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(STARVED_PAUSE).await;
         }
     }
 }
