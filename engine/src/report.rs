@@ -29,7 +29,8 @@ pub struct Errors {
     /// Answers with status 400 or above (these are also counted in `requests`).
     pub status: u64,
     /// Unparseable answer: bad status line or header, header over 64 KiB, bad chunking,
-    /// unreadable push event.
+    /// framing that reads two ways (Content-Length with Transfer-Encoding, Content-Length
+    /// values that differ), unreadable push event.
     pub parse: u64,
     /// No local port left (EADDRNOTAVAIL): the run is invalid.
     pub ports_exhausted: u64,
