@@ -65,6 +65,7 @@ def load(
 
 # Any place does for --check: it opens no socket.
 _CHECK_WHERE = {"host": "127.0.0.1", "port": 8080, "syslog_port": 8514}
+_CHECK_PATHS = [{"path": "/files/f0000.bin", "weight": 1.0}]
 
 
 def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
@@ -74,12 +75,15 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
     for plan in plans:
         for engine_plan in plan.engine_plans():
             bound = bind(engine_plan, **_CHECK_WHERE)
+            if plan.fileset and engine_plan is plan.measured:
+                # The executor adds the file set's paths where it runs; one stands for them.
+                bound["paths"] = _CHECK_PATHS
             # Tests that differ only in contestant, tunables or repeat share a plan.
             planned.setdefault(json.dumps(bound, sort_keys=True), (plan, bound))
     verdicts = check_plans([bound for _, bound in planned.values()])
     for (plan, _), verdict in zip(planned.values(), verdicts, strict=True):
         if not verdict.get("ok"):
-            key = suite_key_for(verdict.get("field"), plan.params)
+            key = suite_key_for(verdict.get("field"), plan.params, verdict["error"])
             value = plan.params.get(key)
             said = f"{key} = {value!r}" if value is not None else key
             raise suite.error(

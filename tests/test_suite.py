@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from serverlab import commands
 from serverlab.contestant.manifest import find
 from serverlab.run.suite import MAX_TESTS, SuiteError, load_suite
 
@@ -95,17 +96,23 @@ duration_s = 1
         load_suite(path, only=["nginx"])
 
 
+def checked(path: Path, profile: str | None = None):
+    """The suite as `serverlab run --dry-run` takes it: loaded, planned, and every engine
+    plan judged by the engine (`serverlab-load --check`)."""
+    return commands.load(str(path), 1.0, None, None, profile)
+
+
 @pytest.mark.parametrize(
     ("body", "line", "reason"),
     [
         ('[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduraton_s = 5\n', 6, "unknown"),
-        ('[[scenario]]\nname = "a"\nbehaviour = "teleport"\nduration_s = 5\n', 5, "behaviour"),
+        ('[[scenario]]\nname = "a"\nbehaviour = "teleport"\nduration_s = 5\n', 5, "teleport"),
         (
             '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduration_s = 5\nrate = 9\n',
             7,
-            "open pacer",
+            "unknown field `rate`",
         ),
-        ('[[scenario]]\nname = "a"\nbehaviour = "longpoll"\nduration_s = 5\n', 5, "longpoll"),
+        ('[[scenario]]\nname = "a"\nbehaviour = "longpoll"\nduration_s = 5\n', 5, "duration_ms"),
         ('[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nclients = "many"\n', 6, "int"),
         (
             '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduration_s = 5\n'
@@ -113,7 +120,17 @@ duration_s = 1
             7,
             "only applies",
         ),
-        ('[[scenario]]\nname = "a"\nbehaviour = "keepalive"\n', 4, "duration_s or requests"),
+        (
+            '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\n',
+            4,
+            "request count .* or a duration",
+        ),
+        (
+            '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\npacer = "sequential"\n'
+            "clients = 3\nrequests = 10\n",
+            7,
+            "clients = 3",
+        ),
         (
             '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduration_s = 5\n'
             'contestants = ["nobody"]\n',
@@ -125,7 +142,7 @@ duration_s = 1
 def test_bad_suites_name_file_line_and_reason(tmp_path, body, line, reason):
     path = write(tmp_path, 'contestants = ["node-http"]\n\n' + body)
     with pytest.raises(SuiteError, match=reason) as caught:
-        load_suite(path, known_contestants=KNOWN)
+        checked(path)
     assert caught.value.line == line
     assert str(caught.value).startswith(f"{path}:{line}: ")
 
@@ -188,7 +205,7 @@ name = "push"
 behaviour = "keepalive"
 clients = [1000, 5000]
 duration_s = 100
-requests = 20000
+requests = 200000
 priming_runs = 1
 link = "slow"
 files = "zipfy"
@@ -214,7 +231,7 @@ def test_a_profile_scales_durations_and_counts_and_narrows_the_matrix(tmp_path):
     push, flood = quick.permutations
     assert (push.contestant, push.params["clients"]) == ("go-nethttp", 1000)
     assert push.params["duration_s"] == 5  # 100 x 0.1 x 0.5
-    assert push.params["requests"] == 200
+    assert push.params["requests"] == 2000
     assert push.params["priming_runs"] == 1
     assert flood.params["syslog_messages"] == 10_000
     assert quick.profile == "quick"
@@ -254,7 +271,7 @@ def _swap(text: str, old: str, new: str) -> str:
 def test_bad_seed_fields_name_file_line_and_reason(tmp_path, old, new, line, reason):
     path = write(tmp_path, _swap(SEED_SUITE, old, new))
     with pytest.raises(SuiteError, match=re.escape(reason)) as caught:
-        load_suite(path, known_contestants=KNOWN, profile="quick")
+        checked(path, profile="quick")
     assert caught.value.line == line
 
 
@@ -265,8 +282,9 @@ def test_an_unknown_profile_lists_the_known_ones(tmp_path):
 
 def test_files_only_go_with_behaviours_that_fetch_files(tmp_path):
     text = _swap(SEED_SUITE, 'behaviour = "keepalive"', 'behaviour = "comet"')
-    with pytest.raises(SuiteError, match="files applies to"):
-        load_suite(write(tmp_path, text))
+    text = _swap(text, "requests = 200000\n", "")
+    with pytest.raises(SuiteError, match="files = 'zipfy': the engine refuses it: weighted"):
+        checked(write(tmp_path, text))
 
 
 def test_a_profile_may_ask_less_of_the_machine_than_the_full_suite(tmp_path):

@@ -1,5 +1,5 @@
-//! What one request is. Every behaviour is one `exchange` on a session; pacing, budgets,
-//! timeouts and error counting live in the worker loop, once.
+//! What one request is. Every behaviour is one `exchange` by a client; pacing, budgets,
+//! timeouts and the counting of attempts live in the worker loop, once.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -7,14 +7,19 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::client::Client;
 use crate::emits::Delivery;
 use crate::http::{build_request, build_request_to, request_head, ParseError};
+use crate::inbox::{discard, Answer};
 use crate::paths::PathPicker;
 use crate::plan::{SyslogFraming, ValidPlan};
-use crate::session::{Answer, Session, WorkerCtx};
+use crate::shared::WorkerCtx;
 use crate::stats::{Counters, ErrorKind};
 
 pub(crate) trait Behaviour {
+    /// What one client keeps from one exchange to the next (buffers, a long poll's sequence
+    /// tracker, a UDP socket).
+    type State: Default;
     /// Budget units (requests, messages) one exchange uses at most.
     fn units(&self) -> u64 {
         1
@@ -23,7 +28,12 @@ pub(crate) trait Behaviour {
     fn timeout(&self) -> Option<Duration>;
     /// Performs one exchange. Success statistics are recorded here; the caller counts the
     /// attempt and any error.
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind>;
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        state: &mut Self::State,
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind>;
 }
 
 /// One exchange as the pacer granted it.
@@ -33,10 +43,6 @@ pub(crate) struct Attempt {
     pub intended: Option<Instant>,
     /// Budget units granted (messages for syslog, else 1).
     pub units: u64,
-}
-
-fn discard(_: &[u8]) -> Result<(), ParseError> {
-    Ok(())
 }
 
 /// A request with a fixed body: keep-alive, new connection, slow reader. With weighted
@@ -52,7 +58,8 @@ pub(crate) struct Plain {
 }
 
 impl Plain {
-    pub fn new(plan: &ValidPlan, worker: usize, keep_alive: bool, await_close: bool) -> Plain {
+    pub fn new(plan: &ValidPlan, worker: usize) -> Plain {
+        let keep_alive = plan.plan.keeps_alive();
         let method = plan.plan.method.as_str();
         let build =
             |path: &str| build_request_to(plan, path, method, None, &plan.body, !keep_alive);
@@ -66,7 +73,7 @@ impl Plain {
             picker: PathPicker::new(&plan.paths, plan.plan.seed, worker),
             keep_alive,
             head_request: method == "HEAD",
-            await_close,
+            await_close: plan.plan.awaits_close(),
             timeout: Duration::from_millis(plan.plan.timeout_ms),
         }
     }
@@ -96,18 +103,25 @@ impl Plain {
 }
 
 impl Behaviour for Plain {
+    type State = ();
+
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
     }
 
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let sent = s.open_and_send(&self.requests[self.pick()]).await?;
-        let answer = s.read_answer(self.head_request, &mut discard).await?;
-        s.record_answer(attempt.intended, sent, &answer);
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        _: &mut (),
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
+        let sent = c.open_and_send(&self.requests[self.pick()]).await?;
+        let answer = c.read_answer(self.head_request, &mut discard).await?;
+        c.record_answer(attempt.intended, sent, &answer);
         if self.await_close && answer.close {
-            s.await_peer_close().await?;
+            c.await_peer_close().await?;
         }
-        s.finish(&answer, self.keep_alive);
+        c.finish(&answer, self.keep_alive);
         Ok(())
     }
 }
@@ -233,9 +247,9 @@ fn observe_push(
         (false, Some(event)) => event,
         (false, None) => return PushKind::Unreadable,
     };
-    let c = &ctx.counters;
+    let c = ctx.ledger.counters();
     Counters::add(&c.events, 1);
-    ctx.record_event(event.timings.created, subscribed);
+    ctx.ledger.event(event.timings.created, subscribed);
     ctx.emits.borrow_mut().observe(&event.delivery());
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
@@ -263,16 +277,30 @@ impl LongPoll {
     }
 }
 
+/// A long-polling client's answer body, and the event sequence numbers of all its polls.
+#[derive(Default)]
+pub(crate) struct PollState {
+    body: Vec<u8>,
+    seq: SeqTracker,
+}
+
 impl Behaviour for LongPoll {
+    type State = PollState;
+
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
     }
 
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let sent = s.open_and_send(&self.request).await?;
-        let mut body = std::mem::take(&mut s.scratch);
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        state: &mut PollState,
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
+        let sent = c.open_and_send(&self.request).await?;
+        let body = &mut state.body;
         body.clear();
-        let result = s
+        let answer = c
             .read_answer(false, &mut |d: &[u8]| {
                 if body.len() + d.len() > MAX_PUSH_BODY {
                     return Err(ParseError::BodyTooLarge);
@@ -280,33 +308,29 @@ impl Behaviour for LongPoll {
                 body.extend_from_slice(d);
                 Ok(())
             })
-            .await;
-        let outcome = result.map(|answer| self.judge(s, &body, sent, attempt.intended, answer));
-        s.scratch = body;
-        outcome?
+            .await?;
+        self.judge(c, state, sent, attempt.intended, answer)
     }
 }
 
 impl LongPoll {
     fn judge(
         &self,
-        s: &mut Session,
-        body: &[u8],
+        c: &mut Client,
+        state: &mut PollState,
         sent: Instant,
         intended: Option<Instant>,
         answer: Answer,
     ) -> Result<(), ErrorKind> {
-        s.record_answer(intended, sent, &answer);
-        s.finish(&answer, true);
+        c.record_answer(intended, sent, &answer);
+        c.finish(&answer, true);
         if answer.status >= 400 {
             return Ok(());
         }
         // A long poll legitimately misses the events emitted while it re-subscribes, so
-        // only repeats and steps back are judged, over the whole life of the session.
-        let mut tracker = std::mem::take(&mut s.seq);
-        let kind = observe_push(&s.ctx, body, &mut tracker, sent, false);
-        s.seq = tracker;
-        let c = &s.ctx.counters;
+        // only repeats and steps back are judged, over the whole life of the client.
+        let kind = observe_push(&c.ctx, &state.body, &mut state.seq, sent, false);
+        let c = c.ledger().counters();
         match kind {
             PushKind::Event => Counters::add(&c.longpoll_event_answers, 1),
             PushKind::Timeout => Counters::add(&c.longpoll_timeout_answers, 1),
@@ -332,25 +356,30 @@ impl Comet {
 }
 
 impl Behaviour for Comet {
+    /// The line being read (a line may span reads).
+    type State = Vec<u8>;
+
     fn timeout(&self) -> Option<Duration> {
         self.timeout
     }
 
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let sent = s.open_and_send(&self.request).await?;
-        let ctx = s.ctx.clone();
-        let mut line = std::mem::take(&mut s.scratch);
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        line: &mut Vec<u8>,
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
+        let sent = c.open_and_send(&self.request).await?;
+        let ctx = c.ctx.clone();
         line.clear();
         let mut tracker = SeqTracker::default();
-        let result = s
+        let answer = c
             .read_answer(false, &mut |data: &[u8]| {
-                comet_bytes(&ctx, data, &mut line, &mut tracker, sent)
+                comet_bytes(&ctx, data, line, &mut tracker, sent)
             })
-            .await;
-        s.scratch = line;
-        let answer = result?;
-        s.record_answer(attempt.intended, sent, &answer);
-        s.finish(&answer, true);
+            .await?;
+        c.record_answer(attempt.intended, sent, &answer);
+        c.finish(&answer, true);
         Ok(())
     }
 }
@@ -368,8 +397,8 @@ fn comet_bytes(
         data = &data[pos + 1..];
         if !line.trim_ascii().is_empty() {
             match observe_push(ctx, line, tracker, subscribed, true) {
-                PushKind::Timeout => Counters::add(&ctx.counters.comet_timeout_lines, 1),
-                PushKind::Unreadable => ctx.counters.error(ErrorKind::Parse),
+                PushKind::Timeout => Counters::add(&ctx.ledger.counters().comet_timeout_lines, 1),
+                PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
                 PushKind::Event => {}
             }
         }
@@ -407,13 +436,13 @@ impl SlowUpload {
         }
     }
 
-    async fn trickle(&self, s: &mut Session) -> Result<(), ErrorKind> {
+    async fn trickle(&self, c: &mut Client) -> Result<(), ErrorKind> {
         let piece = (self.bytes_per_s / UPLOAD_TICKS_PER_S).clamp(1, FILLER.len() as u64);
         let began = Instant::now();
         let mut sent = 0u64;
         while sent < self.bytes {
             let n = piece.min(self.bytes - sent);
-            s.send(&FILLER[..n as usize]).await?;
+            c.send(&FILLER[..n as usize]).await?;
             sent += n;
             let due = Duration::from_secs_f64(sent as f64 / self.bytes_per_s as f64);
             tokio::time::sleep_until((began + due).into()).await;
@@ -423,16 +452,23 @@ impl SlowUpload {
 }
 
 impl Behaviour for SlowUpload {
+    type State = ();
+
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
     }
 
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
-        let sent = s.open_and_send(&self.head).await?;
-        self.trickle(s).await?;
-        let answer = s.read_answer(false, &mut discard).await?;
-        s.record_answer(attempt.intended, sent, &answer);
-        s.finish(&answer, true);
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        _: &mut (),
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
+        let sent = c.open_and_send(&self.head).await?;
+        self.trickle(c).await?;
+        let answer = c.read_answer(false, &mut discard).await?;
+        c.record_answer(attempt.intended, sent, &answer);
+        c.finish(&answer, true);
         Ok(())
     }
 }
@@ -477,35 +513,48 @@ impl Syslog {
         }
     }
 
-    async fn send_udp(&self, s: &mut Session, first: u64, units: u64) -> Result<(), ErrorKind> {
-        if s.udp.is_none() {
-            let source = s
+    async fn send_udp(
+        &self,
+        c: &mut Client,
+        state: &mut SyslogState,
+        first: u64,
+        units: u64,
+    ) -> Result<(), ErrorKind> {
+        if state.udp.is_none() {
+            let source = c
                 .ctx
                 .shared
                 .next_source()
                 .unwrap_or(std::net::Ipv4Addr::LOCALHOST);
             let socket = tokio::net::UdpSocket::bind((source, 0)).await?;
-            socket.connect(s.ctx.shared.addr).await?;
-            s.udp = Some(socket);
+            socket.connect(c.ctx.shared.addr).await?;
+            state.udp = Some(socket);
         }
-        let socket = s.udp.as_ref().ok_or(ErrorKind::Other)?;
-        let mut datagram = std::mem::take(&mut s.scratch);
-        let mut result = Ok(());
+        let socket = state.udp.as_ref().ok_or(ErrorKind::Other)?;
+        let datagram = &mut state.bytes;
         for seq in first..first + units {
             datagram.clear();
-            self.frame(&mut datagram, seq);
-            if let Err(e) = socket.send(&datagram).await {
-                result = Err(ErrorKind::from_connect(&e));
-                break;
+            self.frame(datagram, seq);
+            if let Err(e) = socket.send(datagram).await {
+                return Err(ErrorKind::from_connect(&e));
             }
-            Counters::add(&s.ctx.counters.bytes_written, datagram.len() as u64);
+            c.ledger().wrote(datagram.len());
         }
-        s.scratch = datagram;
-        result
+        Ok(())
     }
 }
 
+/// A syslog client's UDP socket (TCP goes through the client's connection), and the bytes
+/// of its next batch or datagram.
+#[derive(Default)]
+pub(crate) struct SyslogState {
+    udp: Option<tokio::net::UdpSocket>,
+    bytes: Vec<u8>,
+}
+
 impl Behaviour for Syslog {
+    type State = SyslogState;
+
     fn units(&self) -> u64 {
         self.batch
     }
@@ -514,25 +563,28 @@ impl Behaviour for Syslog {
         Some(self.timeout)
     }
 
-    async fn exchange(&self, s: &mut Session, attempt: Attempt) -> Result<(), ErrorKind> {
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        state: &mut SyslogState,
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
         let units = attempt.units;
-        let first = s
+        let first = c
             .ctx
             .shared
             .syslog_seq
             .fetch_add(units, std::sync::atomic::Ordering::Relaxed);
         if self.udp {
-            return self.send_udp(s, first, units).await;
+            return self.send_udp(c, state, first, units).await;
         }
-        s.ensure_conn().await?;
-        let mut batch = std::mem::take(&mut s.scratch);
+        c.ensure_conn().await?;
+        let batch = &mut state.bytes;
         batch.clear();
         for seq in first..first + units {
-            self.frame(&mut batch, seq);
+            self.frame(batch, seq);
         }
-        let result = s.send(&batch).await;
-        s.scratch = batch;
-        result
+        c.send(batch).await
     }
 }
 

@@ -64,6 +64,99 @@ mod tests {
         assert_eq!(lines[2]["field"], "plan");
     }
 
+    /// The combination rules a suite's tests must keep, each refused with the plan field
+    /// it is about (the orchestrator maps that field back to the suite line that set it).
+    #[test]
+    fn every_combination_rule_names_its_field() {
+        let target = r#""target": "http://127.0.0.1:1/""#;
+        for (rest, field) in [
+            // Kinds and what each takes.
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "websocket"}"#,
+                "behaviour",
+            ),
+            (r#""duration_s": 1, "pacer": {"kind": "poisson"}"#, "pacer"),
+            (r#""duration_s": 1, "pacer": {"kind": "open"}"#, "pacer"),
+            (
+                r#""duration_s": 1, "pacer": {"kind": "closed", "rate": 5}"#,
+                "pacer",
+            ),
+            (
+                r#""requests": 5, "connections": 1, "pacer": {"kind": "sequential", "ramp_to_rate": 5}, "behaviour": {"kind": "new-connection"}"#,
+                "pacer",
+            ),
+            (
+                r#""pacer": {"kind": "users", "users": 2, "ramp_up_s": 0, "hold_s": 1, "rate": 5}"#,
+                "pacer",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "longpoll", "events": ["e1"]}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "keepalive", "duration_ms": 5}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes_per_s": 5}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes": 5, "bytes_per_s": 5, "duration_ms": 5}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "new-connection", "transport": "udp"}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "syslog", "transport": "sctp"}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 5}, "paths": [{"path": "/a", "weight": 1}]"#,
+                "paths",
+            ),
+            // Stops and counts.
+            (r#""connections": 1"#, "duration_s"),
+            (r#""behaviour": {"kind": "syslog"}"#, "duration_s"),
+            (
+                r#""requests": 0, "behaviour": {"kind": "syslog"}"#,
+                "requests",
+            ),
+            (
+                r#""requests": 5, "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}, "connections": 3"#,
+                "connections",
+            ),
+            (
+                r#""duration_s": 1, "pacer": {"kind": "open", "rate": 5}, "connections": 0"#,
+                "connections",
+            ),
+            (r#""duration_s": 1, "connections": -1"#, "connections"),
+            (r#""requests": -1"#, "requests"),
+            (r#""duration_s": -1"#, "duration_s"),
+            (
+                r#""duration_s": 1, "pacer": {"kind": "open", "rate": -5}"#,
+                "pacer",
+            ),
+            (r#""duration_s": 1, "conns": 3"#, "plan"),
+        ] {
+            let plan = format!("{{{target}, {rest}}}");
+            let verdict = verdict(Plan::from_json(&plan));
+            assert_eq!(verdict["ok"], false, "{plan}");
+            assert_eq!(verdict["field"], field, "{plan}: {verdict}");
+        }
+    }
+
+    #[test]
+    fn sequential_pacing_defaults_to_its_one_connection() {
+        let plan = r#"{"target": "http://127.0.0.1:1/", "requests": 5,
+            "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}}"#;
+        let verdict = verdict(Plan::from_json(plan));
+        assert_eq!(verdict["ok"], true, "{verdict}");
+        assert_eq!(verdict["plan"]["connections"], 1);
+    }
+
     #[test]
     fn infinite_or_huge_spans_are_refused() {
         for (plan, field) in [

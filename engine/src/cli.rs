@@ -183,9 +183,9 @@ impl Args {
         let mut plan = Plan::for_target(&url);
         plan.pacer = self.pacer()?;
         plan.behaviour = self.behaviour()?;
-        if let Some(c) = self.connections {
-            plan.connections = c;
-        }
+        plan.connections = self
+            .connections
+            .unwrap_or_else(|| plan.pacer.default_connections());
         plan.threads = self.threads.unwrap_or(0);
         plan.requests = self.requests;
         plan.duration_s = self.duration.map(|d| d.as_secs_f64());
@@ -197,9 +197,9 @@ impl Args {
         }
         if let Some(m) = self.method {
             plan.method = m;
-        } else if matches!(plan.behaviour, BehaviourSpec::SlowUpload { .. })
-            || self.body_file.is_some()
-        {
+        } else if let Some(method) = plan.behaviour.own_method() {
+            plan.method = method.into();
+        } else if self.body_file.is_some() {
             plan.method = "POST".into();
         }
         plan.headers = self.headers;
@@ -256,7 +256,7 @@ impl Args {
             });
         }
         if self.sequential {
-            return Ok(PacerSpec::Sequential);
+            return Ok(PacerSpec::Sequential {});
         }
         if let Some(users) = self.users {
             return Ok(PacerSpec::Users {
@@ -265,13 +265,13 @@ impl Args {
                 hold_s: self.hold.map_or(0.0, |d| d.as_secs_f64()),
             });
         }
-        Ok(PacerSpec::Closed)
+        Ok(PacerSpec::Closed {})
     }
 
     fn behaviour(&self) -> Result<BehaviourSpec, PlanError> {
         let mut chosen = Vec::new();
         if self.new_connection || self.sequential {
-            chosen.push(BehaviourSpec::NewConnection);
+            chosen.push(BehaviourSpec::NewConnection {});
         }
         if let Some(events) = &self.longpoll {
             let duration_ms = self.push_ms.ok_or_else(|| {
@@ -316,7 +316,7 @@ impl Args {
             });
         }
         match chosen.len() {
-            0 => Ok(BehaviourSpec::Keepalive),
+            0 => Ok(BehaviourSpec::Keepalive {}),
             1 => Ok(chosen.remove(0)),
             _ if self.sequential && chosen.len() == 2 && !self.new_connection => Err(
                 PlanError::Contradiction("flags", "--sequential works with plain requests only".into()),
@@ -369,8 +369,8 @@ mod tests {
             (p.connections, p.duration_s, p.requests),
             (100, Some(5.0), None)
         );
-        assert_eq!(p.pacer, PacerSpec::Closed);
-        assert_eq!(p.behaviour, BehaviourSpec::Keepalive);
+        assert_eq!(p.pacer, PacerSpec::Closed {});
+        assert_eq!(p.behaviour, BehaviourSpec::Keepalive {});
         assert_eq!(p.headers, vec!["X-A: b".to_string()]);
     }
 
@@ -392,9 +392,11 @@ mod tests {
         );
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "6000"]).unwrap();
         assert_eq!(
-            (p.pacer, p.behaviour),
-            (PacerSpec::Sequential, BehaviourSpec::NewConnection)
+            (p.pacer, p.behaviour, p.connections),
+            (PacerSpec::Sequential {}, BehaviourSpec::NewConnection {}, 1)
         );
+        let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "60", "-c", "3"]).unwrap();
+        assert_eq!(p.check().unwrap_err().field(), "connections");
     }
 
     #[test]

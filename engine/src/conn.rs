@@ -7,15 +7,13 @@
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::stats::Counters;
+use crate::ledger::{Ledger, OpenConnection};
 
 pub struct ConnOptions {
     pub source: Option<Ipv4Addr>,
@@ -27,16 +25,16 @@ pub struct ConnOptions {
 
 pub struct Conn {
     fd: AsyncFd<Socket>,
-    counters: Arc<Counters>,
+    _open: OpenConnection,
 }
 
 impl Conn {
-    /// Connects without blocking the event loop; the connection is counted as open in
-    /// `counters` while it lives.
+    /// Connects without blocking the event loop; the connection is counted as open in the
+    /// ledger while it lives.
     pub async fn connect(
         addr: SocketAddr,
         options: &ConnOptions,
-        counters: Arc<Counters>,
+        ledger: &Ledger,
     ) -> io::Result<Conn> {
         let socket = new_socket(options)?;
         match socket.connect(&addr.into()) {
@@ -49,8 +47,10 @@ impl Conn {
             AsyncFd::register_with_interest(socket, Interest::READABLE | Interest::WRITABLE)
         }
         .map_err(|e| e.into_parts().1)?;
-        counters.open_connections.fetch_add(1, Relaxed);
-        let conn = Conn { fd, counters };
+        let conn = Conn {
+            fd,
+            _open: ledger.opened(),
+        };
         let guard = conn.fd.writable().await?;
         // The first writable edge of a fresh socket means the connect finished; SO_ERROR
         // tells how.
@@ -93,12 +93,6 @@ impl Conn {
         if let Poll::Ready(Ok(mut guard)) = self.fd.poll_read_ready(&mut cx) {
             guard.clear_ready();
         }
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.counters.open_connections.fetch_sub(1, Relaxed);
     }
 }
 

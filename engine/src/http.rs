@@ -1,6 +1,11 @@
 //! HTTP/1.1 on the client side: the request bytes (built once per run) and an incremental
 //! response parser that never trusts the server: every length is bounded, every framing error
 //! is a typed `ParseError`, and body bytes are streamed to a sink instead of being stored.
+//! Framing that could be read two ways (RFC 9112 §6.3: both Content-Length and
+//! Transfer-Encoding, Content-Length values that disagree, a transfer coding that does not
+//! end in chunked) is an error, never a guess: the answer counts as `parse` and its
+//! connection is not used again. The engine sends such framing only when a plan's own
+//! headers say so.
 
 use crate::plan::ValidPlan;
 
@@ -16,6 +21,10 @@ pub enum ParseError {
     HeadTooLarge,
     #[error("bad Content-Length")]
     BadLength,
+    #[error("both Content-Length and Transfer-Encoding")]
+    LengthAndTransferEncoding,
+    #[error("Transfer-Encoding does not end in one chunked coding")]
+    BadTransferEncoding,
     #[error("malformed chunked encoding")]
     BadChunk,
     #[error("body larger than the client accepts")]
@@ -95,7 +104,9 @@ fn head_to(
     if let Some(ct) = content_type.filter(|_| !user_sets("content-type")) {
         let _ = write!(head, "Content-Type: {ct}\r\n");
     }
-    if body_len > 0 || method != "GET" && method != "HEAD" {
+    // A plan that frames its body itself is sent as it says, never with a second framing.
+    let user_frames = user_sets("content-length") || user_sets("transfer-encoding");
+    if !user_frames && (body_len > 0 || method != "GET" && method != "HEAD") {
         let _ = write!(head, "Content-Length: {body_len}\r\n");
     }
     for (name, value) in &plan.headers {
@@ -143,20 +154,20 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ParseE
     let status = response.code.ok_or(ParseError::BadHead)?;
     let http10 = response.version == Some(0);
     let mut length = None;
-    let mut chunked = false;
+    let mut codings = Codings::default();
     let mut close = http10;
     for h in response.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
-            let value = parse_length(h.value)?;
-            if length.is_some_and(|l| l != value) {
-                return Err(ParseError::BadLength);
-            }
-            length = Some(value);
+            length = Some(parse_length(h.value, length)?);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = last_token_is(h.value, b"chunked");
+            codings.add(h.value);
         } else if h.name.eq_ignore_ascii_case("connection") {
             close = has_token(h.value, b"close") || (http10 && !has_token(h.value, b"keep-alive"));
         }
+    }
+    let chunked = codings.chunked()?;
+    if chunked && length.is_some() {
+        return Err(ParseError::LengthAndTransferEncoding);
     }
     let bodiless = head_request || status < 200 || status == 204 || status == 304;
     let framing = match (bodiless, chunked, length) {
@@ -175,14 +186,54 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ParseE
     }))
 }
 
-fn parse_length(value: &[u8]) -> Result<u64, ParseError> {
-    let text = std::str::from_utf8(value)
-        .map_err(|_| ParseError::BadLength)?
-        .trim();
-    if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ParseError::BadLength);
+/// A Content-Length field value, agreeing with the one already seen (`before`). Repeats of
+/// one value, as further fields or a list (`5, 5`), are taken as that value (RFC 9110 §8.6
+/// allows it); differing values, empty elements and anything but digits are refused.
+fn parse_length(value: &[u8], before: Option<u64>) -> Result<u64, ParseError> {
+    let mut length = before;
+    for text in tokens(value) {
+        if text.is_empty() || text.len() > 19 || !text.iter().all(u8::is_ascii_digit) {
+            return Err(ParseError::BadLength);
+        }
+        let n = std::str::from_utf8(text)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or(ParseError::BadLength)?;
+        if length.is_some_and(|l| l != n) {
+            return Err(ParseError::BadLength);
+        }
+        length = Some(n);
     }
-    text.parse().map_err(|_| ParseError::BadLength)
+    length.ok_or(ParseError::BadLength)
+}
+
+/// The transfer codings of every Transfer-Encoding field, in order.
+#[derive(Default)]
+struct Codings {
+    present: bool,
+    chunked: u32,
+    last_chunked: bool,
+}
+
+impl Codings {
+    fn add(&mut self, value: &[u8]) {
+        self.present = true;
+        for coding in tokens(value).filter(|t| !t.is_empty()) {
+            let chunked = coding.eq_ignore_ascii_case(b"chunked");
+            self.chunked += u32::from(chunked);
+            self.last_chunked = chunked;
+        }
+    }
+
+    /// Whether the body is chunked. A response's codings must end in chunked, applied once:
+    /// the spec has no other framing, and the engine decodes no other coding.
+    fn chunked(&self) -> Result<bool, ParseError> {
+        match (self.present, self.chunked, self.last_chunked) {
+            (false, _, _) => Ok(false),
+            (true, 1, true) => Ok(true),
+            _ => Err(ParseError::BadTransferEncoding),
+        }
+    }
 }
 
 fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -191,12 +242,6 @@ fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 fn has_token(value: &[u8], token: &[u8]) -> bool {
     tokens(value).any(|t| t.eq_ignore_ascii_case(token))
-}
-
-fn last_token_is(value: &[u8], token: &[u8]) -> bool {
-    tokens(value)
-        .last()
-        .is_some_and(|t| t.eq_ignore_ascii_case(token))
 }
 
 /// Incremental decoder of a chunked body; hands data to the caller without copying.
@@ -416,6 +461,90 @@ mod tests {
         let mut huge = b"HTTP/1.1 200 OK\r\nX-Big: ".to_vec();
         huge.resize(MAX_HEAD_BYTES + 10, b'a');
         assert_eq!(parse_head(&huge, false), Err(ParseError::HeadTooLarge));
+    }
+
+    fn framing(head: &str) -> Result<Framing, ParseError> {
+        let wire = format!("HTTP/1.1 200 OK\r\n{head}\r\n\r\n");
+        parse_head(wire.as_bytes(), false).map(|h| h.expect("a whole head").framing)
+    }
+
+    #[test]
+    fn framing_that_reads_two_ways_is_an_error() {
+        for (head, error) in [
+            (
+                "Content-Length: 5\r\nContent-Length: 6",
+                ParseError::BadLength,
+            ),
+            ("Content-Length: 5, 6", ParseError::BadLength),
+            ("Content-Length: 5,", ParseError::BadLength),
+            ("Content-Length: 5x", ParseError::BadLength),
+            ("Content-Length: +5", ParseError::BadLength),
+            ("Content-Length:", ParseError::BadLength),
+            (
+                "Content-Length: 5\r\nTransfer-Encoding: chunked",
+                ParseError::LengthAndTransferEncoding,
+            ),
+            (
+                "Transfer-Encoding: chunked\r\nContent-Length: 5",
+                ParseError::LengthAndTransferEncoding,
+            ),
+            ("Transfer-Encoding: gzip", ParseError::BadTransferEncoding),
+            (
+                "Transfer-Encoding: chunked, gzip",
+                ParseError::BadTransferEncoding,
+            ),
+            (
+                "Transfer-Encoding: chunked, chunked",
+                ParseError::BadTransferEncoding,
+            ),
+            ("Transfer-Encoding:", ParseError::BadTransferEncoding),
+            (
+                "Transfer-Encoding: gzip\r\nContent-Length: 5",
+                ParseError::BadTransferEncoding,
+            ),
+        ] {
+            assert_eq!(framing(head), Err(error), "{head}");
+        }
+    }
+
+    #[test]
+    fn one_framing_said_more_than_once_is_accepted() {
+        for (head, expected) in [
+            ("Content-Length: 5, 5", Framing::Length(5)),
+            ("Content-Length: 5\r\nContent-Length: 5", Framing::Length(5)),
+            ("Content-Length:  7 ", Framing::Length(7)),
+            ("Transfer-Encoding: gzip, chunked", Framing::Chunked),
+            (
+                "Transfer-Encoding: gzip\r\nTransfer-Encoding: Chunked",
+                Framing::Chunked,
+            ),
+        ] {
+            assert_eq!(framing(head), Ok(expected), "{head}");
+        }
+    }
+
+    #[test]
+    fn a_plan_that_frames_its_body_gets_no_second_framing() {
+        let plan = |headers: serde_json::Value| {
+            crate::plan::Plan::from_value(serde_json::json!({
+                "target": "http://127.0.0.1:1/up", "requests": 10, "method": "POST",
+                "body": "hello", "headers": headers}))
+            .unwrap()
+            .validate()
+            .unwrap()
+        };
+        let text = |plan: &ValidPlan| {
+            let request = build_request(plan, "POST", None, &plan.body, false);
+            String::from_utf8(request).unwrap().to_ascii_lowercase()
+        };
+        let own = text(&plan(serde_json::json!([])));
+        assert_eq!(own.matches("content-length: 5\r\n").count(), 1, "{own}");
+        for header in ["Content-Length: 5", "Transfer-Encoding: chunked"] {
+            let sent = text(&plan(serde_json::json!([header])));
+            let framing =
+                sent.matches("content-length").count() + sent.matches("transfer-encoding").count();
+            assert_eq!(framing, 1, "{sent}");
+        }
     }
 
     #[test]

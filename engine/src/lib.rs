@@ -5,15 +5,17 @@
 mod behaviour;
 pub mod check;
 pub mod cli;
+mod client;
 mod conn;
 pub mod emits;
 pub mod http;
 mod inbox;
+mod ledger;
 pub mod pacer;
 mod paths;
 pub mod plan;
 pub mod report;
-mod session;
+mod shared;
 pub mod stats;
 pub mod system;
 pub mod target;
@@ -27,9 +29,10 @@ use std::time::{Duration, Instant};
 pub use plan::{Plan, PlanError, ValidPlan};
 pub use report::{EmitLine, IntervalLine, Summary};
 
-use plan::{PacerSpec, Stop};
+use pacer::RateCurve;
+use plan::Stop;
 use report::SummaryInput;
-use session::Shared;
+use shared::Shared;
 use stats::{Histograms, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
@@ -160,11 +163,7 @@ pub fn run_with(
 
 /// Descriptors the plan may hold at once, plus room for the runtime itself.
 fn needed_descriptors(plan: &ValidPlan) -> u64 {
-    let slots = match &plan.plan.pacer {
-        PacerSpec::Users { users, .. } => *users,
-        PacerSpec::Sequential => 1,
-        _ => plan.plan.connections,
-    };
+    let slots = plan.plan.concurrency().unwrap_or(plan.plan.connections);
     slots + 64 + 4 * plan.threads as u64
 }
 
@@ -187,23 +186,9 @@ fn exhaustion_reasons(s: &Snapshot) -> Vec<String> {
 
 /// The open-loop schedule's rate over the run (null for closed pacing).
 fn intended_rate(plan: &ValidPlan, duration_s: f64) -> Option<f64> {
-    if !matches!(plan.plan.pacer, PacerSpec::Open { .. }) {
-        return None;
-    }
-    let curve = worker::rate_curve(&plan.plan.pacer);
-    let calls = match (&plan.plan.pacer, &plan.plan.behaviour) {
-        (_, plan::BehaviourSpec::Keepalive) => 1,
-        (
-            PacerSpec::Open {
-                calls_per_connection,
-                ..
-            },
-            _,
-        ) => *calls_per_connection,
-        _ => 1,
-    };
+    let curve = RateCurve::of(&plan.plan.pacer)?;
     // Requests per second: each arrival of a new-connection open loop makes `calls`.
-    let scheduled = curve.arrivals_by(duration_s) * calls as f64;
+    let scheduled = curve.arrivals_by(duration_s) * plan.plan.calls_per_arrival() as f64;
     let scheduled = match plan.stop {
         Stop::Requests(n) => scheduled.min(n as f64),
         Stop::Duration(_) => scheduled,

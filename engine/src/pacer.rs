@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::plan::PacerSpec;
+
 pub trait Pacer {
     /// The earliest time the next request may start, or `None` when this pacer is finished.
     fn next(&mut self) -> Option<Instant>;
@@ -45,6 +47,24 @@ impl RateCurve {
             from: rate,
             to: rate,
             ramp: Duration::ZERO,
+        }
+    }
+
+    /// The schedule of an open-loop pacer; `None` for the others, which have none.
+    pub fn of(pacer: &PacerSpec) -> Option<RateCurve> {
+        match pacer {
+            PacerSpec::Open {
+                rate,
+                ramp_to_rate: Some(to),
+                ramp_s,
+                ..
+            } => Some(RateCurve {
+                from: *rate,
+                to: *to,
+                ramp: Duration::from_secs_f64(*ramp_s),
+            }),
+            PacerSpec::Open { rate, .. } => Some(RateCurve::fixed(*rate)),
+            _ => None,
         }
     }
 

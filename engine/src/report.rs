@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{BehaviourSpec, PacerSpec, Plan};
+use crate::plan::{PacerSpec, Plan};
 use crate::stats::{ErrorKind, Histograms, Snapshot};
 
 /// Output format version; raised when a field changes meaning or disappears.
@@ -29,7 +29,8 @@ pub struct Errors {
     /// Answers with status 400 or above (these are also counted in `requests`).
     pub status: u64,
     /// Unparseable answer: bad status line or header, header over 64 KiB, bad chunking,
-    /// unreadable push event.
+    /// framing that reads two ways (Content-Length with Transfer-Encoding, Content-Length
+    /// values that differ), unreadable push event.
     pub parse: u64,
     /// No local port left (EADDRNOTAVAIL): the run is invalid.
     pub ports_exhausted: u64,
@@ -406,25 +407,21 @@ impl Summary {
 }
 
 impl Summary {
-    /// The method on the wire (push and upload behaviours always `POST`).
+    /// The method on the wire, or what is sent instead of HTTP.
     fn method(&self) -> &str {
-        match self.plan.behaviour {
-            BehaviourSpec::Longpoll { .. }
-            | BehaviourSpec::Comet { .. }
-            | BehaviourSpec::SlowUpload { .. } => "POST",
-            BehaviourSpec::Syslog { .. } => "SYSLOG",
-            _ => &self.plan.method,
+        if self.plan.behaviour.needs_http() {
+            self.plan.wire_method()
+        } else {
+            "SYSLOG"
         }
     }
 
     fn clients(&self) -> String {
-        match (&self.plan.pacer, &self.plan.behaviour) {
+        match (&self.plan.pacer, self.plan.concurrency()) {
             (PacerSpec::Users { users, .. }, _) => format!("{users} user(s)"),
-            (PacerSpec::Sequential, _) => "1 connection at a time".into(),
-            (PacerSpec::Open { .. }, BehaviourSpec::Keepalive) | (PacerSpec::Closed, _) => {
-                format!("{} connection(s)", self.plan.connections)
-            }
-            (PacerSpec::Open { .. }, _) => "a new connection per arrival".into(),
+            (PacerSpec::Sequential {}, _) => "1 connection at a time".into(),
+            (_, Some(connections)) => format!("{connections} connection(s)"),
+            (_, None) => "a new connection per arrival".into(),
         }
     }
 }

@@ -219,6 +219,11 @@ impl Default for Histograms {
     }
 }
 
+/// A duration in whole microseconds, saturating.
+pub fn micros(d: std::time::Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
 /// Records a duration in microseconds, clamped into the histogram's range.
 pub fn record_us(h: &mut Histogram<u64>, us: u64) {
     h.saturating_record(us.clamp(1, MAX_US));

@@ -1,7 +1,6 @@
 //! One worker thread: a single-threaded event loop running this worker's share of slots (or
 //! its share of open-loop arrivals), all through one generic loop.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,11 +8,13 @@ use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
+use crate::client::Client;
 use crate::emits::EmitLog;
+use crate::ledger::STARVED_PAUSE;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
 use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
-use crate::session::{Session, Shared, WorkerCtx};
-use crate::stats::{Counters, ErrorKind, Histograms};
+use crate::shared::{Shared, WorkerCtx};
+use crate::stats::{ErrorKind, Histograms};
 use crate::uring;
 
 /// Messages per write when syslog is not paced: batching is what a real forwarder does.
@@ -29,17 +30,11 @@ pub struct WorkerResults {
 
 /// Runs worker `index` to completion and returns what it recorded.
 pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
-    let ctx = Rc::new(WorkerCtx {
-        counters: shared.counters[index].clone(),
-        shared,
-        histograms: RefCell::new(Histograms::default()),
-        emits: RefCell::default(),
-    });
+    let ctx = Rc::new(WorkerCtx::new(shared, index));
     let io = match ring_for(&ctx.shared, index)? {
         Some(ring) => {
             let plan = &ctx.shared.plan;
-            let keep_alive = plan.plan.behaviour == BehaviourSpec::Keepalive;
-            let plain = Plain::new(plan, index, keep_alive, false);
+            let plain = Plain::new(plan, index);
             let slots = my_share(plan.plan.connections, index, plan.threads);
             uring::Driver::new(ring, ctx.clone(), &plain, slots).run()?;
             IoBackend::IoUring
@@ -56,7 +51,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
         }
     };
     Ok(WorkerResults {
-        histograms: ctx.histograms.take(),
+        histograms: ctx.ledger.take_histograms(),
         emits: ctx.emits.take(),
         io,
     })
@@ -86,19 +81,11 @@ fn my_share(total: u64, index: usize, threads: usize) -> usize {
 
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
     let plan = &ctx.shared.plan;
-    let open = matches!(plan.plan.pacer, PacerSpec::Open { .. });
-    let sequential = plan.plan.pacer == PacerSpec::Sequential;
     match &plan.plan.behaviour {
-        BehaviourSpec::Keepalive => {
-            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
-        }
-        BehaviourSpec::NewConnection => {
-            let calls = calls_per_connection(&plan.plan.pacer);
-            let plain = Plain::new(plan, index, open && calls > 1, sequential);
-            drive_with(index, &ctx, plain).await
-        }
-        BehaviourSpec::SlowReader { .. } => {
-            drive_with(index, &ctx, Plain::new(plan, index, true, false)).await
+        BehaviourSpec::Keepalive {}
+        | BehaviourSpec::NewConnection {}
+        | BehaviourSpec::SlowReader { .. } => {
+            drive_with(index, &ctx, Plain::new(plan, index)).await
         }
         BehaviourSpec::Longpoll {
             events,
@@ -116,21 +103,15 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
             framing,
             message_bytes,
         } => {
-            let batch = if open { 1 } else { SYSLOG_BATCH };
+            let batch = if plan.plan.pacer.is_open() {
+                1
+            } else {
+                SYSLOG_BATCH
+            };
             let udp = *transport == SyslogTransport::Udp;
             let syslog = Syslog::new(plan, *framing, *message_bytes, udp, batch);
             drive_with(index, &ctx, syslog).await
         }
-    }
-}
-
-fn calls_per_connection(pacer: &PacerSpec) -> u64 {
-    match pacer {
-        PacerSpec::Open {
-            calls_per_connection,
-            ..
-        } => *calls_per_connection,
-        _ => 1,
     }
 }
 
@@ -150,12 +131,12 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
         )));
     };
     match &plan.plan.pacer {
-        PacerSpec::Closed => {
+        PacerSpec::Closed {} => {
             for _ in mine(plan.plan.connections) {
                 spawn_slot(Box::new(BackToBack::new(start)));
             }
         }
-        PacerSpec::Sequential => {
+        PacerSpec::Sequential {} => {
             for _ in mine(1) {
                 spawn_slot(Box::new(BackToBack::new(start)));
             }
@@ -170,7 +151,7 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
                 ))));
             }
         }
-        PacerSpec::Open { .. } if plan.plan.behaviour == BehaviourSpec::Keepalive => {
+        PacerSpec::Open { .. } if plan.plan.is_pooled() => {
             let curve = rate_curve(&plan.plan.pacer);
             let pool = plan.plan.connections;
             for slot in mine(pool) {
@@ -182,7 +163,7 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
         PacerSpec::Open { .. } => {
             let curve = rate_curve(&plan.plan.pacer);
             let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
-            let calls = calls_per_connection(&plan.plan.pacer);
+            let calls = plan.plan.calls_per_arrival();
             tasks.push(tokio::task::spawn_local(dispatch(
                 ctx.clone(),
                 behaviour.clone(),
@@ -209,27 +190,15 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
     }
 }
 
-pub fn rate_curve(pacer: &PacerSpec) -> RateCurve {
-    match pacer {
-        PacerSpec::Open {
-            rate,
-            ramp_to_rate: Some(to),
-            ramp_s,
-            ..
-        } => RateCurve {
-            from: *rate,
-            to: *to,
-            ramp: Duration::from_secs_f64(*ramp_s),
-        },
-        PacerSpec::Open { rate, .. } => RateCurve::fixed(*rate),
-        _ => RateCurve::fixed(1.0),
-    }
+/// The schedule of an open-loop pacer (only open pacers reach here).
+fn rate_curve(pacer: &PacerSpec) -> RateCurve {
+    RateCurve::of(pacer).unwrap_or(RateCurve::fixed(1.0))
 }
 
-/// One slot: a session looping its behaviour whenever its pacer allows.
+/// One slot: a client looping its behaviour whenever its pacer allows.
 async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer: Box<dyn Pacer>) {
-    let mut session = Session::new(ctx.clone());
-    configure(&mut session);
+    let mut client = Client::new(ctx.clone());
+    let mut state = B::State::default();
     while let Some(at) = pacer.next() {
         if at > Instant::now() {
             tokio::time::sleep_until(at.into()).await;
@@ -239,7 +208,7 @@ async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer
             break;
         }
         let intended = pacer.open_loop().then_some(at);
-        attempt(&*behaviour, &mut session, intended, granted).await;
+        attempt(&*behaviour, &mut client, &mut state, intended, granted).await;
     }
 }
 
@@ -250,7 +219,7 @@ async fn dispatch<B: Behaviour + 'static>(
     mut pacer: Scheduled,
     calls: u64,
 ) {
-    let mut sessions = JoinSet::new();
+    let mut clients = JoinSet::new();
     while let Some(at) = pacer.next() {
         if at > Instant::now() {
             tokio::time::sleep_until(at.into()).await;
@@ -261,16 +230,16 @@ async fn dispatch<B: Behaviour + 'static>(
         if granted == 0 {
             break;
         }
-        sessions.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, granted));
-        while sessions.try_join_next().is_some() {}
+        clients.spawn_local(arrival(ctx.clone(), behaviour.clone(), at, granted));
+        while clients.try_join_next().is_some() {}
     }
-    while sessions.join_next().await.is_some() {}
+    while clients.join_next().await.is_some() {}
 }
 
 async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant, calls: u64) {
-    let mut session = Session::new(ctx.clone());
-    configure(&mut session);
-    attempt(&*behaviour, &mut session, Some(at), 1).await;
+    let mut client = Client::new(ctx.clone());
+    let mut state = B::State::default();
+    attempt(&*behaviour, &mut client, &mut state, Some(at), 1).await;
     for _ in 1..calls {
         if ctx
             .shared
@@ -279,48 +248,31 @@ async fn arrival<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, at: Instant
         {
             break;
         }
-        attempt(&*behaviour, &mut session, None, 1).await;
+        attempt(&*behaviour, &mut client, &mut state, None, 1).await;
     }
 }
 
-fn configure(session: &mut Session) {
-    // One write per request on a connection used once: TCP_NODELAY would only cost a call.
-    session.no_delay = session.ctx.shared.plan.plan.behaviour != BehaviourSpec::NewConnection;
-    if let BehaviourSpec::SlowReader {
-        rcvbuf,
-        read_bytes,
-        read_interval_ms,
-    } = session.ctx.shared.plan.plan.behaviour
-    {
-        session.recv_buffer = Some(rcvbuf);
-        session.read_pace = Some((read_bytes, Duration::from_millis(read_interval_ms)));
-    }
-}
-
-/// One exchange with its timeout; counts the attempt and classifies a failure.
+/// One exchange with its timeout, entered in the worker's ledger.
 async fn attempt<B: Behaviour>(
     behaviour: &B,
-    session: &mut Session,
+    client: &mut Client,
+    state: &mut B::State,
     intended: Option<Instant>,
     units: u64,
 ) {
-    let counters = session.ctx.counters.clone();
-    Counters::add(&counters.started, units);
-    let exchange = behaviour.exchange(session, Attempt { intended, units });
+    client.ledger().begin(units);
+    let exchange = behaviour.exchange(client, state, Attempt { intended, units });
     let result = match behaviour.timeout() {
         Some(limit) => tokio::time::timeout(limit, exchange)
             .await
             .unwrap_or(Err(ErrorKind::Timeout)),
         None => exchange.await,
     };
-    Counters::add(&counters.requests, units);
+    client.ledger().end(units, result);
     if let Err(kind) = result {
-        counters.error(kind);
-        session.close();
+        client.close();
         if kind.invalidates_run() {
-            // Without a free port or descriptor every retry fails at once; a short pause
-            // keeps a starved slot from spinning while the run is reported invalid.
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(STARVED_PAUSE).await;
         }
     }
 }

@@ -128,3 +128,53 @@ fn error_statuses_are_counted_but_answered() {
         assert_eq!(s.status["5xx"], 6);
     });
 }
+
+/// A server answering every request with `head` and a five-byte body, on one socket loop:
+/// the run's summary and how many connections the server saw.
+fn framed_by(head: &'static str, io: &str) -> (serverlab_load::Summary, u64) {
+    let server = serve(move |mut stream, _| async move {
+        while read_request(&mut stream).await.is_some() {
+            let answer = format!("HTTP/1.1 200 OK\r\n{head}\r\n\r\nhello");
+            if stream.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let s = common::run_plan(
+        json!({"target": server.url("/perf"), "requests": 6, "connections": 2,
+        "timeout_ms": 2000, "io": io}),
+    );
+    assert_eq!(s.io_backend, io);
+    (s, common::ServerStats::get(&server.stats.connections))
+}
+
+#[test]
+fn ambiguous_framing_is_a_parse_error_and_ends_the_connection() {
+    for head in [
+        "Content-Length: 5\r\nContent-Length: 6",
+        "Content-Length: 5, 6",
+        "Content-Length: 5x",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked",
+        "Transfer-Encoding: gzip",
+    ] {
+        for io in common::BACKENDS {
+            let (s, connections) = framed_by(head, io);
+            assert_eq!((s.requests, s.errors.parse), (6, 6), "{head:?} {io}");
+            assert_eq!(connections, 6, "{head:?} {io}: a connection was used again");
+        }
+    }
+}
+
+#[test]
+fn one_length_said_twice_is_read_as_that_length() {
+    for io in common::BACKENDS {
+        let (s, connections) = framed_by("Content-Length: 5, 5", io);
+        assert_eq!((s.requests, s.ok, s.errors.total()), (6, 6, 0), "{io}");
+        // Kept alive: no more connections than slots (a slot may find the budget spent
+        // before it connects).
+        assert!(
+            connections <= 2,
+            "{io}: {connections} connections for 2 slots"
+        );
+    }
+}

@@ -31,7 +31,7 @@ fn new_connection_opens_one_connection_per_request() {
         let server = perf_server();
         let s = run_plan(
             json!({"target": server.url("/perf"), "connections": 5, "requests": 200,
-            "behaviour": {"kind": "new_connection"}, "io": io}),
+            "behaviour": {"kind": "new-connection"}, "io": io}),
         );
         assert_eq!(s.io_backend, io);
         assert_eq!((s.requests, s.ok), (200, 200));
@@ -55,7 +55,7 @@ fn auto_picks_io_uring_for_closed_loops_only() {
 fn sequential_is_one_connection_at_a_time() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 60,
-        "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new_connection"}}));
+        "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}}));
     assert_eq!(s.requests, 60);
     assert_eq!(ServerStats::get(&server.stats.connections), 60);
     assert_eq!(
@@ -95,7 +95,7 @@ fn open_loop_per_arrival_makes_k_calls_per_connection() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 100,
         "pacer": {"kind": "open", "rate": 400.0, "calls_per_connection": 2},
-        "behaviour": {"kind": "new_connection"}}));
+        "behaviour": {"kind": "new-connection"}}));
     assert_eq!(s.requests, 100);
     assert_eq!(ServerStats::get(&server.stats.requests), 100);
     assert_eq!(ServerStats::get(&server.stats.connections), 50);
@@ -108,7 +108,7 @@ fn ramp_rises_to_its_final_rate() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "duration_s": 2.0,
         "pacer": {"kind": "open", "rate": 100.0, "ramp_to_rate": 500.0, "ramp_s": 1.0},
-        "behaviour": {"kind": "new_connection"}}));
+        "behaviour": {"kind": "new-connection"}}));
     // 300 arrivals during the ramp, then 500 in the last second.
     assert!(
         (s.requests as f64 - 800.0).abs() < 24.0,
@@ -133,7 +133,7 @@ fn source_addresses_are_spread() {
         let server = perf_server();
         let s = run_plan(
             json!({"target": server.url("/perf"), "requests": 40, "connections": 4,
-            "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new_connection"},
+            "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new-connection"},
             "io": io}),
         );
         assert_eq!((s.requests, s.ok), (40, 40));

@@ -13,7 +13,7 @@ fn slow_upload_takes_about_size_over_rate() {
     let server = perf_server();
     let s = common::run_plan(
         json!({"target": server.url("/upload"), "requests": 2, "connections": 2,
-        "method": "POST", "behaviour": {"kind": "slow_upload", "bytes": 3000, "bytes_per_s": 6000}}),
+        "method": "POST", "behaviour": {"kind": "slow-upload", "bytes": 3000, "bytes_per_s": 6000}}),
     );
     assert_eq!((s.requests, s.ok), (2, 2));
     assert_eq!(ServerStats::get(&server.stats.body_bytes), 6000);
@@ -36,7 +36,7 @@ fn slow_reader_paces_its_reads() {
     });
     let s = common::run_plan(
         json!({"target": server.url("/files/big"), "requests": 1, "connections": 1,
-        "behaviour": {"kind": "slow_reader", "rcvbuf": 4096, "read_bytes": 8192, "read_interval_ms": 20}}),
+        "behaviour": {"kind": "slow-reader", "rcvbuf": 4096, "read_bytes": 8192, "read_interval_ms": 20}}),
     );
     assert_eq!(s.ok, 1);
     // At least 64 KiB / 8 KiB = 8 reads, each after a 20 ms pause.

@@ -11,7 +11,7 @@ from typing import Any
 
 from serverlab.base import spec
 from serverlab.contestant.manifest import Manifest
-from serverlab.run.suite import BEHAVIOURS, Permutation, Suite
+from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite
 from serverlab.run.testplan import ENGINE_GRACE_S, ControlCall, Link, Smoke, TestPlan
 
 PUSH_EVENT = "e1"
@@ -91,7 +91,7 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
         count = p.get("requests", p.get("syslog_messages"))
         if count is not None:
             plan["requests"] = int(count)
-        else:
+        elif "duration_s" in p:
             plan["duration_s"] = float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
     if "timeout_s" in p:
         plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
@@ -121,66 +121,62 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
 def _target(p: dict[str, Any]) -> str:
     if p["behaviour"] == "syslog":
         return SYSLOG_TARGET.format(transport=p.get("syslog_transport", "tcp"))
-    path = p.get("path") or BEHAVIOURS[p["behaviour"]]
+    path = p.get("path") or BEHAVIOURS.get(p["behaviour"]) or "/"
     # The target is a template: a brace of the suite's own path stays a brace.
     return HTTP_TARGET + path.replace("{", "{{").replace("}", "}}")
 
 
+# Suite keys that are settings of the engine's behaviour, by the name the engine gives them.
+# Each is passed on whatever the behaviour, so that the engine (`--check`) is the one judge
+# of what goes with what: a setting a behaviour does not take is refused there.
+BEHAVIOUR_KEYS = {
+    "longpoll_duration_ms": "duration_ms",
+    "comet_duration_ms": "duration_ms",
+    "upload_bytes": "bytes",
+    "upload_rate_bps": "bytes_per_s",
+    "syslog_transport": "transport",
+    "syslog_framing": "framing",
+}
+# Reads of 1 KiB paced to the wanted rate model a client on a slow link.
+SLOW_READ_BYTES = 1024
+
+
 def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
+    """The engine's behaviour, spelled as the suite spells it."""
     kind = p["behaviour"]
-    if kind == "keepalive":
-        return {"kind": "keepalive"}
-    if kind == "new-connection":
-        return {"kind": "new_connection"}
-    if kind == "longpoll":
-        return {
-            "kind": "longpoll",
-            "events": [PUSH_EVENT],
-            "duration_ms": p["longpoll_duration_ms"],
-        }
-    if kind == "comet":
-        spec: dict[str, Any] = {"kind": "comet", "events": [PUSH_EVENT]}
-        if "comet_duration_ms" in p:
-            spec["duration_ms"] = p["comet_duration_ms"]
-        return spec
-    if kind == "slow-upload":
-        rate = p.get("upload_rate_bps", p["upload_bytes"])
-        return {"kind": "slow_upload", "bytes": p["upload_bytes"], "bytes_per_s": rate}
-    if kind == "slow-reader":
-        # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
+    spec: dict[str, Any] = {"kind": kind}
+    if kind in PUSH_BEHAVIOURS:
+        spec["events"] = [PUSH_EVENT]
+    for key, name in BEHAVIOUR_KEYS.items():
+        if key in p:
+            spec[name] = p[key]
+    if kind == "slow-upload" and "bytes" in spec:
+        spec.setdefault("bytes_per_s", spec["bytes"])
+    if kind == "slow-reader" or "read_rate_bps" in p:
         rate = max(1, int(p.get("read_rate_bps", 64_000)))
-        return {
-            "kind": "slow_reader",
-            "read_bytes": 1024,
-            "read_interval_ms": max(1, 1024_000 // rate),
-        }
-    if kind == "syslog":
-        return {
-            "kind": "syslog",
-            "transport": p.get("syslog_transport", "tcp"),
-            "framing": p.get("syslog_framing", "newline"),
-        }
-    raise ValueError(f"no engine behaviour for {kind!r}")
+        spec["read_bytes"] = SLOW_READ_BYTES
+        spec["read_interval_ms"] = max(1, SLOW_READ_BYTES * 1000 // rate)
+    return spec
 
 
 def _pacer(p: dict[str, Any]) -> dict[str, Any]:
     kind = p.get("pacer", "closed")
-    if kind == "open":
-        spec: dict[str, Any] = {"kind": "open", "rate": p["rate"]}
-        if "rate_end" in p:
-            spec["ramp_to_rate"] = p["rate_end"]
-            spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
-        if "calls_per_connection" in p:
-            spec["calls_per_connection"] = p["calls_per_connection"]
-        return spec
     if kind == "users":
         return {
             "kind": "users",
             "users": int(p.get("clients", 1)),
             "ramp_up_s": float(p.get("ramp_up_s", 0)),
-            "hold_s": float(p["duration_s"]),
+            "hold_s": float(p.get("duration_s", 0)),
         }
-    return {"kind": kind}
+    spec: dict[str, Any] = {"kind": kind}
+    if "rate" in p:
+        spec["rate"] = p["rate"]
+    if "rate_end" in p:
+        spec["ramp_to_rate"] = p["rate_end"]
+        spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
+    if "calls_per_connection" in p:
+        spec["calls_per_connection"] = p["calls_per_connection"]
+    return spec
 
 
 # Plan fields the engine names when it refuses a plan -> the suite keys that make them,
@@ -200,15 +196,20 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "read_rate_bps",
         "longpoll_duration_ms",
         "comet_duration_ms",
+        "syslog_transport",
+        "syslog_framing",
         "behaviour",
     ),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
 }
 
 
-def suite_key_for(field: str | None, params: dict) -> str:
-    """The suite key to point at for a refused plan field: the first one the test sets."""
-    for key in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()):
-        if key in params:
+def suite_key_for(field: str | None, params: dict, error: str = "") -> str:
+    """The suite key to point at for a refused plan field: of the keys that make it and
+    that the test sets, the one whose value or engine name the refusal quotes, else the
+    first; the scenario's name when the test sets none."""
+    present = [k for k in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()) if k in params]
+    for key in present:
+        if f"`{params[key]}`" in error or f"`{BEHAVIOUR_KEYS.get(key, key)}`" in error:
             return key
-    return "name"
+    return present[0] if present else "name"

@@ -31,7 +31,6 @@ BEHAVIOURS = {
     "slow-reader": "/files",
     "syslog": None,
 }
-PACERS = ("closed", "sequential", "open", "users")
 PUSH_BEHAVIOURS = ("longpoll", "comet")
 
 SUITE_KEYS = {
@@ -66,9 +65,6 @@ POPULARITIES = ("zipf", "uniform")
 PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs"}
 FULL_PROFILE = "full"
 COUNT_FIELDS = ("requests", "syslog_messages")
-FILE_BEHAVIOURS = ("keepalive", "new-connection", "slow-reader")
-SYSLOG_TRANSPORTS = ("tcp", "udp")
-SYSLOG_FRAMINGS = ("newline", "octet")
 # key -> (accepted python types, may be a matrix list)
 SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "name": ((str,), False),
@@ -599,61 +595,24 @@ class _ScenarioContext:
                 raise self.fail(key, f"{contestant}: {error}") from None
 
     def _check_combination(self, p: dict) -> None:
-        behaviour, pacer = p["behaviour"], p.get("pacer", "closed")
-        if behaviour not in BEHAVIOURS:
+        """What only the suite knows. Which load settings go together is the engine's to
+        judge (`serverlab-load --check`, in the dry run), so no copy of its rules lives here."""
+        if "emit_interval_ms" in p and p["behaviour"] not in PUSH_BEHAVIOURS:
             raise self.fail(
-                "behaviour", f"unknown behaviour {behaviour!r} ({', '.join(BEHAVIOURS)})"
+                "emit_interval_ms", "emit_interval_ms only applies to longpoll and comet"
             )
-        if pacer not in PACERS:
-            raise self.fail("pacer", f"unknown pacer {pacer!r} ({', '.join(PACERS)})")
-        if "duration_s" not in p and "requests" not in p and behaviour != "syslog":
-            raise self.fail("name", "a scenario needs duration_s or requests")
-        if pacer == "open" and "rate" not in p:
-            raise self.fail("pacer", "the open pacer needs a rate")
-        if pacer != "open" and ("rate" in p or "rate_end" in p):
-            raise self.fail("rate", f"rate only applies to the open pacer, not {pacer!r}")
-        if pacer == "sequential" and p.get("clients", 1) != 1:
-            raise self.fail("clients", "the sequential pacer runs one connection at a time")
-        if behaviour == "longpoll" and "longpoll_duration_ms" not in p:
-            raise self.fail("behaviour", "a longpoll scenario needs longpoll_duration_ms")
-        if behaviour not in PUSH_BEHAVIOURS:
-            for key in ("emit_interval_ms", "longpoll_duration_ms", "comet_duration_ms"):
-                if key in p:
-                    raise self.fail(key, f"{key} only applies to longpoll and comet")
-        if behaviour == "slow-upload" and "upload_bytes" not in p:
-            raise self.fail("behaviour", "a slow-upload scenario needs upload_bytes")
-        if behaviour == "syslog" and "syslog_messages" not in p and "duration_s" not in p:
-            raise self.fail("behaviour", "a syslog scenario needs syslog_messages or duration_s")
-        for key in ("clients", "requests", "rate", "duration_s", "emit_interval_ms"):
-            if key in p and p[key] < 0:
-                raise self.fail(key, f"{key} cannot be negative")
+        if "syslog_messages" in p and p["behaviour"] != "syslog":
+            raise self.fail(
+                "syslog_messages", "syslog_messages only applies to the syslog behaviour"
+            )
         self._check_named(p, "link", self.suite.links)
         self._check_named(p, "files", self.suite.filesets)
-        if "files" in p and behaviour not in FILE_BEHAVIOURS:
-            raise self.fail("files", f"files applies to {', '.join(FILE_BEHAVIOURS)}")
-        self._check_syslog(p)
 
     def _check_named(self, p: dict, key: str, tables: dict) -> None:
         if key in p and p[key] not in tables:
             known = ", ".join(sorted(tables)) or "none"
             table = "links" if key == "link" else "filesets"
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
-
-    def _check_syslog(self, p: dict) -> None:
-        syslog_keys = ("syslog_messages", "syslog_transport", "syslog_framing")
-        if p["behaviour"] != "syslog":
-            for key in syslog_keys:
-                if key in p:
-                    raise self.fail(key, f"{key} only applies to the syslog behaviour")
-            return
-        for key, allowed in (
-            ("syslog_transport", SYSLOG_TRANSPORTS),
-            ("syslog_framing", SYSLOG_FRAMINGS),
-        ):
-            if key in p and p[key] not in allowed:
-                raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
-        if p.get("syslog_messages", 1) < 1:
-            raise self.fail("syslog_messages", "syslog_messages must be at least 1")
 
 
 def _product(dims: dict[str, list]):

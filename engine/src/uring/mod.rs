@@ -3,13 +3,13 @@
 //! which no client can avoid; what it can avoid is the system call per send, per receive and
 //! per wait that an epoll loop pays. Here each slot's send and the receive behind it go to the
 //! kernel linked, and one `io_uring_enter` hands over every slot's next request and collects
-//! every answer that came in. Answers are parsed by the same `Inbox` as the epoll sessions.
+//! every answer that came in. Answers are parsed by the same `Inbox` as the epoll clients, and attempts are entered in
+//! the same `Ledger`.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -25,15 +25,13 @@ use wait_target::WaitTarget;
 
 use crate::behaviour::Plain;
 use crate::conn::{new_socket, ConnOptions};
-use crate::http::ParseError;
-use crate::inbox::{Answer, Inbox, Progress};
-use crate::session::{micros, WorkerCtx};
-use crate::stats::{record_us, Counters, ErrorKind};
+use crate::inbox::{discard, Answer, Inbox, Progress};
+use crate::ledger::{OpenConnection, STARVED_PAUSE};
+use crate::shared::WorkerCtx;
+use crate::stats::ErrorKind;
 
 /// How often the loop wakes without completions, to look at timeouts and the clock.
 const TICK: Duration = Duration::from_millis(20);
-/// A slot starved of ports or descriptors pauses this long before it tries again.
-const STARVED_PAUSE: Duration = Duration::from_millis(10);
 /// How long in-flight operations get to finish after the run ends, once their sockets
 /// are shut down.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -98,6 +96,8 @@ fn decode(user_data: u64) -> (usize, u32, Op) {
 #[derive(Default)]
 struct Slot {
     socket: Option<Socket>,
+    /// The socket's place in the open-connections gauge.
+    open: Option<OpenConnection>,
     inbox: Inbox,
     progress: Progress,
     /// When the attempt began (its connect included), and when its connect began.
@@ -123,7 +123,6 @@ pub struct Driver<'a> {
     addr: SockAddr,
     slots: Vec<Slot>,
     options: ConnOptions,
-    counters: std::sync::Arc<Counters>,
     timeout: Duration,
     /// Sockets are registered in the ring's file table (kept-alive connections, where a
     /// registration is rare); a connection per request uses raw descriptors instead.
@@ -149,7 +148,6 @@ impl<'a> Driver<'a> {
         let buffers = fixed
             .then(|| BufRing::register(&ring, count, BUFFER_SIZE, 0).ok())
             .flatten();
-        let counters = ctx.counters.clone();
         let addr: SocketAddr = ctx.shared.addr;
         let batch = buffers.is_some().then(WaitTarget::default);
         Driver {
@@ -162,7 +160,6 @@ impl<'a> Driver<'a> {
                 recv_buffer: None,
                 no_delay,
             },
-            counters,
             timeout: plain.timeout(),
             fixed,
             buffers,
@@ -254,7 +251,7 @@ impl<'a> Driver<'a> {
             }
             return Ok(());
         }
-        Counters::add(&self.counters.started, 1);
+        self.ctx.ledger.begin(1);
         let request = self.plain.pick();
         let slot = &mut self.slots[index];
         slot.began = Some(now);
@@ -265,9 +262,9 @@ impl<'a> Driver<'a> {
         self.options.source = self.ctx.shared.next_source();
         match new_socket(&self.options).and_then(|socket| self.register(index, socket)) {
             Ok(socket) => {
-                self.counters.open_connections.fetch_add(1, Relaxed);
                 let slot = &mut self.slots[index];
                 slot.socket = Some(socket);
+                slot.open = Some(self.ctx.ledger.opened());
                 slot.inbox.clear();
                 slot.connect_began = Some(now);
                 self.push_exchange(index, request, true, now)
@@ -351,7 +348,7 @@ impl<'a> Driver<'a> {
         });
         // The send reports only if it fails, and is not counted as pending.
         slot.pending += u32::from(connect) + u32::from(!multishot);
-        Counters::add(&self.counters.bytes_written, request.len() as u64);
+        self.ctx.ledger.wrote(request.len());
         for entry in entries.iter().flatten() {
             self.push(entry)?;
         }
@@ -465,8 +462,7 @@ impl<'a> Driver<'a> {
                 // and an empty payload is the connection's end.
                 result = payload.len() as i32;
                 if let Some(arrived) = arrived.filter(|_| result > 0) {
-                    let waited = micros(stamps::waited_since(arrived));
-                    record_us(&mut self.ctx.histograms.borrow_mut().notice, waited);
+                    self.ctx.ledger.noticed(stamps::waited_since(arrived));
                 }
             } else {
                 result = -libc::EBADMSG;
@@ -499,7 +495,7 @@ impl<'a> Driver<'a> {
 
     /// Takes bytes of a multishot receive into the inbox, answering as they complete.
     fn absorb(&mut self, index: usize, mut bytes: &[u8], now: Instant) {
-        Counters::add(&self.counters.bytes_read, bytes.len() as u64);
+        self.ctx.ledger.read(bytes.len());
         let head_request = self.plain.head_request();
         while !bytes.is_empty() {
             let slot = &mut self.slots[index];
@@ -548,11 +544,7 @@ impl<'a> Driver<'a> {
             return self.fail(index, ErrorKind::from_connect(&err), now);
         }
         let began = self.slots[index].connect_began.unwrap_or(now);
-        record_us(
-            &mut self.ctx.histograms.borrow_mut().connect,
-            micros(now - began),
-        );
-        Counters::add(&self.counters.connections_opened, 1);
+        self.ctx.ledger.connected(now - began);
     }
 
     /// A send reports only when it failed (a short count means the connection broke).
@@ -578,7 +570,7 @@ impl<'a> Driver<'a> {
                 None => self.fail(index, ErrorKind::Closed, now),
             };
         }
-        Counters::add(&self.counters.bytes_read, result as u64);
+        self.ctx.ledger.read(result as usize);
         slot.inbox.filled(result as usize);
         match slot
             .inbox
@@ -593,8 +585,8 @@ impl<'a> Driver<'a> {
     fn answered(&mut self, index: usize, answer: &Answer, now: Instant) {
         let slot = &mut self.slots[index];
         let began = slot.began.take().unwrap_or(now);
-        self.ctx.record_answer_at(None, began, answer, now);
-        Counters::add(&self.counters.requests, 1);
+        self.ctx.ledger.answered(None, began, answer, now);
+        self.ctx.ledger.end(1, Ok(()));
         if !self.plain.keep_alive() || answer.close {
             self.drop_connection(index);
         }
@@ -602,8 +594,7 @@ impl<'a> Driver<'a> {
 
     /// Ends the attempt with an error; operations still in flight are cut short.
     fn fail(&mut self, index: usize, kind: ErrorKind, now: Instant) {
-        self.counters.error(kind);
-        Counters::add(&self.counters.requests, 1);
+        self.ctx.ledger.end(1, Err(kind));
         let slot = &mut self.slots[index];
         slot.began = None;
         if kind.invalidates_run() {
@@ -650,7 +641,7 @@ impl<'a> Driver<'a> {
             return;
         };
         slot.generation = slot.generation.wrapping_add(1);
-        self.counters.open_connections.fetch_sub(1, Relaxed);
+        slot.open = None;
         if self.fixed {
             // Out of the table, then closed here: rare with kept-alive connections.
             let _ = self
@@ -734,9 +725,8 @@ impl<'a> Driver<'a> {
             std::mem::forget(std::mem::take(&mut self.slots));
         }
         for slot in &mut self.slots {
-            if slot.socket.take().is_some() {
-                self.counters.open_connections.fetch_sub(1, Relaxed);
-            }
+            slot.socket = None;
+            slot.open = None;
         }
     }
 }
@@ -745,8 +735,4 @@ impl<'a> Driver<'a> {
 fn spare_of(inbox: &mut Inbox) -> Result<(*mut u8, u32), ErrorKind> {
     let spare = inbox.spare(None)?;
     Ok((spare.as_mut_ptr(), spare.len() as u32))
-}
-
-fn discard(_: &[u8]) -> Result<(), ParseError> {
-    Ok(())
 }

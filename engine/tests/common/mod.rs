@@ -183,7 +183,7 @@ pub fn run_plan(json: serde_json::Value) -> Summary {
 
 /// Runs a plan given as JSON and returns its emit records and summary.
 pub fn run_plan_outcome(json: serde_json::Value) -> Outcome {
-    let plan: Plan = serde_json::from_value(json).expect("test plan deserializes");
+    let plan = Plan::from_value(json).expect("test plan deserializes");
     serverlab_load::run(plan.validate().expect("test plan is valid")).expect("run completes")
 }
 

@@ -1,0 +1,178 @@
+//! One worker's book of attempts, kept the same way by both socket loops (the epoll clients
+//! and the io_uring driver): an attempt is begun, answered (its timings and status class)
+//! and ended (counted, with the kind of error that ended it, if one did); connections are
+//! opened, connected and closed; bytes move. The counters are read by the coordinator while
+//! the run goes on; the histograms stay with the worker until the end.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::inbox::Answer;
+use crate::stats::{micros, record_us, Counters, ErrorKind, Histograms};
+
+/// How long a client starved of ports or descriptors pauses before it tries again: every
+/// retry would fail at once, and the pause keeps it from spinning while the run is reported
+/// invalid.
+pub const STARVED_PAUSE: Duration = Duration::from_millis(10);
+
+pub struct Ledger {
+    counters: Arc<Counters>,
+    histograms: RefCell<Histograms>,
+}
+
+impl Ledger {
+    pub fn new(counters: Arc<Counters>) -> Ledger {
+        Ledger {
+            counters,
+            histograms: RefCell::default(),
+        }
+    }
+
+    /// The live counters, for what only one behaviour counts (push events).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// An attempt of `units` requests (syslog: messages) begins.
+    #[inline]
+    pub fn begin(&self, units: u64) {
+        Counters::add(&self.counters.started, units);
+    }
+
+    /// An attempt of `units` ends, answered (whatever the status) or failed with `kind`.
+    #[inline]
+    pub fn end(&self, units: u64, result: Result<(), ErrorKind>) {
+        Counters::add(&self.counters.requests, units);
+        if let Err(kind) = result {
+            self.counters.error(kind);
+        }
+    }
+
+    /// An answer complete at `done` to a request sent at `sent` (scheduled for `intended` in
+    /// open loop): its timings and status class; a status of 400 or more also counts as a
+    /// `status` error, while the attempt still ends answered.
+    #[inline]
+    pub fn answered(
+        &self,
+        intended: Option<Instant>,
+        sent: Instant,
+        answer: &Answer,
+        done: Instant,
+    ) {
+        let mut h = self.histograms.borrow_mut();
+        let service = micros(done - sent);
+        record_us(&mut h.service, service);
+        record_us(
+            &mut h.first_byte,
+            micros(answer.first_byte.saturating_duration_since(sent)),
+        );
+        match intended {
+            Some(t) => {
+                record_us(&mut h.latency, micros(done.saturating_duration_since(t)));
+                record_us(&mut h.lag, micros(sent.saturating_duration_since(t)));
+            }
+            None => record_us(&mut h.latency, service),
+        }
+        drop(h);
+        self.counters.status(answer.status);
+        if answer.status >= 400 {
+            self.counters.error(ErrorKind::Status);
+        }
+    }
+
+    /// A connection counted as open until the returned guard is dropped.
+    pub fn opened(&self) -> OpenConnection {
+        self.counters.open_connections.fetch_add(1, Relaxed);
+        OpenConnection(self.counters.clone())
+    }
+
+    /// A connect that took `took` succeeded.
+    pub fn connected(&self, took: Duration) {
+        record_us(&mut self.histograms.borrow_mut().connect, micros(took));
+        Counters::add(&self.counters.connections_opened, 1);
+    }
+
+    #[inline]
+    pub fn read(&self, bytes: usize) {
+        Counters::add(&self.counters.bytes_read, bytes as u64);
+    }
+
+    #[inline]
+    pub fn wrote(&self, bytes: usize) {
+        Counters::add(&self.counters.bytes_written, bytes as u64);
+    }
+
+    /// Answer bytes waited `waited` in the kernel before the loop read them (io_uring).
+    pub fn noticed(&self, waited: Duration) {
+        record_us(&mut self.histograms.borrow_mut().notice, micros(waited));
+    }
+
+    /// A pushed event created at `created_ms` (server clock, ms since the epoch) arrived on a
+    /// subscription sent at `subscribed`.
+    pub fn event(&self, created_ms: u64, subscribed: Instant) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut h = self.histograms.borrow_mut();
+        record_us(&mut h.event_delay, now_ms.saturating_sub(created_ms) * 1000);
+        record_us(&mut h.event_since_subscribe, micros(subscribed.elapsed()));
+    }
+
+    /// The worker's histograms, at the end of its run.
+    pub fn take_histograms(&self) -> Histograms {
+        self.histograms.take()
+    }
+}
+
+/// One open connection in the `open_connections` gauge; dropping it closes it there.
+pub struct OpenConnection(Arc<Counters>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Snapshot;
+
+    #[test]
+    fn an_attempt_is_counted_once_whether_answered_or_failed() {
+        let counters = Arc::new(Counters::default());
+        let ledger = Ledger::new(counters.clone());
+        let sent = Instant::now();
+        for status in [200, 503] {
+            ledger.begin(1);
+            let answer = Answer {
+                status,
+                close: false,
+                first_byte: sent,
+            };
+            ledger.answered(None, sent, &answer, sent + Duration::from_micros(50));
+            ledger.end(1, Ok(()));
+        }
+        ledger.begin(64);
+        ledger.end(64, Err(ErrorKind::Timeout));
+        let s = Snapshot::sum([&*counters]);
+        assert_eq!((s.started, s.requests, s.ok), (66, 66, 1));
+        assert_eq!(s.error_count(ErrorKind::Status), 1);
+        assert_eq!(s.error_count(ErrorKind::Timeout), 1);
+        assert_eq!(ledger.take_histograms().latency.len(), 2);
+    }
+
+    #[test]
+    fn an_open_connection_leaves_the_gauge_when_dropped() {
+        let counters = Arc::new(Counters::default());
+        let ledger = Ledger::new(counters.clone());
+        let a = ledger.opened();
+        let b = ledger.opened();
+        drop(a);
+        assert_eq!(counters.open_connections.load(Relaxed), 1);
+        drop(b);
+        assert_eq!(counters.open_connections.load(Relaxed), 0);
+    }
+}
