@@ -1,22 +1,22 @@
 import pytest
 
 from serverlab.conformance.cases import CaseFileError, load_cases, select
-from serverlab.conformance.checks import SCENARIOS
+from serverlab.conformance.checks import CHECKS
 from serverlab.conformance.checks.framing import params_problem
 from serverlab.contestant.manifest import SPEC_PARTS
 
 
-def test_the_spec_cases_load_and_name_known_scenarios():
+def test_the_spec_cases_load_and_name_known_checks():
     cases = load_cases()
     assert {case.part for case in cases} == set(SPEC_PARTS) - set()
     for case in cases:
         assert case.about, f"{case.id} says what it checks"
-        assert case.steps or case.scenario in SCENARIOS, case.id
+        assert case.steps or case.check in CHECKS, case.id
 
 
-def test_every_scenario_kind_is_used_by_some_case():
-    used = {case.scenario for case in load_cases() if case.scenario}
-    assert used == set(SCENARIOS)
+def test_every_check_kind_is_used_by_some_case():
+    used = {case.check for case in load_cases() if case.check}
+    assert used == set(CHECKS)
 
 
 def test_issue_2_coverage_is_there():
@@ -76,12 +76,12 @@ def test_issue_16_coverage_is_there():
         "sse.gone": "must",
         "websocket.gone": "must",
     }
-    raw = [case for case in cases.values() if case.scenario == "ws_bad_frame"]
+    raw = [case for case in cases.values() if case.check == "ws_bad_frame"]
     assert all(case.bad_input for case in raw), "verify checks the server goes on serving"
 
 
 def test_issue_13_framing_coverage_is_there():
-    framing = {case.id: case for case in load_cases() if case.scenario == "framing"}
+    framing = {case.id: case for case in load_cases() if case.check == "framing"}
     wanted = {
         "http.framing_cl_and_te",
         "http.framing_cl_differing_lines",
@@ -128,14 +128,14 @@ def test_select_by_part_and_glob():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[[case]]\nid = "perf.x"\nabout = "a"\ncolour = 1\nscenario = "keepalive"', "unknown key"),
-        ('[[case]]\nid = "files.x"\nscenario = "keepalive"', "start with 'perf.'"),
-        ('[[case]]\nid = "perf.x"', "either request/steps or a scenario"),
+        ('[[case]]\nid = "perf.x"\nabout = "a"\ncolour = 1\ncheck = "keepalive"', "unknown key"),
+        ('[[case]]\nid = "files.x"\ncheck = "keepalive"', "start with 'perf.'"),
+        ('[[case]]\nid = "perf.x"', "either request/steps or a check"),
         ('[[case]]\nid = "perf.x"\nrequest = { target = "/", verb = "GET" }', "request key verb"),
-        ('[[case]]\nid = "perf.x"\nlevel = "may"\nscenario = "keepalive"', "level"),
+        ('[[case]]\nid = "perf.x"\nlevel = "may"\ncheck = "keepalive"', "level"),
         (
-            '[[case]]\nid = "perf.x"\nscenario = "keepalive"\n[[case]]\nid = "perf.x"\n'
-            'scenario = "keepalive"',
+            '[[case]]\nid = "perf.x"\ncheck = "keepalive"\n[[case]]\nid = "perf.x"\n'
+            'check = "keepalive"',
             "duplicate case ids",
         ),
     ],

@@ -9,7 +9,7 @@ from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
 
-FRAMING = {case.id for case in load_cases() if case.scenario == "framing"}
+FRAMING = {case.id for case in load_cases() if case.check == "framing"}
 LEGAL_FRAMING = {case_id for case_id in FRAMING if case_id.startswith("http.framing_legal_")}
 
 

@@ -1,7 +1,7 @@
 """The conformance cases of spec/cases/*.toml: loading, validation and selection.
 
 Each file is one spec part; each `[[case]]` is either an exchange (`steps`, or one
-`request` + `expect`) that is pure data, or a `scenario` kind with `params` that a Python
+`request` + `expect`) that is pure data, or a `check` kind with `params` that a Python
 function in serverlab.conformance.checks carries out.
 """
 
@@ -21,7 +21,7 @@ _CASE_KEYS = {
     "request",
     "expect",
     "steps",
-    "scenario",
+    "check",
     "params",
 }
 REQUEST_KEYS = {
@@ -73,7 +73,7 @@ class Case:
     level: str = "must"  # "should": a failure is only a warning
     bad_input: bool = False  # verify checks that the server still answers afterwards
     steps: tuple[Step, ...] = ()
-    scenario: str = ""
+    check: str = ""
     params: dict = field(default_factory=dict)
 
 
@@ -124,8 +124,8 @@ def _case(path: Path, part: str, entry: dict) -> Case:
         if "request" in entry
         else []
     )
-    if bool(steps) == bool(entry.get("scenario")):
-        raise CaseFileError(f"{where}: give either request/steps or a scenario")
+    if bool(steps) == bool(entry.get("check")):
+        raise CaseFileError(f"{where}: give either request/steps or a check")
     for step in steps:
         for key, allowed in (("request", REQUEST_KEYS), ("expect", EXPECT_KEYS)):
             bad = set(step.get(key, {})) - allowed
@@ -138,6 +138,6 @@ def _case(path: Path, part: str, entry: dict) -> Case:
         level=entry.get("level", "must"),
         bad_input=entry.get("bad_input", False),
         steps=tuple(Step(step["request"], step.get("expect", {})) for step in steps),
-        scenario=entry.get("scenario", ""),
+        check=entry.get("check", ""),
         params=entry.get("params", {}),
     )

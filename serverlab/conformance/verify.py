@@ -14,7 +14,7 @@ from pathlib import Path
 from serverlab.base import httpclient
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.cases import Case, load_cases, select
-from serverlab.conformance.checks import SCENARIOS
+from serverlab.conformance.checks import CHECKS
 from serverlab.conformance.checks.framing import limits_problem
 from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.exchange import run_steps
@@ -23,7 +23,7 @@ from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, CaseRes
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
 
-# A server's odd answer can break a scenario's reading of it; that is the server's FAIL.
+# A server's odd answer can break a check's reading of it; that is the server's FAIL.
 ANSWER_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 EXIT_GRACE_S = 1.0
 
@@ -114,10 +114,10 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
     try:
         if case.steps:
             run_steps(ctx, case.steps, outcome)
-        elif case.scenario in SCENARIOS:
-            SCENARIOS[case.scenario](ctx, case.params, outcome)
+        elif case.check in CHECKS:
+            CHECKS[case.check](ctx, case.params, outcome)
         else:
-            outcome.fail(f"unknown scenario kind '{case.scenario}' in spec/cases")
+            outcome.fail(f"unknown check kind '{case.check}' in spec/cases")
     except CaseAborted as aborted:
         outcome.fail(str(aborted))
     except httpclient.HttpError as error:

@@ -14,13 +14,13 @@ from serverlab.conformance.checks import (
     websocket,
 )
 
-SCENARIOS = {
-    **http.SCENARIOS,
-    **framing.SCENARIOS,
-    **control.SCENARIOS,
-    **push.SCENARIOS,
-    **gone.SCENARIOS,
-    **sse.SCENARIOS,
-    **websocket.SCENARIOS,
-    **syslog.SCENARIOS,
+CHECKS = {
+    **http.CHECKS,
+    **framing.CHECKS,
+    **control.CHECKS,
+    **push.CHECKS,
+    **gone.CHECKS,
+    **sse.CHECKS,
+    **websocket.CHECKS,
+    **syslog.CHECKS,
 }

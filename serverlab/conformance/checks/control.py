@@ -171,7 +171,7 @@ def logging_output(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     )
 
 
-SCENARIOS = {
+CHECKS = {
     "timestamp": timestamp,
     "stats_shape": stats_shape,
     "stats_counting": stats_counting,

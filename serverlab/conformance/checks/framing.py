@@ -53,7 +53,7 @@ def params_problem(params: dict) -> str | None:
 
 def limits_problem(manifest: Manifest, cases: list[Case]) -> str:
     """Why the manifest's framing_limits cannot stand, or "": each names a framing case."""
-    framing_ids = {case.id for case in cases if case.scenario == "framing"}
+    framing_ids = {case.id for case in cases if case.check == "framing"}
     for case_id in manifest.framing_limits:
         if case_id not in framing_ids:
             return f"{manifest.path}: framing_limits names {case_id!r}, not a framing case"
@@ -165,4 +165,4 @@ def check_keeps(connection, outcome: Outcome, prefix: str) -> str:
     return f"answered the next request ({response.status})"
 
 
-SCENARIOS = {"framing": framing}
+CHECKS = {"framing": framing}

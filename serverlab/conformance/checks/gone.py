@@ -93,4 +93,4 @@ def check_no_delivery(ctx: VerifyContext, event: str, params: dict, outcome: Out
     )
 
 
-SCENARIOS = {"gone_subscriber": gone_subscriber}
+CHECKS = {"gone_subscriber": gone_subscriber}

@@ -28,4 +28,4 @@ def connection_close(ctx: VerifyContext, params: dict, outcome: Outcome) -> None
             outcome.fail("the server kept the connection open after Connection: close")
 
 
-SCENARIOS = {"keepalive": keepalive, "connection_close": connection_close}
+CHECKS = {"keepalive": keepalive, "connection_close": connection_close}

@@ -1,4 +1,4 @@
-"""Server push scenarios (spec §6): long poll, comet, fan-out, emitters, push counters."""
+"""Server push checks (spec §6): long poll, comet, fan-out, emitters, push counters."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -263,7 +263,7 @@ def check_push_counters(before: dict, after: dict, event: str, outcome: Outcome)
     outcome.require(counters.get("active") is False, "a cleared event is still active")
 
 
-SCENARIOS = {
+CHECKS = {
     "longpoll_timeout": longpoll_timeout,
     "longpoll_event": longpoll_event,
     "comet_stream": comet_stream,

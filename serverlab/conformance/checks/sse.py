@@ -1,4 +1,4 @@
-"""Server-Sent Events scenarios (spec §10): framing, ids, heartbeats, replay and gaps."""
+"""Server-Sent Events checks (spec §10): framing, ids, heartbeats, replay and gaps."""
 
 import json
 import time
@@ -308,7 +308,7 @@ def check_gap(walked: Walked, name: str, after: int, next_seq: int, newest: int,
     outcome.require(walked.opening == f"{name}:{newest}", f"opening id {walked.opening!r}")
 
 
-SCENARIOS = {
+CHECKS = {
     "sse_stream": sse_stream,
     "sse_heartbeat": sse_heartbeat,
     "sse_replay": sse_replay,

@@ -1,4 +1,4 @@
-"""Syslog listener scenarios (spec §7): TCP framings, a split message, UDP, counting."""
+"""Syslog listener checks (spec §7): TCP framings, a split message, UDP, counting."""
 
 import socket
 import time
@@ -97,7 +97,7 @@ def expect_counted(ctx: VerifyContext, before, batch: list[bytes], outcome: Outc
         )
 
 
-SCENARIOS = {
+CHECKS = {
     "syslog_tcp": syslog_tcp,
     "syslog_udp": syslog_udp,
     "syslog_incomplete": syslog_incomplete,

@@ -1,4 +1,4 @@
-"""WebSocket scenarios (spec §11): handshake, echo, subscribe, publish, ping, close, and the
+"""WebSocket checks (spec §11): handshake, echo, subscribe, publish, ping, close, and the
 close codes of bad frames."""
 
 import json
@@ -236,7 +236,7 @@ def ws_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         )
 
 
-SCENARIOS = {
+CHECKS = {
     "ws_echo": ws_echo,
     "ws_subscribe": ws_subscribe,
     "ws_publish": ws_publish,
