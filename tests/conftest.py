@@ -16,7 +16,8 @@ architecture = "asyncio event loop"
 implements = ["perf", "files", "upload", "control", "push", "sse", "websocket", "syslog"]
 version = "{sys.executable} --version"
 start = "{sys.executable} {REFERENCE_SERVER} --port {{port}} --syslog-port {{syslog_port}} \
---docroot {{docroot}} --name {{name}} --fault {{fault}} --die-after {{die_after}}"
+--docroot {{docroot}} --name {{name}} --fault {{fault}} --die-after {{die_after}} \
+--host {{host}} --clock-skew-ms {{clock_skew_ms}}"
 ready = "/stats"
 ready_timeout_s = 15
 
@@ -25,6 +26,11 @@ default = "none"
 type = "word"
 words = {list(FAULTS)!r}
 help = "which rule of the spec to break (see tests/reference_server.py)"
+
+[tunables.clock_skew_ms]
+default = "0"
+type = "int"
+help = "every time the server states (its /timestamp, its events' stamps) this far off, in ms"
 
 [tunables.die_after]
 default = "0"

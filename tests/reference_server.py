@@ -33,6 +33,7 @@ from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
 SPEC_VERSION = "2.1"
+LOOPBACK = "127.0.0.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
@@ -93,8 +94,13 @@ class BadRequest(Exception):
         self.status, self.reason, self.extra = status, reason, extra
 
 
+# A clock set this far off (--clock-skew-ms), for every time the server states: its
+# /timestamp and its events' stamps, as a host whose clock is wrong would state them.
+CLOCK_SKEW_MS = 0
+
+
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return time.time_ns() // 1_000_000 + CLOCK_SKEW_MS
 
 
 class Counters:
@@ -976,17 +982,20 @@ class ReferenceServer:
     def open_count(self, kind: str) -> int:
         return sum(1 for request in self.hub.open if request.kind == kind)
 
-    async def run(self, port: int, syslog_port: int | None) -> None:
+    async def run(self, port: int, syslog_port: int | None, host: str = LOOPBACK) -> None:
         async def on_connection(reader, writer):
             await HttpConnection(self, reader, writer).serve()
 
-        http = await asyncio.start_server(on_connection, "127.0.0.1", port)
+        # Loopback always; a lab or cluster host's address too, when given one ({host}).
+        hosts = [LOOPBACK] if host == LOOPBACK else [LOOPBACK, host]
+        http = await asyncio.start_server(on_connection, hosts, port)
         if syslog_port:
             loop = asyncio.get_running_loop()
-            await loop.create_server(lambda: SyslogTcp(self), "127.0.0.1", syslog_port)
-            await loop.create_datagram_endpoint(
-                lambda: SyslogUdp(self), local_addr=("127.0.0.1", syslog_port)
-            )
+            for address in hosts:
+                await loop.create_server(lambda: SyslogTcp(self), address, syslog_port)
+                await loop.create_datagram_endpoint(
+                    lambda: SyslogUdp(self), local_addr=(address, syslog_port)
+                )
         async with http:
             await http.serve_forever()
 
@@ -999,6 +1008,10 @@ def main() -> None:
     parser.add_argument("--name", default="reference")
     parser.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS))
     parser.add_argument("--crash-at-start", action="store_true")
+    parser.add_argument("--host", default=LOOPBACK, help="an address to listen on besides loopback")
+    parser.add_argument(
+        "--clock-skew-ms", type=int, default=0, help="state every time this far off (ms)"
+    )
     parser.add_argument(
         "--die-after", type=float, default=0.0, help="SIGKILL itself after this many seconds"
     )
@@ -1011,9 +1024,11 @@ def main() -> None:
     if args.crash_at_start:
         print("reference server: crashing at start as asked", file=sys.stderr)
         sys.exit(7)
+    global CLOCK_SKEW_MS
+    CLOCK_SKEW_MS = args.clock_skew_ms
     server = ReferenceServer(args.name, args.docroot, set(args.fault) - {"none"})
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.run(args.port, args.syslog_port))
+        asyncio.run(server.run(args.port, args.syslog_port, args.host))
 
 
 if __name__ == "__main__":

@@ -65,8 +65,12 @@ def test_placeholders_expand_with_tunable_overrides(contestants_dir):
     assert f"--port {server.port} " in command
     assert f"--syslog-port {server.syslog_port} " in command
     assert f"--docroot {server.docroot} " in command
-    assert command.endswith("--name reference --fault traversal --die-after 0")
+    assert "--name reference --fault traversal --die-after 0 " in command
+    assert command.endswith("--host 127.0.0.1 --clock-skew-ms 0"), "{host}: loopback locally"
     server.cleanup()
+    elsewhere = ContestantServer(find("reference"), host="198.18.0.2")
+    assert "--host 198.18.0.2 " in elsewhere.start_command
+    elsewhere.cleanup()
 
 
 def test_unknown_tunable_is_an_error(contestants_dir):
