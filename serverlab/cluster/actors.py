@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from serverlab.base import owner
+from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.cluster import clock
 from serverlab.cluster.version import node_version
 from serverlab.contestant.manifest import find
@@ -89,7 +90,10 @@ class Generator:
 class Server:
     """The contestant's host: the executor runs here, on the plans the driver sends."""
 
-    def __init__(self, server_cpus: str | None = None):
+    def __init__(self, server_cpus: str | None = None, contestants: str | None = None):
+        if contestants:
+            # The driver's contestants folder, when it names one (tests do).
+            os.environ[CONTESTANTS_ENV] = contestants
         self.workdir = Path(tempfile.mkdtemp(prefix="serverlab-server-")) / "work"
         self.cpus = server_cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
 

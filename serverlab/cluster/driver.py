@@ -14,6 +14,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 
+from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.cluster.actors import Generator, Server
 from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.version import mismatches, node_version
@@ -107,7 +108,7 @@ def _place(address: str, group, wanted: int) -> Cluster:
     ]
     server = server_class.options(
         num_cpus=0, max_concurrency=4, resources={SERVER_RESOURCE: 1}
-    ).remote()
+    ).remote(contestants=os.environ.get(CONTESTANTS_ENV))
     described = ray.get(
         [a.describe.remote() for a in [server, *generators]], timeout=CALL_TIMEOUT_S
     )

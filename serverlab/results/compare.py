@@ -15,12 +15,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
-from serverlab.results import stats
 from serverlab.base import terminal
+from serverlab.results import stats
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
@@ -57,9 +57,7 @@ class ComparisonRow:
         if self.verdict is stats.Verdict.TOO_FEW:
             ns = "each" if self.a.n == self.b.n else "and"
             counts = f"n={self.a.n} {ns}" if ns == "each" else f"n={self.a.n} and {self.b.n}"
-            return (
-                f"{self.verdict.value} ({counts}; {stats.MIN_REPEATS_TO_TEST} or more needed)"
-            )
+            return f"{self.verdict.value} ({counts}; {stats.MIN_REPEATS_TO_TEST} or more needed)"
         return self.verdict.value
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import jinja2
 import plotly.offline
 
-from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.results import stats
+from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.results.report.metrics import (
     METRICS,
-    coverage_note,
     METRICS_BY_NAME,
+    coverage_note,
     permutation_params,
     scenario_labels,
     validity_flags,
@@ -33,7 +33,7 @@ from serverlab.results.report.summary import (
     summary_rows,
     tunable_text,
 )
-from serverlab.results.store import RecordedTest, Run, Store, Suite
+from serverlab.results.store import RecordedTest, Run, Suite
 
 DEFAULT_REPORT = Path("results/report.html")
 

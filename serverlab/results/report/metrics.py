@@ -237,8 +237,8 @@ def _varying_keys(param_sets: list[dict]) -> list[str]:
 
 def format_cell(summary: stats.Summary, compact: bool = False) -> tuple[str, str]:
     """(median, "[low, high] n=N") of a summary; `compact` for a terminal's narrow columns
-    (76.4k, then 75.0k–77.0k and n=3 on lines of their own). The interval's coverage is not repeated in every cell: it
-    depends on n alone, and `coverage_note` says it once."""
+    (76.4k, then 75.0k–77.0k and n=3 on lines of their own). The interval's coverage is not
+    repeated in every cell: it depends on n alone, and `coverage_note` says it once."""
     if summary.n == 0 or summary.interval is None:
         return "-", ""
     number = compact_number if compact else _number

@@ -91,7 +91,9 @@ def load_published(seed: str) -> Published:
     if seed not in SEEDS:
         raise PublishedError(f"no seed {seed!r} (seeds: {', '.join(SEEDS)})")
     name = f"seed-{seed}.toml"
-    text = resources.files("serverlab.results.report").joinpath("published", name).read_text("utf-8")
+    text = (
+        resources.files("serverlab.results.report").joinpath("published", name).read_text("utf-8")
+    )
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

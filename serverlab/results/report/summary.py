@@ -8,12 +8,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
-from serverlab.results import stats
 from serverlab.base import terminal
+from serverlab.results import stats
 from serverlab.results.report.metrics import (
     COMET_NOTE,
     METRICS,
@@ -25,7 +25,7 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.selection import load_selected, parse_selection
-from serverlab.results.store import RecordedTest, Run, Store
+from serverlab.results.store import RecordedTest, Run
 
 TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
 
@@ -125,15 +125,19 @@ def print_summary(
     table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
     scenarios = scenario_labels(tests)
     names = architectures(runs, labels)
-    rows = [(key, row) for key, g in scenario_groups(tests).items() for row in summary_rows(
-        g, names, compact=True)]
+    rows = [
+        (key, row)
+        for key, g in scenario_groups(tests).items()
+        for row in summary_rows(g, names, compact=True)
+    ]
     longest = max((len(r.contestant) for _, r in rows), default=0)
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
     for i in shown:
         # As wide as its widest figure, so that the names and flags get the rest.
-        widest = max((len(part) for _, r in rows for part in "\n".join(r.cells[i]).split()),
-                     default=0)
+        widest = max(
+            (len(part) for _, r in rows for part in "\n".join(r.cells[i]).split()), default=0
+        )
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
     repeats, details = [], []
