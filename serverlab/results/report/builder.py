@@ -46,6 +46,7 @@ class ScenarioSection:
     summary: list[SummaryRow]
     charts: list[Chart]
     tests: list[dict] = field(default_factory=list)
+    generators: list[dict] = field(default_factory=list)  # spread tests: one row each
 
 
 def build_report(
@@ -127,6 +128,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 summary=summary_rows(group, names),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor),
                 tests=[_test_view(t) for t in group],
+                generators=[row for t in group for row in _generator_rows(t)],
             )
         )
     return sections
@@ -141,6 +143,27 @@ def _test_view(test: RecordedTest) -> dict:
         "seconds": f"{test.ended_at - test.started_at:.1f}",
         "flags": [f.text for f in validity_flags(test)],
     }
+
+
+def _generator_rows(test: RecordedTest) -> list[dict]:
+    rows = []
+    for generator in test.run_info.get("generators", []):
+        summary = generator.get("summary") or {}
+        p99 = (summary.get("latency_us") or {}).get("p99")
+        offset, uncertainty = generator.get("offset_ms"), generator.get("uncertainty_ms")
+        rows.append(
+            {
+                "test": test_label(test),
+                "address": generator.get("address", "?"),
+                "requests": f"{summary.get('requests', 0):,}",
+                "rps": f"{summary.get('rps', 0):,.0f}",
+                "p99": "-" if p99 is None else f"{p99 / 1000:.3g}",
+                "cpu": generator.get("cpu_percent", "-"),
+                "bound": generator.get("generator_bound", False),
+                "offset": "-" if offset is None else f"{offset:+.2f} ± {uncertainty:.2f}",
+            }
+        )
+    return rows
 
 
 def _run_view(run: Run, suites: dict[int, Suite]) -> dict:

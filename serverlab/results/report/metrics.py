@@ -20,6 +20,8 @@ MIB = 1024 * 1024
 SUMMARIZED_STATUSES = ("ok",)
 RUN_SPECIFIC_PARAMS = ("engine_plan",)
 FLAG_TEXT_LIMIT = 160
+# Delivery delays from a generator whose clock is known only this well are flagged.
+CLOCK_UNCERTAINTY_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     engine_cpu = median_engine_cpu(test)
     if engine_cpu is not None and engine_cpu > GENERATOR_BOUND_PERCENT:
         flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
+    flags += _spread_flags(test)
     intended = _summary_number(test, "intended_rate")
     achieved = _summary_number(test, "achieved_rate")
     if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
@@ -182,6 +185,22 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     if test.summary is not None and test.summary.get("valid") is False:
         reasons = "; ".join(map(str, test.summary.get("invalid_reasons") or [])) or "no reason"
         flags.append(Flag("engine-invalid", f"engine marked the run invalid: {reasons}"))
+    return flags
+
+
+def _spread_flags(test: RecordedTest) -> list[Flag]:
+    """A spread test is generator-bound if any of its generators was; its delivery delays
+    are only as good as the generators' clock offsets."""
+    generators = test.run_info.get("generators", [])
+    flags = []
+    bound = [g.get("address", "?") for g in generators if g.get("generator_bound")]
+    if bound:
+        flags.append(Flag("generator-bound", f"generator-bound ({', '.join(bound)})"))
+    worst = max((g.get("uncertainty_ms") or 0 for g in generators), default=0)
+    if _is_stream(test) and worst > CLOCK_UNCERTAINTY_MS:
+        flags.append(
+            Flag("clock-uncertain", f"delivery delays uncertain by up to {worst:.1f} ms (clocks)")
+        )
     return flags
 
 

@@ -1,0 +1,266 @@
+"""Distributed runs for real: a virtual lab of network namespaces with a `ray start` node in
+each (a head, a server host, two generator hosts), the reference server on the server host,
+the real engine on the generators. What is checked: merged figures equal what one histogram
+of every generator's samples says (by Python's HdrHistogram, not the engine's merge),
+clocks, a generator lost mid-test, Ctrl-C, and nodes that run different engines."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from serverlab.base import owner
+from serverlab.base.netns import existing
+from serverlab.lab import manage
+from serverlab.results.report import build_report
+from serverlab.results.store import Store
+from serverlab.run.engine import engine_binary
+
+SERVERLAB = str(Path(sys.executable).parent / "serverlab")
+LAB = f"t{os.getpid() % 100000}"
+
+
+def netns_of(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def namespace_inode(name: str) -> int:
+    return os.stat(f"/var/run/netns/{name}").st_ino
+
+
+@pytest.fixture(scope="module")
+def lab():
+    made = manage.up(2, name=LAB)
+    try:
+        yield made
+    finally:
+        manage.down(LAB)
+
+
+def suite(tmp_path: Path, body: str, repeats: int = 1) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(f'name = "d"\nrepeats = {repeats}\ncontestants = ["reference"]\n{body}')
+    return path
+
+
+FAST = """
+[[scenario]]
+name = "fast{n}"
+behaviour = "keepalive"
+clients = 4
+duration_s = {duration}
+"""
+
+
+def start_run(suite_path: Path, db: Path, contestants: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "SERVERLAB_LAB": LAB, "SERVERLAB_CONTESTANTS": str(contestants)}
+    return subprocess.Popen(
+        [
+            SERVERLAB,
+            "run",
+            str(suite_path),
+            "--db",
+            str(db),
+            "--ray",
+            "lab",
+            "--skip-verify",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def finish(run: subprocess.Popen, timeout_s: float = 120) -> str:
+    out, _ = run.communicate(timeout=timeout_s)
+    return out
+
+
+def stored(db: Path):
+    with Store(db) as store:
+        tests = [store.load_details(t) for t in store.tests()]
+        runs = store.runs()
+    return tests, runs
+
+
+def engines_in(namespace: str) -> list[psutil.Process]:
+    inode = namespace_inode(namespace)
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if "serverlab-load" in cmdline and "--plan" in cmdline and netns_of(process.pid) == inode:
+            found.append(process)
+    return found
+
+
+def wait_for(predicate, timeout_s: float = 60, what: str = "it"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def decoded(encoded: str) -> HdrHistogram:
+    return HdrHistogram.decode(encoded)
+
+
+def test_two_generators_merge_exactly_and_the_server_saw_the_total(lab, contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    out = finish(start_run(suite(tmp_path, FAST.format(n=1, duration=2)), db, contestants_dir))
+    (test,), (run,) = stored(db)
+    assert test.status == "ok", (out, test.validity)
+    generators = test.run_info["generators"]
+    assert len(generators) == 2
+    assert {g["address"] for g in generators} == {h.address for h in lab.generators}
+    summaries = [g["summary"] for g in generators]
+    assert test.summary["requests"] == sum(s["requests"] for s in summaries)
+    assert all(s["requests"] > 20 for s in summaries), "both generators loaded the server"
+    # One histogram holding both generators' samples, added by Python's HdrHistogram.
+    whole = decoded(summaries[0]["histogram"])
+    whole.add(decoded(summaries[1]["histogram"]))
+    for key, percentile in (("p50", 50), ("p99", 99)):
+        assert test.summary["latency_us"][key] == whole.get_value_at_percentile(percentile)
+    served = test.server_stats[-1].stats["requests"]["total"]
+    assert served >= test.summary["requests"]
+    for generator in generators:
+        # One machine, one clock: the true offset is 0.
+        assert abs(generator["offset_ms"]) <= generator["uncertainty_ms"]
+    assert run.machine["placement"]["server"] == lab.server.address
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    for generator in lab.generators:
+        assert generator.address in html, "a row per generator"
+    assert "clock offset" in html
+
+
+def test_a_generator_whose_engine_dies_makes_an_invalid_test_and_the_suite_goes_on(
+    lab, contestants_dir, tmp_path
+):
+    db = tmp_path / "lab.db"
+    body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
+    run = start_run(suite(tmp_path, body), db, contestants_dir)
+    victim = wait_for(lambda: engines_in(lab.generators[1].netns), what="gen2's engine")[0]
+    time.sleep(1.0)
+    victim.send_signal(signal.SIGKILL)
+    out = finish(run)
+    assert run.returncode == 0, out
+    (lost, after), _ = stored(db)
+    assert lost.status == "invalid"
+    (record,) = lost.validity["generator_lost"]
+    assert record["address"] == lab.generators[1].address and record["after_s"] > 0
+    assert after.status == "ok", after.validity
+
+
+def test_clock_offsets_are_measured_and_applied(lab, contestants_dir, tmp_path):
+    body = """
+[[scenario]]
+name = "skewed"
+behaviour = "comet"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.5
+duration_s = 3
+emit_interval_ms = 200
+[scenario.tunables.reference]
+clock_skew_ms = 4000
+"""
+    db = tmp_path / "lab.db"
+    out = finish(start_run(suite(tmp_path, body), db, contestants_dir))
+    (test,), _ = stored(db)
+    assert test.status == "ok", (out, test.validity)
+    for generator in test.run_info["generators"]:
+        assert abs(generator["offset_ms"] - 4000) <= generator["uncertainty_ms"]
+    delay = test.summary["event_delay_us"]
+    # Without the offset every delay would be some 4 s below zero; with it, they are true.
+    assert delay["count"] > 0 and 0 <= delay["p50"] < 500_000
+
+
+def test_ctrl_c_stops_every_engine_and_server_on_every_node(lab, contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    run = start_run(suite(tmp_path, FAST.format(n=1, duration=30)), db, contestants_dir)
+    wait_for(lambda: engines_in(lab.generators[0].netns), what="an engine")
+    before = set(existing())
+    run.send_signal(signal.SIGINT)
+    out = finish(run, timeout_s=60)
+    assert run.returncode == 130, out
+
+    def leftovers():
+        names = ("serverlab-load", "reference_server.py")
+        return [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if any(n in " ".join(p.info["cmdline"] or []) for n in names)
+            and netns_of(p.pid) in {namespace_inode(h.netns) for h in lab.hosts}
+        ]
+
+    wait_for(lambda: not leftovers(), timeout_s=20, what="the run's processes to go")
+    assert set(existing()) <= before, "no namespace left behind"
+    with Store(db) as store:
+        assert [r.status for r in store.runs()] == ["interrupted"]
+
+
+def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(
+    lab, contestants_dir, tmp_path
+):
+    """Last in the module: it kills a node of the shared lab."""
+    db = tmp_path / "lab.db"
+    body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
+    run = start_run(suite(tmp_path, body), db, contestants_dir)
+    gen2 = lab.generators[1]
+    wait_for(lambda: engines_in(gen2.netns), what="gen2's engine")
+    inode = namespace_inode(gen2.netns)
+    for process in psutil.process_iter(["cmdline"]):
+        if netns_of(process.pid) == inode and owner.mark_of(process.pid):
+            process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
+    out = finish(run)
+    assert run.returncode == 0, out
+    (lost, after), _ = stored(db)
+    assert lost.status == "invalid" and lost.validity["generator_lost"]
+    assert after.status == "ok", after.validity
+    assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
+
+
+def test_nodes_with_different_engines_refuse_the_run_naming_the_node(contestants_dir, tmp_path):
+    other = tmp_path / "other-engine"
+    shutil.copy(engine_binary(), other)
+    with open(other, "ab") as binary:
+        binary.write(b"\0")  # runs the same, hashes otherwise
+    name = f"v{os.getpid() % 100000}"
+    made = manage.up(1, name=name, environment={"gen1": {"SERVERLAB_ENGINE": str(other)}})
+    try:
+        env = {**os.environ, "SERVERLAB_LAB": name, "SERVERLAB_CONTESTANTS": str(contestants_dir)}
+        done = subprocess.run(
+            [
+                SERVERLAB,
+                "run",
+                str(suite(tmp_path, FAST.format(n=1, duration=1))),
+                "--db",
+                str(tmp_path / "lab.db"),
+                "--ray",
+                "lab",
+                "--skip-verify",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        manage.down(name)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert made.generators[0].address in done.stderr and "engine binary" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
