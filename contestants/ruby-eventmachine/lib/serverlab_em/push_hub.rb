@@ -111,7 +111,7 @@ module ServerlabEM
     end
 
     # Open subscribers of one kind (:push, :sse, :websocket).
-    def open(kind)
+    def open_subscribers(kind)
       @open_by_kind[kind]
     end
 

@@ -40,14 +40,14 @@ module ServerlabEM
         "server" => @server_name,
         "uptime_ms" => Clock.now_ms - @started_ms,
         "connections" => { "open" => @connections_open, "total" => @connections_total },
-        "requests" => { "total" => @requests_total, "open_push" => push_hub.open(:push) },
+        "requests" => { "total" => @requests_total, "open_push" => push_hub.open_subscribers(:push) },
         "responses" => { "total" => @responses_total, "push" => @responses_push,
                          "timeouts" => @responses_timeouts },
         "events" => push_hub.event_stats,
         "syslog" => { "received" => @syslog_received, "bytes" => @syslog_bytes,
                       "tcp_connections" => @syslog_tcp_connections },
-        "sse" => @sse.merge("open" => push_hub.open(:sse)),
-        "websocket" => @websocket.merge("subscribers" => push_hub.open(:websocket))
+        "sse" => @sse.merge("open" => push_hub.open_subscribers(:sse)),
+        "websocket" => @websocket.merge("subscribers" => push_hub.open_subscribers(:websocket))
       }
     end
   end
