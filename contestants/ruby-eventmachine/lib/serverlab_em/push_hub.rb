@@ -14,8 +14,7 @@ module ServerlabEM
     # Open subscribers of every transport: connections.start/finish (spec §6).
     attr_reader :open_count
 
-    def initialize(stats)
-      @stats = stats
+    def initialize
       # name => {subscriber => true}: a Hash keeps insertion order (the
       # order the spec's "place" follows) and deletes in O(1).
       @subscribers = Hash.new { |hash, name| hash[name] = {} }
