@@ -2,24 +2,27 @@
 # frozen_string_literal: true
 
 # serverlab contestant ruby-eventmachine: one EventMachine reactor serving
-# HTTP/1.1 and syslog (TCP and UDP) on 127.0.0.1.
+# HTTP/1.1 (with SSE and WebSocket) and syslog (TCP and UDP) on 127.0.0.1,
+# and on a second address when --host names one.
 
+require "ipaddr"
 require "optparse"
 require "socket"
 require_relative "lib/serverlab_em"
 
-HOST = "127.0.0.1"
+LOOPBACK = "127.0.0.1"
 # EM.start_server listens with a backlog of 100, which overflows (and costs
 # clients a 1 s SYN retransmit) when thousands of push clients connect at
 # once; so the TCP listeners are opened here with a deep backlog and attached.
 LISTEN_BACKLOG = 4096
 
 def parse_options(argv)
-  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off" }
+  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK }
   OptionParser.new do |parser|
-    parser.banner = "usage: server.rb --port N [--syslog-port N] [--docroot DIR] [--chunk-size BYTES]"
+    parser.banner = "usage: server.rb --port N [--syslog-port N] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
     parser.on("--syslog-port N", Integer, "syslog port, TCP and UDP") { |v| options[:syslog_port] = v }
+    parser.on("--host ADDRESS", "an address to listen on besides 127.0.0.1") { |v| options[:host] = v }
     parser.on("--docroot DIR", "document root for /files") { |v| options[:docroot] = v }
     parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
     parser.on("--name NAME", "name reported by /stats") { |v| options[:name] = v }
@@ -33,7 +36,8 @@ end
 
 def versions
   require "thin/version"
-  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} json #{JSON::VERSION}"
+  "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} " \
+    "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION}"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
@@ -45,17 +49,31 @@ rescue Errno::EPERM, Errno::EINVAL
   nil
 end
 
+def ip_address?(text)
+  IPAddr.new(text)
+  true
+rescue IPAddr::InvalidAddressError
+  false
+end
+
 def validate!(options)
   abort("server.rb: --port is required") unless options[:port]
   abort("server.rb: --chunk-size must be positive") unless options[:chunk_size].positive?
+  abort("server.rb: --host #{options[:host]} is not an IP address") unless ip_address?(options[:host])
   docroot = options[:docroot]
   abort("server.rb: docroot #{docroot} is not a directory") if docroot && !File.directory?(docroot)
 end
 
-def listener(port)
-  socket = Socket.new(:INET, :STREAM)
+# 127.0.0.1, and the --host address when it is another one (a lab or
+# cluster host's, where the load comes from other machines).
+def addresses(options)
+  [LOOPBACK, options[:host]].uniq
+end
+
+def listener(address, port)
+  socket = Socket.new(Addrinfo.tcp(address, port).afamily, :STREAM)
   socket.setsockopt(:SOCKET, :REUSEADDR, true)
-  socket.bind(Addrinfo.tcp(HOST, port))
+  socket.bind(Addrinfo.tcp(address, port))
   socket.listen(LISTEN_BACKLOG)
   socket
 end
@@ -73,12 +91,12 @@ def ensure_yjit(options)
   exec(RbConfig.ruby, "--yjit", "--yjit-exec-mem-size=#{YJIT_EXEC_MEM_MB}", __FILE__, *ORIGINAL_ARGV)
 end
 
-def serve(app, options)
-  EM.attach_server(listener(options[:port]), ServerlabEM::HttpConnection, app)
+def serve(app, options, address)
+  EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
   return unless options[:syslog_port]
 
-  EM.attach_server(listener(options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
-  EM.open_datagram_socket(HOST, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
+  EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
+  EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
 end
 
 def run(options)
@@ -90,7 +108,7 @@ def run(options)
   EM.set_max_timers(1_000_000)
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
-    serve(app, options)
+    addresses(options).each { |address| serve(app, options, address) }
     # Installed only once listening, so a taken port still fails the start.
     # From here on a bug in a timer callback (emitter, long-poll timeout) is
     # reported and the reactor goes on serving everyone else.

@@ -1,106 +1,10 @@
 # frozen_string_literal: true
 
-require "minitest/autorun"
 require "digest"
-require "fileutils"
-require "json"
-require "net/http"
-require "socket"
-require "tmpdir"
-
-# Starts the real server (server.rb) on free loopback ports once for all tests.
-module LiveServer
-  ROOT = File.expand_path("..", __dir__)
-
-  class << self
-    attr_reader :port, :syslog_port, :docroot
-
-    def start
-      return if @pid
-
-      @docroot = Dir.mktmpdir("ruby-em-docroot")
-      File.write(File.join(@docroot, "small.txt"), "hello\n")
-      File.binwrite(File.join(@docroot, "big.bin"), Random.new(7).bytes(3_000_000))
-      File.symlink("/etc/passwd", File.join(@docroot, "escape"))
-      @port = free_port
-      @syslog_port = free_port
-      @pid = Process.spawn("ruby", File.join(ROOT, "server.rb"), "--port", @port.to_s,
-                           "--syslog-port", @syslog_port.to_s, "--docroot", @docroot, "--chunk-size", "4096")
-      wait_ready
-    end
-
-    def stop
-      return unless @pid
-
-      Process.kill("TERM", @pid)
-      Process.wait(@pid)
-      FileUtils.rm_rf(@docroot)
-    end
-
-    private
-
-    # A port free for both TCP and UDP, since syslog listens on both.
-    def free_port
-      loop do
-        tcp = TCPServer.new("127.0.0.1", 0)
-        port = tcp.addr[1]
-        udp = UDPSocket.new
-        begin
-          udp.bind("127.0.0.1", port)
-          return port
-        rescue Errno::EADDRINUSE
-          next
-        ensure
-          udp.close
-          tcp.close
-        end
-      end
-    end
-
-    def wait_ready
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 15
-      loop do
-        return if Net::HTTP.get_response("127.0.0.1", "/stats", @port).code == "200"
-      rescue SystemCallError
-        raise "server did not start" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-
-        sleep 0.05
-      end
-    end
-  end
-end
-
-Minitest.after_run { LiveServer.stop }
+require_relative "live_server"
 
 class ServerTest < Minitest::Test
-  def setup
-    LiveServer.start
-  end
-
-  def http
-    Net::HTTP.start("127.0.0.1", LiveServer.port) { |client| yield client }
-  end
-
-  def post_json(path, body)
-    http { |client| client.post(path, body.is_a?(String) ? body : JSON.generate(body), "Content-Type" => "application/json") }
-  end
-
-  def stats
-    JSON.parse(http { |client| client.get("/stats") }.body)
-  end
-
-  # Sends raw bytes, reads until the server closes or goes quiet.
-  def raw(bytes, quiet_after: 1.0)
-    socket = TCPSocket.new("127.0.0.1", LiveServer.port)
-    socket.write(bytes)
-    reply = +""
-    reply << socket.readpartial(65_536) while socket.wait_readable(quiet_after)
-    reply
-  rescue EOFError, Errno::ECONNRESET
-    reply
-  ensure
-    socket&.close
-  end
+  include LiveServerClient
 
   def test_perf_body_and_headers
     response = http { |client| client.get("/perf") }
@@ -122,7 +26,7 @@ class ServerTest < Minitest::Test
 
   def test_files_streamed_and_traversal_refused
     body = http { |client| client.get("/files/big.bin") }.body
-    assert_equal File.binread(File.join(LiveServer.docroot, "big.bin")), body
+    assert_equal File.binread(File.join(server.docroot, "big.bin")), body
     %w[/files/escape /files/%2e%2e/etc/passwd /files//etc/passwd /files/a%5cb].each do |path|
       assert_equal "403", http { |client| client.get(path) }.code, path
     end
@@ -148,7 +52,7 @@ class ServerTest < Minitest::Test
   # The 413 must arrive while the client is still sending, and the rest of
   # the body must not reset the connection before the client reads it.
   def test_oversize_json_answered_before_the_body_ends
-    socket = TCPSocket.new("127.0.0.1", LiveServer.port)
+    socket = TCPSocket.new("127.0.0.1", server.port)
     socket.write("POST /push HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n#{'x' * 100_000}")
     assert socket.wait_readable(5), "no answer while the body is still arriving"
     assert_match(/\AHTTP\/1.1 413 /, socket.readpartial(4096))
@@ -187,11 +91,11 @@ class ServerTest < Minitest::Test
   def test_syslog_tcp_and_udp_are_counted
     before = stats["syslog"]
     message = "<14>1 - host app - - - seq=1 test"
-    TCPSocket.open("127.0.0.1", LiveServer.syslog_port) do |socket|
+    TCPSocket.open("127.0.0.1", server.syslog_port) do |socket|
       socket.write("#{message}\n#{message.bytesize} #{message}\n\n")
       socket.write("99 incomplete")
     end
-    UDPSocket.open { |socket| socket.send("#{message}\n", 0, "127.0.0.1", LiveServer.syslog_port) }
+    UDPSocket.open { |socket| socket.send("#{message}\n", 0, "127.0.0.1", server.syslog_port) }
     sleep 0.3
     after = stats["syslog"]
     assert_equal 3, after["received"] - before["received"]
@@ -206,7 +110,7 @@ class ServerTest < Minitest::Test
     assert_equal stamp["server"] - 1000, stamp["offset_ms"]
     assert_equal "400", http { |client| client.get("/timestamp?client=abc") }.code
     snapshot = stats
-    assert_equal %w[connections events requests responses server spec_version syslog uptime_ms], snapshot.keys.sort
+    assert_equal %w[connections events requests responses server spec_version sse syslog uptime_ms websocket], snapshot.keys.sort
     assert_operator snapshot.dig("connections", "open"), :>=, 1
   end
 end

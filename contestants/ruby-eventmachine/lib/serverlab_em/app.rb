@@ -15,7 +15,7 @@ module ServerlabEM
 
     def initialize(name:, docroot:, chunk_size:)
       @stats = Stats.new(name)
-      @push_hub = PushHub.new(@stats)
+      @push_hub = PushHub.new
       @router = Router.new(self, docroot: docroot, chunk_size: chunk_size)
       @logging = false
     end

@@ -43,6 +43,8 @@ module ServerlabEM
         hold_pipelined(data)
       when :draining
         drain(data)
+      when :upgraded
+        @upgraded.receive_data(data)
       end
     rescue StandardError => e
       fail_internally(e)
@@ -106,6 +108,18 @@ module ServerlabEM
 
     def head_request?
       @request.head?
+    end
+
+    # Hands the connection to the protocol its 101 switched to (a WebSocket,
+    # which has sent the 101 itself): from here on every byte read goes to
+    # receiver.receive_data. Returns what was read past the request head.
+    def upgrade(receiver)
+      count_response(101)
+      @state = :upgraded
+      @upgraded = receiver
+      pending = @buffer
+      @buffer = String.new(encoding: Encoding::BINARY)
+      pending
     end
 
     private

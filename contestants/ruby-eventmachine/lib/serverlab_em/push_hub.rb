@@ -5,24 +5,29 @@ require "json"
 
 module ServerlabEM
   # The seed 004 Event Manager and Request Manager: named emitters on reactor
-  # timers, and the push requests subscribed to each name in arrival order.
+  # timers, and the subscribers of every transport (long poll, comet, SSE,
+  # WebSocket) to each name in arrival order, so one snapshot spans them all.
   class PushHub
+    # Emit cycles kept per event for SSE replay (spec §10): exactly the newest 64.
+    REPLAY_BUFFER = 64
+
+    # Open subscribers of every transport: connections.start/finish (spec §6).
     attr_reader :open_count
 
-    def initialize(stats)
-      @stats = stats
-      # name => {subscription => true}: a Hash keeps insertion order (the
+    def initialize
+      # name => {subscriber => true}: a Hash keeps insertion order (the
       # order the spec's "place" follows) and deletes in O(1).
       @subscribers = Hash.new { |hash, name| hash[name] = {} }
       @emitters = {}
       @open_count = 0
+      @open_by_kind = Hash.new(0)
     end
 
     # --- emitters ---------------------------------------------------------
 
     # Starts (or replaces) the emitter for name; true when one was replaced.
     def set(name, interval_ms)
-      emitter = (@emitters[name] ||= Emitter.new(self, name))
+      emitter = emitter(name)
       replaced = emitter.active?
       emitter.start(interval_ms)
       replaced
@@ -43,51 +48,110 @@ module ServerlabEM
       @emitters.transform_values(&:stats)
     end
 
-    # One emit cycle: snapshot the subscribers, deliver to each in order.
-    def emit(emitter)
+    def last_seq(name)
+      @emitters[name]&.last_seq || 0
+    end
+
+    # A publish cycle (spec §11): an emit cycle now, whether or not the event
+    # has an emitter, leaving the emitter's schedule alone. Cycles run to the
+    # end on the one reactor thread, so it never overlaps another.
+    def publish(name, data_json)
+      emit(emitter(name), data_json)
+    end
+
+    # One emit cycle: snapshot the subscribers, deliver to each in order,
+    # skipping the ones gone since. Returns [seq, snapshot size].
+    def emit(emitter, data_json = nil)
       created = Clock.now_ms
-      seq = emitter.next_seq
+      seq = emitter.next_seq(created, data_json)
       snapshot = @subscribers.key?(emitter.name) ? @subscribers[emitter.name].keys : []
       total = snapshot.size
-      snapshot.each_with_index do |subscription, index|
-        deliver(subscription, emitter, seq, created, total, index + 1)
+      delivered = 0
+      snapshot.each_with_index do |subscriber, index|
+        next unless subscriber.deliverable?
+
+        sent = Clock.now_ms
+        event = EventJson.live(emitter, seq, created, sent, total, index + 1, data_json)
+        subscriber.deliver(event + subscriber.answer_tail(sent, @open_count), emitter.name, seq)
+        delivered += 1
       end
-      emitter.record_cycle(total, Clock.now_ms - created)
+      emitter.record_cycle(delivered, Clock.now_ms - created)
+      [seq, total]
+    end
+
+    # The buffered cycles of name after seq, as [seq, "response" part of the
+    # replayed delivery] pairs, oldest first (spec §10).
+    def replays_after(name, seq)
+      emitter = @emitters[name]
+      return [] unless emitter
+
+      emitter.history_after(seq).map do |cycle|
+        [cycle.seq, EventJson.replayed(emitter, cycle, Clock.now_ms)]
+      end
     end
 
     # --- subscriptions ----------------------------------------------------
 
-    def subscribe(subscription)
+    def subscribe(subscriber)
       @open_count += 1
-      subscription.start_count = @open_count
-      subscription.names.each { |name| @subscribers[name][subscription] = true }
+      @open_by_kind[subscriber.kind] += 1
+      subscriber.start_count = @open_count
+      subscriber.names.each { |name| @subscribers[name][subscriber] = true }
     end
 
-    def unsubscribe(subscription)
+    def unsubscribe(subscriber)
       @open_count -= 1
-      subscription.names.each do |name|
+      @open_by_kind[subscriber.kind] -= 1
+      subscriber.names.each do |name|
         list = @subscribers[name]
-        list.delete(subscription)
+        list.delete(subscriber)
         @subscribers.delete(name) if list.empty?
       end
     end
 
-    private
-
-    def deliver(subscription, emitter, seq, created, total, place)
-      sent = Clock.now_ms
-      event = %({"name":#{emitter.name_json},"seq":#{seq},) +
-              %("timings":{"duration":#{sent - created},"sent":#{sent},"created":#{created}},) +
-              %("connections":{"total":#{total},"place":#{place}}})
-      subscription.deliver(%({"response":{"event":#{event}},#{subscription.envelope(sent, @open_count)}}))
-      @stats.responses_push += 1
+    # Open subscribers of one kind (:push, :sse, :websocket).
+    def open_subscribers(kind)
+      @open_by_kind[kind]
     end
 
-    # One named emitter: its timer and its counters for GET /stats. Cycles are
-    # scheduled on a fixed grid (start + k * interval) so they do not drift;
-    # a cycle that overruns is followed at once by the next one.
+    private
+
+    def emitter(name)
+      @emitters[name] ||= Emitter.new(self, name)
+    end
+
+    # The "response" part of a delivery, up to the answer's tail: the event
+    # with its cycle's timings and place, "data" for publish cycles (§11),
+    # "replayed" for SSE replays (§10).
+    module EventJson
+      module_function
+
+      def live(emitter, seq, created, sent, total, place, data_json)
+        build(emitter, seq, created, sent, total, place, data_json && %(,"data":#{data_json}))
+      end
+
+      # A replay is a cycle of one (spec §10): total and place are 1.
+      def replayed(emitter, cycle, sent)
+        data = cycle.data_json && %(,"data":#{cycle.data_json})
+        build(emitter, cycle.seq, cycle.created, sent, 1, 1, %(#{data},"replayed":true))
+      end
+
+      def build(emitter, seq, created, sent, total, place, extra)
+        %({"response":{"event":{"name":#{emitter.name_json},"seq":#{seq},) +
+          %("timings":{"duration":#{sent - created},"sent":#{sent},"created":#{created}},) +
+          %("connections":{"total":#{total},"place":#{place}}#{extra}}},)
+      end
+    end
+
+    # One emit cycle as the replay buffer keeps it.
+    Cycle = Struct.new(:seq, :created, :data_json)
+
+    # One named emitter: its timer, its counters for GET /stats and its
+    # replay buffer, all kept across clear and set. Cycles are scheduled on a
+    # fixed grid (start + k * interval) so they do not drift; a cycle that
+    # overruns is followed at once by the next one.
     class Emitter
-      attr_reader :name, :name_json
+      attr_reader :name, :name_json, :last_seq
 
       def initialize(hub, name)
         @hub = hub
@@ -102,6 +166,7 @@ module ServerlabEM
         @last_duration = 0
         @max_duration = 0
         @total_duration = 0
+        @history = []
       end
 
       def active?
@@ -124,9 +189,16 @@ module ServerlabEM
 
       # seq numbers are per name for the server's lifetime: replacing or
       # clearing an emitter never resets them.
-      def next_seq
+      def next_seq(created, data_json)
         @emits += 1
         @last_seq += 1
+        @history << Cycle.new(@last_seq, created, data_json)
+        @history.shift if @history.size > REPLAY_BUFFER
+        @last_seq
+      end
+
+      def history_after(seq)
+        @history.select { |cycle| cycle.seq > seq }
       end
 
       def record_cycle(deliveries, duration_ms)

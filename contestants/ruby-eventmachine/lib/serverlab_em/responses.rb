@@ -9,7 +9,7 @@ module ServerlabEM
     REASONS = {
       100 => "Continue", 200 => "OK", 400 => "Bad Request", 403 => "Forbidden",
       404 => "Not Found", 405 => "Method Not Allowed", 413 => "Content Too Large",
-      431 => "Request Header Fields Too Large", 500 => "Internal Server Error",
+      426 => "Upgrade Required", 431 => "Request Header Fields Too Large", 500 => "Internal Server Error",
       501 => "Not Implemented"
     }.freeze
     STATUS_LINES = REASONS.to_h { |code, reason| [code, "HTTP/1.1 #{code} #{reason}\r\n".freeze] }.freeze

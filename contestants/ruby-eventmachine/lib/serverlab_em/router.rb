@@ -16,7 +16,9 @@ module ServerlabEM
         "/logging" => entry(%w[POST], Handlers::Logging.new(app), loopback_only: true),
         "/event/set" => entry(%w[POST], Handlers::EventSet.new(app), loopback_only: true),
         "/event/clear" => entry(%w[POST], Handlers::EventClear.new(app), loopback_only: true),
-        "/push" => entry(%w[POST], Handlers::Push.new(app))
+        "/push" => entry(%w[POST], Handlers::Push.new(app)),
+        "/sse" => entry(%w[GET], Handlers::Sse.new(app)),
+        "/ws" => entry(%w[GET], Handlers::WebSocketUpgrade.new(app))
       }
       @files = docroot && entry(%w[GET HEAD], Handlers::Files.new(docroot, chunk_size))
       @not_found = Handlers::Error.new(404, "not found")

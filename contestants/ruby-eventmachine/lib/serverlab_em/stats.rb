@@ -9,6 +9,9 @@ module ServerlabEM
     attr_accessor :connections_open, :connections_total, :requests_total,
                   :responses_total, :responses_push, :responses_timeouts,
                   :syslog_received, :syslog_bytes, :syslog_tcp_connections
+    # The sse and websocket groups (spec §10, §11), but for the open
+    # subscriber counts, which the push hub keeps.
+    attr_reader :sse, :websocket
 
     def initialize(server_name)
       @server_name = server_name
@@ -22,6 +25,8 @@ module ServerlabEM
       @syslog_received = 0
       @syslog_bytes = 0
       @syslog_tcp_connections = 0
+      @sse = { "total" => 0, "deliveries" => 0, "replayed" => 0, "gaps" => 0, "heartbeats" => 0, "timeouts" => 0 }
+      @websocket = { "open" => 0, "total" => 0, "deliveries" => 0, "echoes" => 0, "publishes" => 0 }
     end
 
     def count_syslog_message(size)
@@ -35,12 +40,14 @@ module ServerlabEM
         "server" => @server_name,
         "uptime_ms" => Clock.now_ms - @started_ms,
         "connections" => { "open" => @connections_open, "total" => @connections_total },
-        "requests" => { "total" => @requests_total, "open_push" => push_hub.open_count },
+        "requests" => { "total" => @requests_total, "open_push" => push_hub.open_subscribers(:push) },
         "responses" => { "total" => @responses_total, "push" => @responses_push,
                          "timeouts" => @responses_timeouts },
         "events" => push_hub.event_stats,
         "syslog" => { "received" => @syslog_received, "bytes" => @syslog_bytes,
-                      "tcp_connections" => @syslog_tcp_connections }
+                      "tcp_connections" => @syslog_tcp_connections },
+        "sse" => @sse.merge("open" => push_hub.open_subscribers(:sse)),
+        "websocket" => @websocket.merge("subscribers" => push_hub.open_subscribers(:websocket))
       }
     end
   end

@@ -5,40 +5,24 @@ require "eventmachine"
 module ServerlabEM
   # One held POST /push request: a long poll answered once, or a comet stream
   # that gets one NDJSON line per emit.
-  class Subscription
+  class Subscription < Subscriber
     NDJSON_TYPE = "application/x-ndjson"
 
-    attr_reader :names
-    attr_accessor :start_count
-
     def initialize(app, connection, kind, names, request_json)
-      @app = app
-      @connection = connection
+      super(app, connection, :push, names, request_json)
       @comet = kind == "comet"
-      @names = names
-      @request_json = request_json
-      @created = Clock.now_ms
       @timer = nil
-      @open = false
     end
 
     def open(duration_ms)
       @connection.send_head(->(extra) { Responses.chunked(200, NDJSON_TYPE, extra) }) if @comet
-      @app.push_hub.subscribe(self)
-      @open = true
+      join
       @connection.on_close { leave }
       @timer = EM::Timer.new(duration_ms / 1000.0) { time_out } if duration_ms
     end
 
-    # The fields every answer shares: the request as received, this
-    # request's own timings and the open push request counts.
-    def envelope(sent, finish)
-      %("request":#{@request_json},) +
-        %("timings":{"duration":#{sent - @created},"sent":#{sent},"created":#{@created}},) +
-        %("connections":{"start":#{@start_count},"finish":#{finish}})
-    end
-
-    def deliver(body)
+    def deliver(body, _name, _seq)
+      @app.stats.responses_push += 1
       if @comet
         @connection.send_data(Responses.chunk("#{body}\n"))
       else
@@ -51,7 +35,7 @@ module ServerlabEM
 
     def time_out
       @timer = nil
-      body = %({"response":{"timeout":true},#{envelope(Clock.now_ms, @app.push_hub.open_count)}})
+      body = %({"response":{"timeout":true},#{answer_tail(Clock.now_ms, @app.push_hub.open_count)})
       @app.stats.responses_timeouts += 1
       leave
       if @comet
@@ -62,14 +46,9 @@ module ServerlabEM
       end
     end
 
-    # Leaves every event list; safe to call more than once.
-    def leave
-      return unless @open
-
-      @open = false
+    def left
       @timer&.cancel
       @timer = nil
-      @app.push_hub.unsubscribe(self)
     end
   end
 end

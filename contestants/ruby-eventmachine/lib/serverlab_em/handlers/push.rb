@@ -6,8 +6,16 @@ module ServerlabEM
   module Handlers
     EVENT_NAME = /\A[A-Za-z0-9_.-]{1,64}\z/.freeze
 
+    MAX_EVENTS = 16
+
     def self.event_name?(value)
       value.is_a?(String) && value.match?(EVENT_NAME)
+    end
+
+    # 1 to 16 distinct event names: an SSE stream's or a WebSocket subscribe's.
+    def self.event_names?(names)
+      names.is_a?(Array) && (1..MAX_EVENTS).cover?(names.size) &&
+        names.all? { |name| event_name?(name) } && names.uniq.size == names.size
     end
 
     # POST /event/set {"name", "interval_ms"}: the seed 004 Event Manager.
@@ -60,7 +68,6 @@ module ServerlabEM
 
       TYPES = %w[longpoll comet].freeze
       DURATIONS = (1..3_600_000).freeze
-      MAX_EVENTS = 16
 
       def initialize(app)
         @app = app
