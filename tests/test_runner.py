@@ -358,3 +358,28 @@ def test_the_smoke_check_refuses_a_server_of_another_spec_major(contestants_dir,
         assert smoke_check(server, plan) is None
     with ContestantServer(manifest, settings={"fault": "old_spec_version"}) as server:
         assert smoke_check(server, plan) == "/stats spec_version is '1.0', not 2.x"
+
+
+def test_emitters_stop_before_the_clients_leave_so_nothing_is_delivered_to_nobody(
+    contestants_dir, tmp_path
+):
+    body = """
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.2
+duration_s = 5
+emit_interval_ms = 200
+"""
+    _, (test,), _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    cycles = {e.seq: e for e in test.emits}
+    # Cycles during the ramp reach fewer subscribers; none is cut short at the end.
+    assert all(e.received == e.total for e in cycles.values()), "no cycle cut short"
+    assert cycles[max(cycles)].total == 20
+    start, end = (s.stats for s in test.server_stats)
+    assert end["events"]["e1"]["active"] is False, "cleared while the clients were there"
+    delivered = end["responses"]["push"] - start["responses"]["push"]
+    assert delivered == test.summary["events"]["received"] > 0

@@ -72,6 +72,7 @@ class _RayRunning:
         self.futures, self.generators, self.checks = futures, generators, checks
         self.workdir, self.tag = workdir, tag
         self.started = time.monotonic()
+        self.starts_at = self.started + START_DELAY_S
         self.outputs: dict[int, dict] = {}
         self.lost: dict[int, dict] = {}
 

@@ -217,7 +217,7 @@ class _Measurement:
                 if crash is None:
                     on_interval = progress and progress.interval
                     result, crash = self._load(
-                        self.measured, "plan", plan.budget_s, monitor, on_interval
+                        self.measured, "plan", plan.budget_s, monitor, on_interval, plan.during
                     )
                 receiver = watch.settle() if watch and crash is None else None
             finally:
@@ -244,17 +244,20 @@ class _Measurement:
                 return crash
         return None
 
-    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None):
-        """Runs one load and waits for it; returns what it produced and the server's crash,
-        if the server died meanwhile (the load then sees the refused connections for a
-        moment: they are part of the result)."""
+    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None, during=()):
+        """Runs one load and waits for it, making the `during` calls when their time comes;
+        returns what it produced and the server's crash, if the server died meanwhile (the
+        load then sees the refused connections for a moment: they are part of the result)."""
         running = self.load.begin(plan, self.server.workdir, tag, on_interval)
         if monitor is not None and running.local_pid is not None:
             monitor.watch_engine(running.local_pid)
         crash = None
+        pending = sorted(during, key=lambda timed: timed.at_s)
         try:
             deadline = time.monotonic() + budget_s
             while not running.done():
+                while pending and time.monotonic() >= running.starts_at + pending[0].at_s:
+                    self._timed(pending.pop(0).call)
                 if self.server.poll() is not None:
                     crash = _crash(self.server, at_s=time.time() - self.test.started_at)
                     time.sleep(CRASH_SETTLE_S)
@@ -268,6 +271,12 @@ class _Measurement:
             running.stop()
             raise
         return running.finish(), crash
+
+    def _timed(self, call: ControlCall) -> None:
+        try:
+            self._control((call,))
+        except (httpclient.HttpError, OSError, ValueError, ServerError) as err:
+            self.test.validity["control_call_failed"] = f"{call.method} {call.path}: {err}"
 
     def _control(self, calls: tuple[ControlCall, ...]) -> None:
         for call in calls:

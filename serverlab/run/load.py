@@ -6,6 +6,7 @@ what it produced.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ class Running(Protocol):
     """A load under way."""
 
     local_pid: int | None  # an engine on this machine whose CPU the monitor samples
+    starts_at: float  # when the load starts (time.monotonic())
 
     def done(self) -> bool: ...
 
@@ -69,6 +71,7 @@ class _LocalRunning:
     def __init__(self, engine: EngineRun):
         self.engine = engine
         self.local_pid = engine.pid
+        self.starts_at = time.monotonic()
 
     def done(self) -> bool:
         return self.engine.process.poll() is not None

@@ -12,13 +12,22 @@ from typing import Any
 from serverlab.base import spec
 from serverlab.contestant.manifest import Manifest
 from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite
-from serverlab.run.testplan import ENGINE_GRACE_S, ControlCall, Link, Smoke, TestPlan
+from serverlab.run.testplan import (
+    ENGINE_GRACE_S,
+    ControlCall,
+    Link,
+    Smoke,
+    TestPlan,
+    TimedCall,
+)
 
 PUSH_EVENT = "e1"
 # Long runs with many clients need more than one source address (~28k ports each).
 CLIENTS_PER_SOURCE = 20_000
 # Requests (or messages) per second below which a counted run is stopped as hung.
 SLOWEST_COUNTED_RATE = 5000
+# The last seconds of a push test run with the emitters stopped (see _during).
+QUIET_END_S = 2.0
 # A counted run (-n) has no planned end; it is bounded anyway, generously.
 COUNTED_RUN_FLOOR_S = 600.0
 HTTP_TARGET = "http://{host}:{port}"
@@ -48,6 +57,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         warmup_s=float(p.get("warmup_s", 0)),
         priming_runs=int(p.get("priming_runs", 0)),
         control=_control_calls(p) if controlled else (),
+        during=_during(p) if controlled else (),
         after=(ControlCall("POST", "/event/clear", {}),) if controlled else (),
         read_stats=controlled,
         count_at_receiver=p["behaviour"] == "syslog",
@@ -66,6 +76,15 @@ def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
         event = {"name": PUSH_EVENT, "interval_ms": p["emit_interval_ms"]}
         calls.append(ControlCall("POST", "/event/set", event))
     return tuple(calls)
+
+
+def _during(p: dict[str, Any]) -> tuple[TimedCall, ...]:
+    """Emitters stop before the clients leave, so that an event in flight when the load ends
+    is not counted as delivered to nobody."""
+    held = planned_seconds(p)
+    if not p.get("emit_interval_ms") or held <= 2 * QUIET_END_S:
+        return ()
+    return (TimedCall(held - QUIET_END_S, ControlCall("POST", "/event/clear", {})),)
 
 
 def planned_seconds(p: dict[str, Any]) -> float:
@@ -136,6 +155,7 @@ BEHAVIOUR_KEYS = {
     "upload_rate_bps": "bytes_per_s",
     "syslog_transport": "transport",
     "syslog_framing": "framing",
+    "heartbeat_ms": "heartbeat_ms",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
@@ -152,6 +172,11 @@ def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
             spec[name] = p[key]
     if kind == "slow-upload" and "bytes" in spec:
         spec.setdefault("bytes_per_s", spec["bytes"])
+    if "publish_every_ms" in p or "publishers" in p:
+        spec["publish"] = {
+            "every_ms": p.get("publish_every_ms", 1000),
+            "clients": p.get("publishers", 1),
+        }
     if kind == "slow-reader" or "read_rate_bps" in p:
         rate = max(1, int(p.get("read_rate_bps", 64_000)))
         spec["read_bytes"] = SLOW_READ_BYTES
@@ -198,6 +223,9 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "comet_duration_ms",
         "syslog_transport",
         "syslog_framing",
+        "heartbeat_ms",
+        "publish_every_ms",
+        "publishers",
         "behaviour",
     ),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),

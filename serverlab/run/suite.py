@@ -30,8 +30,10 @@ BEHAVIOURS = {
     "slow-upload": "/upload",
     "slow-reader": "/files",
     "syslog": None,
+    "sse": "/sse",
+    "websocket": "/ws",
 }
-PUSH_BEHAVIOURS = ("longpoll", "comet")
+PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
 
 SUITE_KEYS = {
     "name",
@@ -84,6 +86,9 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "emit_interval_ms": ((int,), True),
     "longpoll_duration_ms": ((int,), True),
     "comet_duration_ms": ((int,), True),
+    "heartbeat_ms": ((int,), True),
+    "publish_every_ms": ((int,), True),
+    "publishers": ((int,), True),
     "upload_bytes": ((int,), True),
     "upload_rate_bps": ((int,), True),
     "read_rate_bps": ((int,), True),
@@ -598,9 +603,7 @@ class _ScenarioContext:
         """What only the suite knows. Which load settings go together is the engine's to
         judge (`serverlab-load --check`, in the dry run), so no copy of its rules lives here."""
         if "emit_interval_ms" in p and p["behaviour"] not in PUSH_BEHAVIOURS:
-            raise self.fail(
-                "emit_interval_ms", "emit_interval_ms only applies to longpoll and comet"
-            )
+            raise self.fail("emit_interval_ms", "emit_interval_ms only applies to push behaviours")
         if "syslog_messages" in p and p["behaviour"] != "syslog":
             raise self.fail(
                 "syslog_messages", "syslog_messages only applies to the syslog behaviour"

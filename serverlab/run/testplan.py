@@ -42,6 +42,14 @@ class ControlCall:
 
 
 @dataclass(frozen=True)
+class TimedCall:
+    """A control call made while the measured load runs, `at_s` after it starts."""
+
+    at_s: float
+    call: ControlCall
+
+
+@dataclass(frozen=True)
 class Link:
     """A shaped link between the engine and the server (a namespace of its own)."""
 
@@ -77,6 +85,7 @@ class TestPlan:
     warmup_s: float = 0.0
     priming_runs: int = 0  # the measured plan run this many times first, under the monitor
     control: tuple[ControlCall, ...] = ()  # before the measurement
+    during: tuple[TimedCall, ...] = ()  # while the measured load runs
     after: tuple[ControlCall, ...] = ()  # after it, once /stats is read
     read_stats: bool = False  # GET /stats before and after
     count_at_receiver: bool = False  # a syslog flood: rate and loss as the server counted
@@ -107,6 +116,10 @@ class TestPlan:
                 **{
                     **raw,
                     "control": tuple(ControlCall(**c) for c in raw.get("control", ())),
+                    "during": tuple(
+                        TimedCall(t["at_s"], ControlCall(**t["call"]))
+                        for t in raw.get("during", ())
+                    ),
                     "after": tuple(ControlCall(**c) for c in raw.get("after", ())),
                     "link": Link(**raw["link"]) if raw.get("link") else None,
                     "smoke": Smoke(**raw.get("smoke", {})),
