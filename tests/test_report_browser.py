@@ -158,8 +158,9 @@ def test_report_renders_every_chart_offline_without_console_errors(tmp_path, chr
         page.close()
 
     assert rendered == str(plots), f"charts rendered: {rendered}"
-    # Two scenarios: nine charts for the long poll, seven for keep-alive (no emitter there).
-    assert plots == 16
+    # Two scenarios: nine charts for the long poll, seven for keep-alive (no emitter there),
+    # and the long poll's five in the transport section.
+    assert plots == 21
     assert drawn >= plots
     assert traced == plots
     assert shows_name, "the hostile contestant name is shown as text"

@@ -33,6 +33,7 @@ from serverlab.results.report.summary import (
     summary_rows,
     tunable_text,
 )
+from serverlab.results.report.transports import FIGURES, transport_section
 from serverlab.results.store import RecordedTest, Run, Suite
 
 DEFAULT_REPORT = Path("results/report.html")
@@ -80,7 +81,9 @@ def render_report(
     labels: dict[str, str] | None = None,
 ) -> str:
     sections = _sections(tests, labels or {})
-    figures = {c.key: c.figure for s in sections for c in s.charts if c.figure is not None}
+    transports = transport_section(tests, runs, labels or {})
+    charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
+    figures = {c.key: c.figure for c in charts if c.figure is not None}
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=_title(runs, suites),
@@ -91,6 +94,8 @@ def render_report(
         metrics=METRICS,
         sections=sections,
         seed_sections=seed_sections(tests, runs, suites),
+        transports=transports,
+        transport_figures=FIGURES,
         figures=figures,
         plot_template=shared_template(),
         coverage_note=coverage_note(row.summarized for s in sections for row in s.summary),

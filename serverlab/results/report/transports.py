@@ -1,0 +1,305 @@
+"""The push study's section: which transport (long poll, comet, SSE, WebSocket) on which
+architecture. Per transport, contestant and client count: the server's memory per held
+connection, its CPU per 1,000 delivered events, the p50 and p99 delivery delay, the events
+lost, and those the server counted as delivered to clients that had gone ("delivered to
+nobody", so that one architecture's dead subscribers do not pass for throughput); and per
+transport and contestant, the capacity: the most clients of a capacity ladder held with
+p99 delay at most 250 ms and nothing lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+from serverlab.results import stats
+from serverlab.results.report.charts import PALETTE, Chart, _figure, flags_of
+from serverlab.results.report.metrics import SUMMARIZED_STATUSES, format_cell
+from serverlab.results.store import RecordedTest, Run
+
+TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
+CAPACITY_P99_MS = 250.0
+# A ladder's top rung this close to a process's descriptor limit is as far as the machine
+# lets one process go, not as far as the server can.
+DESCRIPTOR_MARGIN = 0.95
+# The three Tomcat contestants answer WebSocket with one implementation (JSR 356 on the NIO
+# connector): for WebSocket they are not three architectures.
+SHARED_WEBSOCKET = ("java-tomcat-blocking", "java-tomcat-async", "java-virtual-threads")
+SHARED_WEBSOCKET_NOTE = (
+    "For WebSocket, java-tomcat-blocking, java-tomcat-async and java-virtual-threads share one "
+    "implementation (Tomcat's JSR 356 endpoint on the NIO connector): a difference between "
+    "them there is not a difference of architecture."
+)
+# The server's own count of deliveries, per transport (spec §5, §10, §11).
+DELIVERY_COUNTERS = {
+    "longpoll": ("responses", "push"),
+    "comet": ("responses", "push"),
+    "sse": ("sse", "deliveries"),
+    "websocket": ("websocket", "deliveries"),
+}
+
+
+def is_push_test(test: RecordedTest) -> bool:
+    return test.params.get("behaviour") in TRANSPORTS and bool(test.params.get("emit_interval_ms"))
+
+
+def is_capacity(test: RecordedTest) -> bool:
+    return test.scenario.startswith("capacity")
+
+
+# --- figures of one test ------------------------------------------------------------------
+
+
+def memory_per_connection_kb(test: RecordedTest) -> float | None:
+    """(peak RSS - RSS before the load) / clients: what each held connection cost."""
+    rss = [s.rss_bytes for s in test.samples if s.rss_bytes]
+    clients = test.params.get("clients")
+    if len(rss) < 2 or not clients:
+        return None
+    return max(0, max(rss) - rss[0]) / clients / 1024
+
+
+def server_deliveries(test: RecordedTest) -> int | None:
+    """Deliveries the server counted during the test (its /stats, end minus start)."""
+    path = DELIVERY_COUNTERS.get(test.params.get("behaviour", ""))
+    phases = {s.phase: s.stats for s in test.server_stats}
+    if path is None or "start" not in phases or "end" not in phases:
+        return None
+    try:
+        group, key = path
+        return int(phases["end"][group][key]) - int(phases["start"][group][key])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _events(test: RecordedTest) -> dict:
+    return (test.summary or {}).get("events") or {}
+
+
+def cpu_per_thousand_events(test: RecordedTest) -> float | None:
+    """Server CPU seconds over the test per 1,000 events delivered."""
+    delivered = server_deliveries(test) or _events(test).get("received")
+    samples = [s for s in test.samples if s.cpu_percent is not None]
+    if not delivered or len(samples) < 2:
+        return None
+    seconds = sum(
+        s.cpu_percent / 100 * (s.t - prev.t) for prev, s in zip(samples, samples[1:], strict=False)
+    )
+    return seconds / (delivered / 1000)
+
+
+def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+    def of(test: RecordedTest) -> float | None:
+        value = ((test.summary or {}).get("event_delay_us") or {}).get(percentile)
+        return None if value is None else value / 1000
+
+    return of
+
+
+def lost(test: RecordedTest) -> float | None:
+    value = _events(test).get("lost")
+    return None if value is None else float(value)
+
+
+def delivered_to_nobody(test: RecordedTest) -> float | None:
+    server = server_deliveries(test)
+    received = _events(test).get("received")
+    if server is None or received is None:
+        return None
+    return float(max(0, server - received))
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    label: str
+    unit: str
+    of: Callable[[RecordedTest], float | None]
+
+
+FIGURES = (
+    Figure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
+    Figure("cpu", "server CPU per 1,000 events", "s", cpu_per_thousand_events),
+    Figure("p50", "delivery delay p50", "ms", delay_ms("p50")),
+    Figure("p99", "delivery delay p99", "ms", delay_ms("p99")),
+    Figure("lost", "events lost", "", lost),
+    Figure("nobody", "delivered to nobody", "", delivered_to_nobody),
+)
+
+
+# --- the section --------------------------------------------------------------------------
+
+
+@dataclass
+class TransportRow:
+    transport: str
+    contestant: str
+    architecture: str
+    clients: int
+    tests: int
+    cells: list[tuple[str, str]]
+
+
+@dataclass
+class TransportSection:
+    rows: list[TransportRow]
+    capacity: list[tuple[str, str, str]]  # (transport, contestant, "≥ N …")
+    charts: list[Chart]
+    notes: list[str] = field(default_factory=list)
+
+
+def transport_section(
+    tests: list[RecordedTest], runs: list[Run], labels: dict[str, str]
+) -> TransportSection | None:
+    push = [t for t in tests if is_push_test(t)]
+    if not push:
+        return None
+    study = [t for t in push if not is_capacity(t)]
+    rows = [_row(cell, labels) for cell in _cells(study)]
+    notes = []
+    if any(r.tests == 1 for r in rows):
+        notes.append("Some cells ran once (one repeat): their figures have no interval.")
+    if any(r.transport == "websocket" and r.contestant in SHARED_WEBSOCKET for r in rows):
+        notes.append(SHARED_WEBSOCKET_NOTE)
+    return TransportSection(
+        rows=rows,
+        capacity=capacity_table([t for t in push if is_capacity(t)], descriptor_limit(runs)),
+        charts=[_chart(figure, study) for figure in FIGURES if figure.name != "nobody"],
+        notes=notes,
+    )
+
+
+def _cells(tests: list[RecordedTest]) -> list[list[RecordedTest]]:
+    cells: dict[tuple, list[RecordedTest]] = {}
+    for test in tests:
+        key = (
+            TRANSPORTS.index(test.params["behaviour"]),
+            test.params.get("clients", 0),
+            test.contestant,
+        )
+        cells.setdefault(key, []).append(test)
+    return [cells[key] for key in sorted(cells)]
+
+
+def _row(cell: list[RecordedTest], labels: dict[str, str]) -> TransportRow:
+    first = cell[0]
+    kept = [t for t in cell if t.status in SUMMARIZED_STATUSES]
+    cells = []
+    for figure in FIGURES:
+        values = [v for v in (figure.of(t) for t in kept) if v is not None]
+        if figure.name in ("lost", "nobody"):
+            cells.append((f"{sum(values):,.0f}" if values else "-", f"over {len(values)} tests"))
+        else:
+            cells.append(format_cell(stats.summarize(values)))
+    architecture = labels.get(first.contestant, "")
+    if first.params["behaviour"] == "websocket" and first.contestant in SHARED_WEBSOCKET:
+        architecture = "Tomcat JSR 356 (shared by the three Tomcats)"
+    return TransportRow(
+        first.params["behaviour"],
+        first.contestant,
+        architecture,
+        int(first.params.get("clients", 0)),
+        len(cell),
+        cells,
+    )
+
+
+def descriptor_limit(runs: list[Run]) -> int | None:
+    """The smallest descriptor limit a run's processes had, where runs recorded it."""
+    limits = [
+        (r.machine.get("rlimit_nofile") or {}).get("hard")
+        for r in runs
+        if isinstance(r.machine.get("rlimit_nofile"), dict)
+    ]
+    limits = [int(limit) for limit in limits if limit]
+    return min(limits) if limits else None
+
+
+def held(test: RecordedTest) -> bool:
+    """The ladder's rule: p99 delay at most 250 ms, nothing lost, nothing invalid."""
+    p99 = delay_ms("p99")(test)
+    return (
+        test.status in SUMMARIZED_STATUSES
+        and p99 is not None
+        and p99 <= CAPACITY_P99_MS
+        and not lost(test)
+    )
+
+
+def capacity_table(tests: list[RecordedTest], nofile: int | None) -> list[tuple[str, str, str]]:
+    """Per transport and contestant, the largest rung held by every repeat of it."""
+    ladders: dict[tuple[str, str], dict[int, list[RecordedTest]]] = {}
+    for test in tests:
+        key = (test.params["behaviour"], test.contestant)
+        ladders.setdefault(key, {}).setdefault(int(test.params["clients"]), []).append(test)
+    table = []
+    for (transport, contestant), rungs in sorted(
+        ladders.items(), key=lambda item: (TRANSPORTS.index(item[0][0]), item[0][1])
+    ):
+        table.append((transport, contestant, _capacity_text(rungs, nofile)))
+    return table
+
+
+def _capacity_text(rungs: dict[int, list[RecordedTest]], nofile: int | None) -> str:
+    passed = [clients for clients, tests in sorted(rungs.items()) if all(map(held, tests))]
+    if not passed:
+        return f"< {min(rungs):,} (no rung held)"
+    best, top = max(passed), max(rungs)
+    if best == top and nofile and top >= DESCRIPTOR_MARGIN * nofile:
+        return f"≥ {best:,} (descriptor cap)"
+    if best == top:
+        return f"≥ {best:,} (the ladder's top)"
+    return f"{best:,}"
+
+
+def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
+    """Median per transport, a bar per contestant (and client count when there are
+    several), the interval as a whisker."""
+    fig = go.Figure()
+    groups: dict[tuple[str, int], list[RecordedTest]] = {}
+    for test in tests:
+        groups.setdefault((test.contestant, test.params.get("clients", 0)), []).append(test)
+    several = len({clients for _, clients in groups}) > 1
+    for index, ((contestant, clients), mine) in enumerate(sorted(groups.items())):
+        xs, ys, up, down = [], [], [], []
+        for transport in TRANSPORTS:
+            values = [
+                v
+                for t in mine
+                if t.params["behaviour"] == transport and t.status in SUMMARIZED_STATUSES
+                for v in [figure.of(t)]
+                if v is not None
+            ]
+            summary = stats.summarize(values)
+            if not summary.n:
+                continue
+            xs.append(transport)
+            ys.append(summary.median)
+            up.append(summary.interval.high - summary.median)
+            down.append(summary.median - summary.interval.low)
+        if not xs:
+            continue
+        name = f"{contestant} ({clients:,} clients)" if several else contestant
+        fig.add_trace(
+            go.Bar(
+                x=xs,
+                y=ys,
+                name=name,
+                marker_color=PALETTE[index % len(PALETTE)],
+                error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": down},
+            )
+        )
+    fig.update_layout(barmode="group")
+    chart = Chart(
+        f"transports-{figure.name}",
+        f"{figure.label} by transport",
+        "Bar: median over repeats; whisker: the interval of the median.",
+        flags=flags_of(tests),
+    )
+    if fig.data:
+        chart.figure = _figure(fig, "transport", f"{figure.label} ({figure.unit})")
+    else:
+        chart.empty = "no push test recorded this figure"
+    return chart
