@@ -7,17 +7,20 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // server routes requests by hand rather than with http.ServeMux: the mux cleans paths and
 // redirects "/files/../x" with a 301, while the spec wants such paths refused with 403.
 type server struct {
-	stats   *stats
-	files   *fileServer
-	push    *pushHub
-	syslog  *syslogListener
-	logging atomic.Bool
-	logger  *log.Logger
+	stats    *stats
+	files    *fileServer
+	push     *pushHub
+	syslog   *syslogListener
+	upgrader *websocket.Upgrader
+	logging  atomic.Bool
+	logger   *log.Logger
 }
 
 func newServer(docroot string) (*server, error) {
@@ -27,11 +30,12 @@ func newServer(docroot string) (*server, error) {
 	}
 	st := newStats()
 	return &server{
-		stats:  st,
-		files:  files,
-		push:   newPushHub(st),
-		syslog: &syslogListener{counters: &st.syslog},
-		logger: log.New(os.Stderr, "", 0),
+		stats:    st,
+		files:    files,
+		push:     newPushHub(st),
+		syslog:   &syslogListener{counters: &st.syslog},
+		upgrader: newUpgrader(st),
+		logger:   log.New(os.Stderr, "", 0),
 	}, nil
 }
 
@@ -82,6 +86,14 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	case "/push":
 		if allow(w, r, s.stats, methodsPost) {
 			s.push.servePush(w, r)
+		}
+	case "/sse":
+		if allow(w, r, s.stats, methodsGet) {
+			s.push.serveSSE(w, r)
+		}
+	case "/ws":
+		if allow(w, r, s.stats, methodsGet) {
+			s.serveWebSocket(w, r)
 		}
 	default:
 		if strings.HasPrefix(path, "/files/") {
