@@ -1,10 +1,10 @@
 //! Control endpoints (spec §5) and the event manager (spec §6): small JSON in, small JSON
 //! out, served directly by the connection's thread.
 
+use crate::app::App;
 use crate::clock::now_ms;
 use crate::http::{Conn, Request, Sent};
 use crate::push::request::{parse_clear, parse_set};
-use crate::server::App;
 use crate::stats::read;
 use serde_json::{Value, json};
 use std::io;

@@ -1,5 +1,6 @@
 //! rust-zhtta: the seed 001 zhtta web server, with its versions as tunables.
 
+mod app;
 mod clock;
 mod config;
 mod control;
@@ -12,10 +13,10 @@ mod syslog;
 mod threads;
 mod upload;
 
+use app::App;
 use config::{Command, Config, USAGE};
 use files::FileService;
 use push::PushHub;
-use server::App;
 use socket2::{Domain, Socket, Type};
 use stats::Stats;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};

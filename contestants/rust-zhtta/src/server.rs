@@ -2,18 +2,17 @@
 //! thread with a small stack that parses its requests, queues `/files` requests for the
 //! responders, and serves every other endpoint itself.
 
+use crate::app::App;
 use crate::control;
-use crate::files::FileService;
 use crate::http::{Conn, HeadError, LimitedBodyError, Request, Sent, read_limited};
-use crate::push::{self, PushHub, request::parse_push};
-use crate::stats::{GaugeGuard, Stats, bump};
-use crate::threads::ThreadBudget;
+use crate::push::{self, request::parse_push};
+use crate::stats::{GaugeGuard, bump};
 use crate::upload;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Small stacks so that 20,000 held push connections cost little memory; the deepest
 /// use is serde_json's bounded recursion over a 64 KiB body.
@@ -29,15 +28,6 @@ const WRITE_STALL_LIMIT: Duration = Duration::from_secs(60);
 
 pub const PERF_BODY: &[u8] =
     b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n";
-
-pub struct App {
-    pub stats: &'static Stats,
-    pub threads: &'static ThreadBudget,
-    pub files: FileService,
-    pub push: PushHub,
-    pub logging: AtomicBool,
-    pub started: Instant,
-}
 
 #[derive(Clone, Copy)]
 enum Endpoint {
