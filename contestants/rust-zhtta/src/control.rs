@@ -97,6 +97,23 @@ pub fn stats(app: &App, conn: &mut Conn, keep_alive: bool) -> io::Result<Sent> {
             "bytes": read(&s.syslog_bytes),
             "tcp_connections": read(&s.syslog_tcp_connections),
         },
+        "sse": {
+            "open": read(&s.sse_open),
+            "total": read(&s.sse_total),
+            "deliveries": read(&s.sse_deliveries),
+            "replayed": read(&s.sse_replayed),
+            "gaps": read(&s.sse_gaps),
+            "heartbeats": read(&s.sse_heartbeats),
+            "timeouts": read(&s.sse_timeouts),
+        },
+        "websocket": {
+            "open": read(&s.ws_open),
+            "total": read(&s.ws_total),
+            "subscribers": read(&s.ws_subscribers),
+            "deliveries": read(&s.ws_deliveries),
+            "echoes": read(&s.ws_echoes),
+            "publishes": read(&s.ws_publishes),
+        },
     });
     conn.send_json(200, &body, keep_alive)
 }

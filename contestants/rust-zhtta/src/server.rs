@@ -39,6 +39,8 @@ enum Endpoint {
     EventSet,
     EventClear,
     Push,
+    Sse,
+    WebSocket,
 }
 
 impl Endpoint {
@@ -52,6 +54,8 @@ impl Endpoint {
             "/event/set" => (Endpoint::EventSet, "POST"),
             "/event/clear" => (Endpoint::EventClear, "POST"),
             "/push" => (Endpoint::Push, "POST"),
+            "/sse" => (Endpoint::Sse, "GET"),
+            "/ws" => (Endpoint::WebSocket, "GET"),
             _ => return None,
         })
     }
@@ -170,6 +174,8 @@ fn route(app: &App, conn: &mut Conn, request: &Request, loopback: bool) -> io::R
         Endpoint::Timestamp => control::timestamp(conn, request, keep_alive),
         Endpoint::Stats => control::stats(app, conn, keep_alive),
         Endpoint::Upload => upload::handle(conn, request),
+        Endpoint::Sse => push::serve_sse(&app.push, conn, request, keep_alive),
+        Endpoint::WebSocket => push::serve_websocket(&app.push, conn, request),
         Endpoint::Logging | Endpoint::EventSet | Endpoint::EventClear | Endpoint::Push => {
             with_json_body(app, conn, request, endpoint)
         }
