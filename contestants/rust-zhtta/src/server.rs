@@ -68,7 +68,21 @@ impl Endpoint {
     }
 }
 
-pub fn accept_loop(app: &'static App, listener: &TcpListener) {
+/// Accepts on every listener, each on its own thread but the last, which keeps this one.
+pub fn accept_loops(app: &'static App, mut listeners: Vec<TcpListener>) -> io::Result<()> {
+    let Some(last) = listeners.pop() else {
+        return Ok(());
+    };
+    for listener in listeners {
+        thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(app, &listener))?;
+    }
+    accept_loop(app, &last);
+    Ok(())
+}
+
+fn accept_loop(app: &'static App, listener: &TcpListener) {
     for stream in listener.incoming() {
         match stream {
             Ok(stream) => spawn_connection(app, stream),

@@ -628,6 +628,26 @@ fn a_long_poll_whose_client_left_is_noticed_at_once() {
 }
 
 #[test]
+fn host_adds_a_second_address() {
+    let server = Server::start("host", &["--host", "127.0.0.2"]);
+    for address in [Ipv4Addr::LOCALHOST, Ipv4Addr::new(127, 0, 0, 2)] {
+        let mut stream = TcpStream::connect((address, server.port)).unwrap();
+        write!(stream, "GET /perf HTTP/1.1\r\n\r\n").unwrap();
+        let (status, body) = read_response(&mut stream);
+        assert_eq!((status, body.len()), (200, 84), "{address}");
+    }
+    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    udp.send_to(
+        b"<14>two\n",
+        (Ipv4Addr::new(127, 0, 0, 2), server.syslog_port),
+    )
+    .unwrap();
+    wait_until("the syslog message on 127.0.0.2", || {
+        server.stats()["syslog"]["received"] == 1
+    });
+}
+
+#[test]
 fn a_long_poll_answered_with_connection_close_is_closed_at_once() {
     let server = Server::start("poll-close", &[]);
     let mut poll = server.connect();
