@@ -608,19 +608,21 @@ fn websocket_faults_get_their_close_codes_and_a_gone_client_leaves() {
     });
 }
 
-#[test]
-fn a_long_poll_whose_client_left_is_noticed_at_once() {
-    let server = Server::start("gone-poll", &[]);
+/// A long poll of a minute on `event`, once the server holds it.
+fn hold_long_poll(server: &Server, event: &str, headers: &str) -> TcpStream {
     let mut poll = server.connect();
-    post_on(
-        &mut poll,
-        "/push",
-        r#"{"type":"longpoll","events":["idle"],"duration_ms":60000}"#,
-        "",
-    );
+    let body = format!(r#"{{"type":"longpoll","events":["{event}"],"duration_ms":60000}}"#);
+    post_on(&mut poll, "/push", &body, headers);
     wait_until("the long poll", || {
         server.stats()["requests"]["open_push"] == 1
     });
+    poll
+}
+
+#[test]
+fn a_long_poll_whose_client_left_is_noticed_at_once() {
+    let server = Server::start("gone-poll", &[]);
+    let poll = hold_long_poll(&server, "idle", "");
     drop(poll);
     wait_until("open_push to return to 0", || {
         server.stats()["requests"]["open_push"] == 0
@@ -650,16 +652,7 @@ fn host_adds_a_second_address() {
 #[test]
 fn a_long_poll_answered_with_connection_close_is_closed_at_once() {
     let server = Server::start("poll-close", &[]);
-    let mut poll = server.connect();
-    post_on(
-        &mut poll,
-        "/push",
-        r#"{"type":"longpoll","events":["c"],"duration_ms":60000}"#,
-        "Connection: close\r\n",
-    );
-    wait_until("the long poll", || {
-        server.stats()["requests"]["open_push"] == 1
-    });
+    let mut poll = hold_long_poll(&server, "c", "Connection: close\r\n");
     server.post("/event/set", r#"{"name":"c","interval_ms":50}"#);
     assert_eq!(read_response(&mut poll).0, 200);
     let mut rest = Vec::new();

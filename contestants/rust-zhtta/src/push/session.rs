@@ -1,7 +1,7 @@
 //! The connection thread's side of a held request (`/push`, and `/sse` in sse.rs):
 //! register, then watch the socket until an answer, a timeout, or the client leaving.
 
-use super::hub::{PushHub, Subscription};
+use super::hub::{PushHub, Registration, Subscription};
 use super::request::{Mode, PushRequest};
 use super::subscriber::{Sink, SinkState, Subscriber, Transport};
 use crate::http::{Conn, Length, MAX_HEAD, Sent};
@@ -42,10 +42,21 @@ pub fn serve(
         Watched::Ended => subscriber.sink().state,
         Watched::ClientGone => SinkState::Broken,
     };
+    release(conn, registration, ending, keep_alive)
+}
+
+/// Ends a held request: out of every list and count, the socket back to blocking reads,
+/// and what the connection loop is to do next.
+pub fn release(
+    conn: &mut Conn,
+    registration: Registration,
+    ending: SinkState,
+    keep_alive: bool,
+) -> io::Result<Sent> {
     drop(registration);
     conn.stream.set_read_timeout(None)?;
     match ending {
-        SinkState::Broken => Err(io::Error::new(ErrorKind::BrokenPipe, "push client gone")),
+        SinkState::Broken => Err(io::Error::new(ErrorKind::BrokenPipe, "client gone")),
         _ => Ok(Sent {
             status: 200,
             keep_alive,

@@ -7,13 +7,13 @@
 use super::event::History;
 use super::hub::{PushHub, Subscription};
 use super::request::{distinct_names, valid_event_name};
-use super::session::{Watched, watch};
+use super::session::{Watched, release, watch};
 use super::subscriber::{Emit, Sink, SinkState, Subscriber, Transport, chunk, sse_message};
 use crate::http::{Conn, Length, Request, Sent};
 use crate::stats::{Stats, bump};
 use percent_encoding::percent_decode_str;
 use serde_json::json;
-use std::io::{self, ErrorKind};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,15 +62,7 @@ pub fn serve(
         open_stream(subscriber, sink, &query.names, &named, histories, stats);
     });
     let ending = hold(conn, &registration.subscriber, started, &query, stats);
-    drop(registration);
-    conn.stream.set_read_timeout(None)?;
-    match ending {
-        SinkState::Broken => Err(io::Error::new(ErrorKind::BrokenPipe, "sse client gone")),
-        _ => Ok(Sent {
-            status: 200,
-            keep_alive,
-        }),
-    }
+    release(conn, registration, ending, keep_alive)
 }
 
 /// Writes what comes before the live deliveries: for each event the client is behind on,
