@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -141,3 +143,9 @@ func (lw *loggingWriter) Flush() {
 }
 
 func (lw *loggingWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }
+
+// Hijack passes a WebSocket upgrade through, so that the log shows its 101.
+func (lw *loggingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	lw.status = http.StatusSwitchingProtocols
+	return http.NewResponseController(lw.ResponseWriter).Hijack()
+}
