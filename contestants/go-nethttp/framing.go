@@ -40,7 +40,8 @@ const (
 	stateChunkData            // chunk data: remaining bytes
 	stateChunkEnd             // the CRLF after chunk data
 	stateTrailer              // a trailer line, or the empty line that ends the body
-	stateUnjudged             // a head too large to judge: net/http refuses it
+	stateUnjudged             // a head too large to judge (net/http refuses it), or not HTTP
+
 )
 
 // refusal is a framing the server refuses: net/http answers with status, and the JSON
@@ -217,6 +218,12 @@ func (f *framingReader) judgeHead(ahead []byte) bool {
 		f.state, f.remaining = stateLength, framing.length
 	}
 	return true
+}
+
+// passThrough hands on everything from now on unjudged: the connection left HTTP (a
+// WebSocket upgrade), and what it already read ahead is the new protocol's.
+func (f *framingReader) passThrough() {
+	f.state = stateUnjudged
 }
 
 // refuse puts net/http's stand-in for a refused head where the head was.

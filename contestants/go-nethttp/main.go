@@ -21,6 +21,7 @@ const maxHeaderBytes = 64<<10 - 4096
 
 func main() {
 	port := flag.Int("port", 8080, "HTTP port on 127.0.0.1")
+	host := flag.String("host", loopback, "another address to listen on besides 127.0.0.1 (HTTP and syslog ports)")
 	syslogPort := flag.Int("syslog-port", 0, "syslog port (TCP and UDP) on 127.0.0.1; 0 = no syslog listener")
 	docroot := flag.String("docroot", "", "document root for /files; empty = /files answers 404")
 	gomaxprocs := flag.Int("gomaxprocs", 0, "GOMAXPROCS; 0 keeps the runtime's choice")
@@ -34,31 +35,64 @@ func main() {
 	if *gomaxprocs > 0 {
 		runtime.GOMAXPROCS(*gomaxprocs)
 	}
-	if err := run(*port, *syslogPort, *docroot); err != nil {
+	if err := run(addresses(*host), *port, *syslogPort, *docroot); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(port, syslogPort int, docroot string) error {
+const loopback = "127.0.0.1"
+
+// addresses are where the server listens: loopback, and host if it is another address.
+func addresses(host string) []string {
+	if host == "" || host == loopback {
+		return []string{loopback}
+	}
+	return []string{loopback, host}
+}
+
+func run(hosts []string, port, syslogPort int, docroot string) error {
 	srv, err := newServer(docroot)
 	if err != nil {
 		return err
 	}
 	if syslogPort != 0 {
-		if err := srv.syslog.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(syslogPort))); err != nil {
-			return err
+		for _, host := range hosts {
+			if err := srv.syslog.listen(net.JoinHostPort(host, strconv.Itoa(syslogPort))); err != nil {
+				return err
+			}
 		}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	listeners, err := listenHTTP(hosts, port)
 	if err != nil {
 		return err
 	}
 	httpServer := newHTTPServer(srv)
 	go exitOnSignal(httpServer)
-	if err := httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats}); err != http.ErrServerClosed {
+	served := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		go func() { served <- httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats}) }()
+	}
+	if err := <-served; err != http.ErrServerClosed {
 		return err
 	}
 	return nil
+}
+
+// listenHTTP listens on port at every host; port 0 takes the port the OS gives the first.
+func listenHTTP(hosts []string, port int) ([]net.Listener, error) {
+	var listeners []net.Listener
+	for _, host := range hosts {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			for _, open := range listeners {
+				open.Close()
+			}
+			return nil, err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		listeners = append(listeners, ln)
+	}
+	return listeners, nil
 }
 
 func newHTTPServer(srv *server) *http.Server {

@@ -16,7 +16,8 @@ const (
 	maxDurationMS = 3_600_000
 )
 
-// pushHub is the seed 004 Event Manager: named events, their emitters and subscribers.
+// pushHub is the seed 004 Event Manager: named events, their emitters and subscribers of
+// every transport (long poll, comet, SSE, WebSocket).
 // mu guards the events map and every event's subscriber list; an emit cycle only holds
 // it while it takes its snapshot.
 type pushHub struct {
@@ -28,14 +29,31 @@ type pushHub struct {
 type event struct {
 	name        string
 	subscribers *list.List // of *subscriber, in the order they subscribed
-	set         bool       // has ever had an emitter: only those appear in /stats
+	listed      bool       // set or published at least once: only those appear in /stats
 	active      bool
 	intervalMS  int64
 	stop        chan struct{}
 	seq         int64
+	ring        [replayBuffer]cycleRecord // the newest cycles, at seq % replayBuffer
 	counters    eventCounters
-	// cycle keeps a replaced emitter's last cycle from overlapping the new emitter's first.
+	// cycle keeps cycles from overlapping: a replaced emitter's last with the new one's
+	// first, and a publish cycle with a timed one.
 	cycle sync.Mutex
+}
+
+// replayBuffer is how many of an event's newest cycles an SSE reconnect can recover
+// (spec §10): exactly 64.
+const replayBuffer = 64
+
+type cycleRecord struct {
+	seq, created int64
+	data         []byte // a publish cycle's data (spec §11); nil for a timed emit
+}
+
+// history is an event's last seq and its buffered cycles, oldest first, at one instant.
+type history struct {
+	last   int64
+	cycles []cycleRecord
 }
 
 type eventCounters struct {
@@ -89,7 +107,7 @@ func (h *pushHub) set(name string, intervalMS int64) (replaced bool) {
 	if e.active {
 		close(e.stop)
 	}
-	e.set, e.active, e.intervalMS = true, true, intervalMS
+	e.listed, e.active, e.intervalMS = true, true, intervalMS
 	e.stop = make(chan struct{})
 	go h.emitEvery(e, time.Duration(intervalMS)*time.Millisecond, e.stop)
 	return replaced
@@ -163,7 +181,7 @@ func (h *pushHub) emitEvery(e *event, interval time.Duration, stop <-chan struct
 			return
 		default:
 		}
-		h.emit(e)
+		h.emit(e, nil)
 		next = next.Add(interval)
 		wait := time.Until(next)
 		if wait < 0 {
@@ -173,15 +191,17 @@ func (h *pushHub) emitEvery(e *event, interval time.Duration, stop <-chan struct
 	}
 }
 
-// emit runs one emit cycle: a snapshot of the subscribers, each handed its delivery in
-// order. Long polls leave every list as they are answered; comet streams stay.
-func (h *pushHub) emit(e *event) {
+// emit runs one emit cycle: a snapshot of the subscribers of every transport, each handed
+// its delivery in order. Long polls leave every list as they are answered; streams stay.
+// data is a publish cycle's (nil for a timed emit). It returns the cycle's seq and size.
+func (h *pushHub) emit(e *event, data []byte) (seq int64, total int) {
 	e.cycle.Lock()
 	defer e.cycle.Unlock()
 	created := time.Now().UnixMilli()
 	h.mu.Lock()
 	e.seq++
-	seq := e.seq
+	seq = e.seq
+	e.ring[seq%replayBuffer] = cycleRecord{seq: seq, created: created, data: data}
 	e.counters.emits++
 	snapshot := make([]*subscriber, 0, e.subscribers.Len())
 	for element := e.subscribers.Front(); element != nil; element = element.Next() {
@@ -189,18 +209,23 @@ func (h *pushHub) emit(e *event) {
 	}
 	h.mu.Unlock()
 
-	cycle := emitCycle{name: e.name, seq: seq, created: created, total: len(snapshot)}
+	cycle := emitCycle{name: e.name, seq: seq, created: created, total: len(snapshot), data: data}
 	var delivered, lastSent int64 = 0, created
 	for i, sub := range snapshot {
-		if !sub.claim() {
-			continue // a long poll answered meanwhile by another event or its timeout
+		// A subscriber noticed gone is skipped; a long poll answered meanwhile by another
+		// event or its timeout takes nothing more.
+		if sub.gone.Load() || !sub.claim() {
+			continue
 		}
 		lastSent = time.Now().UnixMilli()
-		sub.enqueue(sub.delivery(cycle, i+1, lastSent, h.stats.openPush.Load()))
-		if sub.longPoll {
+		if !sub.out.put(message{event: e.name, seq: seq, body: sub.delivery(cycle, i+1, lastSent, h.stats.subscribers.Load())}) {
+			continue // a reader too far behind: its connection ends
+		}
+		if sub.transport == longPoll {
 			h.unsubscribe(sub)
 		}
 		delivered++
+		h.stats.countDelivery(sub.transport)
 	}
 
 	duration := lastSent - created
@@ -210,15 +235,54 @@ func (h *pushHub) emit(e *event) {
 	e.counters.maxDuration = max(e.counters.maxDuration, duration)
 	e.counters.totalDuration += duration
 	h.mu.Unlock()
+	return seq, len(snapshot)
 }
 
-func (h *pushHub) subscribe(sub *subscriber, names []string) {
+// publish runs a publish cycle of name (spec §11) now, whether or not it has an emitter;
+// the name is listed in /stats from then on.
+func (h *pushHub) publish(name string, data []byte) (seq int64, total int) {
+	h.mu.Lock()
+	e := h.eventLocked(name)
+	e.listed = true
+	h.mu.Unlock()
+	return h.emit(e, data)
+}
+
+// subscribe registers sub with each event and counts it open. atOnce, if given, runs
+// before the hub lets go of its lock, with each event's history at that instant: what it
+// does precedes every cycle that reaches sub. An SSE stream takes what it will replay (so
+// that a cycle is either replayed or live), a WebSocket queues its subscribed reply.
+func (h *pushHub) subscribe(sub *subscriber, names []string, atOnce func([]history)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	sub.connStart = h.stats.subscribers.Add(1)
+	var histories []history
 	for _, name := range names {
 		e := h.eventLocked(name)
 		sub.memberships = append(sub.memberships, membership{e, e.subscribers.PushBack(sub)})
+		if atOnce != nil {
+			histories = append(histories, e.historyLocked())
+		}
 	}
+	if atOnce != nil {
+		atOnce(histories)
+	}
+}
+
+func (e *event) historyLocked() history {
+	first := max(1, e.seq-replayBuffer+1)
+	cycles := make([]cycleRecord, 0, max(0, e.seq-first+1))
+	for seq := first; seq <= e.seq; seq++ {
+		cycles = append(cycles, e.ring[seq%replayBuffer])
+	}
+	return history{last: e.seq, cycles: cycles}
+}
+
+// leave ends sub: noticed as gone, out of every list and of the open count.
+func (h *pushHub) leave(sub *subscriber) {
+	sub.gone.Store(true)
+	h.unsubscribe(sub)
+	h.stats.subscribers.Add(-1)
 }
 
 // unsubscribe removes sub from every list it is on; it is safe to call twice.
@@ -227,8 +291,8 @@ func (h *pushHub) unsubscribe(sub *subscriber) {
 	defer h.mu.Unlock()
 	for _, m := range sub.memberships {
 		m.event.subscribers.Remove(m.element)
-		// Names only subscribed to, never set, would otherwise pile up in the map.
-		if !m.event.set && m.event.subscribers.Len() == 0 {
+		// Names only subscribed to, never set or published, would otherwise pile up.
+		if !m.event.listed && m.event.subscribers.Len() == 0 {
 			delete(h.events, m.event.name)
 		}
 	}
@@ -240,7 +304,7 @@ func (h *pushHub) report() map[string]eventReport {
 	defer h.mu.Unlock()
 	reports := make(map[string]eventReport, len(h.events))
 	for name, e := range h.events {
-		if !e.set {
+		if !e.listed {
 			continue
 		}
 		reports[name] = eventReport{

@@ -12,9 +12,10 @@ import (
 // maxJSONBody is the spec's limit for control and push request bodies.
 const maxJSONBody = 64 << 10
 
-// The Allow header values of the two kinds of endpoint.
+// The Allow header values of the kinds of endpoint.
 const (
 	methodsRead = "GET, HEAD"
+	methodsGet  = "GET"
 	methodsPost = "POST"
 )
 
@@ -52,6 +53,7 @@ func writeError(w http.ResponseWriter, st *stats, status int, reason string) {
 // allow answers 405 with an Allow header when the method is not one of allowed.
 func allow(w http.ResponseWriter, r *http.Request, st *stats, allowed string) bool {
 	if allowed == methodsPost && r.Method == http.MethodPost ||
+		allowed == methodsGet && r.Method == http.MethodGet ||
 		allowed == methodsRead && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}

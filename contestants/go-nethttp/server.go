@@ -1,23 +1,28 @@
 package main
 
 import (
+	"bufio"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // server routes requests by hand rather than with http.ServeMux: the mux cleans paths and
 // redirects "/files/../x" with a 301, while the spec wants such paths refused with 403.
 type server struct {
-	stats   *stats
-	files   *fileServer
-	push    *pushHub
-	syslog  *syslogListener
-	logging atomic.Bool
-	logger  *log.Logger
+	stats    *stats
+	files    *fileServer
+	push     *pushHub
+	syslog   *syslogListener
+	upgrader *websocket.Upgrader
+	logging  atomic.Bool
+	logger   *log.Logger
 }
 
 func newServer(docroot string) (*server, error) {
@@ -27,11 +32,12 @@ func newServer(docroot string) (*server, error) {
 	}
 	st := newStats()
 	return &server{
-		stats:  st,
-		files:  files,
-		push:   newPushHub(st),
-		syslog: &syslogListener{counters: &st.syslog},
-		logger: log.New(os.Stderr, "", 0),
+		stats:    st,
+		files:    files,
+		push:     newPushHub(st),
+		syslog:   &syslogListener{counters: &st.syslog},
+		upgrader: newUpgrader(st),
+		logger:   log.New(os.Stderr, "", 0),
 	}, nil
 }
 
@@ -83,6 +89,14 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, s.stats, methodsPost) {
 			s.push.servePush(w, r)
 		}
+	case "/sse":
+		if allow(w, r, s.stats, methodsGet) {
+			s.push.serveSSE(w, r)
+		}
+	case "/ws":
+		if allow(w, r, s.stats, methodsGet) {
+			s.serveWebSocket(w, r)
+		}
 	default:
 		if strings.HasPrefix(path, "/files/") {
 			if allow(w, r, s.stats, methodsRead) {
@@ -129,3 +143,9 @@ func (lw *loggingWriter) Flush() {
 }
 
 func (lw *loggingWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }
+
+// Hijack passes a WebSocket upgrade through, so that the log shows its 101.
+func (lw *loggingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	lw.status = http.StatusSwitchingProtocols
+	return http.NewResponseController(lw.ResponseWriter).Hijack()
+}

@@ -34,14 +34,44 @@ func startTestServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	syslogAddr := freeSyslogAddress(t, srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listeners := serveOn(t, srv, []string{loopback})
+	return &testServer{base: "http://" + listeners[0].Addr().String(), syslogAddr: syslogAddr, docroot: docroot}
+}
+
+// serveOn serves srv on one port the OS picks at every host.
+func serveOn(t *testing.T, srv *server, hosts []string) []net.Listener {
+	t.Helper()
+	listeners, err := listenHTTP(hosts, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	httpServer := newHTTPServer(srv)
-	go httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats})
+	for _, ln := range listeners {
+		go httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats})
+	}
 	t.Cleanup(func() { httpServer.Close() })
-	return &testServer{base: "http://" + ln.Addr().String(), syslogAddr: syslogAddr, docroot: docroot}
+	return listeners
+}
+
+func TestListensOnTheHostAddressToo(t *testing.T) {
+	srv, err := newServer(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listeners := serveOn(t, srv, addresses("127.0.0.2"))
+	if len(listeners) != 2 {
+		t.Fatalf("%d listeners for loopback and 127.0.0.2", len(listeners))
+	}
+	for _, ln := range listeners {
+		ts := &testServer{base: "http://" + ln.Addr().String()}
+		response, body := ts.do(t, "GET", "/perf", "")
+		if response.StatusCode != 200 || body != string(perfBody) {
+			t.Errorf("%s answered %d %q", ln.Addr(), response.StatusCode, body)
+		}
+	}
+	if len(addresses("127.0.0.1")) != 1 {
+		t.Fatal("a host of 127.0.0.1 must not bind loopback twice")
+	}
 }
 
 // freeSyslogAddress retries because the TCP and UDP ports must be free together.

@@ -17,10 +17,23 @@ type stats struct {
 	connections     atomic.Int64
 	requests        atomic.Int64
 	openPush        atomic.Int64
-	responses       atomic.Int64
-	pushResponses   atomic.Int64
-	timeouts        atomic.Int64
-	syslog          syslogCounters
+	// subscribers counts open subscribers of every transport: the connections.start and
+	// finish of a delivery (spec §6).
+	subscribers   atomic.Int64
+	responses     atomic.Int64
+	pushResponses atomic.Int64
+	timeouts      atomic.Int64
+	syslog        syslogCounters
+	sse           sseCounters
+	websocket     websocketCounters
+}
+
+type sseCounters struct {
+	open, total, deliveries, replayed, gaps, heartbeats, timeouts atomic.Int64
+}
+
+type websocketCounters struct {
+	open, total, subscribers, deliveries, echoes, publishes atomic.Int64
 }
 
 type syslogCounters struct {
@@ -39,8 +52,10 @@ func (st *stats) trackConn(_ net.Conn, state http.ConnState) {
 	case http.StateNew:
 		st.connections.Add(1)
 		st.connectionsOpen.Add(1)
-	case http.StateClosed, http.StateHijacked:
+	case http.StateClosed:
 		st.connectionsOpen.Add(-1)
+		// A hijacked connection (a WebSocket) stays open: its handler counts it down when
+		// it closes the TCP connection.
 	}
 }
 
@@ -53,6 +68,27 @@ type statsReport struct {
 	Responses   responsesReport        `json:"responses"`
 	Events      map[string]eventReport `json:"events"`
 	Syslog      syslogReport           `json:"syslog"`
+	SSE         sseReport              `json:"sse"`
+	WebSocket   websocketReport        `json:"websocket"`
+}
+
+type sseReport struct {
+	Open       int64 `json:"open"`
+	Total      int64 `json:"total"`
+	Deliveries int64 `json:"deliveries"`
+	Replayed   int64 `json:"replayed"`
+	Gaps       int64 `json:"gaps"`
+	Heartbeats int64 `json:"heartbeats"`
+	Timeouts   int64 `json:"timeouts"`
+}
+
+type websocketReport struct {
+	Open        int64 `json:"open"`
+	Total       int64 `json:"total"`
+	Subscribers int64 `json:"subscribers"`
+	Deliveries  int64 `json:"deliveries"`
+	Echoes      int64 `json:"echoes"`
+	Publishes   int64 `json:"publishes"`
 }
 
 type connectionsReport struct {
@@ -106,6 +142,23 @@ func (s *server) serveStats(w http.ResponseWriter) {
 			Received:       st.syslog.received.Load(),
 			Bytes:          st.syslog.bytes.Load(),
 			TCPConnections: st.syslog.tcpConnections.Load(),
+		},
+		SSE: sseReport{
+			Open:       st.sse.open.Load(),
+			Total:      st.sse.total.Load(),
+			Deliveries: st.sse.deliveries.Load(),
+			Replayed:   st.sse.replayed.Load(),
+			Gaps:       st.sse.gaps.Load(),
+			Heartbeats: st.sse.heartbeats.Load(),
+			Timeouts:   st.sse.timeouts.Load(),
+		},
+		WebSocket: websocketReport{
+			Open:        st.websocket.open.Load(),
+			Total:       st.websocket.total.Load(),
+			Subscribers: st.websocket.subscribers.Load(),
+			Deliveries:  st.websocket.deliveries.Load(),
+			Echoes:      st.websocket.echoes.Load(),
+			Publishes:   st.websocket.publishes.Load(),
 		},
 	})
 }

@@ -13,19 +13,33 @@ import (
 
 const maxEventsPerPush = 16
 
-// subscriber is one open POST /push request, long poll or comet stream. The emitter hands
-// it finished delivery lines; the request's own goroutine writes them to its connection,
-// so a slow client never stalls an emit cycle.
+// transport says how a subscriber's deliveries reach its client.
+type transport int8
+
+const (
+	longPoll transport = iota
+	comet
+	sseStream
+	webSocket
+)
+
+// subscriber is one registration with events: an open POST /push request (long poll or
+// comet stream), an SSE stream, or a subscribed WebSocket. The emitter hands it finished
+// deliveries through its outbox; the connection's own goroutine writes them, so a slow
+// client never stalls an emit cycle.
 type subscriber struct {
-	longPoll    bool
-	request     []byte // the request body, compacted: echoed in every answer
+	transport   transport
+	request     []byte // the request, compacted: echoed in every answer
 	created     int64
 	connStart   int64
 	memberships []membership // guarded by pushHub.mu
 	answered    atomic.Bool  // long poll only: set by whichever answer comes first
-	mu          sync.Mutex
-	pending     [][]byte
-	wake        chan struct{}
+	gone        atomic.Bool  // noticed gone (or ended): emit cycles skip it
+	out         *outbox
+}
+
+func newSubscriber(kind transport, request []byte, out *outbox) *subscriber {
+	return &subscriber{transport: kind, request: request, created: time.Now().UnixMilli(), out: out}
 }
 
 type membership struct {
@@ -34,40 +48,107 @@ type membership struct {
 }
 
 type emitCycle struct {
-	name    string
-	seq     int64
-	created int64
-	total   int
+	name     string
+	seq      int64
+	created  int64
+	total    int
+	data     []byte // a publish cycle's data; nil for a timed emit
+	replayed bool   // an SSE replay (spec §10)
+}
+
+// maxBacklog is how far a stream's reader may fall behind before it is disconnected
+// instead of buffered without bound. A delivery counts once it is in this bounded buffer
+// (spec §6).
+const maxBacklog = 1 << 20
+
+// outbox is a connection's bounded send buffer: emit cycles (and a WebSocket's replies)
+// put messages in, the connection's goroutine takes them out and writes them.
+type outbox struct {
+	mu    sync.Mutex
+	items []message
+	bytes int
+	state outboxState
+	wake  chan struct{}
+}
+
+type outboxState int8
+
+const (
+	outboxOpen       outboxState = iota
+	outboxSealed                 // the stream is ending: nothing more goes in
+	outboxOverflowed             // the reader fell too far behind: its connection is to be dropped
+)
+
+// message is one thing to send: a delivery of an event's cycle, or (event "") a reply.
+type message struct {
+	event string
+	seq   int64
+	body  []byte
+}
+
+func newOutbox() *outbox {
+	return &outbox{wake: make(chan struct{}, 1)}
+}
+
+// put queues m; false when the outbox is sealed or the reader is too far behind, so that
+// a delivery is counted only when it will be written.
+func (o *outbox) put(m message) bool {
+	o.mu.Lock()
+	ok := o.state == outboxOpen && o.bytes+len(m.body) <= maxBacklog
+	if ok {
+		o.items = append(o.items, m)
+		o.bytes += len(m.body)
+	} else if o.state == outboxOpen {
+		o.state = outboxOverflowed
+	}
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+	return ok
+}
+
+// take empties the outbox; ok is false once it overflowed.
+func (o *outbox) take() (items []message, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	items = o.items
+	o.items, o.bytes = nil, 0
+	return items, o.state != outboxOverflowed
+}
+
+// seal refuses every later put and empties the outbox, for a stream's last writes.
+func (o *outbox) seal() (items []message, ok bool) {
+	o.mu.Lock()
+	if o.state == outboxOpen {
+		o.state = outboxSealed
+	}
+	o.mu.Unlock()
+	return o.take()
 }
 
 // claim reports whether this subscriber may receive a delivery now; a long poll takes
 // only the first of a delivery or its timeout.
 func (sub *subscriber) claim() bool {
-	return !sub.longPoll || sub.answered.CompareAndSwap(false, true)
+	return sub.transport != longPoll || sub.answered.CompareAndSwap(false, true)
 }
 
-func (sub *subscriber) enqueue(line []byte) {
-	sub.mu.Lock()
-	sub.pending = append(sub.pending, line)
-	sub.mu.Unlock()
-	select {
-	case sub.wake <- struct{}{}:
-	default:
+// countDelivery counts one delivery in its transport's /stats group (long poll and comet
+// answers count in responses.push when written).
+func (st *stats) countDelivery(kind transport) {
+	switch kind {
+	case sseStream:
+		st.sse.deliveries.Add(1)
+	case webSocket:
+		st.websocket.deliveries.Add(1)
 	}
-}
-
-func (sub *subscriber) takePending() [][]byte {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	lines := sub.pending
-	sub.pending = nil
-	return lines
 }
 
 // delivery builds the seed 004 response shape by hand: at 20,000 subscribers per cycle,
 // reflection-based encoding would dominate the emit duration being measured.
-func (sub *subscriber) delivery(cycle emitCycle, place int, sent, openPush int64) []byte {
-	line := make([]byte, 0, 320+len(sub.request))
+func (sub *subscriber) delivery(cycle emitCycle, place int, sent, open int64) []byte {
+	line := make([]byte, 0, 330+len(sub.request)+len(cycle.data))
 	line = append(line, `{"response":{"event":{"name":"`...)
 	line = append(line, cycle.name...) // the name pattern needs no JSON escaping
 	line = append(line, `","seq":`...)
@@ -77,25 +158,32 @@ func (sub *subscriber) delivery(cycle emitCycle, place int, sent, openPush int64
 	line = strconv.AppendInt(line, int64(cycle.total), 10)
 	line = append(line, `,"place":`...)
 	line = strconv.AppendInt(line, int64(place), 10)
-	line = append(line, `}}}`...)
-	return sub.appendRequestPart(line, sent, openPush)
+	line = append(line, '}')
+	if cycle.data != nil {
+		line = append(append(line, `,"data":`...), cycle.data...)
+	}
+	if cycle.replayed {
+		line = append(line, `,"replayed":true`...)
+	}
+	line = append(line, `}}`...)
+	return sub.appendRequestPart(line, sent, open)
 }
 
-func (sub *subscriber) timeoutAnswer(sent, openPush int64) []byte {
+func (sub *subscriber) timeoutAnswer(sent, open int64) []byte {
 	line := make([]byte, 0, 160+len(sub.request))
 	line = append(line, `{"response":{"timeout":true}`...)
-	return sub.appendRequestPart(line, sent, openPush)
+	return sub.appendRequestPart(line, sent, open)
 }
 
-func (sub *subscriber) appendRequestPart(line []byte, sent, openPush int64) []byte {
+func (sub *subscriber) appendRequestPart(line []byte, sent, open int64) []byte {
 	line = append(line, `,"request":`...)
 	line = append(line, sub.request...)
 	line = appendTimings(append(line, `,"timings":`...), sub.created, sent)
 	line = append(line, `,"connections":{"start":`...)
 	line = strconv.AppendInt(line, sub.connStart, 10)
 	line = append(line, `,"finish":`...)
-	line = strconv.AppendInt(line, openPush, 10)
-	return append(line, "}}\n"...)
+	line = strconv.AppendInt(line, open, 10)
+	return append(line, "}}"...)
 }
 
 func appendTimings(line []byte, created, sent int64) []byte {
@@ -106,6 +194,14 @@ func appendTimings(line []byte, created, sent int64) []byte {
 	line = append(line, `,"created":`...)
 	line = strconv.AppendInt(line, created, 10)
 	return append(line, '}')
+}
+
+// compactJSON is valid JSON without insignificant whitespace, so that it fits one line of
+// a comet or SSE stream.
+func compactJSON(valid []byte) []byte {
+	var compact bytes.Buffer
+	json.Compact(&compact, valid) // cannot fail: the caller decoded it already
+	return compact.Bytes()
 }
 
 type pushRequest struct {
@@ -141,6 +237,25 @@ func (p *pushRequest) validate() (names []string, reason string) {
 	return names, ""
 }
 
+// distinctNames checks the event list of an SSE stream or a WebSocket subscribe: 1 to 16
+// names of the pattern, none twice. It returns a reason, or "".
+func distinctNames(names []string) string {
+	if len(names) == 0 || len(names) > maxEventsPerPush {
+		return "events must be 1 to 16 event names"
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		if !eventNamePattern.MatchString(name) {
+			return "event names must match ^[A-Za-z0-9_.-]{1,64}$"
+		}
+		if seen[name] {
+			return "an event is named twice"
+		}
+		seen[name] = true
+	}
+	return ""
+}
+
 func (h *pushHub) servePush(w http.ResponseWriter, r *http.Request) {
 	var request pushRequest
 	body, ok := readJSON(w, r, h.stats, &request, false)
@@ -152,18 +267,15 @@ func (h *pushHub) servePush(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.stats, http.StatusBadRequest, reason)
 		return
 	}
-	var compact bytes.Buffer
-	json.Compact(&compact, body) // cannot fail: body was just decoded
-	sub := &subscriber{
-		longPoll: *request.Type == "longpoll",
-		request:  compact.Bytes(),
-		created:  time.Now().UnixMilli(),
-		wake:     make(chan struct{}, 1),
+	kind := comet
+	if *request.Type == "longpoll" {
+		kind = longPoll
 	}
-	sub.connStart = h.stats.openPush.Add(1)
+	sub := newSubscriber(kind, compactJSON(body), newOutbox())
+	h.stats.openPush.Add(1)
 	defer h.stats.openPush.Add(-1)
-	h.subscribe(sub, names)
-	defer h.unsubscribe(sub)
+	h.subscribe(sub, names, nil)
+	defer h.leave(sub)
 
 	var timeout <-chan time.Time
 	if request.DurationMS != nil {
@@ -171,7 +283,7 @@ func (h *pushHub) servePush(w http.ResponseWriter, r *http.Request) {
 		defer timer.Stop()
 		timeout = timer.C
 	}
-	if sub.longPoll {
+	if kind == longPoll {
 		h.holdLongPoll(w, r, sub, timeout)
 	} else {
 		h.streamComet(w, r, sub, timeout)
@@ -180,23 +292,24 @@ func (h *pushHub) servePush(w http.ResponseWriter, r *http.Request) {
 
 func (h *pushHub) holdLongPoll(w http.ResponseWriter, r *http.Request, sub *subscriber, timeout <-chan time.Time) {
 	select {
-	case <-sub.wake:
+	case <-sub.out.wake:
 	case <-timeout:
 		if sub.answered.CompareAndSwap(false, true) {
 			h.unsubscribe(sub)
 			h.stats.timeouts.Add(1)
-			writeJSON(w, h.stats, http.StatusOK, sub.timeoutAnswer(time.Now().UnixMilli(), h.stats.openPush.Load()))
+			writeJSON(w, h.stats, http.StatusOK, sub.timeoutAnswer(time.Now().UnixMilli(), h.stats.subscribers.Load()))
 			return
 		}
-		<-sub.wake // an emitter claimed it first and is handing over its delivery
+		<-sub.out.wake // an emitter claimed it first and is handing over its delivery
 	case <-r.Context().Done():
 		if sub.answered.CompareAndSwap(false, true) {
 			return
 		}
-		<-sub.wake
+		<-sub.out.wake
 	}
+	items, _ := sub.out.take()
 	h.stats.pushResponses.Add(1)
-	writeJSON(w, h.stats, http.StatusOK, sub.takePending()[0])
+	writeJSON(w, h.stats, http.StatusOK, items[0].body)
 }
 
 var ndjson = []string{"application/x-ndjson"}
@@ -210,17 +323,17 @@ func (h *pushHub) streamComet(w http.ResponseWriter, r *http.Request, sub *subsc
 	}
 	for {
 		select {
-		case <-sub.wake:
-			if !h.writeLines(w, controller, sub.takePending()) {
+		case <-sub.out.wake:
+			if items, ok := sub.out.take(); !h.writeLines(w, controller, items, ok) {
 				return
 			}
 		case <-timeout:
 			h.unsubscribe(sub)
-			if !h.writeLines(w, controller, sub.takePending()) {
+			if items, ok := sub.out.seal(); !h.writeLines(w, controller, items, ok) {
 				return
 			}
 			h.stats.timeouts.Add(1)
-			w.Write(sub.timeoutAnswer(time.Now().UnixMilli(), h.stats.openPush.Load()))
+			w.Write(append(sub.timeoutAnswer(time.Now().UnixMilli(), h.stats.subscribers.Load()), '\n'))
 			return
 		case <-r.Context().Done():
 			return
@@ -228,16 +341,20 @@ func (h *pushHub) streamComet(w http.ResponseWriter, r *http.Request, sub *subsc
 	}
 }
 
-// writeLines writes each delivery as its own flush so that no line is split across flushes.
-func (h *pushHub) writeLines(w http.ResponseWriter, controller *http.ResponseController, lines [][]byte) bool {
-	for _, line := range lines {
-		if _, err := w.Write(line); err != nil {
+// writeLines writes each queued delivery as its own flush so that no line is split across
+// flushes; false when the stream must end.
+func (h *pushHub) writeLines(w http.ResponseWriter, controller *http.ResponseController, items []message, ok bool) bool {
+	for _, item := range items {
+		if _, err := w.Write(append(item.body, '\n')); err != nil {
 			return false
 		}
 		if controller.Flush() != nil {
 			return false
 		}
 		h.stats.pushResponses.Add(1)
+	}
+	if !ok {
+		panic(http.ErrAbortHandler) // too far behind: drop the connection, not a clean end
 	}
 	return true
 }

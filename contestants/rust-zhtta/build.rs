@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-const LIBRARIES: [&str; 4] = ["httparse", "sha2", "serde_json", "socket2"];
+const LIBRARIES: [&str; 5] = ["httparse", "sha2", "serde_json", "socket2", "tungstenite"];
 
 fn main() {
     println!("cargo:rerun-if-changed=Cargo.lock");

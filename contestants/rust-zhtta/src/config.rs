@@ -1,8 +1,9 @@
 //! Command-line options. Each tunable replays one version or sweep of the seed 001 study.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--syslog-port N] \
+pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--host ADDR] [--syslog-port N] \
 [--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
 [--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] | --version";
 
@@ -44,6 +45,9 @@ pub struct CacheConfig {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
+    /// Where the HTTP and syslog ports listen: loopback, and the `--host` address if it
+    /// is another one.
+    pub addresses: Vec<IpAddr>,
     pub syslog_port: Option<u16>,
     pub docroot: PathBuf,
     pub read: ReadMode,
@@ -63,6 +67,7 @@ pub enum Command {
 impl Command {
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
         let mut port = None;
+        let mut host = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut syslog_port = None;
         let mut docroot = None;
         let mut read = ReadMode::Whole;
@@ -80,6 +85,11 @@ impl Command {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--port" => port = Some(parse_port(&value)?),
+                "--host" => {
+                    host = value
+                        .parse()
+                        .map_err(|_| format!("bad address {value:?}"))?
+                }
                 "--syslog-port" => syslog_port = Some(parse_port(&value)?),
                 "--docroot" => docroot = Some(PathBuf::from(value)),
                 "--read" => read = parse_read_mode(&value)?,
@@ -94,6 +104,7 @@ impl Command {
         }
         Ok(Command::Serve(Config {
             port: port.ok_or("--port is required")?,
+            addresses: addresses(host),
             syslog_port,
             docroot: docroot.ok_or("--docroot is required")?,
             read,
@@ -106,6 +117,16 @@ impl Command {
             }),
             connection_threads,
         }))
+    }
+}
+
+/// Loopback, and `host` if it is another address.
+fn addresses(host: IpAddr) -> Vec<IpAddr> {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    if host == loopback {
+        vec![loopback]
+    } else {
+        vec![loopback, host]
     }
 }
 
@@ -217,6 +238,18 @@ mod tests {
         assert_eq!(config.schedule, Schedule::Fifo);
         assert_eq!(config.chunk_size, 512_000);
         assert!(config.cache.is_none());
+    }
+
+    #[test]
+    fn host_adds_an_address_besides_loopback() {
+        let base = ["--port", "1", "--docroot", "/"];
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(parse(&base).unwrap().addresses, [loopback]);
+        let same = parse(&[&base[..], &["--host", "127.0.0.1"]].concat()).unwrap();
+        assert_eq!(same.addresses, [loopback]);
+        let lab = parse(&[&base[..], &["--host", "10.1.2.3"]].concat()).unwrap();
+        assert_eq!(lab.addresses, [loopback, "10.1.2.3".parse().unwrap()]);
+        assert!(parse(&[&base[..], &["--host", "lab"]].concat()).is_err());
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Control endpoints (spec §5) and the event manager (spec §6): small JSON in, small JSON
 //! out, served directly by the connection's thread.
 
+use crate::app::App;
 use crate::clock::now_ms;
 use crate::http::{Conn, Request, Sent};
 use crate::push::request::{parse_clear, parse_set};
-use crate::server::App;
 use crate::stats::read;
 use serde_json::{Value, json};
 use std::io;
@@ -96,6 +96,23 @@ pub fn stats(app: &App, conn: &mut Conn, keep_alive: bool) -> io::Result<Sent> {
             "received": read(&s.syslog_received),
             "bytes": read(&s.syslog_bytes),
             "tcp_connections": read(&s.syslog_tcp_connections),
+        },
+        "sse": {
+            "open": read(&s.sse_open),
+            "total": read(&s.sse_total),
+            "deliveries": read(&s.sse_deliveries),
+            "replayed": read(&s.sse_replayed),
+            "gaps": read(&s.sse_gaps),
+            "heartbeats": read(&s.sse_heartbeats),
+            "timeouts": read(&s.sse_timeouts),
+        },
+        "websocket": {
+            "open": read(&s.ws_open),
+            "total": read(&s.ws_total),
+            "subscribers": read(&s.ws_subscribers),
+            "deliveries": read(&s.ws_deliveries),
+            "echoes": read(&s.ws_echoes),
+            "publishes": read(&s.ws_publishes),
         },
     });
     conn.send_json(200, &body, keep_alive)

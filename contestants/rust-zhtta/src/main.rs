@@ -1,5 +1,6 @@
 //! rust-zhtta: the seed 001 zhtta web server, with its versions as tunables.
 
+mod app;
 mod clock;
 mod config;
 mod control;
@@ -12,13 +13,13 @@ mod syslog;
 mod threads;
 mod upload;
 
+use app::App;
 use config::{Command, Config, USAGE};
 use files::FileService;
 use push::PushHub;
-use server::App;
 use socket2::{Domain, Socket, Type};
 use stats::Stats;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -61,9 +62,14 @@ fn run(config: Config) -> std::io::Result<()> {
         .connection_threads
         .unwrap_or_else(|| threads::automatic_limit(config.responders + FIXED_THREADS));
     let threads: &'static ThreadBudget = Box::leak(Box::new(ThreadBudget::new(thread_limit)));
-    let listener = listen(config.port)?;
+    let listeners = config
+        .addresses
+        .iter()
+        .map(|&address| listen(address, config.port))
+        .collect::<std::io::Result<Vec<_>>>()?;
     eprintln!(
-        "{NAME}: 127.0.0.1:{}, read {:?}, {} responder(s), {:?} queue, up to {} connection threads",
+        "{NAME}: {:?} port {}, read {:?}, {} responder(s), {:?} queue, up to {} connection threads",
+        config.addresses,
         config.port,
         config.read,
         config.responders,
@@ -71,7 +77,9 @@ fn run(config: Config) -> std::io::Result<()> {
         threads.limit()
     );
     if let Some(port) = config.syslog_port {
-        syslog::start(port, stats, threads)?;
+        for &address in &config.addresses {
+            syslog::start(address, port, stats, threads)?;
+        }
     }
     // The server lives as long as the process, so its state is leaked once and shared
     // as plain references by every thread.
@@ -83,13 +91,12 @@ fn run(config: Config) -> std::io::Result<()> {
         logging: AtomicBool::new(false),
         started: Instant::now(),
     }));
-    server::accept_loop(app, &listener);
-    Ok(())
+    server::accept_loops(app, listeners)
 }
 
-fn listen(port: u16) -> std::io::Result<TcpListener> {
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+fn listen(address: IpAddr, port: u16) -> std::io::Result<TcpListener> {
+    let address = SocketAddr::from((address, port));
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     socket.bind(&address.into())?;
     socket.listen(LISTEN_BACKLOG)?;

@@ -2,18 +2,17 @@
 //! thread with a small stack that parses its requests, queues `/files` requests for the
 //! responders, and serves every other endpoint itself.
 
+use crate::app::App;
 use crate::control;
-use crate::files::FileService;
 use crate::http::{Conn, HeadError, LimitedBodyError, Request, Sent, read_limited};
-use crate::push::{self, PushHub, request::parse_push};
-use crate::stats::{GaugeGuard, Stats, bump};
-use crate::threads::ThreadBudget;
+use crate::push::{self, request::parse_push};
+use crate::stats::{GaugeGuard, bump};
 use crate::upload;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Small stacks so that 20,000 held push connections cost little memory; the deepest
 /// use is serde_json's bounded recursion over a 64 KiB body.
@@ -30,15 +29,6 @@ const WRITE_STALL_LIMIT: Duration = Duration::from_secs(60);
 pub const PERF_BODY: &[u8] =
     b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n";
 
-pub struct App {
-    pub stats: &'static Stats,
-    pub threads: &'static ThreadBudget,
-    pub files: FileService,
-    pub push: PushHub,
-    pub logging: AtomicBool,
-    pub started: Instant,
-}
-
 #[derive(Clone, Copy)]
 enum Endpoint {
     Perf,
@@ -49,6 +39,8 @@ enum Endpoint {
     EventSet,
     EventClear,
     Push,
+    Sse,
+    WebSocket,
 }
 
 impl Endpoint {
@@ -62,6 +54,8 @@ impl Endpoint {
             "/event/set" => (Endpoint::EventSet, "POST"),
             "/event/clear" => (Endpoint::EventClear, "POST"),
             "/push" => (Endpoint::Push, "POST"),
+            "/sse" => (Endpoint::Sse, "GET"),
+            "/ws" => (Endpoint::WebSocket, "GET"),
             _ => return None,
         })
     }
@@ -74,7 +68,21 @@ impl Endpoint {
     }
 }
 
-pub fn accept_loop(app: &'static App, listener: &TcpListener) {
+/// Accepts on every listener, each on its own thread but the last, which keeps this one.
+pub fn accept_loops(app: &'static App, mut listeners: Vec<TcpListener>) -> io::Result<()> {
+    let Some(last) = listeners.pop() else {
+        return Ok(());
+    };
+    for listener in listeners {
+        thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(app, &listener))?;
+    }
+    accept_loop(app, &last);
+    Ok(())
+}
+
+fn accept_loop(app: &'static App, listener: &TcpListener) {
     for stream in listener.incoming() {
         match stream {
             Ok(stream) => spawn_connection(app, stream),
@@ -180,6 +188,8 @@ fn route(app: &App, conn: &mut Conn, request: &Request, loopback: bool) -> io::R
         Endpoint::Timestamp => control::timestamp(conn, request, keep_alive),
         Endpoint::Stats => control::stats(app, conn, keep_alive),
         Endpoint::Upload => upload::handle(conn, request),
+        Endpoint::Sse => push::serve_sse(&app.push, conn, request, keep_alive),
+        Endpoint::WebSocket => push::serve_websocket(&app.push, conn, request),
         Endpoint::Logging | Endpoint::EventSet | Endpoint::EventClear | Endpoint::Push => {
             with_json_body(app, conn, request, endpoint)
         }

@@ -15,6 +15,21 @@ pub struct Stats {
     pub syslog_received: AtomicU64,
     pub syslog_bytes: AtomicU64,
     pub syslog_tcp_connections: AtomicU64,
+    /// Open subscribers of every transport: the `connections` of a delivery (spec §6).
+    pub subscribers: AtomicU64,
+    pub sse_open: AtomicU64,
+    pub sse_total: AtomicU64,
+    pub sse_deliveries: AtomicU64,
+    pub sse_replayed: AtomicU64,
+    pub sse_gaps: AtomicU64,
+    pub sse_heartbeats: AtomicU64,
+    pub sse_timeouts: AtomicU64,
+    pub ws_open: AtomicU64,
+    pub ws_total: AtomicU64,
+    pub ws_subscribers: AtomicU64,
+    pub ws_deliveries: AtomicU64,
+    pub ws_echoes: AtomicU64,
+    pub ws_publishes: AtomicU64,
 }
 
 pub fn bump(counter: &AtomicU64) {

@@ -5,7 +5,7 @@
 use crate::stats::{Stats, add, bump};
 use crate::threads::ThreadBudget;
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, TcpListener, TcpStream, UdpSocket};
 use std::thread;
 
 const READ_BUFFER: usize = 32 * 1024;
@@ -104,9 +104,14 @@ pub fn datagram_len(datagram: &[u8]) -> u64 {
     datagram.strip_suffix(b"\n").unwrap_or(datagram).len() as u64
 }
 
-pub fn start(port: u16, stats: &'static Stats, threads: &'static ThreadBudget) -> io::Result<()> {
-    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
-    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, port))?;
+pub fn start(
+    address: IpAddr,
+    port: u16,
+    stats: &'static Stats,
+    threads: &'static ThreadBudget,
+) -> io::Result<()> {
+    let tcp = TcpListener::bind((address, port))?;
+    let udp = UdpSocket::bind((address, port))?;
     thread::Builder::new()
         .name("syslog-tcp".into())
         .spawn(move || accept_tcp(&tcp, stats, threads))?;

@@ -34,6 +34,21 @@ pub struct Request {
     pub content_length: Option<u64>,
     pub chunked: bool,
     pub expect_continue: bool,
+    /// `Last-Event-ID` (spec §10); repeated lines joined by ", ".
+    pub last_event_id: Option<String>,
+    /// The fields of a WebSocket handshake (spec §11).
+    pub upgrade: Upgrade,
+}
+
+#[derive(Default, Debug)]
+pub struct Upgrade {
+    /// `Upgrade` has the token `websocket`.
+    pub websocket: bool,
+    /// `Connection` has the token `upgrade`.
+    pub connection: bool,
+    /// `Sec-WebSocket-Key` and `Sec-WebSocket-Version`; repeated lines joined by ", ".
+    pub key: Option<String>,
+    pub version: Option<String>,
 }
 
 impl Request {
@@ -61,17 +76,40 @@ impl Request {
         let mut close = framing.close;
         let mut keep_alive_token = false;
         self.expect_continue = false;
+        self.last_event_id = None;
+        self.upgrade = Upgrade::default();
         for header in parsed.headers.iter() {
             let value = std::str::from_utf8(header.value).map_err(|_| HeadError::Malformed)?;
-            if header.name.eq_ignore_ascii_case("connection") {
+            let name = header.name;
+            if name.eq_ignore_ascii_case("connection") {
                 close |= has_token(value, "close");
                 keep_alive_token |= has_token(value, "keep-alive");
-            } else if header.name.eq_ignore_ascii_case("expect") {
+                self.upgrade.connection |= has_token(value, "upgrade");
+            } else if name.eq_ignore_ascii_case("expect") {
                 self.expect_continue = has_token(value, "100-continue");
+            } else if name.eq_ignore_ascii_case("upgrade") {
+                self.upgrade.websocket |= has_token(value, "websocket");
+            } else if name.eq_ignore_ascii_case("sec-websocket-key") {
+                join_field(&mut self.upgrade.key, value);
+            } else if name.eq_ignore_ascii_case("sec-websocket-version") {
+                join_field(&mut self.upgrade.version, value);
+            } else if name.eq_ignore_ascii_case("last-event-id") {
+                join_field(&mut self.last_event_id, value);
             }
         }
         self.keep_alive = !close && (http11 || keep_alive_token);
         Ok(())
+    }
+}
+
+/// A field given on several lines is one comma-separated list (RFC 9110 §5.3).
+fn join_field(field: &mut Option<String>, value: &str) {
+    match field {
+        Some(joined) => {
+            joined.push_str(", ");
+            joined.push_str(value);
+        }
+        None => *field = Some(value.to_owned()),
     }
 }
 

@@ -7,5 +7,5 @@ mod framing;
 mod response;
 
 pub use body::{BodyReader, LimitedBodyError, read_limited};
-pub use conn::{Conn, HeadError, MAX_HEAD, Request};
+pub use conn::{Conn, HeadError, MAX_HEAD, Request, Upgrade};
 pub use response::{Length, Sent, write_head};

@@ -1,14 +1,41 @@
-//! An event: its subscriber list in subscription order, its sequence numbers, its emitter
-//! thread, and the counters `/stats` reports for it.
+//! An event: its subscriber list in subscription order, its sequence numbers, the replay
+//! buffer of its newest cycles, its emitter thread, and the counters `/stats` reports.
 
 use super::subscriber::{Emit, Subscriber};
 use crate::clock::{lock, now_ms};
 use crate::stats::{Stats, add, bump, read};
 use serde::Serialize;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How many of an event's newest cycles an SSE reconnect can recover (spec §10).
+const REPLAY_BUFFER: usize = 64;
+
+/// One emit cycle, as the replay buffer keeps it.
+#[derive(Clone)]
+pub struct Cycle {
+    pub seq: u64,
+    pub created_ms: u64,
+    /// A publish cycle's data (spec §11); `None` for a timed emit.
+    pub data: Option<Arc<Box<RawValue>>>,
+}
+
+/// An event's newest seq and its buffered cycles (oldest first), at one instant.
+pub struct History {
+    pub last_seq: u64,
+    pub cycles: Vec<Cycle>,
+}
+
+/// What an emit cycle takes at its start, under one lock, so that a subscriber that
+/// registers is either in a cycle's snapshot or finds that cycle in the history.
+#[derive(Default)]
+struct Listing {
+    subscribers: BTreeMap<u64, Arc<Subscriber>>,
+    history: VecDeque<Cycle>,
+}
 
 /// Tells an emitter thread to stop, and wakes it if it is sleeping until its next cycle.
 #[derive(Default)]
@@ -68,15 +95,19 @@ struct Counters {
 
 pub struct Event {
     pub name: String,
-    /// The newest seq handed out; never reset, so a seq is never reused.
+    /// The newest seq handed out; never reset, so a seq is never reused. Changed only
+    /// under `listing`'s lock.
     seq: AtomicU64,
-    subscribers: Mutex<BTreeMap<u64, Arc<Subscriber>>>,
+    listing: Mutex<Listing>,
     /// The running emitter's stop signal; `Some` while the event is active.
     emitter: Mutex<Option<Arc<StopSignal>>>,
-    /// Held for a whole emit cycle so that cycles never overlap, even across a replace.
+    /// Held for a whole emit cycle so that cycles never overlap, even across a replace,
+    /// and a publish cycle waits for a timed one.
     cycle: Mutex<()>,
-    /// 0 until the event is first set (subscribing alone does not list it in /stats).
+    /// 0 until the event is first set.
     interval_ms: AtomicU64,
+    /// Set or published once: only those are listed in /stats (subscribing alone is not).
+    listed: AtomicBool,
     counters: Counters,
 }
 
@@ -85,24 +116,40 @@ impl Event {
         Event {
             name: name.to_owned(),
             seq: AtomicU64::new(0),
-            subscribers: Mutex::new(BTreeMap::new()),
+            listing: Mutex::new(Listing::default()),
             emitter: Mutex::new(None),
             cycle: Mutex::new(()),
             interval_ms: AtomicU64::new(0),
+            listed: AtomicBool::new(false),
             counters: Counters::default(),
         }
     }
 
     pub fn subscribe(&self, subscriber: &Arc<Subscriber>) {
-        lock(&self.subscribers).insert(subscriber.id, Arc::clone(subscriber));
+        lock(&self.listing)
+            .subscribers
+            .insert(subscriber.id, Arc::clone(subscriber));
+    }
+
+    /// Subscribes and returns the history at that instant: every later cycle has the
+    /// subscriber in its snapshot.
+    pub fn subscribe_with_history(&self, subscriber: &Arc<Subscriber>) -> History {
+        let mut listing = lock(&self.listing);
+        listing
+            .subscribers
+            .insert(subscriber.id, Arc::clone(subscriber));
+        History {
+            last_seq: self.seq.load(Ordering::Relaxed),
+            cycles: listing.history.iter().cloned().collect(),
+        }
     }
 
     pub fn unsubscribe(&self, id: u64) {
-        lock(&self.subscribers).remove(&id);
+        lock(&self.listing).subscribers.remove(&id);
     }
 
-    pub fn was_ever_set(&self) -> bool {
-        self.interval_ms.load(Ordering::Relaxed) > 0
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(Ordering::Relaxed)
     }
 
     pub fn is_active(&self) -> bool {
@@ -112,6 +159,7 @@ impl Event {
     /// Installs a new emitter's stop signal; true if it replaced a running one.
     pub fn replace_emitter(&self, interval_ms: u64, signal: Arc<StopSignal>) -> bool {
         self.interval_ms.store(interval_ms, Ordering::Relaxed);
+        self.listed.store(true, Ordering::Relaxed);
         let old = lock(&self.emitter).replace(signal);
         old.map(|old| old.stop()).is_some()
     }
@@ -148,25 +196,50 @@ impl Event {
             if stop.is_stopped() {
                 return;
             }
-            self.emit_cycle(stats);
+            self.emit_cycle(None, stats);
             next = (next + interval).max(Instant::now());
         }
     }
 
-    fn emit_cycle(&self, stats: &Stats) {
+    /// A publish cycle (spec §11): now, out of the emitter's schedule, after any cycle
+    /// under way. Returns its seq and the size of its snapshot.
+    pub fn publish(&self, data: Arc<Box<RawValue>>, stats: &Stats) -> (u64, u64) {
+        self.listed.store(true, Ordering::Relaxed);
+        let _cycle = lock(&self.cycle);
+        self.emit_cycle(Some(data), stats)
+    }
+
+    fn emit_cycle(&self, data: Option<Arc<Box<RawValue>>>, stats: &Stats) -> (u64, u64) {
         let started = Instant::now();
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let created_ms = now_ms();
+        let (seq, snapshot) = {
+            let mut listing = lock(&self.listing);
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            if listing.history.len() == REPLAY_BUFFER {
+                listing.history.pop_front();
+            }
+            let data = data.clone();
+            listing.history.push_back(Cycle {
+                seq,
+                created_ms,
+                data,
+            });
+            let snapshot: Vec<Arc<Subscriber>> = listing
+                .subscribers
+                .values()
+                .filter(|subscriber| !subscriber.is_done())
+                .cloned()
+                .collect();
+            (seq, snapshot)
+        };
         bump(&self.counters.emits);
-        let snapshot: Vec<Arc<Subscriber>> = lock(&self.subscribers)
-            .values()
-            .filter(|subscriber| !subscriber.is_done())
-            .cloned()
-            .collect();
         let emit = Emit {
             name: &self.name,
             seq,
-            created_ms: now_ms(),
+            created_ms,
             total: snapshot.len() as u64,
+            data: data.as_deref().map(|raw| &**raw),
+            replayed: false,
         };
         let mut delivered = 0;
         for (index, subscriber) in snapshot.iter().enumerate() {
@@ -184,5 +257,6 @@ impl Event {
             .max_duration_ms
             .fetch_max(duration_ms, Ordering::Relaxed);
         add(&counters.total_duration_ms, duration_ms);
+        (seq, emit.total)
     }
 }

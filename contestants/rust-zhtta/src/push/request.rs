@@ -1,5 +1,6 @@
-//! Validation of the push and event-manager JSON bodies (spec §6). Each error is the short
-//! reason the client gets back with a 400.
+//! Validation of the push and event-manager JSON bodies (spec §6), and of the event lists
+//! of SSE streams and WebSocket subscribes (§10, §11). Each error is the short reason the
+//! client gets back with a 400 (or, on a WebSocket, with its close frame).
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -13,6 +14,39 @@ pub fn valid_event_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The events of an SSE stream or a WebSocket subscribe: 1 to 16 names of the pattern,
+/// none twice.
+pub fn distinct_names(names: &[String]) -> Result<(), &'static str> {
+    if names.is_empty() || names.len() > MAX_EVENTS {
+        return Err("events must be 1 to 16 event names");
+    }
+    if !names.iter().all(|name| valid_event_name(name)) {
+        return Err("event names must match ^[A-Za-z0-9_.-]{1,64}$");
+    }
+    if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
+        return Err("an event is named twice");
+    }
+    Ok(())
+}
+
+/// Valid JSON text without the whitespace between its tokens, so that it fits one line of
+/// a stream; the values stay byte for byte as the client wrote them.
+pub fn compact_json(valid: &str) -> String {
+    let mut compact = String::with_capacity(valid.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in valid.chars() {
+        if in_string {
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+        } else if c == '"' {
+            in_string = true;
+        } else if c.is_ascii_whitespace() {
+            continue;
+        }
+        compact.push(c);
+    }
+    compact
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +161,23 @@ mod tests {
         assert!(!valid_event_name(&"x".repeat(65)));
         assert!(!valid_event_name("a b"));
         assert!(!valid_event_name("é"));
+    }
+
+    #[test]
+    fn stream_events_are_distinct_names() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(distinct_names(&names(&["a", "b.c"])), Ok(()));
+        assert!(distinct_names(&names(&[])).is_err());
+        assert!(distinct_names(&names(&["a", "a"])).is_err());
+        assert!(distinct_names(&names(&[""])).is_err());
+        let seventeen: Vec<String> = (0..17).map(|i| format!("e{i}")).collect();
+        assert!(distinct_names(&seventeen).is_err());
+    }
+
+    #[test]
+    fn compact_json_keeps_strings_and_drops_whitespace() {
+        let text = "{ \"a\" : [1, 2.50 ],\n \"s\": \" x \\\" y \\\\\" }";
+        assert_eq!(compact_json(text), r#"{"a":[1,2.50],"s":" x \" y \\"}"#);
     }
 
     #[test]

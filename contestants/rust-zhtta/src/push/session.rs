@@ -1,18 +1,13 @@
-//! The connection thread's side of a `/push` request: register, hold, and end it by an
-//! answer, a timeout, or the client leaving.
+//! The connection thread's side of a held request (`/push`, and `/sse` in sse.rs):
+//! register, then watch the socket until an answer, a timeout, or the client leaving.
 
-use super::PushHub;
+use super::hub::{PushHub, Registration, Subscription};
 use super::request::{Mode, PushRequest};
-use super::subscriber::{SinkState, Subscriber};
+use super::subscriber::{Sink, SinkState, Subscriber, Transport};
 use crate::http::{Conn, Length, MAX_HEAD, Sent};
 use std::io::{self, ErrorKind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-enum CometEnd {
-    TimedOut(SinkState),
-    ClientGone,
-}
 
 pub fn serve(
     hub: &PushHub,
@@ -23,39 +18,45 @@ pub fn serve(
     let deadline = request
         .duration_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
-    let writer = Arc::clone(&conn.stream);
-    match request.mode {
-        Mode::LongPoll => {
-            let registration = hub.subscribe(request, writer, keep_alive);
-            // parse_push guarantees a long poll has a duration.
-            let deadline = deadline.unwrap_or_else(Instant::now);
-            let ending = registration
-                .subscriber
-                .await_long_poll(deadline, hub.stats());
-            drop(registration);
-            ended(ending, keep_alive)
-        }
+    let transport = match request.mode {
+        Mode::LongPoll => Transport::LongPoll,
         Mode::Comet => {
             let content_type = "application/x-ndjson";
             conn.send_head(200, content_type, Length::Chunked, "", keep_alive, b"")?;
-            let registration = hub.subscribe(request, writer, keep_alive);
-            let end = watch_comet(conn, &registration.subscriber, deadline, hub);
-            drop(registration);
-            conn.stream.set_read_timeout(None)?;
-            match end {
-                CometEnd::TimedOut(ending) => ended(ending, keep_alive),
-                CometEnd::ClientGone => Ok(Sent {
-                    status: 200,
-                    keep_alive: false,
-                }),
-            }
+            Transport::Comet
         }
-    }
+    };
+    let mut names = request.events;
+    names.sort();
+    names.dedup();
+    let subscription = Subscription {
+        transport,
+        names,
+        request: request.echo,
+        keep_alive,
+    };
+    let registration = hub.subscribe(subscription, Sink::new(Arc::clone(&conn.stream)));
+    let subscriber = &registration.subscriber;
+    let ending = match watch(conn, subscriber, deadline) {
+        Watched::Due => subscriber.time_out(hub.stats()),
+        Watched::Ended => subscriber.sink().state,
+        Watched::ClientGone => SinkState::Broken,
+    };
+    release(conn, registration, ending, keep_alive)
 }
 
-fn ended(ending: SinkState, keep_alive: bool) -> io::Result<Sent> {
+/// Ends a held request: out of every list and count, the socket back to blocking reads,
+/// and what the connection loop is to do next.
+pub fn release(
+    conn: &mut Conn,
+    registration: Registration,
+    ending: SinkState,
+    keep_alive: bool,
+) -> io::Result<Sent> {
+    drop(registration);
+    conn.stream.set_read_timeout(None)?;
     match ending {
-        SinkState::Broken => Err(io::Error::new(ErrorKind::BrokenPipe, "push write failed")),
+        SinkState::Broken => Err(io::Error::new(ErrorKind::BrokenPipe, "client gone")),
         _ => Ok(Sent {
             status: 200,
             keep_alive,
@@ -63,31 +64,39 @@ fn ended(ending: SinkState, keep_alive: bool) -> io::Result<Sent> {
     }
 }
 
-/// Holds a comet stream: the thread blocks reading the socket, which is how it learns
-/// that the client left, while emitters write the lines. Bytes the client sends meanwhile
-/// stay buffered for its next request.
-fn watch_comet(
-    conn: &mut Conn,
-    subscriber: &Subscriber,
-    deadline: Option<Instant>,
-    hub: &PushHub,
-) -> CometEnd {
+pub enum Watched {
+    /// `due` passed.
+    Due,
+    /// The subscriber is no longer open: answered, ended, or its connection broke.
+    Ended,
+    /// The client closed its connection (or sent more than a request head meanwhile).
+    ClientGone,
+}
+
+/// Holds a subscriber: the thread blocks reading the socket, which is how it learns at
+/// once that the client left, while emitters write the deliveries. Bytes the client sends
+/// meanwhile stay buffered for its next request.
+pub fn watch(conn: &mut Conn, subscriber: &Subscriber, due: Option<Instant>) -> Watched {
     loop {
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if subscriber.is_done() {
+            return Watched::Ended;
+        }
+        let left = due.map(|d| d.saturating_duration_since(Instant::now()));
         if left.is_some_and(|left| left.is_zero()) {
-            return CometEnd::TimedOut(subscriber.time_out(hub.stats()));
+            return Watched::Due;
         }
-        if conn.stream.set_read_timeout(left).is_err() {
-            break;
+        let gone = conn.stream.set_read_timeout(left).is_err()
+            || match conn.read_more() {
+                Ok(0) => true,
+                Ok(_) => conn.buffered().len() > MAX_HEAD,
+                Err(error) => !matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            };
+        if gone && subscriber.is_done() {
+            return Watched::Ended; // answered first; the next read_head sees the close
         }
-        match conn.read_more() {
-            Ok(0) => break,
-            Ok(_) if conn.buffered().len() > MAX_HEAD => break,
-            Ok(_) => {}
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(_) => break,
+        if gone {
+            subscriber.abandon();
+            return Watched::ClientGone;
         }
     }
-    subscriber.abandon();
-    CometEnd::ClientGone
 }
