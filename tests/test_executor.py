@@ -46,3 +46,15 @@ def test_a_plan_read_back_from_json_runs_against_a_real_server(contestants_dir, 
     )
     assert "priming" not in test.params and "engine_plan" not in test.params
     assert not list(Path(env.workdir).rglob("test-*")), "a finished test leaves no folder"
+
+
+def test_a_server_given_two_cpus_runs_on_both_and_the_test_says_it_shared_them(
+    contestants_dir, tmp_path
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(SUITE.replace("priming_runs = 1", "server_cpus = 2"))
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning("1", "0"), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.run_info["cpus"]["server"] == "1,0"
+    assert test.validity["shared_cpus"] == "server 1,0, engine 0"

@@ -23,3 +23,12 @@ def test_description_is_json_and_reads_the_real_machine():
     assert int(info["sysctls"]["net.core.somaxconn"]) > 0
     assert info["rlimit_nofile"]["soft"] <= info["rlimit_nofile"]["hard"]
     assert read_sysctl("no.such.knob") is None
+
+
+def test_a_server_given_more_cpus_than_its_share_takes_the_engines_and_says_so():
+    pinning = Pinning(server="1", engine="0")
+    assert pinning.with_server_cpus(None) == pinning
+    assert pinning.with_server_cpus(1) == Pinning(server="1", engine="0")
+    wider = pinning.with_server_cpus(2)
+    assert wider.server == "1,0" and wider.shared
+    assert not Pinning(server="2,3", engine="0,1").with_server_cpus(2).shared

@@ -14,6 +14,7 @@ the link are gone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import time
@@ -112,6 +113,8 @@ def new_test(plan: TestPlan, env: Environment) -> RecordedTest:
 
 def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
     test = new_test(plan, env)
+    if plan.server_cpus:
+        env = dataclasses.replace(env, pinning=env.pinning.with_server_cpus(plan.server_cpus))
     # Under this process's own folder: if it dies, the next run removes the folder whole.
     workdir = work_folder(env.workdir) / f"test-{int(test.started_at * 1000)}"
     files = fileset.materialize(plan.fileset, env.filesets_dir) if plan.fileset else None

@@ -49,7 +49,20 @@ class Pinning:
 
     @property
     def shared(self) -> bool:
-        return bool(set(self.server.split(",")) & set(self.engine.split(",")))
+        return bool(set(_cpus(self.server)) & set(_cpus(self.engine)))
+
+    def with_server_cpus(self, count: int | None) -> Pinning:
+        """The server on `count` CPUs: its own first, then the engine's if it needs more
+        (which the `shared` flag then says)."""
+        if not count:
+            return self
+        own, engine = _cpus(self.server), _cpus(self.engine)
+        chosen = (own + [c for c in engine if c not in own])[:count]
+        return Pinning(server=",".join(chosen), engine=self.engine)
+
+
+def _cpus(listed: str) -> list[str]:
+    return [c for c in listed.split(",") if c]
 
 
 def _cpu_list(cpus: list[int]) -> str:

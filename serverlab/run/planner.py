@@ -51,6 +51,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         params=dict(p),
         tunables=dict(perm.tunables),
         measured=engine_plan(p),
+        server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p) + ENGINE_GRACE_S,
         estimate_s=perm.estimated_seconds(),
         warmup=warmup_plan(p) if p.get("warmup_s") else None,

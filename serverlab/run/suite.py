@@ -87,6 +87,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "longpoll_duration_ms": ((int,), True),
     "comet_duration_ms": ((int,), True),
     "heartbeat_ms": ((int,), True),
+    "server_cpus": ((int,), True),
     "publish_every_ms": ((int,), True),
     "publishers": ((int,), True),
     "upload_bytes": ((int,), True),
@@ -604,6 +605,8 @@ class _ScenarioContext:
         judge (`serverlab-load --check`, in the dry run), so no copy of its rules lives here."""
         if "emit_interval_ms" in p and p["behaviour"] not in PUSH_BEHAVIOURS:
             raise self.fail("emit_interval_ms", "emit_interval_ms only applies to push behaviours")
+        if p.get("server_cpus", 1) < 1:
+            raise self.fail("server_cpus", "server_cpus must be at least 1")
         if "syslog_messages" in p and p["behaviour"] != "syslog":
             raise self.fail(
                 "syslog_messages", "syslog_messages only applies to the syslog behaviour"

@@ -81,6 +81,7 @@ class TestPlan:
     estimate_s: float = 0.0  # what the whole test should take, for progress only
     grace_s: float = ENGINE_GRACE_S  # a warm-up's allowance past its planned end
     cpu: str = CPU_APART
+    server_cpus: int | None = None  # how many CPUs the server gets (None: its share)
     warmup: dict[str, Any] | None = None  # an unrecorded engine run before everything
     warmup_s: float = 0.0
     priming_runs: int = 0  # the measured plan run this many times first, under the monitor
