@@ -9,7 +9,7 @@ SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
 DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
 
-.PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo bench clean
+.PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
 
 all: build
 
@@ -58,6 +58,16 @@ demo: build
 	$(SERVERLAB) run suites/quick.toml
 	$(SERVERLAB) report --summary -o results/report.html
 	@echo "report: $(CURDIR)/results/report.html   database: $(CURDIR)/results/lab.db"
+
+# A distributed run on one box: the virtual lab (a head, a server host, two generator
+# hosts, each a Ray node in a network namespace), the quick suite's fast requests spread
+# over both generators, the report, and the lab taken down again.
+demo-lab: build
+	$(SERVERLAB) lab up --generators 2
+	$(SERVERLAB) run suites/quick.toml --ray lab --repeats 1 --db results/lab-demo.db; \
+	  status=$$?; $(SERVERLAB) lab down; exit $$status
+	$(SERVERLAB) report --db results/lab-demo.db -o results/lab-demo.html
+	@echo "report: $(CURDIR)/results/lab-demo.html   database: $(CURDIR)/results/lab-demo.db"
 
 # serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
 bench: deps engine

@@ -373,10 +373,22 @@ def export(db, csv_dir, recover_to):
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--ray", "ray_address", metavar="HOST:PORT|lab", help="load from a Ray cluster's generators"
+)
+@click.option("--generators", type=int, help="with --ray: how many generators (default: all)")
+@click.option("--cluster-hosts", help="with --ray HOST:PORT: the hosts load may go to")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
-def load(engine_args):
-    """Run the load engine directly (serverlab-load's own flags; --help for them)."""
-    os.execv(*commands.engine_argv(engine_args))
+def load(ray_address, generators, cluster_hosts, engine_args):
+    """Run the load engine directly (serverlab-load's own flags; --help for them), or with
+    --ray from several machines at once, its results merged."""
+    if not ray_address:
+        if generators or cluster_hosts:
+            raise UserError("--generators and --cluster-hosts go with --ray")
+        os.execv(*commands.engine_argv(engine_args))
+    hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
+    spread = commands.Spread(ray_address, generators, hosts)
+    click.echo(commands.spread_load(list(engine_args), spread), nl=False)
 
 
 def _split_broken(entries):

@@ -321,3 +321,11 @@ def lab_up(generators: int, rate_mbit: float | None):
 
 def lab_down() -> dict[str, int]:
     return manage.down()
+
+
+def spread_load(engine_args: list[str], spread: Spread) -> str:
+    """`serverlab load --ray`: the engine's flags, their load spread over the generators."""
+    from serverlab.cluster import adhoc
+
+    address, allowed = _cluster_address(spread)
+    return adhoc.spread_load(engine_args, address, spread.generators, allowed)

@@ -4,6 +4,7 @@ the real engine on the generators. What is checked: merged figures equal what on
 of every generator's samples says (by Python's HdrHistogram, not the engine's merge),
 clocks, a generator lost mid-test, Ctrl-C, and nodes that run different engines."""
 
+import json
 import os
 import shutil
 import signal
@@ -264,3 +265,33 @@ def test_nodes_with_different_engines_refuse_the_run_naming_the_node(contestants
     assert done.returncode == 2, done.stdout + done.stderr
     assert made.generators[0].address in done.stderr and "engine binary" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_dir, tmp_path):
+    """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
+    from serverlab.base.netns import Namespace
+    from serverlab.contestant.manifest import find
+    from serverlab.run.netns import NamespacedServer
+
+    os.environ["SERVERLAB_CONTESTANTS"] = str(contestants_dir)
+    server = NamespacedServer(
+        Namespace(lab.server.netns), find("reference"), host=lab.server.address
+    )
+    try:
+        server.start()
+        url = f"http://{lab.server.address}:{server.port}/perf"
+        done = subprocess.run(
+            [SERVERLAB, "load", "--ray", "lab", url, "-c", "4", "-d", "2s", "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SERVERLAB_LAB": LAB},
+            timeout=120,
+        )
+        served = server.stats()["requests"]["total"]
+    finally:
+        server.stop()
+        os.environ.pop("SERVERLAB_CONTESTANTS")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["type"] == "summary" and summary["generators"] == 2
+    assert summary["requests"] > 20 and served >= summary["requests"]

@@ -51,3 +51,8 @@ def measure(host: str, port: int, samples: int = SAMPLES) -> ClockOffset:
         round(round_trip / 2 + STAMP_RESOLUTION_MS / 2, 3),
         round(round_trip, 3),
     )
+
+
+def unknown() -> ClockOffset:
+    """No measure (a target without /timestamp): taken as zero, uncertain without bound."""
+    return ClockOffset(0.0, float("inf"), float("nan"))

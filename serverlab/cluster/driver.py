@@ -63,9 +63,12 @@ def connect(address: str) -> None:
         )
 
 
-def open_cluster(address: str, generators: int | None, allowed: set[str]) -> Cluster:
-    """Connects, checks versions, places the actors; ClusterError when the cluster cannot
-    run a test as asked. `allowed` are the only addresses load may be sent to."""
+def open_cluster(
+    address: str, generators: int | None, allowed: set[str], with_server: bool = True
+) -> Cluster:
+    """Connects, checks versions, places the actors (the server's only `with_server`);
+    ClusterError when the cluster cannot run a test as asked. `allowed` are the only
+    addresses load may be sent to."""
     import ray
     from ray.util.placement_group import placement_group
 
@@ -75,7 +78,7 @@ def open_cluster(address: str, generators: int | None, allowed: set[str]) -> Clu
     loadgen = [n for n in nodes if n["Resources"].get(LOADGEN_RESOURCE)]
     servers = [n for n in nodes if n["Resources"].get(SERVER_RESOURCE)]
     wanted = generators or len(loadgen)
-    if not servers:
+    if with_server and not servers:
         raise ClusterError(f"no node has the {SERVER_RESOURCE} resource")
     if wanted < 1 or wanted > len(loadgen):
         raise ClusterError(
@@ -86,13 +89,14 @@ def open_cluster(address: str, generators: int | None, allowed: set[str]) -> Clu
         ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
     except Exception as error:
         raise ClusterError(f"cannot place {wanted} generators one per node: {error}") from None
-    cluster = _place(address, group, wanted)
+    cluster = _place(address, group, wanted, with_server)
     cluster.nodes = {n["NodeManagerAddress"]: n.get("version", {}) for n in nodes}
-    _check_addresses(cluster, allowed)
+    if with_server:
+        _check_addresses(cluster, allowed)
     return cluster
 
 
-def _place(address: str, group, wanted: int) -> Cluster:
+def _place(address: str, group, wanted: int, with_server: bool) -> Cluster:
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -106,19 +110,20 @@ def _place(address: str, group, wanted: int) -> Cluster:
         ).remote()
         for i in range(wanted)
     ]
-    server = server_class.options(
-        num_cpus=0, max_concurrency=4, resources={SERVER_RESOURCE: 1}
-    ).remote(contestants=os.environ.get(CONTESTANTS_ENV))
-    described = ray.get(
-        [a.describe.remote() for a in [server, *generators]], timeout=CALL_TIMEOUT_S
-    )
+    server = None
+    if with_server:
+        server = server_class.options(
+            num_cpus=0, max_concurrency=4, resources={SERVER_RESOURCE: 1}
+        ).remote(contestants=os.environ.get(CONTESTANTS_ENV))
+    actors = [a for a in [server, *generators] if a is not None]
+    described = ray.get([a.describe.remote() for a in actors], timeout=CALL_TIMEOUT_S)
     return Cluster(
         address,
         server,
         generators,
         group,
-        server_address=described[0]["address"],
-        generator_addresses=[d["address"] for d in described[1:]],
+        server_address=described[0]["address"] if server else "",
+        generator_addresses=[d["address"] for d in described[1 if server else 0 :]],
     )
 
 
@@ -199,7 +204,7 @@ def stop(cluster: Cluster) -> None:
     import ray
     from ray.exceptions import RayError
 
-    actors = [cluster.server, *cluster.generators]
+    actors = [a for a in [cluster.server, *cluster.generators] if a is not None]
     pending = [a.kill_everything.remote() for a in actors]
     with contextlib.suppress(RayError, TimeoutError):
         ray.get(pending, timeout=STOP_TIMEOUT_S)

@@ -31,16 +31,20 @@ SATURATED_PERCENT = 90.0
 
 
 class RayLoad:
-    def __init__(self, generators: list, target_host: str):
+    def __init__(self, generators: list, target_host: str, clock_required: bool = True):
         self.generators = generators
         self.target_host = target_host
+        # An ad-hoc target may have no /timestamp: then the offsets are taken as zero.
+        self.clock_required = clock_required
 
     def begin(self, plan, workdir, tag, on_interval=None):
         parts = split(plan, len(self.generators))
         pairs = enumerate(zip(self.generators, parts, strict=True))
         active = [(i, g, p) for i, (g, p) in pairs if p]
         port = urlsplit(plan["target"]).port
-        checks = ray.get([g.prepare.remote(p, self.target_host, port) for _, g, p in active])
+        checks = ray.get(
+            [g.prepare.remote(p, self.target_host, port, self.clock_required) for _, g, p in active]
+        )
         start_at_ms = time.time() * 1000 + START_DELAY_S * 1000
         budget_s = _planned_s(plan) + START_DELAY_S + 30.0
         futures, seen = [], []

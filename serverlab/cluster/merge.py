@@ -16,26 +16,16 @@ MERGE_TIMEOUT_S = 120
 
 def merge(outputs: list[dict], folder: Path) -> dict:
     """{"intervals": [...], "emits": [...], "summary": {...}} of several engine outputs
-    (each {"intervals", "emits", "summary"})."""
+    (each {"intervals", "emits", "summary"}); the outputs stay in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = []
     for index, output in enumerate(outputs):
         path = folder / f"generator-{index}.jsonl"
         lines = [*output["intervals"], *output["emits"]]
         if output["summary"] is not None:
             lines.append(output["summary"])
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        files.append(str(path))
-    done = subprocess.run(
-        [str(engine_binary()), "--merge", *files],
-        capture_output=True,
-        text=True,
-        timeout=MERGE_TIMEOUT_S,
-    )
-    if done.returncode != 0:
-        raise EngineError(f"serverlab-load --merge failed: {done.stderr.strip()[:500]}")
     merged: dict = {"intervals": [], "emits": [], "summary": None}
-    for line in done.stdout.splitlines():
+    for line in merge_files(folder, json_lines=True).splitlines():
         record = json.loads(line)
         kind = record.get("type")
         if kind == "interval":
@@ -45,3 +35,18 @@ def merge(outputs: list[dict], folder: Path) -> dict:
         elif kind == "summary":
             merged["summary"] = record
     return merged
+
+
+def merge_files(folder: Path, json_lines: bool) -> str:
+    """The engine's merge of the generator outputs in `folder`: JSON Lines, or its human
+    summary."""
+    files = sorted(str(p) for p in folder.glob("generator-*.jsonl"))
+    done = subprocess.run(
+        [str(engine_binary()), "--merge", *files, *(["--json"] if json_lines else [])],
+        capture_output=True,
+        text=True,
+        timeout=MERGE_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        raise EngineError(f"serverlab-load --merge failed: {done.stderr.strip()[:500]}")
+    return done.stdout

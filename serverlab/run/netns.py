@@ -100,7 +100,7 @@ def netem_available() -> bool:
 class NamespacedServer(ContestantServer):
     """A contestant started inside a namespace; readiness and /stats go through it."""
 
-    def __init__(self, namespace: ShapedNamespace, manifest, **kwargs):
+    def __init__(self, namespace: Namespace, manifest, **kwargs):
         super().__init__(manifest, **kwargs)
         self.namespace = namespace
 
