@@ -70,6 +70,9 @@ FAULTS = {
     "overstrict_framing": "legal framings are refused (tests/reference_framing.py)",
     "double_framing": "GET /perf answers with both Content-Length and Transfer-Encoding",
     "old_spec_version": "GET /stats says spec_version 1.0, the MAJOR before this one",
+    # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
+    "two_workers": "places count per share of two, and /stats says places are per worker",
+    "shares_unsaid": "places count per share of two, and /stats does not say so",
 }
 # After a refusal, how long unread input is drained so that the close does not turn into a
 # reset that could destroy the answer.
@@ -206,16 +209,23 @@ class PushHub:
             (entry["last_seq"], created, data)
         )
         snapshot = list(self.subscribers.get(name, []))
-        for place, request in enumerate(snapshot, 1):
-            shown_place = 1 if "fanout_place" in self.faults else place
-            event = self.event(name, entry["last_seq"], created, data, len(snapshot), shown_place)
-            self._deliver(request, {"event": event})
+        for share in self._shares(snapshot):
+            for place, request in enumerate(share, 1):
+                shown_place = 1 if "fanout_place" in self.faults else place
+                event = self.event(name, entry["last_seq"], created, data, len(share), shown_place)
+                self._deliver(request, {"event": event})
         duration = now_ms() - created
         entry["deliveries"] += len(snapshot)
         entry["last_emit_duration_ms"] = duration
         entry["max_emit_duration_ms"] = max(entry["max_emit_duration_ms"], duration)
         entry["total_emit_duration_ms"] += duration
         return entry["last_seq"], len(snapshot)
+
+    def _shares(self, snapshot: list) -> list[list]:
+        """The snapshot as one share, or dealt into two as round-robin would deal them."""
+        if self.faults & {"two_workers", "shares_unsaid"}:
+            return [share for share in (snapshot[0::2], snapshot[1::2]) if share]
+        return [snapshot]
 
     def event(self, name: str, seq: int, created: int, data, total: int, place: int) -> dict:
         sent = now_ms()
@@ -958,7 +968,9 @@ class ReferenceServer:
 
     def stats_document(self) -> dict:
         c = self.counters
+        workers = {"count": 2, "places": "per_worker"} if self.has_fault("two_workers") else {}
         return {
+            **({"workers": workers} if workers else {}),
             "spec_version": "1.0" if self.has_fault("old_spec_version") else SPEC_VERSION,
             "server": c.name,
             "uptime_ms": int((time.monotonic() - c.started) * 1000),

@@ -338,7 +338,7 @@ duration_s = 5
         (
             ("duration_s = 5", "duration_s = 5\ntunables.node-http = { threads = 4 }"),
             8,
-            r"node-http has no tunable 'threads' \(known: backlog, max_header_kb\)",
+            r"node-http has no tunable 'threads' \(known: backlog, max_header_kb, workers\)",
         ),
         (
             ("duration_s = 5", 'duration_s = 5\ntunables.node-http = { backlog = "$(touch M)" }'),

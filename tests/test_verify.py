@@ -95,6 +95,7 @@ FAULTS = [
     ("ws_deflate", "websocket.*", {"websocket.deflate_declined"}),
     ("ws_version_400", "websocket.*", {"websocket.wrong_version"}),
     ("old_spec_version", "control.*", {"control.stats_shape"}),
+    ("shares_unsaid", "[pw][ue]*", {"push.fanout", "websocket.publish"}),
     # Framed like the servers of issue 13: every framing case but the legal ones fails.
     ("lax_framing", "http.*", FRAMING - LEGAL_FRAMING),
     (
@@ -122,6 +123,14 @@ def test_each_fault_fails_exactly_its_cases(contestants_dir, fault, pattern, exp
     assert len(report.results) > len(expected), "the other cases of the part ran and passed"
     assert failed(report) == expected
     assert not report.ok
+
+
+def test_places_per_worker_pass_where_stats_say_so(contestants_dir):
+    """Spec §6 "Workers": places numbered per share are right when /stats says so."""
+    report = run("two_workers", "[cpw]*")  # control.*, perf.*, push.* and websocket.*
+    ran = {result.case_id for result in report.results}
+    assert {"control.stats_shape", "push.fanout", "websocket.publish"} <= ran
+    assert [r for r in report.results if r.status != PASS] == []
 
 
 def test_a_crash_fails_its_case_and_verify_goes_on(contestants_dir):

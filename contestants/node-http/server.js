@@ -1,20 +1,16 @@
 'use strict';
-// node-http: the serverlab spec on Node's http module, one process, one event loop.
+// node-http: the serverlab spec on Node's http module. One process, one event loop; with
+// --workers N > 1, a node:cluster primary and N worker processes (lib/primary.js).
 
-const http = require('http');
+const cluster = require('cluster');
 const { parseArgs } = require('util');
-const { createRequestHandler } = require('./lib/router');
-const { onClientError, onConnectRequest } = require('./lib/clienterror');
-const { trackConnections } = require('./lib/stats');
-const { startSyslog } = require('./lib/syslog');
-const { createUpgradeHandler } = require('./lib/websocket');
+const { LOOPBACK, listenAll, listeningLine, isAddress } = require('./lib/listen');
 
-const HOST = '127.0.0.1';
 const SERVER_NAME = 'node-http';
 
 const USAGE =
-  'usage: node server.js --port N [--syslog-port N] [--docroot DIR] ' +
-  '[--max-header-kb N] [--backlog N]';
+  'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
+  '[--max-header-kb N] [--backlog N] [--workers N]';
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -23,13 +19,16 @@ function parseOptions(argv) {
       port: { type: 'string' },
       'syslog-port': { type: 'string' },
       docroot: { type: 'string' },
+      host: { type: 'string', default: LOOPBACK },
       'max-header-kb': { type: 'string', default: '64' },
       backlog: { type: 'string', default: '4096' },
+      workers: { type: 'string', default: '1' },
     },
   });
   const port = Number(values.port);
   const maxHeaderKb = Number(values['max-header-kb']);
   const backlog = Number(values.backlog);
+  const workers = Number(values.workers);
   const syslogPort = values['syslog-port'] === undefined ? null : Number(values['syslog-port']);
   const validPort = (p) => Number.isInteger(p) && p >= 0 && p <= 65535;
   if (!validPort(port) || (syslogPort !== null && !validPort(syslogPort))) {
@@ -39,38 +38,16 @@ function parseOptions(argv) {
     throw new Error('--max-header-kb must be a positive integer');
   }
   if (!(Number.isInteger(backlog) && backlog > 0)) throw new Error('--backlog must be positive');
-  return { port, syslogPort, docroot: values.docroot, maxHeaderKb, backlog };
+  if (!(Number.isInteger(workers) && workers > 0)) throw new Error('--workers must be positive');
+  if (!isAddress(values.host)) throw new Error('--host must be an IP address');
+  const { docroot, host } = values;
+  return { port, syslogPort, docroot, host, maxHeaderKb, backlog, workers };
 }
 
-function createHttpServer(options) {
-  const { onRequest, onUnsupportedExpectation } = createRequestHandler({
-    serverName: SERVER_NAME,
-    docroot: options.docroot,
-  });
-  const server = http.createServer(
-    { maxHeaderSize: options.maxHeaderKb * 1024, requireHostHeader: false },
-    onRequest,
-  );
-  server.on('checkExpectation', onUnsupportedExpectation);
-  server.on('upgrade', createUpgradeHandler(onRequest));
-  server.on('connect', onConnectRequest);
-  // Uploads may trickle in for longer than Node's default five minutes.
-  server.requestTimeout = 0;
-  server.on('clientError', onClientError);
-  trackConnections(server);
-  return server;
-}
-
-function listen(server, port, backlog) {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ port, host: HOST, backlog }, () => {
-      server.removeListener('error', reject);
-      // After start-up an error is an accept failure (e.g. EMFILE): report it, keep serving.
-      server.on('error', (err) => process.stderr.write(`node-http: ${err.message}\n`));
-      resolve(server.address().port);
-    });
-  });
+// workers = 1 is the plain one-process server: no cluster, nothing relayed.
+async function runAlone(options) {
+  const ports = await listenAll(options, SERVER_NAME);
+  process.stderr.write(listeningLine(SERVER_NAME, options, ports));
 }
 
 async function main() {
@@ -82,14 +59,9 @@ async function main() {
     process.exit(2);
   }
   for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0));
-  const server = createHttpServer(options);
-  const port = await listen(server, options.port, options.backlog);
-  let syslogNote = '';
-  if (options.syslogPort !== null) {
-    const { tcp } = await startSyslog(options.syslogPort, HOST);
-    syslogNote = `, syslog on ${HOST}:${tcp.address().port}`;
-  }
-  process.stderr.write(`node-http listening on ${HOST}:${port}${syslogNote}\n`);
+  if (options.workers === 1) await runAlone(options);
+  else if (cluster.isPrimary) require('./lib/primary').runPrimary(options, SERVER_NAME);
+  else await require('./lib/worker').runWorker(options, SERVER_NAME);
 }
 
 main().catch((err) => {

@@ -2,10 +2,9 @@
 // Control endpoints (spec §5): /timestamp, /logging, /stats, and the JSON plumbing of the
 // push endpoints (/event/set, /event/clear, /push).
 
-const { sendJson, sendError } = require('./respond');
+const { sendJson, sendError, whenAnswered } = require('./respond');
 const { readJsonBody, EMPTY_BODY } = require('./body');
-const { snapshot } = require('./stats');
-const { requestLog } = require('./requestlog');
+const { hub } = require('./hub');
 const push = require('./push');
 
 const NON_NEGATIVE_INTEGER = /^\d+$/;
@@ -54,23 +53,20 @@ function timestamp(req, res, url) {
   });
 }
 
-function setLogging(res, body) {
-  if (typeof body.enabled !== 'boolean') {
-    sendError(res, 400, 'enabled must be true or false');
-    return;
-  }
-  requestLog.enabled = body.enabled;
-  sendJson(res, 200, { enabled: requestLog.enabled });
+function controlCall(operation) {
+  return (res, body) =>
+    whenAnswered(res, hub.control(operation, body), ([status, answer]) => sendJson(res, status, answer));
 }
 
 function createControlRoutes(serverName) {
-  const sendStats = (req, res) => sendJson(res, 200, snapshot(serverName, push.eventStats()));
+  const sendStats = (req, res) =>
+    whenAnswered(res, hub.stats(serverName), (stats) => sendJson(res, 200, stats));
   return {
     '/timestamp': { GET: timestamp, HEAD: timestamp },
     '/stats': { GET: sendStats, HEAD: sendStats },
-    '/logging': { POST: loopbackOnly(withJsonBody(setLogging)) },
-    '/event/set': { POST: loopbackOnly(withJsonBody(push.setEvent)) },
-    '/event/clear': { POST: loopbackOnly(withJsonBody(push.clearEvent, { allowEmpty: true })) },
+    '/logging': { POST: loopbackOnly(withJsonBody(controlCall('logging'))) },
+    '/event/set': { POST: loopbackOnly(withJsonBody(controlCall('set'))) },
+    '/event/clear': { POST: loopbackOnly(withJsonBody(controlCall('clear'), { allowEmpty: true })) },
     '/push': { POST: withJsonBody(push.registerPush) },
   };
 }

@@ -1,9 +1,9 @@
 'use strict';
-// The seed 004 Event Manager and Request Manager (spec §6) on one event loop: each emitter
-// is a self-rescheduling setTimeout, each subscriber (a long poll or comet stream here, an
-// SSE stream in sse.js, a WebSocket in websocket.js) is held in per-event sets.
+// The seed 004 Request Manager (spec §6) of one event loop: each subscriber (a long poll or
+// comet stream here, an SSE stream in sse.js, a WebSocket in websocket.js) is held in
+// per-event sets, and each emit cycle (numbered by an emitter, events.js) is delivered to
+// them here.
 
-const { performance } = require('perf_hooks');
 const { counters } = require('./stats');
 const { sendHead, sendBody, sendError, JSON_TYPE } = require('./respond');
 const { isEventName, isIntegerIn } = require('./validate');
@@ -11,7 +11,6 @@ const { DeadlineTimer, cancelTimer } = require('./timers');
 
 const MAX_EVENTS_PER_REQUEST = 16;
 const MAX_DURATION_MS = 3600000;
-const MIN_INTERVAL_MS = 10;
 // A stream reader this far behind gets disconnected instead of buffering without bound.
 const BACKLOG_LIMIT = 1024 * 1024;
 // Emit cycles kept per event for SSE replay (spec §10): exactly the newest 64.
@@ -19,8 +18,6 @@ const REPLAY_BUFFER = 64;
 
 // Event name -> Set of subscribers in subscription order. Names nobody listens to are dropped.
 const topics = new Map();
-// Event name -> EventEmitterState, for every name ever set (stats list cleared ones too).
-const emitters = new Map();
 
 // One subscriber of any transport. Subclasses say how a delivery reaches the client
 // (deliver) and whether it still can (alive); this one is a long poll or a comet stream.
@@ -121,67 +118,21 @@ function eventJson(nameJson, seq, created, sent, total, place, dataJson, replaye
   );
 }
 
-class EventEmitterState {
+// What this process knows of an event's emit cycles: the newest seq, the replay buffer and
+// the deliveries it made. With workers, every worker keeps its own, since the primary sends
+// every cycle to every worker: a seq means the same event on every connection.
+class EventLog {
   constructor(name) {
-    this.name = name;
     this.nameJson = JSON.stringify(name);
-    this.intervalMs = 0;
-    this.active = false;
-    this.timer = null;
-    this.nextDue = 0;
-    this.emits = 0;
     this.lastSeq = 0;
     this.deliveries = 0;
-    this.lastEmitDuration = 0;
-    this.maxEmitDuration = 0;
-    this.totalEmitDuration = 0;
     this.history = []; // {seq, created, dataJson} of the newest cycles, for SSE replay
-    this.tick = this.tick.bind(this);
   }
 
-  start(intervalMs) {
-    this.stop();
-    this.intervalMs = intervalMs;
-    this.active = true;
-    this.nextDue = performance.now() + intervalMs;
-    this.timer = new DeadlineTimer(this.tick, intervalMs);
-  }
-
-  stop() {
-    cancelTimer(this.timer);
-    this.timer = null;
-    this.active = false;
-  }
-
-  // Cycles never overlap: the next one is due one interval after this one was, or now if
-  // delivering this snapshot took longer than that.
-  tick() {
-    this.emit();
-    const now = performance.now();
-    this.nextDue = Math.max(this.nextDue + this.intervalMs, now);
-    this.timer = new DeadlineTimer(this.tick, this.nextDue - now);
-  }
-
-  // One emit cycle; dataJson is set for a publish cycle (spec §11). Returns [seq, total].
-  emit(dataJson) {
-    const created = Date.now();
-    const seq = ++this.lastSeq;
-    this.emits++;
+  record(seq, created, dataJson) {
+    this.lastSeq = seq;
     this.history.push({ seq, created, dataJson });
     if (this.history.length > REPLAY_BUFFER) this.history.shift();
-    const snapshot = [...(topics.get(this.name) || [])];
-    const total = snapshot.length;
-    let lastSent = created;
-    for (let i = 0; i < total; i++) {
-      const sub = snapshot[i];
-      if (!canDeliver(sub)) continue;
-      lastSent = Date.now();
-      const head = eventJson(this.nameJson, seq, created, lastSent, total, i + 1, dataJson);
-      sub.deliver(head + sub.envelopeTail(lastSent), this.name, seq);
-      this.deliveries++;
-    }
-    this.recordDuration(lastSent - created);
-    return [seq, total];
   }
 
   // The buffered cycles after `seq`, as replayed deliveries to `sub` (spec §10).
@@ -194,84 +145,55 @@ class EventEmitterState {
         return { seq: entry.seq, json: head + sub.envelopeTail(sent) };
       });
   }
-
-  recordDuration(duration) {
-    this.lastEmitDuration = duration;
-    this.totalEmitDuration += duration;
-    if (duration > this.maxEmitDuration) this.maxEmitDuration = duration;
-  }
-
-  stats() {
-    return {
-      interval_ms: this.intervalMs,
-      active: this.active,
-      emits: this.emits,
-      last_seq: this.lastSeq,
-      deliveries: this.deliveries,
-      last_emit_duration_ms: this.lastEmitDuration,
-      max_emit_duration_ms: this.maxEmitDuration,
-      total_emit_duration_ms: this.totalEmitDuration,
-    };
-  }
 }
 
-function emitterState(name) {
-  let state = emitters.get(name);
-  if (!state) {
-    state = new EventEmitterState(name);
-    emitters.set(name, state);
+// Event name -> EventLog, for every name that had a cycle.
+const logs = new Map();
+
+function eventLog(name) {
+  let log = logs.get(name);
+  if (!log) {
+    log = new EventLog(name);
+    logs.set(name, log);
   }
-  return state;
+  return log;
 }
 
-// A publish cycle (spec §11): an emit cycle now, whether or not the event has an emitter.
-function publish(name, data) {
-  return emitterState(name).emit(JSON.stringify(data === undefined ? null : data));
+// One emit cycle delivered to the subscribers this process holds, in the order they
+// subscribed; dataJson is set for a publish cycle (spec §11). Places count this process's
+// snapshot (with workers: per worker).
+function deliverCycle(name, seq, created, dataJson) {
+  const log = eventLog(name);
+  log.record(seq, created, dataJson);
+  const snapshot = [...(topics.get(name) || [])];
+  const total = snapshot.length;
+  let lastSent = created;
+  for (let i = 0; i < total; i++) {
+    const sub = snapshot[i];
+    if (!canDeliver(sub)) continue;
+    lastSent = Date.now();
+    const head = eventJson(log.nameJson, seq, created, lastSent, total, i + 1, dataJson);
+    sub.deliver(head + sub.envelopeTail(lastSent), name, seq);
+    log.deliveries++;
+  }
+  return { total, lastSent };
 }
 
 function lastSeq(name) {
-  const state = emitters.get(name);
-  return state ? state.lastSeq : 0;
+  const log = logs.get(name);
+  return log ? log.lastSeq : 0;
 }
 
-function eventStats() {
-  const out = {};
-  for (const [name, state] of emitters) out[name] = state.stats();
+function replayAfter(name, seq, sub) {
+  const log = logs.get(name);
+  return log ? log.replayAfter(seq, sub) : [];
+}
+
+// name -> deliveries made by this process, for the `events` of /stats.
+function deliveriesByName() {
+  const out = Object.create(null);
+  for (const [name, log] of logs) out[name] = log.deliveries;
   return out;
-}
-
-function setEvent(res, body) {
-  const { name, interval_ms: intervalMs } = body;
-  if (!isEventName(name)) return sendError(res, 400, 'invalid event name');
-  if (!isIntegerIn(intervalMs, MIN_INTERVAL_MS, MAX_DURATION_MS)) {
-    return sendError(res, 400, 'interval_ms must be an integer from 10 to 3600000');
-  }
-  const state = emitterState(name);
-  const replaced = state.active;
-  state.start(intervalMs);
-  return sendBody(res, 200, JSON_TYPE, JSON.stringify({ name, interval_ms: intervalMs, replaced }));
-}
-
-function clearAll(res) {
-  const cleared = [];
-  for (const [name, state] of emitters) {
-    if (!state.active) continue;
-    state.stop();
-    cleared.push(name);
-  }
-  cleared.sort();
-  sendBody(res, 200, JSON_TYPE, JSON.stringify({ cleared }));
-}
-
-// body is an object, or null for an empty request body.
-function clearEvent(res, body) {
-  const name = body === null ? null : body.name;
-  if (name === undefined || name === null) return clearAll(res);
-  if (!isEventName(name)) return sendError(res, 400, 'invalid event name');
-  const state = emitters.get(name);
-  if (!state || !state.active) return sendError(res, 404, 'unknown event');
-  state.stop();
-  return sendBody(res, 200, JSON_TYPE, JSON.stringify({ cleared: [name] }));
 }
 
 function pushRequestError(body) {
@@ -312,11 +234,9 @@ module.exports = {
   Subscriber,
   subscribe,
   unsubscribe,
-  emitters,
-  publish,
+  deliverCycle,
   lastSeq,
-  setEvent,
-  clearEvent,
+  replayAfter,
+  deliveriesByName,
   registerPush,
-  eventStats,
 };

@@ -14,4 +14,11 @@ function logWhenClosed(req, res) {
   });
 }
 
-module.exports = { requestLog: state, logWhenClosed };
+// The body of POST /logging: [status, answer].
+function setLogging(body) {
+  if (typeof body.enabled !== 'boolean') return [400, { error: 'enabled must be true or false' }];
+  state.enabled = body.enabled;
+  return [200, { enabled: state.enabled }];
+}
+
+module.exports = { requestLog: state, logWhenClosed, setLogging };

@@ -3,6 +3,7 @@
 // section exactly once, and every error carries the spec's JSON body.
 
 const { counters } = require('./stats');
+const { isPromise } = require('./settle');
 
 const JSON_TYPE = 'application/json';
 
@@ -27,6 +28,13 @@ function sendJson(res, status, value, extraHeaders) {
 
 function sendError(res, status, reason, extraHeaders) {
   sendJson(res, status, { error: reason }, extraHeaders);
+}
+
+// Sends what a server-wide call (hub.js) answers: now, or when the cluster's primary
+// replies. A failed call means the primary has gone, and the server with it.
+function whenAnswered(res, result, send) {
+  if (!isPromise(result)) send(result);
+  else result.then(send, (err) => sendError(res, 500, `server state unavailable: ${err.message}`));
 }
 
 function methodNotAllowed(res, allowed) {
@@ -55,6 +63,7 @@ module.exports = {
   sendBody,
   sendJson,
   sendError,
+  whenAnswered,
   methodNotAllowed,
   rawErrorResponse,
 };

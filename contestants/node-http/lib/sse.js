@@ -4,10 +4,11 @@
 // missed from each event's replay buffer, or a gap message for what the buffer lost.
 
 const { counters } = require('./stats');
-const { sendHead, sendError } = require('./respond');
+const { sendHead, sendError, whenAnswered } = require('./respond');
 const { isEventName } = require('./validate');
 const { DeadlineTimer } = require('./timers');
 const push = require('./push');
+const { hub } = require('./hub');
 
 const DEFAULT_HEARTBEAT_MS = 15000;
 const DECIMAL = /^(0|[1-9][0-9]{0,8})$/;
@@ -92,8 +93,7 @@ function parsePosition(header) {
 function resume(sub, name, after) {
   const newest = push.lastSeq(name);
   if (after === newest) return;
-  const state = push.emitters.get(name);
-  const replays = state ? state.replayAfter(after, sub) : [];
+  const replays = push.replayAfter(name, after, sub);
   const next = replays.length ? replays[0].seq : newest + 1;
   if (next > after + 1 || after > newest) {
     counters.sse.gaps++;
@@ -111,6 +111,17 @@ function handleSse(req, res, url) {
   if (typeof body === 'string') return sendError(res, 400, body);
   const named = parsePosition(req.headers['last-event-id']);
   if (named === null) return sendError(res, 400, 'malformed last-event-id');
+  // An id ahead of this process's newest seq is from an earlier run of the server, or (in a
+  // cluster worker) names a cycle still on its way here: wait for that before judging.
+  const ahead = body.events.some((name) => named.has(name) && named.get(name) > push.lastSeq(name));
+  whenAnswered(res, ahead ? hub.catchUp() : null, () => {
+    if (!res.destroyed) openStream(res, body, named);
+  });
+  return undefined;
+}
+
+// Registering and replaying are one step: no cycle comes in between.
+function openStream(res, body, named) {
   const positions = new Map(body.events.map((name) => [name, named.get(name) ?? push.lastSeq(name)]));
   const sub = new SseSubscriber(body, res, positions);
   sendHead(res, 200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });

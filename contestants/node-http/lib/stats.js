@@ -28,30 +28,42 @@ function trackConnections(server) {
   });
 }
 
-function snapshot(serverName, events) {
+// The GET /stats document of these counts: this process's own, or (in a cluster's primary)
+// the sum of every worker's (addCounts), over the uptime since startedAt.
+function snapshot(serverName, events, counts = counters, startedAt = counters.startedAt) {
   return {
     spec_version: SPEC_VERSION,
     server: serverName,
-    uptime_ms: Date.now() - counters.startedAt,
-    connections: { open: counters.connectionsOpen, total: counters.connectionsTotal },
+    uptime_ms: Date.now() - startedAt,
+    connections: { open: counts.connectionsOpen, total: counts.connectionsTotal },
     requests: {
-      total: counters.requestsTotal,
-      open_push: counters.open.longpoll + counters.open.comet,
+      total: counts.requestsTotal,
+      open_push: counts.open.longpoll + counts.open.comet,
     },
     responses: {
-      total: counters.responsesTotal,
-      push: counters.responsesPush,
-      timeouts: counters.responsesTimeouts,
+      total: counts.responsesTotal,
+      push: counts.responsesPush,
+      timeouts: counts.responsesTimeouts,
     },
     events,
     syslog: {
-      received: counters.syslogReceived,
-      bytes: counters.syslogBytes,
-      tcp_connections: counters.syslogTcpConnections,
+      received: counts.syslogReceived,
+      bytes: counts.syslogBytes,
+      tcp_connections: counts.syslogTcpConnections,
     },
-    sse: { open: counters.open.sse, ...counters.sse },
-    websocket: { ...counters.ws, subscribers: counters.open.websocket },
+    sse: { open: counts.open.sse, ...counts.sse },
+    websocket: { ...counts.ws, subscribers: counts.open.websocket },
   };
 }
 
-module.exports = { counters, trackConnections, snapshot };
+// Adds the numbers of `part` into `sum`, which has the same shape or lacks some keys (the
+// event names one worker knows and another does not).
+function addCounts(sum, part) {
+  for (const [key, value] of Object.entries(part)) {
+    if (typeof value === 'number') sum[key] = (sum[key] || 0) + value;
+    else sum[key] = addCounts(sum[key] || Object.create(null), value);
+  }
+  return sum;
+}
+
+module.exports = { counters, trackConnections, snapshot, addCounts };

@@ -123,7 +123,8 @@ function listen(target, port, host) {
 
 async function startSyslog(port, host) {
   const tcp = net.createServer(onTcpConnection);
-  const udp = dgram.createSocket({ type: 'udp4', recvBufferSize: UDP_RECEIVE_BUFFER });
+  const type = net.isIPv6(host) ? 'udp6' : 'udp4';
+  const udp = dgram.createSocket({ type, recvBufferSize: UDP_RECEIVE_BUFFER });
   udp.on('message', onDatagram);
   await listen(tcp, port, host);
   // Port 0 (tests) lets TCP pick; UDP then shares the number, as the spec's one port implies.

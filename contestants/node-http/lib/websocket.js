@@ -9,6 +9,8 @@ const { counters } = require('./stats');
 const { sendError } = require('./respond');
 const { isEventName } = require('./validate');
 const push = require('./push');
+const { hub } = require('./hub');
+const { isPromise, settle } = require('./settle');
 
 const MAX_MESSAGE = 64 * 1024;
 const KEY = /^[A-Za-z0-9+/]{22}==$/;
@@ -91,18 +93,52 @@ function echoMessage(session, message) {
   return null;
 }
 
+// The reply comes when the cycle's last delivery is handed over: at once in one process, or
+// (a Promise) when every worker has delivered it.
 function publishMessage(session, message) {
   if (!isEventName(message.event)) return 'publish needs an event name';
   counters.ws.publishes++;
-  const [seq, total] = push.publish(message.event, message.data);
-  send(session.ws, { type: 'published', event: message.event, seq, total });
-  return null;
+  const dataJson = JSON.stringify(message.data === undefined ? null : message.data);
+  return settle(hub.publish(message.event, dataJson), ([seq, total]) => {
+    if (session.ws.readyState === WebSocket.OPEN) {
+      send(session.ws, { type: 'published', event: message.event, seq, total });
+    }
+    return null;
+  });
 }
 
 const HANDLERS = { subscribe: subscribeMessage, echo: echoMessage, publish: publishMessage };
 
-// `ws` has checked framing, size and UTF-8 by now.
+// Replies go out in the order of the messages: while a publish waits for the cluster's
+// workers, the messages after it wait too.
 function onMessage(session, data, isBinary) {
+  if (session.waiting) {
+    session.waiting.push([data, isBinary]);
+    return;
+  }
+  const handled = handleMessage(session, data, isBinary);
+  if (!isPromise(handled)) return;
+  session.waiting = [];
+  handled.then(
+    () => resumeMessages(session),
+    () => session.ws.close(1011, 'server state unavailable'),
+  );
+}
+
+function resumeMessages(session) {
+  const waiting = session.waiting;
+  session.waiting = null;
+  while (waiting.length > 0) {
+    onMessage(session, ...waiting.shift());
+    if (session.waiting) {
+      session.waiting.push(...waiting);
+      return;
+    }
+  }
+}
+
+// `ws` has checked framing, size and UTF-8 by now. Returns a Promise while a publish waits.
+function handleMessage(session, data, isBinary) {
   if (isBinary) return session.ws.close(1003, 'binary messages are not accepted');
   let message;
   try {
@@ -112,15 +148,15 @@ function onMessage(session, data, isBinary) {
   }
   const isObject = message !== null && typeof message === 'object' && !Array.isArray(message);
   const handler = isObject && Object.hasOwn(HANDLERS, message.type) && HANDLERS[message.type];
-  const problem = handler ? handler(session, message) : 'unknown message type';
-  if (problem) session.ws.close(1008, problem);
-  return undefined;
+  return settle(handler ? handler(session, message) : 'unknown message type', (problem) => {
+    if (problem) session.ws.close(1008, problem);
+  });
 }
 
 function onConnection(ws) {
   counters.ws.open++;
   counters.ws.total++;
-  const session = { ws, sub: null };
+  const session = { ws, sub: null, waiting: null };
   ws.on('message', (data, isBinary) => onMessage(session, data, isBinary));
   // `ws` has already sent the close code of a protocol error (1002, 1007, 1009).
   ws.on('error', () => {});

@@ -1,8 +1,7 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('http');
-const { HOST, startServer, request, postJson, stats, sleep } = require('./harness');
+const { startServer, request, postJson, stats, sleep, readSse, fields } = require('./harness');
 
 let server;
 before(async () => {
@@ -10,29 +9,7 @@ before(async () => {
 });
 after(() => server.stop());
 
-// Reads a whole (timed) SSE stream; resolves with the head and the raw messages.
-function readStream(path, headers = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: HOST, port: server.port, path, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => resolve({ res, messages: text.split('\n\n').filter(Boolean) }));
-    });
-    req.on('error', reject);
-  });
-}
-
-// A message as { event, id, data }, the way an SSE client reads its fields.
-function fields(message) {
-  const out = {};
-  for (const line of message.split('\n')) {
-    const colon = line.indexOf(':');
-    if (colon > 0) out[line.slice(0, colon)] = line.slice(colon + 2);
-  }
-  if (out.data) out.data = JSON.parse(out.data);
-  return out;
-}
+const readStream = (path, headers) => readSse(server.port, path, headers);
 
 test('a stream of two events: opening id, id + data per emit, then the timeout message', async () => {
   const reading = readStream('/sse?events=sa,sb&heartbeat_ms=0&duration_ms=500');

@@ -1,8 +1,7 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { WebSocket } = require('ws');
-const { startServer, request, stats, sleep } = require('./harness');
+const { startServer, request, stats, sleep, connectWs } = require('./harness');
 
 let server;
 before(async () => {
@@ -10,24 +9,7 @@ before(async () => {
 });
 after(() => server.stop());
 
-// An open client whose next() resolves with the next message, parsed.
-function connect(options = {}) {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/ws`, options);
-    const queue = [];
-    const waiting = [];
-    ws.on('message', (data) => {
-      const message = JSON.parse(data.toString());
-      if (waiting.length) waiting.shift()(message);
-      else queue.push(message);
-    });
-    ws.next = () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiting.push(r)));
-    ws.sendJson = (value) => ws.send(JSON.stringify(value));
-    ws.closed = new Promise((r) => ws.on('close', (code) => r(code)));
-    ws.on('open', () => resolve(ws));
-    ws.on('error', reject);
-  });
-}
+const connect = (options) => connectWs(server.port, options);
 
 test('echo, and no extension even when deflate is offered', async () => {
   const ws = await connect({ perMessageDeflate: true });

@@ -103,6 +103,19 @@ def stats_shape(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.require(stats["connections"]["open"] >= 1, "connections.open excludes this one")
     for name, event in stats["events"].items():
         check_types(event, EVENT_STATS_TYPES, outcome, f"events.{name}")
+    if "workers" in stats:
+        check_workers(stats, outcome)
+
+
+def check_workers(stats: dict, outcome: Outcome) -> None:
+    """The optional `workers` of /stats (spec §5): how many, and what places count."""
+    if check_types(stats, {"workers.count": "int", "workers.places": "str"}, outcome):
+        workers = stats["workers"]
+        outcome.require(workers["count"] >= 1, f"workers.count is {workers['count']}")
+        outcome.require(
+            workers["places"] in ("per_worker", "server"),
+            f"workers.places is {workers['places']!r}, not per_worker or server",
+        )
 
 
 def check_spec_version(version: str, outcome: Outcome) -> None:

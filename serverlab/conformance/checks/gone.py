@@ -62,6 +62,10 @@ def gone_subscriber(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         stats = ctx.stats()
         return [stats[group][name] for group, name in counters]
 
+    # A connection that the case before closed may not be noticed yet (spec §6 allows
+    # notice_s): a baseline that counts it would take its leaving for this subscriber's.
+    notice_s = params.get("notice_s", 2.0)
+    wait_for(lambda: not any(open_now()), notice_s)
     before = open_now()
     with SUBSCRIBERS[transport](ctx, event, transport):
         counted = wait_for(
@@ -69,7 +73,6 @@ def gone_subscriber(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         )
     if not outcome.require(counted, f"{labels} never counted the open {transport} subscriber"):
         return
-    notice_s = params.get("notice_s", 2.0)
     noticed = wait_for(
         lambda: all(n <= b for n, b in zip(open_now(), before, strict=True)), notice_s
     )

@@ -7,6 +7,7 @@ from serverlab.base.waiting import wait_for
 from serverlab.conformance.checks.pushwire import (
     check_delivery,
     check_longpoll_answer,
+    check_places,
     check_timeout_answer,
     clear_event,
     longpoll,
@@ -105,7 +106,8 @@ def fanout(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """N concurrent long polls all get the same emit, with distinct places 1..N."""
     count = params.get("subscribers", 50)
     event = ctx.event_name()
-    open_before = ctx.stats()["requests"]["open_push"]
+    before = ctx.stats()
+    open_before = before["requests"]["open_push"]
     with ThreadPoolExecutor(max_workers=count) as pool:
         futures = [
             pool.submit(longpoll, ctx, [event], params.get("duration_ms", 15000))
@@ -124,10 +126,10 @@ def fanout(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
             clear_event(ctx, event)
     if not outcome.require(subscribed, f"/stats never showed {count} open push requests"):
         return
-    check_fanout(answers, event, count, outcome)
+    check_fanout(answers, event, before, outcome)
 
 
-def check_fanout(answers, event: str, count: int, outcome: Outcome) -> None:
+def check_fanout(answers, event: str, stats: dict, outcome: Outcome) -> None:
     documents = []
     for number, (response, body) in enumerate(answers, 1):
         document = check_longpoll_answer(response, outcome, f"subscriber {number}")
@@ -140,12 +142,7 @@ def check_fanout(answers, event: str, count: int, outcome: Outcome) -> None:
     outcome.require(
         len(distinct) == 1, f"subscribers saw {len(distinct)} different (seq, created) pairs"
     )
-    places = sorted(e["connections"]["place"] for e in documents)
-    outcome.require(
-        places == list(range(1, count + 1)), f"places are not 1..{count}: {places[:8]}..."
-    )
-    totals = {e["connections"]["total"] for e in documents}
-    outcome.require(totals == {count}, f"connections.total {sorted(totals)}, expected {count}")
+    check_places(documents, stats, outcome)
 
 
 def seq_continues(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:

@@ -1,6 +1,7 @@
 """Talking to the push endpoints and checking their answers against spec §6."""
 
 import json
+from collections import Counter
 
 from serverlab.base import httpclient
 from serverlab.conformance.context import VerifyContext
@@ -113,6 +114,28 @@ def check_delivery(
         f"{where}: connections.start/finish count the request itself",
     )
     return not outcome.failures
+
+
+def check_places(events: list[dict], stats: dict, outcome: Outcome) -> None:
+    """The `connections` of every delivery of one emit cycle: places 1..N of total N, N the
+    deliveries (spec §6); or, where /stats says `workers.places` is "per_worker" (spec §5),
+    each worker's share numbered 1..its total, the shares adding up to N."""
+    pairs = Counter((e["connections"]["total"], e["connections"]["place"]) for e in events)
+    shown = f"(total, place) pairs {sorted(pairs.elements())[:8]}"
+    workers = stats.get("workers")
+    if not (isinstance(workers, dict) and workers.get("places") == "per_worker"):
+        wanted = Counter((len(events), place) for place in range(1, len(events) + 1))
+        outcome.require(pairs == wanted, f"{shown}..., expected places 1..{len(events)}")
+        return
+    # A share of total t is one delivery of each place 1..t; k shares of t, k of each.
+    shares = {total: pairs[(total, 1)] for total, _place in pairs}
+    wanted = Counter({(t, p): k for t, k in shares.items() for p in range(1, t + 1)})
+    outcome.require(pairs == wanted, f"{shown}... are not shares numbered 1..total each")
+    count = sum(shares.values())
+    outcome.require(
+        count <= workers.get("count", 0),
+        f"{count} shares of one cycle, /stats says {workers.get('count')} workers",
+    )
 
 
 def check_timeout_answer(document, raw: bytes, request: dict, outcome: Outcome, where: str) -> bool:
