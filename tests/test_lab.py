@@ -199,6 +199,8 @@ def test_a_database_under_a_folder_with_spaces_quotes_and_dollars_runs_and_runs_
 PHASES = {
     # phase: (suite extra lines, the process whose appearance means the phase has begun)
     "verify": ("", "serverlab-verify-"),
+    # Caught while verify waits for a server to be ready (the first one of the run).
+    "verify-start": ("", "sleep 3"),
     "start": ("", "sleep 3"),
     "warm-up": ("warmup_s = 30", "warmup.json"),
     "priming": ("priming_runs = 2", "priming-0.json"),
@@ -209,10 +211,10 @@ PHASES = {
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_ctrl_c_in_each_phase_exits_130_and_leaves_nothing(slow_start, tmp_path, phase):
     extra, needle = PHASES[phase]
-    contestant = slow_start if phase == "start" else "reference"
+    contestant = slow_start if phase in ("start", "verify-start") else "reference"
     suite = write_suite(tmp_path, fast(30, extra), contestant=contestant)
     db = tmp_path / "lab.db"
-    run = Run(suite, db, *([] if phase == "verify" else ["--skip-verify"]))
+    run = Run(suite, db, *([] if phase.startswith("verify") else ["--skip-verify"]))
     run.wait_for_child(needle)
     time.sleep(0.3)
     run.process.send_signal(signal.SIGINT)
@@ -220,7 +222,7 @@ def test_ctrl_c_in_each_phase_exits_130_and_leaves_nothing(slow_start, tmp_path,
     assert run.process.returncode == 130, out
     assert "interrupted" in out and "Traceback" not in out
     assert run.leftovers() == []
-    assert run_statuses(db) == ([] if phase == "verify" else ["interrupted"])
+    assert run_statuses(db) == ([] if phase.startswith("verify") else ["interrupted"])
     assert rows(db, "SELECT COUNT(*) FROM tests") == [(0,)]
 
 

@@ -171,18 +171,19 @@ class ContestantServer:
         argv = ["/bin/sh", "-c", self.start_command]
         if self.cpus:
             argv = ["taskset", "-c", self.cpus, *argv]
-        with open(self.log_path, "ab") as log:
-            self.process = owner.popen(
-                argv,
-                cwd=self.manifest.folder,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
         self.exit_status = None
         try:
+            with open(self.log_path, "ab") as log:
+                self.process = owner.popen(
+                    argv,
+                    cwd=self.manifest.folder,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
             self._wait_ready()
-        except ServerError:
+        except BaseException:
+            # Not ready, or Ctrl-C while waiting: a server no caller holds must not live on.
             self.stop()
             raise
 

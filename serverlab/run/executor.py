@@ -140,9 +140,6 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         test.ended_at = time.time()
         _keep_log(env, test, server)
         return test
-    except BaseException:
-        server.stop()  # Ctrl-C while it was starting: it must not outlive us
-        raise
     test.run_info.update(_bound(server, env, namespace))
     paths = files.weighted_paths() if files else None
     try:
