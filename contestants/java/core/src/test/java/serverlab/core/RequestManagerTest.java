@@ -34,7 +34,7 @@ class RequestManagerTest {
     void oneEmitAnswersEveryLongPollInSubscriptionOrder() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
         for (int i = 0; i < 3; i++) {
-            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), inbox::offer);
+            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), (event, seq, body) -> inbox.offer(body));
         }
         assertEquals(3, manager.openPush());
         manager.set("e", 20);
@@ -51,7 +51,7 @@ class RequestManagerTest {
     @Test
     void sequenceNumbersSurviveReplaceAndClear() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
-        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), inbox::offer);
+        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), (event, seq, body) -> inbox.offer(body));
         manager.set("e", 10);
         long first = next(inbox).path("response").path("event").path("seq").asLong();
         assertTrue(manager.set("e", 10), "an active emitter is replaced");
@@ -71,8 +71,8 @@ class RequestManagerTest {
 
     @Test
     void aTimedOutPollIsAnsweredOnceAndLeavesEveryList() {
-        PushRequest poll = manager.register(
-                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), body -> true);
+        Subscriber poll = manager.register(
+                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), (event, seq, body) -> true);
         byte[] answer = manager.timeout(poll);
         assertTrue(new String(answer, StandardCharsets.UTF_8).contains("\"timeout\":true"));
         assertNull(manager.timeout(poll), "a second answer is refused");

@@ -24,10 +24,7 @@ public abstract class PushServlet extends EndpointServlet {
 
     /** Sends a comet stream's header section at once; the body follows chunked, line by line. */
     protected void startStream(HttpServletRequest request, HttpServletResponse response) throws IOException {
-        response.setStatus(200);
-        response.setContentType(COMET_CONTENT_TYPE);
-        response.flushBuffer();
-        StatsValve.headerSent(request, stats);
+        Responses.startStream(request, response, COMET_CONTENT_TYPE, stats);
     }
 
     /** The validated push body. */
