@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.NullNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The messages of one {@code /ws} connection (spec §11): subscribe, echo and publish, and the
@@ -36,9 +37,12 @@ public final class WebSocketSession {
     private final Stats stats;
     private final Connection connection;
     /**
-     * Guarded by this, as is every delivery: the connection's one subscription, and whether it
-     * has closed.
+     * Guards the subscription and every delivery, so none overtakes the subscribed reply. A
+     * lock, not a monitor: a virtual thread writing under a monitor pins its carrier on JDKs
+     * before 24.
      */
+    private final ReentrantLock lock = new ReentrantLock();
+    /** The connection's one subscription, and whether it has closed; guarded by the lock. */
     private Subscriber subscription;
     private boolean closed;
 
@@ -77,9 +81,12 @@ public final class WebSocketSession {
     /** The connection has closed: its subscription, if any, leaves every list. */
     public void closed() {
         Subscriber gone;
-        synchronized (this) {
+        lock.lock();
+        try {
             closed = true;
             gone = subscription;
+        } finally {
+            lock.unlock();
         }
         if (gone != null) {
             manager.abandon(gone);
@@ -96,24 +103,31 @@ public final class WebSocketSession {
             names.add(EventName.require(name));
         }
         PushSpec spec = new PushSpec(Transport.WEBSOCKET, PushSpec.distinctNames(names), null, message.toString());
-        synchronized (this) {
+        lock.lock();
+        try {
             if (subscription != null) {
                 throw ApiException.badRequest("subscribed already");
             }
             if (closed) {
                 return;
             }
-            // Registered before the reply, so /stats counts it once the client has the reply;
-            // deliveries take this lock too, so none overtakes the reply.
+            // Registered before the reply, so /stats counts it once the client has the reply.
             subscription = manager.register(spec, (event, seq, json) -> deliver(json));
             ObjectNode reply = Json.MAPPER.createObjectNode().put("type", "subscribed");
             reply.set("events", events);
             connection.send(Json.bytes(reply));
+        } finally {
+            lock.unlock();
         }
     }
 
-    private synchronized boolean deliver(byte[] json) {
-        return connection.send(json);
+    private boolean deliver(byte[] json) {
+        lock.lock();
+        try {
+            return connection.send(json);
+        } finally {
+            lock.unlock();
+        }
     }
 
     private void echo(JsonNode message) {

@@ -8,6 +8,7 @@ import jakarta.websocket.Session;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.locks.ReentrantLock;
 import serverlab.core.ControlApi;
 import serverlab.core.Stats;
 import serverlab.core.WebSocketSession;
@@ -25,6 +26,11 @@ public final class WebSocketEndpoint extends Endpoint implements WebSocketSessio
 
     private final ControlApi control;
     private final Stats stats;
+    /**
+     * One send at a time (Tomcat refuses concurrent ones). A lock, not a monitor: a virtual
+     * thread blocked in a write under a monitor pins its carrier on JDKs before 24.
+     */
+    private final ReentrantLock sending = new ReentrantLock();
     private Session session;
     private WebSocketSession messages;
 
@@ -64,24 +70,30 @@ public final class WebSocketEndpoint extends Endpoint implements WebSocketSessio
     }
 
     @Override
-    public synchronized boolean send(byte[] json) {
-        if (!session.isOpen()) {
-            return false;
-        }
+    public boolean send(byte[] json) {
+        sending.lock();
         try {
+            if (!session.isOpen()) {
+                return false;
+            }
             session.getBasicRemote().sendText(new String(json, StandardCharsets.UTF_8));
             return true;
         } catch (IOException | IllegalStateException gone) {
             return false;
+        } finally {
+            sending.unlock();
         }
     }
 
     @Override
-    public synchronized void close(int code, String reason) {
+    public void close(int code, String reason) {
+        sending.lock();
         try {
             session.close(new CloseReason(CloseReason.CloseCodes.getCloseCode(code), reason));
         } catch (IOException alreadyGone) {
             // Tomcat closes the connection itself when the close frame cannot be sent.
+        } finally {
+            sending.unlock();
         }
     }
 
