@@ -7,11 +7,9 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The seed 004 Request Manager and Event Manager: registers subscribers of every transport
@@ -33,15 +31,7 @@ public final class RequestManager {
 
     public RequestManager(Stats stats) {
         this.stats = stats;
-        AtomicLong threadNumber = new AtomicLong();
-        ScheduledThreadPoolExecutor pool = new ScheduledThreadPoolExecutor(
-                Math.max(2, Runtime.getRuntime().availableProcessors()), task -> {
-                    Thread thread = new Thread(task, "emitter-" + threadNumber.incrementAndGet());
-                    thread.setDaemon(true);
-                    return thread;
-                });
-        pool.setRemoveOnCancelPolicy(true);
-        this.emitters = pool;
+        this.emitters = DaemonScheduler.create("emitter");
     }
 
     /** Open subscribers of one transport. */

@@ -6,9 +6,8 @@ import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.util.Map;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
-import java.util.concurrent.atomic.AtomicLong;
 import serverlab.core.ControlApi;
+import serverlab.core.DaemonScheduler;
 import serverlab.core.SseRequest;
 import serverlab.tomcat.SseServlet;
 
@@ -23,15 +22,7 @@ public final class AsyncSseServlet extends SseServlet {
 
     public AsyncSseServlet(ControlApi control) {
         super(control);
-        AtomicLong threadNumber = new AtomicLong();
-        ScheduledThreadPoolExecutor pool = new ScheduledThreadPoolExecutor(
-                Math.max(2, Runtime.getRuntime().availableProcessors()), task -> {
-                    Thread thread = new Thread(task, "sse-timer-" + threadNumber.incrementAndGet());
-                    thread.setDaemon(true);
-                    return thread;
-                });
-        pool.setRemoveOnCancelPolicy(true);
-        this.timers = pool;
+        this.timers = DaemonScheduler.create("sse-timer");
     }
 
     @Override

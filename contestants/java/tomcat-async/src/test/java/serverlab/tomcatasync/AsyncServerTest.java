@@ -1,20 +1,9 @@
 package serverlab.tomcatasync;
 
-import serverlab.core.ServerContract;
-import serverlab.tomcat.TomcatServer;
+import serverlab.tomcat.TomcatContract;
 
-/** java-tomcat-async's servlets on a real embedded Tomcat: the shared server contract. */
-class AsyncServerTest extends ServerContract {
-    private TomcatServer.Running server;
-
-    @Override
-    protected int start(String... args) throws Exception {
-        server = new TomcatServer("java-tomcat-async", args).start(Main.MODEL);
-        return server.port();
-    }
-
-    @Override
-    protected void stop() throws Exception {
-        server.stop();
+class AsyncServerTest extends TomcatContract {
+    AsyncServerTest() {
+        super("java-tomcat-async", Main.MODEL);
     }
 }

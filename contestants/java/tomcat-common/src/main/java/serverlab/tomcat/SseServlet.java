@@ -6,25 +6,19 @@ import java.io.IOException;
 import java.util.Map;
 import serverlab.core.ControlApi;
 import serverlab.core.Endpoint;
-import serverlab.core.RequestManager;
 import serverlab.core.SseRequest;
 import serverlab.core.SseStream;
-import serverlab.core.Stats;
 
 /**
  * Base of the per-model {@code GET /sse} servlets (spec §10): the query and
  * {@code Last-Event-ID} are checked here (a 400 before any stream starts), how the stream
  * waits between its messages is the model's.
  */
-public abstract class SseServlet extends EndpointServlet {
+public abstract class SseServlet extends SubscriberServlet {
     private static final long serialVersionUID = 1L;
-    protected final transient RequestManager manager;
-    protected final transient Stats stats;
 
     protected SseServlet(ControlApi control) {
-        super(Endpoint.SSE);
-        this.manager = control.requestManager();
-        this.stats = control.counters();
+        super(Endpoint.SSE, control);
     }
 
     @Override
@@ -41,6 +35,6 @@ public abstract class SseServlet extends EndpointServlet {
     /** The stream's header section, sent at once. */
     protected void startStream(HttpServletRequest request, HttpServletResponse response) throws IOException {
         response.setHeader("Cache-Control", "no-cache");
-        Responses.startStream(request, response, SseStream.CONTENT_TYPE, stats);
+        startStream(request, response, SseStream.CONTENT_TYPE);
     }
 }

@@ -1,20 +1,9 @@
 package serverlab.virtualthreads;
 
-import serverlab.core.ServerContract;
-import serverlab.tomcat.TomcatServer;
+import serverlab.tomcat.TomcatContract;
 
-/** java-virtual-threads's servlets on a real embedded Tomcat: the shared server contract. */
-class VirtualThreadsServerTest extends ServerContract {
-    private TomcatServer.Running server;
-
-    @Override
-    protected int start(String... args) throws Exception {
-        server = new TomcatServer("java-virtual-threads", args).start(Main.MODEL);
-        return server.port();
-    }
-
-    @Override
-    protected void stop() throws Exception {
-        server.stop();
+class VirtualThreadsServerTest extends TomcatContract {
+    VirtualThreadsServerTest() {
+        super("java-virtual-threads", Main.MODEL);
     }
 }
