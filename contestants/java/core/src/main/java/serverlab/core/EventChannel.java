@@ -48,10 +48,6 @@ final class EventChannel {
         this.name = name;
     }
 
-    synchronized void subscribe(Subscriber subscriber) {
-        subscribers.add(subscriber);
-    }
-
     /**
      * Subscribes and, in the same step, takes the newest seq and what the buffer holds after
      * {@code after} (nothing when null), so every later seq reaches the subscriber live and

@@ -48,7 +48,7 @@ public final class RequestManager {
     public Subscriber register(PushSpec spec, PushSink sink) {
         Subscriber subscriber = newSubscriber(spec, sink);
         for (String name : spec.events()) {
-            channel(name, false).subscribe(subscriber);
+            subscribe(name, subscriber, null);
         }
         return subscriber;
     }
@@ -65,8 +65,7 @@ public final class RequestManager {
         List<EventChannel.Resume> resumes = new ArrayList<>();
         for (String name : spec.events()) {
             Long named = lastEventId.get(name);
-            EventChannel channel = channel(name, false);
-            EventChannel.Resume resume = channel.subscribeAfter(subscriber, named);
+            EventChannel.Resume resume = subscribe(name, subscriber, named);
             stream.position(name, named == null ? resume.lastSeq() : named);
             resumes.add(resume);
         }
@@ -110,14 +109,27 @@ public final class RequestManager {
         return new Subscriber(spec, sink, System.currentTimeMillis(), start);
     }
 
-    /** The channel of an event, created if needed; {@code listed} marks it set or published to. */
-    private EventChannel channel(String name, boolean listed) {
+    /**
+     * Subscribes to an event's channel, created if needed, and takes what it holds after
+     * {@code after} (see {@link EventChannel#subscribeAfter}). Inside compute, so a concurrent
+     * unsubscribe cannot dispose of the channel between finding it and subscribing.
+     */
+    private EventChannel.Resume subscribe(String name, Subscriber subscriber, Long after) {
+        EventChannel.Resume[] resume = new EventChannel.Resume[1];
+        channels.compute(name, (key, existing) -> {
+            EventChannel channel = existing != null ? existing : new EventChannel(key);
+            resume[0] = channel.subscribeAfter(subscriber, after);
+            return channel;
+        });
+        return resume[0];
+    }
+
+    /** An event's channel, created if needed and marked set or published to, so never disposed of. */
+    private EventChannel listedChannel(String name) {
         // Marked inside compute so a concurrent unsubscribe cannot dispose of it meanwhile.
         return channels.compute(name, (key, existing) -> {
             EventChannel channel = existing != null ? existing : new EventChannel(key);
-            if (listed) {
-                channel.markListed();
-            }
+            channel.markListed();
             return channel;
         });
     }
@@ -164,7 +176,7 @@ public final class RequestManager {
 
     /** {@code POST /event/set}: starts or replaces an emitter; returns whether one was replaced. */
     public boolean set(String name, long intervalMs) {
-        EventChannel channel = channel(name, true);
+        EventChannel channel = listedChannel(name);
         synchronized (channel) {
             // Scheduling and installing under the channel's lock keeps two racing sets from
             // leaving two live schedules.
@@ -179,7 +191,7 @@ public final class RequestManager {
      * the publish's data (JSON text); it waits for a cycle of the event already running.
      */
     public Published publish(String name, String dataJson) {
-        return emitCycle(channel(name, true), dataJson);
+        return emitCycle(listedChannel(name), dataJson);
     }
 
     /** {@code POST /event/clear} of one name; 404 when it has no active emitter. */

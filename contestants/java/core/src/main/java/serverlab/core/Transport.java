@@ -12,10 +12,5 @@ public enum Transport {
     /** {@code GET /sse}: one Server-Sent Events message per delivery. */
     SSE,
     /** A subscribed {@code GET /ws} connection: one text message per delivery. */
-    WEBSOCKET;
-
-    /** Whether it is a {@code /push} request, the kind {@code requests.open_push} counts. */
-    public boolean isPush() {
-        return this == LONGPOLL || this == COMET;
-    }
+    WEBSOCKET
 }
