@@ -11,16 +11,18 @@ public final class ApiException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     private final int status;
-    private final String allow;
+    private final String headerName;
+    private final String headerValue;
 
     public ApiException(int status, String reason) {
-        this(status, reason, null);
+        this(status, reason, null, null);
     }
 
-    private ApiException(int status, String reason, String allow) {
+    private ApiException(int status, String reason, String headerName, String headerValue) {
         super(reason, null, false, false); // no stack trace: hostile input is routine, not exceptional
         this.status = status;
-        this.allow = allow;
+        this.headerName = headerName;
+        this.headerValue = headerValue;
     }
 
     public static ApiException badRequest(String reason) {
@@ -32,16 +34,25 @@ public final class ApiException extends RuntimeException {
     }
 
     public static ApiException methodNotAllowed(String allow) {
-        return new ApiException(405, "method not allowed", allow);
+        return new ApiException(405, "method not allowed", "Allow", allow);
+    }
+
+    /** A WebSocket upgrade of another version than 13 (spec §11). */
+    public static ApiException upgradeRequired(String reason) {
+        return new ApiException(426, reason, "Sec-WebSocket-Version", "13");
     }
 
     public int status() {
         return status;
     }
 
-    /** The {@code Allow} header value for a 405, or null. */
-    public String allow() {
-        return allow;
+    /** The header this answer needs ({@code Allow} for a 405), or null. */
+    public String headerName() {
+        return headerName;
+    }
+
+    public String headerValue() {
+        return headerValue;
     }
 
     public byte[] body() {
@@ -75,6 +86,7 @@ public final class ApiException extends RuntimeException {
             case 414: return "request uri too long";
             case 415: return "unsupported media type";
             case 417: return "expectation failed";
+            case 426: return "upgrade required";
             case 431: return "request header fields too large";
             case 501: return "not implemented";
             case 503: return "service unavailable";

@@ -83,6 +83,6 @@ public final class ControlApi {
 
     /** {@code GET /stats}. */
     public byte[] stats() {
-        return Json.bytes(stats.snapshot(requestManager.openPush(), requestManager.eventStats()));
+        return Json.bytes(stats.snapshot(requestManager::open, requestManager.eventStats()));
     }
 }

@@ -16,27 +16,38 @@ final class Deliveries {
         void write(JsonGenerator g) throws IOException;
     }
 
-    static byte[] event(PushRequest request, String name, long seq, long created, long sent,
-            int total, int place, int finish) {
-        return render(request, sent, finish, g -> {
+    /**
+     * One delivery of a cycle; a replay (§10) is a cycle of one, marked {@code replayed}.
+     * A publish cycle's deliveries carry its data (§11).
+     */
+    static byte[] event(Subscriber subscriber, String name, EventChannel.Cycle cycle, long sent,
+            int total, int place, int finish, boolean replayed) {
+        return render(subscriber, sent, finish, g -> {
             g.writeObjectFieldStart("event");
             g.writeStringField("name", name);
-            g.writeNumberField("seq", seq);
-            writeTimings(g, created, sent);
+            g.writeNumberField("seq", cycle.seq());
+            writeTimings(g, cycle.created(), sent);
             g.writeObjectFieldStart("connections");
             g.writeNumberField("total", total);
             g.writeNumberField("place", place);
             g.writeEndObject();
+            if (cycle.dataJson() != null) {
+                g.writeFieldName("data");
+                g.writeRawValue(cycle.dataJson());
+            }
+            if (replayed) {
+                g.writeBooleanField("replayed", true);
+            }
             g.writeEndObject();
         });
     }
 
-    static byte[] timeout(PushRequest request, long sent, int finish) {
-        return render(request, sent, finish, g -> g.writeBooleanField("timeout", true));
+    static byte[] timeout(Subscriber subscriber, long sent, int finish) {
+        return render(subscriber, sent, finish, g -> g.writeBooleanField("timeout", true));
     }
 
-    private static byte[] render(PushRequest request, long sent, int finish, ResponsePart response) {
-        String requestJson = request.spec().requestJson();
+    private static byte[] render(Subscriber subscriber, long sent, int finish, ResponsePart response) {
+        String requestJson = subscriber.spec().requestJson();
         ByteArrayBuilder out = new ByteArrayBuilder(384 + requestJson.length());
         try (JsonGenerator g = Json.FACTORY.createGenerator(out)) {
             g.writeStartObject();
@@ -45,17 +56,17 @@ final class Deliveries {
             g.writeEndObject();
             g.writeFieldName("request");
             g.writeRawValue(requestJson);
-            writeTimings(g, request.created(), sent);
+            writeTimings(g, subscriber.created(), sent);
             g.writeObjectFieldStart("connections");
-            g.writeNumberField("start", request.startCount());
+            g.writeNumberField("start", subscriber.startCount());
             g.writeNumberField("finish", finish);
             g.writeEndObject();
             g.writeEndObject();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        if (!request.longPoll()) {
-            out.append('\n'); // comet lines are NDJSON; a long-poll answer is the bare object
+        if (subscriber.transport() == Transport.COMET) {
+            out.append('\n'); // comet lines are NDJSON; every other transport frames the bare object
         }
         return out.toByteArray();
     }

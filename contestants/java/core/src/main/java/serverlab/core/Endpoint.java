@@ -10,7 +10,9 @@ public enum Endpoint {
     STATS("/stats", "GET"),
     EVENT_SET("/event/set", "POST"),
     EVENT_CLEAR("/event/clear", "POST"),
-    PUSH("/push", "POST");
+    PUSH("/push", "POST"),
+    SSE("/sse", "GET"),
+    WEBSOCKET("/ws", "GET");
 
     private static final Endpoint[] ALL = values(); // values() copies the array on every call
 

@@ -1,5 +1,6 @@
 package serverlab.core;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -9,16 +10,22 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * One event name: its subscribers in subscription order, its emitter schedule and its counters.
- * The subscriber set is guarded by {@code this}; it is held only to add, remove or copy, never
- * while delivering (seed 004 §3.1.1: snapshot under the lock, deliver outside it).
+ * One event name: its subscribers in subscription order, its emitter schedule, the replay
+ * buffer of its newest cycles and its counters. The state is guarded by {@code this}, held
+ * only to add, remove or copy, never while delivering (seed 004 §3.1.1: snapshot under the
+ * lock, deliver outside it).
  */
 final class EventChannel {
+    /** Emit cycles kept per event for SSE replay (spec §10): exactly the newest 64. */
+    static final int REPLAY_BUFFER = 64;
+
     final String name;
     /** Serializes emit cycles, so a replaced emitter's last cycle never overlaps the new one's. */
     final ReentrantLock cycleLock = new ReentrantLock();
-    private final LinkedHashSet<PushRequest> subscribers = new LinkedHashSet<>();
-    private boolean everSet;
+    private final LinkedHashSet<Subscriber> subscribers = new LinkedHashSet<>();
+    private final ArrayDeque<Cycle> history = new ArrayDeque<>(REPLAY_BUFFER);
+    /** Set or published to: listed in {@code /stats} and never forgotten. */
+    private boolean listed;
     private boolean active;
     private long intervalMs;
     private ScheduledFuture<?> schedule;
@@ -29,28 +36,53 @@ final class EventChannel {
     private long maxEmitMs;
     private long totalEmitMs;
 
+    /** One emit cycle: its seq, when it started, and a publish's data (JSON), else null. */
+    record Cycle(long seq, long created, String dataJson) {
+    }
+
+    /** What a subscriber finds as it subscribes: the newest seq, and the buffered cycles after its position. */
+    record Resume(long lastSeq, List<Cycle> buffered) {
+    }
+
     EventChannel(String name) {
         this.name = name;
     }
 
-    synchronized void subscribe(PushRequest request) {
-        subscribers.add(request);
+    /**
+     * Subscribes and, in the same step, takes the newest seq and what the buffer holds after
+     * {@code after} (nothing when null), so every later seq reaches the subscriber live and
+     * every earlier one is in the answer.
+     */
+    synchronized Resume subscribeAfter(Subscriber subscriber, Long after) {
+        subscribers.add(subscriber);
+        List<Cycle> buffered = new ArrayList<>();
+        for (Cycle cycle : after == null ? List.<Cycle>of() : history) {
+            if (cycle.seq() > after) {
+                buffered.add(cycle);
+            }
+        }
+        return new Resume(lastSeq, buffered);
     }
 
-    synchronized void unsubscribe(PushRequest request) {
-        subscribers.remove(request);
+    synchronized void unsubscribe(Subscriber subscriber) {
+        subscribers.remove(subscriber);
     }
 
-    /** Whether the map may forget it: never set and nobody waiting, so nothing would be lost. */
+    /** Whether the map may forget it: never set nor published to and nobody waiting. */
     synchronized boolean disposable() {
-        return !everSet && subscribers.isEmpty();
+        return !listed && subscribers.isEmpty();
     }
 
-    /** Starts a cycle: the next sequence number and the subscribers to deliver to, in order. */
-    synchronized List<PushRequest> beginCycle(long[] seqOut) {
-        seqOut[0] = ++lastSeq;
-        List<PushRequest> snapshot = new ArrayList<>(subscribers);
-        subscribers.removeIf(PushRequest::longPoll); // a long poll is answered by this cycle
+    /** Starts a cycle: numbers and buffers it, and copies the subscribers to deliver to, in order. */
+    synchronized List<Subscriber> beginCycle(String dataJson, Cycle[] cycleOut) {
+        Cycle cycle = new Cycle(++lastSeq, System.currentTimeMillis(), dataJson);
+        if (history.size() == REPLAY_BUFFER) {
+            history.removeFirst();
+        }
+        history.addLast(cycle);
+        cycleOut[0] = cycle;
+        List<Subscriber> snapshot = new ArrayList<>(subscribers);
+        subscribers.removeIf(Subscriber::longPoll); // a long poll is answered by this cycle
         return snapshot;
     }
 
@@ -62,8 +94,8 @@ final class EventChannel {
         totalEmitMs += durationMs;
     }
 
-    synchronized void markSet() {
-        everSet = true;
+    synchronized void markListed() {
+        listed = true;
     }
 
     /** Installs a new schedule; returns whether an active one was replaced. */
@@ -86,12 +118,8 @@ final class EventChannel {
         return wasActive;
     }
 
-    synchronized boolean isActive() {
-        return active;
-    }
-
-    synchronized boolean everSet() {
-        return everSet;
+    synchronized boolean listed() {
+        return listed;
     }
 
     synchronized Map<String, Object> stats() {

@@ -10,10 +10,25 @@ public final class EventName {
     private EventName() {
     }
 
+    public static boolean matches(String name) {
+        return PATTERN.matcher(name).matches();
+    }
+
     public static String require(JsonNode value) {
-        if (value == null || !value.isTextual() || !PATTERN.matcher(value.asText()).matches()) {
-            throw ApiException.badRequest("event name must match [A-Za-z0-9_.-]{1,64}");
+        if (value == null || !value.isTextual()) {
+            throw invalid();
         }
-        return value.asText();
+        return require(value.asText());
+    }
+
+    public static String require(String name) {
+        if (!matches(name)) {
+            throw invalid();
+        }
+        return name;
+    }
+
+    private static ApiException invalid() {
+        return ApiException.badRequest("event name must match [A-Za-z0-9_.-]{1,64}");
     }
 }

@@ -2,14 +2,16 @@ package serverlab.core;
 
 /**
  * Where an emitter hands a delivery: the one piece of the Request Manager that each
- * request-handling model implements its own way (seed 004's Observer).
+ * request-handling model and transport implements its own way (seed 004's Observer).
  */
 @FunctionalInterface
 public interface PushSink {
     /**
-     * Called on an emitter thread, outside every lock of the manager. The body is a complete
-     * long-poll answer, or one comet line ending in a newline. Returns false when the client is
-     * known to be gone, so the manager drops the request.
+     * Called on an emitter thread (or a publisher's), outside every lock of the manager. The
+     * body is the §6 delivery document: a complete long-poll answer, a comet line ending in a
+     * newline, or the bare document an SSE message or a WebSocket message carries; the event
+     * and seq say which cycle it is of, for the SSE id. Returns false when the client is known
+     * to be gone, so the manager drops the subscriber.
      */
-    boolean deliver(byte[] body);
+    boolean deliver(String event, long seq, byte[] body);
 }

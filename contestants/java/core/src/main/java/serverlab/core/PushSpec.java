@@ -6,18 +6,21 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 
-/** A validated {@code POST /push} body (spec §6). */
+/**
+ * What a subscriber asked for: a validated {@code POST /push} body (spec §6), or the events
+ * of an SSE stream (§10) or of a WebSocket's subscribe message (§11).
+ */
 public final class PushSpec {
     public static final int MAX_EVENTS = 16;
     public static final long MAX_DURATION_MS = 3_600_000;
 
-    private final boolean longPoll;
+    private final Transport transport;
     private final List<String> events;
     private final Long durationMs;
     private final String requestJson;
 
-    private PushSpec(boolean longPoll, List<String> events, Long durationMs, String requestJson) {
-        this.longPoll = longPoll;
+    PushSpec(Transport transport, List<String> events, Long durationMs, String requestJson) {
+        this.transport = transport;
         this.events = events;
         this.durationMs = durationMs;
         this.requestJson = requestJson;
@@ -26,11 +29,11 @@ public final class PushSpec {
     public static PushSpec parse(JsonNode body) {
         Json.requireObject(body);
         JsonNode type = body.get("type");
-        boolean longPoll;
+        Transport transport;
         if (type != null && "longpoll".equals(type.textValue())) {
-            longPoll = true;
+            transport = Transport.LONGPOLL;
         } else if (type != null && "comet".equals(type.textValue())) {
-            longPoll = false;
+            transport = Transport.COMET;
         } else {
             throw ApiException.badRequest("type must be longpoll or comet");
         }
@@ -43,21 +46,37 @@ public final class PushSpec {
             names.add(EventName.require(name));
         }
         Long durationMs = Json.boundedLong(body, "duration_ms", 1, MAX_DURATION_MS);
-        if (longPoll && durationMs == null) {
+        if (transport == Transport.LONGPOLL && durationMs == null) {
             throw ApiException.badRequest("duration_ms is required for longpoll");
         }
-        return new PushSpec(longPoll, new ArrayList<>(names), durationMs, body.toString());
+        return new PushSpec(transport, new ArrayList<>(names), durationMs, body.toString());
+    }
+
+    /**
+     * The 1 to 16 distinct event names SSE and WebSocket subscribers name (unlike {@code /push},
+     * which drops repeats, they refuse them).
+     */
+    static List<String> distinctNames(List<String> names) {
+        Set<String> distinct = new LinkedHashSet<>(names);
+        if (names.isEmpty() || names.size() > MAX_EVENTS || distinct.size() != names.size()) {
+            throw ApiException.badRequest("events must be 1 to 16 distinct event names");
+        }
+        return List.copyOf(names);
+    }
+
+    public Transport transport() {
+        return transport;
     }
 
     public boolean longPoll() {
-        return longPoll;
+        return transport == Transport.LONGPOLL;
     }
 
     public List<String> events() {
         return events;
     }
 
-    /** The poll timeout or stream length in milliseconds, or null for an endless comet stream. */
+    /** The poll timeout or stream length in milliseconds, or null for an endless stream. */
     public Long durationMs() {
         return durationMs;
     }

@@ -4,6 +4,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
+import java.util.function.ToIntFunction;
 
 /**
  * The {@code GET /stats} counters (spec §5). LongAdder keeps the hot-path increments free of
@@ -23,6 +24,17 @@ public final class Stats {
     private final LongAdder syslogReceived = new LongAdder();
     private final LongAdder syslogBytes = new LongAdder();
     private final LongAdder syslogTcpConnections = new LongAdder();
+    private final LongAdder sseTotal = new LongAdder();
+    private final LongAdder sseDeliveries = new LongAdder();
+    private final LongAdder sseReplayed = new LongAdder();
+    private final LongAdder sseGaps = new LongAdder();
+    private final LongAdder sseHeartbeats = new LongAdder();
+    private final LongAdder sseTimeouts = new LongAdder();
+    private final LongAdder webSocketsOpen = new LongAdder();
+    private final LongAdder webSocketsTotal = new LongAdder();
+    private final LongAdder webSocketDeliveries = new LongAdder();
+    private final LongAdder webSocketEchoes = new LongAdder();
+    private final LongAdder webSocketPublishes = new LongAdder();
     private volatile LongSupplier openConnections = () -> connectionsTotal.sum() - connectionsClosed.sum();
 
     public Stats(String serverName) {
@@ -54,12 +66,56 @@ public final class Stats {
         responses.increment();
     }
 
-    public void pushDelivered() {
-        pushResponses.increment();
+    /** A delivery of an emit cycle handed to a subscriber of this transport. */
+    void delivered(Transport transport) {
+        switch (transport) {
+            case SSE -> sseDeliveries.increment();
+            case WEBSOCKET -> webSocketDeliveries.increment();
+            default -> pushResponses.increment();
+        }
     }
 
-    public void timeoutAnswered() {
-        timeouts.increment();
+    /** A long poll's timeout answer, or the last message of a stream whose duration passed. */
+    void timedOut(Transport transport) {
+        if (transport == Transport.SSE) {
+            sseTimeouts.increment();
+        } else {
+            timeouts.increment();
+        }
+    }
+
+    void sseStarted() {
+        sseTotal.increment();
+    }
+
+    void sseReplayed() {
+        sseReplayed.increment();
+    }
+
+    void sseGap() {
+        sseGaps.increment();
+    }
+
+    public void sseHeartbeat() {
+        sseHeartbeats.increment();
+    }
+
+    /** A WebSocket handshake completed (101 sent); {@link #webSocketClosed} when its TCP connection ends. */
+    public void webSocketOpened() {
+        webSocketsTotal.increment();
+        webSocketsOpen.increment();
+    }
+
+    public void webSocketClosed() {
+        webSocketsOpen.decrement();
+    }
+
+    void webSocketEcho() {
+        webSocketEchoes.increment();
+    }
+
+    void webSocketPublish() {
+        webSocketPublishes.increment();
     }
 
     public void syslogMessage(int length) {
@@ -75,19 +131,26 @@ public final class Stats {
         return syslogReceived.sum();
     }
 
-    /** The {@code /stats} document; events come from the request manager. */
-    public Map<String, Object> snapshot(int openPush, Map<String, Object> events) {
+    /** The {@code /stats} document; open subscribers and events come from the request manager. */
+    public Map<String, Object> snapshot(ToIntFunction<Transport> open, Map<String, Object> events) {
         Map<String, Object> doc = new LinkedHashMap<>();
         doc.put("spec_version", SPEC_VERSION);
         doc.put("server", serverName);
         doc.put("uptime_ms", (System.nanoTime() - startedNanos) / 1_000_000);
         doc.put("connections", Map.of("open", openConnections.getAsLong(), "total", connectionsTotal.sum()));
+        int openPush = open.applyAsInt(Transport.LONGPOLL) + open.applyAsInt(Transport.COMET);
         doc.put("requests", Map.of("total", requests.sum(), "open_push", openPush));
         doc.put("responses", Map.of("total", responses.sum(), "push", pushResponses.sum(),
                 "timeouts", timeouts.sum()));
         doc.put("events", events);
         doc.put("syslog", Map.of("received", syslogReceived.sum(), "bytes", syslogBytes.sum(),
                 "tcp_connections", syslogTcpConnections.sum()));
+        doc.put("sse", Map.of("open", open.applyAsInt(Transport.SSE), "total", sseTotal.sum(),
+                "deliveries", sseDeliveries.sum(), "replayed", sseReplayed.sum(), "gaps", sseGaps.sum(),
+                "heartbeats", sseHeartbeats.sum(), "timeouts", sseTimeouts.sum()));
+        doc.put("websocket", Map.of("open", webSocketsOpen.sum(), "total", webSocketsTotal.sum(),
+                "subscribers", open.applyAsInt(Transport.WEBSOCKET), "deliveries", webSocketDeliveries.sum(),
+                "echoes", webSocketEchoes.sum(), "publishes", webSocketPublishes.sum()));
         return doc;
     }
 }

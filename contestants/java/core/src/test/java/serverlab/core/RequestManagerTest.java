@@ -34,7 +34,7 @@ class RequestManagerTest {
     void oneEmitAnswersEveryLongPollInSubscriptionOrder() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
         for (int i = 0; i < 3; i++) {
-            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), inbox::offer);
+            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), (event, seq, body) -> inbox.offer(body));
         }
         assertEquals(3, manager.openPush());
         manager.set("e", 20);
@@ -51,7 +51,7 @@ class RequestManagerTest {
     @Test
     void sequenceNumbersSurviveReplaceAndClear() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
-        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), inbox::offer);
+        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), (event, seq, body) -> inbox.offer(body));
         manager.set("e", 10);
         long first = next(inbox).path("response").path("event").path("seq").asLong();
         assertTrue(manager.set("e", 10), "an active emitter is replaced");
@@ -71,11 +71,111 @@ class RequestManagerTest {
 
     @Test
     void aTimedOutPollIsAnsweredOnceAndLeavesEveryList() {
-        PushRequest poll = manager.register(
-                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), body -> true);
+        Subscriber poll = manager.register(
+                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), (event, seq, body) -> true);
         byte[] answer = manager.timeout(poll);
         assertTrue(new String(answer, StandardCharsets.UTF_8).contains("\"timeout\":true"));
         assertNull(manager.timeout(poll), "a second answer is refused");
         assertEquals(0, manager.openPush());
+    }
+
+    /** One message of an SSE opening: its fields, by name. */
+    private static Map<String, String> fields(String message) {
+        Map<String, String> fields = new java.util.HashMap<>();
+        for (String line : message.split("\n")) {
+            int colon = line.indexOf(": ");
+            fields.put(line.substring(0, colon), line.substring(colon + 2));
+        }
+        return fields;
+    }
+
+    private static List<Map<String, String>> openingMessages(SseStream stream) {
+        String text = new String(stream.opening(), StandardCharsets.UTF_8);
+        assertTrue(text.endsWith("\n\n"), text);
+        return java.util.Arrays.stream(text.split("\n\n")).map(RequestManagerTest::fields).toList();
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> group(String name) {
+        return (Map<String, Object>) stats.snapshot(manager::open, manager.eventStats()).get(name);
+    }
+
+    @Test
+    void oneCycleSnapshotsTheSubscribersOfEveryTransport() {
+        List<String> order = new java.util.ArrayList<>();
+        List<JsonNode> deliveries = new java.util.ArrayList<>();
+        PushSink sink = (event, seq, body) -> {
+            deliveries.add(Json.parse(body, 0, body.length));
+            return true;
+        };
+        manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), sink);
+        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), sink);
+        manager.registerSse(SseRequest.parse("events=e").spec(), Map.of(), sink);
+        manager.register(new PushSpec(Transport.WEBSOCKET, List.of("e"), null, "{\"type\":\"subscribe\"}"), sink);
+        RequestManager.Published cycle = manager.publish("e", "{\"n\":1}");
+        assertEquals(new RequestManager.Published(1, 4), cycle);
+        for (int place = 1; place <= 4; place++) {
+            JsonNode delivery = deliveries.get(place - 1);
+            JsonNode event = delivery.path("response").path("event");
+            assertEquals(place, event.path("connections").path("place").asInt());
+            assertEquals(4, event.path("connections").path("total").asInt());
+            assertEquals(1, event.path("data").path("n").asInt(), "a publish cycle carries its data");
+            assertEquals(place, delivery.path("connections").path("start").asInt());
+            order.add(delivery.path("request").path("type").asText());
+        }
+        assertEquals(List.of("longpoll", "comet", "sse", "subscribe"), order);
+        assertEquals(1, manager.openPush(), "the long poll was answered");
+        assertEquals(1L, group("sse").get("deliveries"));
+        assertEquals(1, group("sse").get("open"));
+        assertEquals(1L, group("websocket").get("deliveries"));
+        assertEquals(1, group("websocket").get("subscribers"));
+        @SuppressWarnings("unchecked")
+        Map<String, Object> e = (Map<String, Object>) manager.eventStats().get("e");
+        assertEquals(Map.of("interval_ms", 0L, "active", false, "emits", 1L, "last_seq", 1L, "deliveries", 4L),
+                Map.of("interval_ms", e.get("interval_ms"), "active", e.get("active"), "emits", e.get("emits"),
+                        "last_seq", e.get("last_seq"), "deliveries", e.get("deliveries")));
+    }
+
+    @Test
+    void aReconnectingStreamGetsWhatItMissedThenTheOpening() {
+        for (int i = 0; i < 5; i++) {
+            manager.publish("r", "null");
+        }
+        SseStream stream = manager.registerSse(SseRequest.parse("events=r,other").spec(), Map.of("r", 2L),
+                (event, seq, body) -> true);
+        List<Map<String, String>> messages = openingMessages(stream);
+        assertEquals(List.of("r:3,other:0", "r:4,other:0", "r:5,other:0", "r:5,other:0"),
+                messages.stream().map(message -> message.get("id")).toList());
+        for (int i = 0; i < 3; i++) {
+            String data = messages.get(i).get("data");
+            JsonNode event = Json.parse(data.getBytes(StandardCharsets.UTF_8), 0, data.length())
+                    .path("response").path("event");
+            assertEquals(3 + i, event.path("seq").asInt());
+            assertTrue(event.path("replayed").asBoolean());
+            assertEquals(1, event.path("connections").path("total").asInt());
+        }
+        assertEquals(Map.of("id", "r:5,other:0"), messages.get(3), "the opening has no data");
+        assertEquals(3L, group("sse").get("replayed"));
+        assertEquals(0L, group("sse").get("gaps"));
+    }
+
+    @Test
+    void aGapNamesWhatTheBufferNoLongerHolds() {
+        for (int i = 0; i < 70; i++) {
+            manager.publish("g", "null");
+        }
+        List<Map<String, String>> old = openingMessages(
+                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 2L), (event, seq, body) -> true));
+        assertEquals(Map.of("event", "gap", "id", "g:6", "data", "{\"gap\":{\"name\":\"g\",\"after\":2,\"next\":7}}"),
+                old.get(0));
+        assertEquals(1 + EventChannel.REPLAY_BUFFER + 1, old.size(), "the gap, exactly 64 replays, the opening");
+        assertEquals("g:7", old.get(1).get("id"));
+        List<Map<String, String>> future = openingMessages(
+                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 1000L), (event, seq, body) -> true));
+        assertEquals(List.of(
+                Map.of("event", "gap", "id", "g:70", "data", "{\"gap\":{\"name\":\"g\",\"after\":1000,\"next\":71}}"),
+                Map.of("id", "g:70")), future);
+        assertEquals(2L, group("sse").get("gaps"));
+        assertEquals(64L, group("sse").get("replayed"));
     }
 }

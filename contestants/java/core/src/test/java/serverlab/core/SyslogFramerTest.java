@@ -20,7 +20,7 @@ class SyslogFramerTest {
 
     @SuppressWarnings("unchecked")
     private long syslog(String field) {
-        Map<String, Object> doc = stats.snapshot(0, Map.of());
+        Map<String, Object> doc = stats.snapshot(transport -> 0, Map.of());
         return ((Number) ((Map<String, Object>) doc.get("syslog")).get(field)).longValue();
     }
 

@@ -27,6 +27,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import serverlab.core.ApiException;
 import serverlab.core.ControlApi;
 import serverlab.core.DocRoot;
@@ -36,7 +37,10 @@ import serverlab.core.Json;
 import serverlab.core.Loopback;
 import serverlab.core.Perf;
 import serverlab.core.PushSpec;
+import serverlab.core.SseRequest;
+import serverlab.core.SseStream;
 import serverlab.core.UploadDigest;
+import serverlab.core.WebSocketHandshake;
 
 /**
  * One HTTP connection on its event loop: routes each request, streams request bodies (uploads
@@ -61,23 +65,13 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
     private boolean bodyEnded;
     /** A framing was refused (spec §1.1): nothing after it on this connection is served. */
     private boolean refused;
+    /** The request is a valid WebSocket upgrade, done once its (empty) body has been read. */
+    private boolean upgrade;
 
     HttpHandler(ControlApi control, DocRoot docRoot) {
         this.control = control;
         this.docRoot = docRoot;
         this.log = new ResponseLog(control);
-    }
-
-    @Override
-    public void channelActive(ChannelHandlerContext ctx) throws Exception {
-        control.counters().connectionOpened();
-        super.channelActive(ctx);
-    }
-
-    @Override
-    public void channelInactive(ChannelHandlerContext ctx) throws Exception {
-        control.counters().connectionClosed();
-        super.channelInactive(ctx);
     }
 
     @Override
@@ -132,6 +126,7 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         json = null;
         answered = false;
         bodyEnded = false;
+        upgrade = false;
         ApiException framing = Framing.refusal(received.headers().getAll(HttpHeaderNames.TRANSFER_ENCODING),
                 received.protocolVersion().equals(HttpVersion.HTTP_1_0));
         if (framing != null) {
@@ -163,6 +158,16 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
             case STATS:
                 answer(ctx, HttpResponses.json(control.stats()), keepAlive);
                 break;
+            case SSE:
+                SseRequest sse = SseRequest.parse(query < 0 ? null : uri.substring(query + 1));
+                Map<String, Long> lastEventId = SseStream.parseLastEventId(received.headers().get("Last-Event-ID"));
+                new SseExchange(ctx, control, received, keepAlive).start(sse, lastEventId);
+                answered = true;
+                break;
+            case WEBSOCKET:
+                WebSocketHandshake.check(received.headers()::getAll);
+                upgrade = true;
+                break;
             case UPLOAD:
                 UploadDigest.checkDeclaredLength(declaredLength);
                 upload = new UploadDigest();
@@ -189,7 +194,11 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         if (!(content instanceof LastHttpContent)) {
             return;
         }
-        if (upload != null) {
+        if (upgrade) {
+            log.responded(request, 101);
+            answered = true;
+            WebSocketConnection.upgrade(ctx, request, control);
+        } else if (upload != null) {
             byte[] digest = upload.answer();
             upload = null;
             answer(ctx, HttpResponses.json(digest), keepAlive);

@@ -56,8 +56,8 @@ final class HttpResponses {
     static FullHttpResponse error(ApiException error) {
         FullHttpResponse response = full(HttpResponseStatus.valueOf(error.status()), Json.CONTENT_TYPE,
                 Unpooled.wrappedBuffer(error.body()));
-        if (error.allow() != null) {
-            response.headers().set(HttpHeaderNames.ALLOW, error.allow());
+        if (error.headerName() != null) {
+            response.headers().set(error.headerName(), error.headerValue());
         }
         return response;
     }

@@ -11,16 +11,22 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.codec.http.HttpServerExpectContinueHandler;
 import io.netty.util.Version;
+import java.io.IOException;
+import java.net.InetSocketAddress;
 import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
 import serverlab.core.Args;
 import serverlab.core.ControlApi;
 import serverlab.core.DocRoot;
+import serverlab.core.ListenAddresses;
 import serverlab.core.RequestManager;
 import serverlab.core.Stats;
 
 /**
- * java-netty: Netty NIO event loops, one per core, for HTTP and the syslog listener. (The native
- * epoll transport's Linux jars are not served by the registry this project builds from.)
+ * java-netty: Netty NIO event loops, one per core, for HTTP and the syslog listener, on
+ * 127.0.0.1 and the {@code --host} address when that is another. (The native epoll
+ * transport's Linux jars are not served by the registry this project builds from.)
  */
 public final class Main {
     private static final int MAX_INITIAL_LINE = 16 * 1024;
@@ -31,6 +37,14 @@ public final class Main {
     private Main() {
     }
 
+    /** A started server, for tests: its HTTP port, and a way to stop it. */
+    record Running(int port, EventLoopGroup boss, EventLoopGroup workers) {
+        void stop() {
+            boss.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
+            workers.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
+        }
+    }
+
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
         if (args.has("version")) {
@@ -38,29 +52,46 @@ public final class Main {
                     + Version.identify().get("netty-common").artifactVersion() + " (nio), jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION);
             return;
         }
+        start(args).boss().terminationFuture().sync();
+    }
+
+    /** Binds every listen address; {@code --port 0} takes a free port, the same on all of them. */
+    static Running start(Args args) throws IOException, InterruptedException {
         Stats stats = new Stats("java-netty");
         ControlApi control = new ControlApi(stats, new RequestManager(stats));
         DocRoot docRoot = new DocRoot(Path.of(args.string("docroot", ".")));
+        List<String> addresses = ListenAddresses.of(args);
         int loops = args.integer("threads", 0);
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup(loops > 0 ? loops : Runtime.getRuntime().availableProcessors());
         // Syslog first: readiness is judged on the HTTP port, so it must open last.
         if (args.has("syslog-port")) {
-            Syslog.listen(boss, workers, Integer.parseInt(args.required("syslog-port")), stats);
+            Syslog.listen(boss, workers, addresses, Integer.parseInt(args.required("syslog-port")), stats);
         }
-        Channel http = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+        ConnectionCounter counter = new ConnectionCounter(stats);
+        ServerBootstrap http = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, args.integer("backlog", 1024))
                 .childOption(ChannelOption.TCP_NODELAY, true)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel channel) {
-                        channel.pipeline().addLast(
+                        channel.pipeline().addLast(counter,
                                 new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE),
                                 new HttpServerExpectContinueHandler(),
                                 new HttpHandler(control, docRoot));
                     }
-                })
-                .bind("127.0.0.1", Integer.parseInt(args.required("port"))).sync().channel();
-        http.closeFuture().sync();
+                });
+        int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
+        return new Running(port, boss, workers);
+    }
+
+    /** Binds the first address, then the others on the port it got; returns that port. */
+    static int bindAll(ServerBootstrap bootstrap, List<String> addresses, int port) throws InterruptedException {
+        Channel first = bootstrap.bind(addresses.get(0), port).sync().channel();
+        int bound = ((InetSocketAddress) first.localAddress()).getPort();
+        for (String address : addresses.subList(1, addresses.size())) {
+            bootstrap.bind(address, bound).sync();
+        }
+        return bound;
     }
 }

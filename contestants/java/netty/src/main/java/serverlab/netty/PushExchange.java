@@ -12,10 +12,10 @@ import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
-import serverlab.core.PushRequest;
 import serverlab.core.PushSink;
 import serverlab.core.PushSpec;
 import serverlab.core.RequestManager;
+import serverlab.core.Subscriber;
 
 /**
  * One long poll or comet stream on a channel. Emitter threads hand deliveries over as tasks
@@ -32,7 +32,7 @@ final class PushExchange implements PushSink {
     private final boolean keepAlive;
     private final ChannelFutureListener onClose = closed -> abandon();
     private boolean longPoll;
-    private PushRequest request;
+    private Subscriber request;
     private ScheduledFuture<?> timer;
     /** The response is complete; read and written on the event loop only. */
     private boolean ended;
@@ -64,7 +64,7 @@ final class PushExchange implements PushSink {
 
     /** Called on an emitter thread. */
     @Override
-    public boolean deliver(byte[] body) {
+    public boolean deliver(String event, long seq, byte[] body) {
         if (!channel.isActive()) {
             return false;
         }

@@ -3,6 +3,7 @@ package serverlab.netty;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
@@ -16,6 +17,7 @@ import io.netty.channel.socket.nio.NioDatagramChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.util.ReferenceCountUtil;
 import java.nio.ByteBuffer;
+import java.util.List;
 import serverlab.core.Stats;
 import serverlab.core.SyslogFramer;
 
@@ -28,22 +30,24 @@ final class Syslog {
     private Syslog() {
     }
 
-    static void listen(EventLoopGroup boss, EventLoopGroup workers, int port, Stats stats)
+    static void listen(EventLoopGroup boss, EventLoopGroup workers, List<String> addresses, int port, Stats stats)
             throws InterruptedException {
-        new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+        ServerBootstrap tcp = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, 1024)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel channel) {
                         channel.pipeline().addLast(new TcpHandler(stats));
                     }
-                })
-                .bind("127.0.0.1", port).sync();
-        new Bootstrap().group(workers).channel(NioDatagramChannel.class)
+                });
+        int bound = Main.bindAll(tcp, addresses, port);
+        Bootstrap udp = new Bootstrap().group(workers).channel(NioDatagramChannel.class)
                 .option(ChannelOption.SO_RCVBUF, UDP_RECEIVE_BUFFER)
                 .option(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(MAX_DATAGRAM))
-                .handler(new UdpHandler(stats))
-                .bind("127.0.0.1", port).sync();
+                .handler(new UdpHandler(stats));
+        for (String address : addresses) {
+            udp.bind(address, bound).sync();
+        }
     }
 
     /** One framer per connection: a message may be split across reads. */
@@ -79,6 +83,8 @@ final class Syslog {
         }
     }
 
+    /** Stateless, so one serves the datagram channel of every address. */
+    @ChannelHandler.Sharable
     private static final class UdpHandler extends SimpleChannelInboundHandler<DatagramPacket> {
         private final Stats stats;
 

@@ -5,10 +5,10 @@ import jakarta.servlet.AsyncEvent;
 import jakarta.servlet.AsyncListener;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
-import serverlab.core.PushRequest;
 import serverlab.core.PushSink;
 import serverlab.core.PushSpec;
 import serverlab.core.RequestManager;
+import serverlab.core.Subscriber;
 import serverlab.tomcat.Responses;
 
 /**
@@ -20,7 +20,7 @@ final class AsyncRequestMonitor implements AsyncListener, PushSink {
     private final AsyncContext async;
     private final RequestManager manager;
     private final boolean longPoll;
-    private volatile PushRequest request;
+    private volatile Subscriber request;
     /** The response is complete: nothing may be written any more. Guarded by this. */
     private boolean done;
 
@@ -35,7 +35,7 @@ final class AsyncRequestMonitor implements AsyncListener, PushSink {
     }
 
     @Override
-    public synchronized boolean deliver(byte[] body) {
+    public synchronized boolean deliver(String event, long seq, byte[] body) {
         if (done) {
             return false;
         }

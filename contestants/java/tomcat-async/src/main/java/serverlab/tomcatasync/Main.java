@@ -4,10 +4,14 @@ import serverlab.tomcat.TomcatServer;
 
 /** java-tomcat-async: Tomcat's thread pool serves requests; waiting ones hold no thread. */
 public final class Main {
+    /** The async push and SSE servlets on a pool of platform threads. */
+    public static final TomcatServer.Model MODEL = new TomcatServer.Model(AsyncPushServlet::new,
+            AsyncSseServlet::new, TomcatServer::platformThreads);
+
     private Main() {
     }
 
     public static void main(String[] argv) throws Exception {
-        new TomcatServer("java-tomcat-async", argv).run(AsyncPushServlet::new, (connector, args) -> { });
+        new TomcatServer("java-tomcat-async", argv).run(MODEL);
     }
 }

@@ -9,8 +9,8 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
-import serverlab.core.PushRequest;
 import serverlab.core.PushSpec;
+import serverlab.core.Subscriber;
 import serverlab.tomcat.PushServlet;
 import serverlab.tomcat.Responses;
 
@@ -30,7 +30,7 @@ public final class BlockingPushServlet extends PushServlet {
     protected void handle(HttpServletRequest request, HttpServletResponse response) throws IOException {
         PushSpec spec = readSpec(request);
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
-        PushRequest push = manager.register(spec, inbox::offer);
+        Subscriber push = manager.register(spec, (event, seq, body) -> inbox.offer(body));
         try {
             if (spec.longPoll()) {
                 Responses.json(response, awaitAnswer(push, inbox));
@@ -45,7 +45,7 @@ public final class BlockingPushServlet extends PushServlet {
         }
     }
 
-    private byte[] awaitAnswer(PushRequest push, BlockingQueue<byte[]> inbox) throws InterruptedException {
+    private byte[] awaitAnswer(Subscriber push, BlockingQueue<byte[]> inbox) throws InterruptedException {
         byte[] answer = inbox.poll(push.spec().durationMs(), TimeUnit.MILLISECONDS);
         if (answer != null) {
             return answer;
@@ -55,7 +55,7 @@ public final class BlockingPushServlet extends PushServlet {
         return answer != null ? answer : inbox.take();
     }
 
-    private void stream(PushRequest push, BlockingQueue<byte[]> inbox, HttpServletRequest request,
+    private void stream(Subscriber push, BlockingQueue<byte[]> inbox, HttpServletRequest request,
             HttpServletResponse response)
             throws IOException, InterruptedException {
         startStream(request, response);

@@ -7,7 +7,7 @@ import serverlab.core.Stats;
 
 /**
  * Tomcat's NIO HTTP/1.1 connector, plus the accepted-connection count that {@code /stats}
- * needs and Tomcat does not keep. Open connections come from Tomcat's own connection latch.
+ * needs and Tomcat does not keep.
  */
 public final class CountingNioProtocol extends Http11NioProtocol {
     private final CountingEndpoint endpoint;
@@ -21,9 +21,9 @@ public final class CountingNioProtocol extends Http11NioProtocol {
         this.endpoint = endpoint;
     }
 
+    /** Counts accepted connections; the open ones are Tomcat's own count, {@link #getConnectionCount()}. */
     void countInto(Stats stats) {
         endpoint.stats = stats;
-        stats.openConnectionsFrom(this::getConnectionCount);
     }
 
     private static final class CountingEndpoint extends NioEndpoint {

@@ -27,8 +27,8 @@ public final class Responses {
             return;
         }
         response.reset();
-        if (error.allow() != null) {
-            response.setHeader("Allow", error.allow());
+        if (error.headerName() != null) {
+            response.setHeader(error.headerName(), error.headerValue());
         }
         send(response, error.status(), Json.CONTENT_TYPE, error.body());
     }

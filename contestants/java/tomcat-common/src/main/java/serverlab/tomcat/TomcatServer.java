@@ -5,43 +5,66 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.apache.catalina.Context;
+import org.apache.catalina.Executor;
 import org.apache.catalina.LifecycleException;
 import org.apache.catalina.Wrapper;
 import org.apache.catalina.connector.Connector;
 import org.apache.catalina.core.StandardHost;
+import org.apache.catalina.core.StandardThreadExecutor;
+import org.apache.catalina.core.StandardVirtualThreadExecutor;
 import org.apache.catalina.startup.Tomcat;
 import org.apache.catalina.util.ServerInfo;
+import org.apache.tomcat.websocket.server.WsSci;
 import serverlab.core.Args;
 import serverlab.core.ControlApi;
 import serverlab.core.DocRoot;
 import serverlab.core.Endpoint;
+import serverlab.core.ListenAddresses;
 import serverlab.core.RequestManager;
 import serverlab.core.Stats;
 
 /**
- * Embedded Tomcat as every Tomcat contestant runs it: one NIO connector on 127.0.0.1, the
- * shared servlets, and the {@code /push} servlet of the contestant's request-handling model.
+ * Embedded Tomcat as every Tomcat contestant runs it: an NIO connector on 127.0.0.1 (and one
+ * on the {@code --host} address when that is another), one thread pool for both, the shared
+ * servlets and WebSocket endpoint, and the {@code /push} and {@code /sse} servlets of the
+ * contestant's request-handling model.
  */
 public final class TomcatServer {
     /** Kept referenced: java.util.logging forgets a logger's level once the logger is collected. */
     private static final Logger TOMCAT_LOG = Logger.getLogger("org.apache");
+    /** Tomcat's own default for a connector's pool: the idle threads kept. */
+    private static final int MIN_SPARE_THREADS = 10;
 
     private final Args args;
     private final ControlApi control;
 
-    /** Builds the contestant's push servlet from the shared core. */
+    /** Builds one of the contestant's servlets from the shared core. */
     @FunctionalInterface
-    public interface PushServletFactory {
+    public interface ServletFactory {
         Servlet create(ControlApi control);
     }
 
-    /** A contestant's tuning of the connector beyond the shared tunables. */
+    /** The pool that runs requests on every connector. */
     @FunctionalInterface
-    public interface ConnectorTuning {
-        void apply(Connector connector, Args args);
+    public interface ExecutorFactory {
+        Executor create(Args args);
+    }
+
+    /** What differs between the Tomcat contestants: how a push or SSE request waits, and the threads. */
+    public record Model(ServletFactory push, ServletFactory sse, ExecutorFactory threads) {
+    }
+
+    /** A started server, for tests: its port, and a way to stop it. */
+    public record Running(Tomcat tomcat, int port) {
+        public void stop() throws LifecycleException {
+            tomcat.stop();
+            tomcat.destroy();
+        }
     }
 
     public TomcatServer(String serverName, String[] argv) {
@@ -56,24 +79,59 @@ public final class TomcatServer {
                 + ServerInfo.getServerNumber() + ", jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION;
     }
 
+    /** A pool of platform threads of {@code --threads} at most, like a connector's own. */
+    public static Executor platformThreads(Args args) {
+        StandardThreadExecutor executor = new StandardThreadExecutor();
+        executor.setName("http");
+        executor.setNamePrefix("http-exec-");
+        executor.setMaxThreads(args.integer("threads", 200));
+        executor.setMinSpareThreads(MIN_SPARE_THREADS);
+        return executor;
+    }
+
+    /** A new virtual thread for every task (Tomcat's {@code useVirtualThreads}). */
+    public static Executor virtualThreads(Args args) {
+        StandardVirtualThreadExecutor executor = new StandardVirtualThreadExecutor();
+        executor.setName("http");
+        executor.setNamePrefix("http-virt-");
+        return executor;
+    }
+
     /** Starts Tomcat and blocks until the JVM is told to stop (SIGTERM ends it at once). */
-    public void run(PushServletFactory push, ConnectorTuning tuning) throws IOException, LifecycleException {
+    public void run(Model model) throws IOException, LifecycleException {
         if (args.has("version")) {
             System.out.println(versionLine());
             return;
         }
+        start(model).tomcat().getServer().await();
+    }
+
+    /** Starts Tomcat on every listen address; {@code --port 0} takes a free port for all of them. */
+    public Running start(Model model) throws IOException, LifecycleException {
         TOMCAT_LOG.setLevel(Level.WARNING);
         Tomcat tomcat = new Tomcat();
         tomcat.setBaseDir(baseDir().toString());
         ((StandardHost) tomcat.getHost()).setErrorReportValveClass(JsonErrorReportValve.class.getName());
         tomcat.getHost().setAutoDeploy(false);
-        tomcat.setConnector(connector(tuning));
+        Executor threads = model.threads().create(args);
+        tomcat.getService().addExecutor(threads);
+        List<String> addresses = ListenAddresses.of(args);
+        List<CountingNioProtocol> protocols = new ArrayList<>();
+        Connector loopback = connector(addresses.get(0), Integer.parseInt(args.required("port")), threads, protocols);
+        tomcat.setConnector(loopback);
         tomcat.getEngine().getPipeline().addValve(new StatsValve(control));
         tomcat.getEngine().getPipeline().addValve(new FramingValve());
         Context context = tomcat.addContext("", null);
-        addServlets(context, push.create(control));
+        context.addServletContainerInitializer(new WsSci(), null);
+        addServlets(context, model);
+        control.counters().openConnectionsFrom(
+                () -> protocols.stream().mapToLong(CountingNioProtocol::getConnectionCount).sum());
         tomcat.start();
-        tomcat.getServer().await();
+        // Bound after the loopback connector, so a port of 0 means the same free port on both.
+        for (String address : addresses.subList(1, addresses.size())) {
+            tomcat.getService().addConnector(connector(address, loopback.getLocalPort(), threads, protocols));
+        }
+        return new Running(tomcat, loopback.getLocalPort());
     }
 
     private Path baseDir() throws IOException {
@@ -81,11 +139,10 @@ public final class TomcatServer {
         return workdir != null ? Path.of(workdir) : Files.createTempDirectory("serverlab-tomcat");
     }
 
-    private Connector connector(ConnectorTuning tuning) {
+    private Connector connector(String address, int port, Executor threads, List<CountingNioProtocol> protocols) {
         Connector connector = new Connector(CountingNioProtocol.class.getName());
-        connector.setPort(Integer.parseInt(args.required("port")));
-        connector.setProperty("address", "127.0.0.1");
-        connector.setProperty("maxThreads", args.string("threads", "200"));
+        connector.setPort(port);
+        connector.setProperty("address", address);
         connector.setProperty("maxConnections", args.string("max-connections", "10000"));
         connector.setProperty("acceptCount", args.string("accept-count", "100"));
         // Spec §8 wants 8 KiB header sections read. Tomcat gives every connection a buffer of
@@ -94,12 +151,14 @@ public final class TomcatServer {
         // Benchmarks keep connections alive; Tomcat's default closes one after 100 requests.
         connector.setProperty("maxKeepAliveRequests", "-1");
         connector.setProperty("server", "serverlab");
-        ((CountingNioProtocol) connector.getProtocolHandler()).countInto(control.counters());
-        tuning.apply(connector, args);
+        CountingNioProtocol protocol = (CountingNioProtocol) connector.getProtocolHandler();
+        protocol.setExecutor(threads);
+        protocol.countInto(control.counters());
+        protocols.add(protocol);
         return connector;
     }
 
-    private void addServlets(Context context, Servlet push) throws IOException {
+    private void addServlets(Context context, Model model) throws IOException {
         DocRoot docRoot = new DocRoot(Path.of(args.string("docroot", new File(".").getAbsolutePath())));
         add(context, Endpoint.PERF.path(), new PerfServlet());
         add(context, Endpoint.FILES.path() + "*", new FilesServlet(docRoot));
@@ -110,7 +169,9 @@ public final class TomcatServer {
         add(context, Endpoint.LOGGING.path(), ControlServlet.posting(Endpoint.LOGGING, control::logging));
         add(context, Endpoint.EVENT_SET.path(), ControlServlet.posting(Endpoint.EVENT_SET, control::eventSet));
         add(context, Endpoint.EVENT_CLEAR.path(), ControlServlet.posting(Endpoint.EVENT_CLEAR, control::eventClear));
-        add(context, Endpoint.PUSH.path(), push);
+        add(context, Endpoint.PUSH.path(), model.push().create(control));
+        add(context, Endpoint.SSE.path(), model.sse().create(control));
+        add(context, Endpoint.WEBSOCKET.path(), new WebSocketServlet(control));
         add(context, "/", new NotFoundServlet());
     }
 

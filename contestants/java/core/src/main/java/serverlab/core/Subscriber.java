@@ -2,8 +2,8 @@ package serverlab.core;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 
-/** One registered long poll or comet stream. */
-public final class PushRequest {
+/** One registered subscriber: a long poll, a comet stream, an SSE stream or a WebSocket. */
+public final class Subscriber {
     private final PushSpec spec;
     private final PushSink sink;
     private final long created;
@@ -12,7 +12,7 @@ public final class PushRequest {
     private final AtomicBoolean finished = new AtomicBoolean();
     private final AtomicBoolean registered = new AtomicBoolean(true);
 
-    PushRequest(PushSpec spec, PushSink sink, long created, int startCount) {
+    Subscriber(PushSpec spec, PushSink sink, long created, int startCount) {
         this.spec = spec;
         this.sink = sink;
         this.created = created;
@@ -23,8 +23,12 @@ public final class PushRequest {
         return spec;
     }
 
+    public Transport transport() {
+        return spec.transport();
+    }
+
     public boolean longPoll() {
-        return spec.longPoll();
+        return spec.transport() == Transport.LONGPOLL;
     }
 
     PushSink sink() {

@@ -1,0 +1,9 @@
+package serverlab.tomcatblocking;
+
+import serverlab.tomcat.TomcatContract;
+
+class BlockingServerTest extends TomcatContract {
+    BlockingServerTest() {
+        super("java-tomcat-blocking", Main.MODEL);
+    }
+}
