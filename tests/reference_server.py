@@ -32,7 +32,7 @@ from websockets.headers import build_extension, parse_extension
 from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
-SPEC_VERSION = "2.1"
+SPEC_VERSION = "2.2"
 LOOPBACK = "127.0.0.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
@@ -858,7 +858,11 @@ class WebSocketSession:
 def sse_request(query: str) -> dict:
     """The `request` of an SSE stream's deliveries, from its query (spec §10); 400 if bad."""
     try:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+        # Empty parts (`a=1&&b=2`) are ignored (spec §10); a part without `=` is not a pair.
+        parts = [part for part in query.split("&") if part]
+        pairs = urllib.parse.parse_qsl(
+            "&".join(parts), keep_blank_values=True, strict_parsing=bool(parts)
+        )
     except ValueError:
         raise BadRequest(400, "malformed query") from None
     params = dict(pairs)

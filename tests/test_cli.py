@@ -99,7 +99,7 @@ language = "sh"
 architecture = "none"
 implements = ["perf"]
 version = "echo 1"
-start = "true {port}"
+start = "true {port} {host}"
 """
     write_manifest(
         tmp_path, "good", f'name = "good"\n{base}build = "touch out"\nartifacts = ["out"]\n'

@@ -19,7 +19,7 @@ implements = ["perf", "control", "syslog"]
 version = "python3 --version"
 build = "true"
 artifacts = ["out.bin"]
-start = "server --port {port} --syslog {syslog_port} --threads {threads} --root {docroot}"
+start = "server --port {port} --syslog {syslog_port} --threads {threads} --root {docroot} --host {host}"
 ready = "/stats"
 ready_timeout_s = 12
 
@@ -156,7 +156,7 @@ def test_framing_limits_name_a_case_and_give_a_reason(tmp_path):
 
 
 def test_syslog_only_server_needs_a_count_command(tmp_path):
-    text = good_with(implements='["syslog"]', start='"rsyslogd -p {syslog_port}"')
+    text = good_with(implements='["syslog"]', start='"rsyslogd -p {syslog_port} -a {host}"')
     text = text.replace(" --threads {threads}", "")
     with pytest.raises(ManifestError, match="syslog_count"):
         load(tmp_path, text)
@@ -191,3 +191,9 @@ def test_the_contestants_root_comes_from_the_environment(tmp_path, monkeypatch):
     write_manifest(tmp_path, "demo", GOOD)
     monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
     assert [entry.name for entry in discover()] == ["demo"]
+
+
+def test_a_start_command_must_say_how_to_listen_on_another_address(tmp_path):
+    text = good_with(start='"server --port {port} --syslog {syslog_port} --root {docroot}"')
+    with pytest.raises(ManifestError, match=r"key 'start': does not use \{host\}"):
+        load(tmp_path, text)

@@ -98,7 +98,7 @@ language = "sh"
 architecture = "none"
 implements = ["perf"]
 version = "echo 1"
-start = "echo cannot start on {port} >&2; exit 2"
+start = "echo cannot start on {port} {host} >&2; exit 2"
 """
 
 

@@ -36,7 +36,7 @@ language = "python"
 architecture = "test"
 implements = ["perf"]
 version = "true"
-start = "{start}"
+start = "HOST={{host}} {start}"
 ready = "{ready}"
 ready_timeout_s = {timeout}
 """
@@ -160,7 +160,7 @@ language = "python"
 architecture = "test"
 implements = ["perf"]
 version = "true"
-start = "exec {sys.executable} server.py {{port}} {{workdir}} {{docroot}} {{extra}} {{count}}"
+start = "exec {sys.executable} server.py {{port}} {{workdir}} {{docroot}} {{extra}} {{count}} {{host}}"
 
 [tunables.extra]
 default = "plain"
@@ -181,7 +181,14 @@ def test_values_with_shell_syntax_reach_the_argv_verbatim_and_never_run(tmp_path
     settings = {"extra": HOSTILE_PATH, "count": "+3"}
     with ContestantServer(manifest, workdir=workdir, docroot=docroot, settings=settings) as server:
         argv = json.loads((workdir / "argv.json").read_text())
-        assert argv == [str(server.port), str(workdir), str(docroot), HOSTILE_PATH, "3"]
+        assert argv == [
+            str(server.port),
+            str(workdir),
+            str(docroot),
+            HOSTILE_PATH,
+            "3",
+            "127.0.0.1",
+        ]
     for folder in (tmp_path, manifest.folder, workdir, docroot):
         assert not (folder / "M").exists(), f"a value ran as a command in {folder}"
 

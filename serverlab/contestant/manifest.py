@@ -261,6 +261,9 @@ def _check_commands(manifest: Manifest, fail) -> None:
             check_placeholders(getattr(manifest, key), allowed)
         except PlaceholderError as error:
             raise fail(key, str(error)) from None
+    if "{host}" not in manifest.start:
+        # SPEC §1: a manifest says how its server is asked to listen on another address.
+        raise fail("start", "does not use {host} (the address to listen on besides loopback)")
     if manifest.ready != "tcp" and not manifest.ready.startswith("/"):
         raise fail("ready", "expected a path starting with '/' or \"tcp\"")
     if manifest.ready_timeout_s <= 0:

@@ -11,7 +11,8 @@ const push = require('./push');
 const { hub } = require('./hub');
 
 const DEFAULT_HEARTBEAT_MS = 15000;
-const DECIMAL = /^(0|[1-9][0-9]{0,8})$/;
+// Leading zeros are allowed, as in HTTP's own numbers (spec §10).
+const DECIMAL = /^[0-9]{1,9}$/;
 const POSITION = /^([A-Za-z0-9_.-]{1,64}):(0|[1-9][0-9]{0,15})$/;
 
 class SseSubscriber extends push.Subscriber {
