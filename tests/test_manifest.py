@@ -19,7 +19,7 @@ implements = ["perf", "control", "syslog"]
 version = "python3 --version"
 build = "true"
 artifacts = ["out.bin"]
-start = "server --port {port} --syslog {syslog_port} --threads {threads} --root {docroot} --host {host}"
+start = "server --port {port} --syslog {syslog_port} --threads {threads} -r {docroot} -H {host}"
 ready = "/stats"
 ready_timeout_s = 12
 

@@ -152,6 +152,7 @@ HOSTILE_PATH = '/tmp/a b/it\'s "q" $(touch M) `touch M` ; touch M'
 
 
 def argv_manifest(root):
+
     (root / "argv").mkdir(parents=True, exist_ok=True)
     (root / "argv" / "server.py").write_text(ARGV_SERVER)
     text = f"""
@@ -160,7 +161,7 @@ language = "python"
 architecture = "test"
 implements = ["perf"]
 version = "true"
-start = "exec {sys.executable} server.py {{port}} {{workdir}} {{docroot}} {{extra}} {{count}} {{host}}"
+start = "exec {python} server.py {{port}} {{workdir}} {{docroot}} {{extra}} {{count}} {{host}}"
 
 [tunables.extra]
 default = "plain"
