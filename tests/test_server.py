@@ -152,7 +152,7 @@ HOSTILE_PATH = '/tmp/a b/it\'s "q" $(touch M) `touch M` ; touch M'
 
 
 def argv_manifest(root):
-
+    python = sys.executable
     (root / "argv").mkdir(parents=True, exist_ok=True)
     (root / "argv" / "server.py").write_text(ARGV_SERVER)
     text = f"""
