@@ -131,6 +131,12 @@ impl Drop for NamespacedServer {
     }
 }
 
+fn needs_root(for_what: &str) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test needs root ({for_what})");
+}
+
 fn summary_of(args: &[&str]) -> serde_json::Value {
     let out = engine().args(args).output().unwrap();
     assert!(
@@ -144,12 +150,7 @@ fn summary_of(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn the_engine_reaches_a_server_inside_a_namespace() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test needs root (ip netns add)"
-    );
+    needs_root("ip netns add");
     let name = format!("sl-load-test-{}", std::process::id());
     let (_server, port) = NamespacedServer::start(&name);
     let url = format!("http://127.0.0.1:{port}/");
@@ -167,12 +168,7 @@ fn the_engine_reaches_a_server_inside_a_namespace() {
 
 #[test]
 fn an_address_off_loopback_is_reached_only_when_the_plan_allows_it() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test needs root (ip link add)"
-    );
+    needs_root("ip link add");
     let name = format!("sl-allow-test-{}", std::process::id());
     let (_server, port, inside) = NamespacedServer::start_linked(&name);
     let url = format!("http://{inside}:{port}/");

@@ -205,7 +205,10 @@ impl Plan {
             }
             let total = ramp_up_s + hold_s;
             if !(total.is_finite() && total > 0.0 && ramp_up_s >= 0.0 && hold_s >= 0.0) {
-                return Err(PlanError::NotPositive("pacer", "ramp_up_s + hold_s"));
+                return Err(PlanError::Contradiction(
+                    "pacer",
+                    format!("users pacer: ramp_up_s = {ramp_up_s} and hold_s = {hold_s} must not be negative, and their sum must be positive"),
+                ));
             }
             return Ok(Stop::Duration(std::time::Duration::from_secs_f64(total)));
         }
@@ -787,5 +790,13 @@ mod tests {
             "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
         .unwrap();
         assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
+        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
+        .unwrap_err();
+        assert_eq!(negative_hold.field(), "pacer");
+        assert!(
+            negative_hold.to_string().contains("hold_s = -1"),
+            "{negative_hold}"
+        );
     }
 }
