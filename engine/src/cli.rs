@@ -15,7 +15,7 @@ use crate::plan::{
     name = "serverlab-load",
     version,
     about = "Load generator for serverlab: closed and open loop, users, long poll, comet, slow clients, syslog",
-    after_help = "Only 127.0.0.0/8 targets are accepted. Exit codes: 0 run done, 1 run failed, 2 plan refused."
+    after_help = "Only 127.0.0.0/8 targets (and the addresses given with --allow-host) are accepted. Exit codes: 0 run done, 1 run failed, 2 plan refused."
 )]
 pub struct Args {
     /// Target URL, e.g. http://127.0.0.1:8080/perf (tcp:// or udp:// for --syslog)
@@ -41,6 +41,14 @@ pub struct Args {
     /// when the kernel has it), epoll, io_uring; may go with --plan
     #[arg(long, value_enum)]
     pub io: Option<IoBackend>,
+    /// An IPv4 address off loopback the target (or a --source) may be (repeatable); adds to
+    /// a plan's allowed_hosts, so it may go with --plan
+    #[arg(long = "allow-host", value_name = "ADDR")]
+    pub allow_hosts: Vec<String>,
+    /// Merge several engines' --json outputs of one run (one file each) into one output:
+    /// counts summed, histograms added; --json prints JSON Lines, else the human summary
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub merge: Vec<PathBuf>,
 
     /// Concurrent connections
     #[arg(short = 'c', long)]
@@ -163,6 +171,7 @@ impl Args {
     pub fn into_plan(self) -> Result<Plan, PlanError> {
         let netns = self.netns.clone();
         let io = self.io;
+        let allow_hosts = self.allow_hosts.clone();
         let mut plan = self.flags_or_file()?;
         if netns.is_some() {
             plan.netns = netns;
@@ -170,7 +179,41 @@ impl Args {
         if let Some(io) = io {
             plan.io = io;
         }
+        plan.allowed_hosts.extend(allow_hosts);
         Ok(plan)
+    }
+
+    /// Whether any flag that says what to run is given (`--merge` runs nothing, and a plan
+    /// file says it all).
+    pub fn run_flags_given(&self) -> bool {
+        self.plan.is_some()
+            || self.check
+            || self.netns.is_some()
+            || self.io.is_some()
+            || !self.allow_hosts.is_empty()
+            || self.load_flags_given()
+    }
+
+    fn load_flags_given(&self) -> bool {
+        self.url.is_some()
+            || self.connections.is_some()
+            || self.duration.is_some()
+            || self.requests.is_some()
+            || self.rate.is_some()
+            || self.users.is_some()
+            || self.sequential
+            || self.new_connection
+            || self.threads.is_some()
+            || self.timeout.is_some()
+            || !self.headers.is_empty()
+            || self.method.is_some()
+            || self.body_file.is_some()
+            || !self.sources.is_empty()
+            || self.longpoll.is_some()
+            || self.comet.is_some()
+            || self.upload_bytes.is_some()
+            || self.read_bytes.is_some()
+            || self.syslog.is_some()
     }
 
     fn flags_or_file(self) -> Result<Plan, PlanError> {
@@ -209,26 +252,7 @@ impl Args {
     }
 
     fn plan_file(&self, path: &PathBuf) -> Result<Plan, PlanError> {
-        let load_flag_given = self.url.is_some()
-            || self.connections.is_some()
-            || self.duration.is_some()
-            || self.requests.is_some()
-            || self.rate.is_some()
-            || self.users.is_some()
-            || self.sequential
-            || self.new_connection
-            || self.threads.is_some()
-            || self.timeout.is_some()
-            || !self.headers.is_empty()
-            || self.method.is_some()
-            || self.body_file.is_some()
-            || !self.sources.is_empty()
-            || self.longpoll.is_some()
-            || self.comet.is_some()
-            || self.upload_bytes.is_some()
-            || self.read_bytes.is_some()
-            || self.syslog.is_some();
-        if load_flag_given {
+        if self.load_flags_given() {
             return Err(PlanError::Contradiction(
                 "flags",
                 "--plan stands alone: put every setting in the plan file".into(),
@@ -253,6 +277,7 @@ impl Args {
                 ramp_to_rate: self.ramp_to,
                 ramp_s: self.ramp.map_or(0.0, |d| d.as_secs_f64()),
                 calls_per_connection: self.calls.unwrap_or(1),
+                offset_s: 0.0,
             });
         }
         if self.sequential {
@@ -263,6 +288,7 @@ impl Args {
                 users,
                 ramp_up_s: self.ramp_up.map_or(0.0, |d| d.as_secs_f64()),
                 hold_s: self.hold.map_or(0.0, |d| d.as_secs_f64()),
+                offset_s: 0.0,
             });
         }
         Ok(PacerSpec::Closed {})
@@ -313,6 +339,7 @@ impl Args {
                     _ => SyslogFraming::Newline,
                 },
                 message_bytes: self.message_bytes.unwrap_or(100),
+                seq_start: crate::plan::default_seq_start(),
             });
         }
         match chosen.len() {
@@ -397,6 +424,46 @@ mod tests {
         );
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "60", "-c", "3"]).unwrap();
         assert_eq!(p.check().unwrap_err().field(), "connections");
+    }
+
+    #[test]
+    fn allowed_hosts_add_to_flags_and_to_plan_files() {
+        let p = plan(&[
+            "http://198.18.0.2:8080/perf",
+            "-n",
+            "50",
+            "--allow-host",
+            "198.18.0.2",
+        ])
+        .unwrap();
+        assert_eq!(p.allowed_hosts, vec!["198.18.0.2".to_string()]);
+        p.check().expect("a listed host is a target");
+        let p = plan(&[
+            "http://198.18.0.3:8080/perf",
+            "-n",
+            "50",
+            "--allow-host",
+            "198.18.0.2",
+        ]);
+        assert_eq!(p.unwrap().check().unwrap_err().field(), "target");
+        let dir = std::env::temp_dir().join(format!("serverlab-allow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("plan.json");
+        std::fs::write(
+            &file,
+            r#"{"target": "http://198.18.0.2:1/", "requests": 1, "connections": 1, "allowed_hosts": ["198.18.0.9"]}"#,
+        )
+        .unwrap();
+        let p = plan(&[
+            "--plan",
+            file.to_str().unwrap(),
+            "--allow-host",
+            "198.18.0.2",
+        ])
+        .unwrap();
+        assert_eq!(p.allowed_hosts, vec!["198.18.0.9", "198.18.0.2"]);
+        p.check().unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

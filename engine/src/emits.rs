@@ -55,15 +55,36 @@ impl EmitLog {
 
     pub fn merge(&mut self, other: EmitLog) {
         for (seq, events) in other.by_seq {
-            let mine = self.by_seq.entry(seq).or_default();
             for (name, record) in events {
-                match mine.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, existing)) => existing.absorb(record),
-                    None => mine.push((name, record)),
-                }
+                self.merge_record(seq, name, record);
             }
         }
         self.trim();
+    }
+
+    fn merge_record(&mut self, seq: u64, event: String, record: EmitRecord) {
+        let mine = self.by_seq.entry(seq).or_default();
+        match mine.iter_mut().find(|(n, _)| *n == event) {
+            Some((_, existing)) => existing.absorb(record),
+            None => mine.push((event, record)),
+        }
+    }
+
+    /// A log holding the records of output lines (another engine's, to merge with).
+    pub fn from_lines(lines: impl IntoIterator<Item = EmitLine>) -> EmitLog {
+        let mut log = EmitLog::default();
+        for line in lines {
+            let record = EmitRecord {
+                total: line.total,
+                received: line.received,
+                created_ms: line.created_ms,
+                duration_ms: line.duration_ms,
+                places: line.places,
+            };
+            log.merge_record(line.seq, line.event, record);
+        }
+        log.trim();
+        log
     }
 
     /// The records as output lines, by seq then event name, places in order.

@@ -20,13 +20,16 @@ pub const STARVED_PAUSE: Duration = Duration::from_millis(10);
 pub struct Ledger {
     counters: Arc<Counters>,
     histograms: RefCell<Histograms>,
+    /// The server's clock minus this host's (ms), for delays from server timestamps.
+    clock_offset_ms: f64,
 }
 
 impl Ledger {
-    pub fn new(counters: Arc<Counters>) -> Ledger {
+    pub fn new(counters: Arc<Counters>, clock_offset_ms: f64) -> Ledger {
         Ledger {
             counters,
             histograms: RefCell::default(),
+            clock_offset_ms,
         }
     }
 
@@ -110,11 +113,10 @@ impl Ledger {
     }
 
     /// A pushed event created at `created_ms` (server clock, ms since the epoch) arrived on a
-    /// subscription sent at `subscribed`.
+    /// subscription sent at `subscribed`. The arrival is read on the server's clock (this
+    /// host's plus the plan's offset) in whole milliseconds, the grain of the server's stamp.
     pub fn event(&self, created_ms: u64, subscribed: Instant) {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0) as u64;
         let mut h = self.histograms.borrow_mut();
         record_us(&mut h.event_delay, now_ms.saturating_sub(created_ms) * 1000);
         record_us(&mut h.event_since_subscribe, micros(subscribed.elapsed()));
@@ -143,7 +145,7 @@ mod tests {
     #[test]
     fn an_attempt_is_counted_once_whether_answered_or_failed() {
         let counters = Arc::new(Counters::default());
-        let ledger = Ledger::new(counters.clone());
+        let ledger = Ledger::new(counters.clone(), 0.0);
         let sent = Instant::now();
         for status in [200, 503] {
             ledger.begin(1);
@@ -165,9 +167,26 @@ mod tests {
     }
 
     #[test]
+    fn event_delays_read_the_arrival_on_the_servers_clock() {
+        // A server whose clock is 3 s behind this host's stamps its events 3 s "early".
+        let created = crate::system::unix_ms() as u64 - 3_000;
+        let delay_ms = |offset_ms: f64| {
+            let ledger = Ledger::new(Arc::new(Counters::default()), offset_ms);
+            ledger.event(created, Instant::now());
+            ledger.take_histograms().event_delay.max() as f64 / 1000.0
+        };
+        let uncorrected = delay_ms(0.0);
+        assert!((3_000.0..3_200.0).contains(&uncorrected), "{uncorrected}");
+        let corrected = delay_ms(-3_000.0);
+        assert!(corrected < 200.0, "{corrected}");
+        // A clock ahead of the server's by more than the delay reads no negative delay.
+        assert!(delay_ms(-10_000.0) <= 0.001);
+    }
+
+    #[test]
     fn an_open_connection_leaves_the_gauge_when_dropped() {
         let counters = Arc::new(Counters::default());
-        let ledger = Ledger::new(counters.clone());
+        let ledger = Ledger::new(counters.clone(), 0.0);
         let a = ledger.opened();
         let b = ledger.opened();
         drop(a);

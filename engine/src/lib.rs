@@ -1,6 +1,6 @@
 //! serverlab-load: the load engine of serverlab. `run` takes a validated plan, drives the
 //! load on one event loop per worker thread, reports each interval through a callback, and
-//! returns the summary.
+//! returns the summary; `merge` adds up the outputs of several engines that shared one run.
 
 mod behaviour;
 pub mod check;
@@ -11,6 +11,7 @@ pub mod emits;
 pub mod http;
 mod inbox;
 mod ledger;
+pub mod merge;
 pub mod pacer;
 mod paths;
 pub mod plan;
@@ -32,7 +33,7 @@ pub use report::{EmitLine, IntervalLine, Summary};
 use pacer::RateCurve;
 use plan::Stop;
 use report::SummaryInput;
-use shared::Shared;
+use shared::{Shared, Start};
 use stats::{Histograms, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
@@ -67,12 +68,50 @@ pub fn run(plan: ValidPlan) -> Result<Outcome, RunError> {
 pub fn run_with(
     plan: ValidPlan,
     stop_requested: &AtomicBool,
-    mut on_interval: impl FnMut(&IntervalLine),
+    on_interval: impl FnMut(&IntervalLine),
 ) -> Result<Outcome, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
     let cpu_before = system::cpu_times();
-    let interval = Duration::from_millis(plan.plan.interval_ms);
-    let shared = Arc::new(Shared::new(plan, Instant::now()));
+    let start = Start::at_unix_ms(plan.plan.start_at_ms);
+    let shared = Arc::new(Shared::new(plan, start.at));
+    let (handles, done) = spawn_workers(&shared)?;
+    let watched = watch(&shared, handles.len(), &done, stop_requested, on_interval);
+    shared.stopping.store(true, Relaxed);
+    let joined = join_workers(handles)?;
+    let cpu_after = system::cpu_times();
+    let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+    let duration = match shared.end {
+        Some(end) => end.min(watched.last_done) - shared.start,
+        None => watched.last_done - shared.start,
+    };
+    invalid.extend(exhaustion_reasons(&snapshot));
+    let summary = Summary::build(SummaryInput {
+        snapshot: &snapshot,
+        histograms: &joined.histograms,
+        duration_s: duration.as_secs_f64(),
+        intended_rate: intended_rate(&shared.plan, duration.as_secs_f64()),
+        cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
+        invalid_reasons: invalid,
+        stopped_early: watched.stopped_early,
+        started_at_ms: start.unix_ms(joined.started.unwrap_or(start.at)),
+        start_late_ms: start.late_ms,
+        paths: shared.plan.paths.len().max(1),
+        plan: &shared.plan.plan,
+        threads: shared.plan.threads,
+        io_backend: joined.io.join("+"),
+    });
+    Ok(Outcome {
+        emits: joined.emits.into_lines(),
+        summary,
+    })
+}
+
+type WorkerHandle = std::thread::JoinHandle<std::io::Result<worker::WorkerResults>>;
+
+/// One thread per worker; each says on the returned channel when it is done.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+) -> Result<(Vec<WorkerHandle>, mpsc::Receiver<()>), RunError> {
     let (done_tx, done_rx) = mpsc::channel();
     let mut handles = Vec::new();
     for index in 0..shared.plan.threads {
@@ -88,23 +127,44 @@ pub fn run_with(
             .map_err(RunError::Worker)?;
         handles.push(handle);
     }
-    drop(done_tx);
+    Ok((handles, done_rx))
+}
+
+/// How the run went while the coordinator watched it.
+struct Watched {
+    stopped_early: bool,
+    /// When the last worker finished.
+    last_done: Instant,
+}
+
+/// Watches the run until every worker is done: an interval line each time one is due, and
+/// an early stop passed on to the workers when one is requested.
+fn watch(
+    shared: &Shared,
+    workers: usize,
+    done: &mpsc::Receiver<()>,
+    stop_requested: &AtomicBool,
+    mut on_interval: impl FnMut(&IntervalLine),
+) -> Watched {
+    let interval = Duration::from_millis(shared.plan.plan.interval_ms);
     let mut prev = Snapshot::default();
     let mut last_tick = shared.start;
     let mut finished = 0;
-    let mut last_done = shared.start;
-    let mut stopped_early = false;
-    while finished < handles.len() {
-        if !stopped_early && stop_requested.load(Relaxed) {
-            stopped_early = true;
+    let mut watched = Watched {
+        stopped_early: false,
+        last_done: shared.start,
+    };
+    while finished < workers {
+        if !watched.stopped_early && stop_requested.load(Relaxed) {
+            watched.stopped_early = true;
             shared.stop_early(Instant::now() + STOP_GRACE);
         }
         let due = last_tick + interval;
         let wait = due.saturating_duration_since(Instant::now()).min(STOP_POLL);
-        match done_rx.recv_timeout(wait) {
+        match done.recv_timeout(wait) {
             Ok(()) => {
                 finished += 1;
-                last_done = Instant::now();
+                watched.last_done = Instant::now();
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -122,43 +182,41 @@ pub fn run_with(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    shared.stopping.store(true, Relaxed);
-    let mut histograms = Histograms::default();
-    let mut emits = emits::EmitLog::default();
-    let mut io = Vec::new();
+    watched
+}
+
+/// What the workers kept to themselves, merged.
+struct Joined {
+    histograms: Histograms,
+    emits: emits::EmitLog,
+    /// The socket loops that ran, each named once.
+    io: Vec<&'static str>,
+    /// When the first worker's pacers started.
+    started: Option<Instant>,
+}
+
+fn join_workers(handles: Vec<WorkerHandle>) -> Result<Joined, RunError> {
+    let mut joined = Joined {
+        histograms: Histograms::default(),
+        emits: emits::EmitLog::default(),
+        io: Vec::new(),
+        started: None,
+    };
     for handle in handles {
         let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
         let worker = worker.map_err(RunError::Worker)?;
-        histograms.merge(&worker.histograms);
-        emits.merge(worker.emits);
-        if !io.contains(&worker.io.name()) {
-            io.push(worker.io.name());
+        joined.histograms.merge(&worker.histograms);
+        joined.emits.merge(worker.emits);
+        if !joined.io.contains(&worker.io.name()) {
+            joined.io.push(worker.io.name());
         }
+        joined.started = Some(
+            joined
+                .started
+                .map_or(worker.started, |s| s.min(worker.started)),
+        );
     }
-    let cpu_after = system::cpu_times();
-    let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
-    let duration = match shared.end {
-        Some(end) => end.min(last_done) - shared.start,
-        None => last_done - shared.start,
-    };
-    invalid.extend(exhaustion_reasons(&snapshot));
-    let summary = Summary::build(SummaryInput {
-        snapshot: &snapshot,
-        histograms: &histograms,
-        duration_s: duration.as_secs_f64(),
-        intended_rate: intended_rate(&shared.plan, duration.as_secs_f64()),
-        cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
-        invalid_reasons: invalid,
-        stopped_early,
-        paths: shared.plan.paths.len().max(1),
-        plan: &shared.plan.plan,
-        threads: shared.plan.threads,
-        io_backend: io.join("+"),
-    });
-    Ok(Outcome {
-        emits: emits.into_lines(),
-        summary,
-    })
+    Ok(joined)
 }
 
 /// Descriptors the plan may hold at once, plus room for the runtime itself.

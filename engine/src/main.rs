@@ -9,6 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
+use serverlab_load::merge::Output;
 use serverlab_load::{check, report, IntervalLine, Outcome};
 
 fn main() -> ExitCode {
@@ -22,6 +23,9 @@ fn main() -> ExitCode {
     if args.print_schema {
         print!("{}", report::output_schema());
         return ExitCode::SUCCESS;
+    }
+    if !args.merge.is_empty() {
+        return merge(&args);
     }
     if args.check {
         return check(args);
@@ -68,6 +72,42 @@ fn check(args: Args) -> ExitCode {
         }
     };
     ExitCode::from(if all_ok { 0 } else { 2 })
+}
+
+/// `--merge FILE...`: several engines' outputs of one run as one output.
+fn merge(args: &Args) -> ExitCode {
+    if args.run_flags_given() {
+        eprintln!("serverlab-load: --merge takes output files and --json only");
+        return ExitCode::from(2);
+    }
+    let merged = match serverlab_load::merge::merge_files(&args.merge) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("serverlab-load: --merge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match print_merged(&mut std::io::stdout().lock(), merged, args.json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("serverlab-load: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A merge is printed as a run is: its interval lines (JSON only), emit lines, summary.
+fn print_merged(out: &mut impl Write, merged: Output, json: bool) -> anyhow::Result<()> {
+    if json {
+        for line in &merged.intervals {
+            write_json(out, line)?;
+        }
+    }
+    let outcome = Outcome {
+        emits: merged.emits,
+        summary: merged.summary,
+    };
+    print_outcome(out, &outcome, json)
 }
 
 fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {

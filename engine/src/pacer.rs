@@ -33,12 +33,13 @@ impl Pacer for BackToBack {
 }
 
 /// A rate that starts at `from` arrivals/s and rises (or falls) linearly to `to` over `ramp`,
-/// then stays at `to`.
+/// then stays at `to`; the whole schedule begins `offset` after the start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateCurve {
     pub from: f64,
     pub to: f64,
     pub ramp: Duration,
+    pub offset: Duration,
 }
 
 impl RateCurve {
@@ -47,30 +48,45 @@ impl RateCurve {
             from: rate,
             to: rate,
             ramp: Duration::ZERO,
+            offset: Duration::ZERO,
         }
     }
 
     /// The schedule of an open-loop pacer; `None` for the others, which have none.
     pub fn of(pacer: &PacerSpec) -> Option<RateCurve> {
-        match pacer {
-            PacerSpec::Open {
-                rate,
-                ramp_to_rate: Some(to),
-                ramp_s,
-                ..
-            } => Some(RateCurve {
+        let PacerSpec::Open {
+            rate,
+            ramp_to_rate,
+            ramp_s,
+            offset_s,
+            ..
+        } = pacer
+        else {
+            return None;
+        };
+        let offset = Duration::from_secs_f64(*offset_s);
+        Some(match ramp_to_rate {
+            Some(to) => RateCurve {
                 from: *rate,
                 to: *to,
                 ramp: Duration::from_secs_f64(*ramp_s),
-            }),
-            PacerSpec::Open { rate, .. } => Some(RateCurve::fixed(*rate)),
-            _ => None,
-        }
+                offset,
+            },
+            None => RateCurve {
+                offset,
+                ..RateCurve::fixed(*rate)
+            },
+        })
     }
 
-    /// Seconds after the start at which arrival number `k` (0-based) is due: the inverse of
-    /// the cumulative arrival count N(t) = from·t + (to−from)·t²/(2·ramp) during the ramp.
+    /// Seconds after the start at which arrival number `k` (0-based) is due: the offset plus
+    /// the inverse of the cumulative arrival count N(t) = from·t + (to−from)·t²/(2·ramp)
+    /// during the ramp.
     pub fn arrival_time(&self, k: u64) -> f64 {
+        self.offset.as_secs_f64() + self.since_offset(k)
+    }
+
+    fn since_offset(&self, k: u64) -> f64 {
         let k = k as f64;
         let ramp = self.ramp.as_secs_f64();
         let in_ramp = (self.from + self.to) * ramp / 2.0;
@@ -84,8 +100,9 @@ impl RateCurve {
         (-self.from + (self.from * self.from + 4.0 * a * k).sqrt()) / (2.0 * a)
     }
 
-    /// Arrivals due in the first `elapsed` seconds.
+    /// Arrivals due in the first `elapsed` seconds after the start.
     pub fn arrivals_by(&self, elapsed: f64) -> f64 {
+        let elapsed = (elapsed - self.offset.as_secs_f64()).max(0.0);
         let ramp = self.ramp.as_secs_f64();
         let t_ramp = elapsed.min(ramp);
         let in_ramp = if ramp == 0.0 {
@@ -139,9 +156,16 @@ impl Pacer for Scheduled {
     }
 }
 
-/// One JMeter-style user: starts at its place in the ramp, then loops back to back.
-pub fn user_start(start: Instant, user: u64, users: u64, ramp_up: Duration) -> Instant {
-    start + ramp_up.mul_f64(user as f64 / users.max(1) as f64)
+/// One JMeter-style user: starts at its place in the ramp (after `offset`), then loops back
+/// to back.
+pub fn user_start(
+    start: Instant,
+    offset: Duration,
+    user: u64,
+    users: u64,
+    ramp_up: Duration,
+) -> Instant {
+    start + offset + ramp_up.mul_f64(user as f64 / users.max(1) as f64)
 }
 
 #[cfg(test)]
@@ -162,6 +186,7 @@ mod tests {
             from: 10.0,
             to: 110.0,
             ramp: Duration::from_secs(10),
+            offset: Duration::ZERO,
         };
         for k in [0u64, 1, 50, 300, 599, 600, 601, 2000] {
             let t = c.arrival_time(k);
@@ -182,10 +207,59 @@ mod tests {
     }
 
     #[test]
-    fn users_start_evenly_over_the_ramp() {
+    fn an_offset_shifts_the_whole_schedule() {
+        let pacer = |offset_s: f64| PacerSpec::Open {
+            rate: 100.0,
+            ramp_to_rate: Some(300.0),
+            ramp_s: 2.0,
+            calls_per_connection: 1,
+            offset_s,
+        };
+        let plain = RateCurve::of(&pacer(0.0)).unwrap();
+        let late = RateCurve::of(&pacer(0.005)).unwrap();
+        for k in [0u64, 1, 7, 399, 400, 401, 5000] {
+            let shift = late.arrival_time(k) - plain.arrival_time(k);
+            assert!((shift - 0.005).abs() < 1e-9, "k={k}: {shift}");
+        }
+        assert_eq!(late.arrivals_by(0.004), 0.0);
+        assert!((late.arrivals_by(3.005) - plain.arrivals_by(3.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn two_halves_offset_by_one_gap_make_the_whole_schedule() {
+        // A generator of two runs arrivals 0, 2, 4 … of the whole; the other 1, 3, 5 …
+        let whole = RateCurve::fixed(200.0);
+        let half = |offset_s: f64| {
+            RateCurve::of(&PacerSpec::Open {
+                rate: 100.0,
+                ramp_to_rate: None,
+                ramp_s: 0.0,
+                calls_per_connection: 1,
+                offset_s,
+            })
+            .unwrap()
+        };
+        let (a, b) = (half(0.0), half(1.0 / 200.0));
+        for k in 0..50u64 {
+            assert!((a.arrival_time(k) - whole.arrival_time(2 * k)).abs() < 1e-9);
+            assert!((b.arrival_time(k) - whole.arrival_time(2 * k + 1)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn users_start_evenly_over_the_ramp_after_their_offset() {
         let s = Instant::now();
         let r = Duration::from_secs(10);
-        assert_eq!(user_start(s, 0, 4, r), s);
-        assert_eq!(user_start(s, 2, 4, r), s + Duration::from_secs(5));
+        assert_eq!(user_start(s, Duration::ZERO, 0, 4, r), s);
+        assert_eq!(
+            user_start(s, Duration::ZERO, 2, 4, r),
+            s + Duration::from_secs(5)
+        );
+        let offset = Duration::from_millis(1250);
+        assert_eq!(user_start(s, offset, 0, 4, r), s + offset);
+        assert_eq!(
+            user_start(s, offset, 3, 4, r),
+            s + offset + Duration::from_millis(7500)
+        );
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -56,19 +56,23 @@ impl Errors {
         }
     }
 
+    /// Counts indexed by `ErrorKind`, as `from_counts` takes them.
+    pub fn counts(&self) -> [u64; ErrorKind::ALL.len()] {
+        std::array::from_fn(|k| match ErrorKind::ALL[k] {
+            ErrorKind::Connect => self.connect,
+            ErrorKind::Timeout => self.timeout,
+            ErrorKind::Reset => self.reset,
+            ErrorKind::Closed => self.closed,
+            ErrorKind::Status => self.status,
+            ErrorKind::Parse => self.parse,
+            ErrorKind::PortsExhausted => self.ports_exhausted,
+            ErrorKind::FdsExhausted => self.fds_exhausted,
+            ErrorKind::Other => self.other,
+        })
+    }
+
     pub fn total(&self) -> u64 {
-        let all = [
-            self.connect,
-            self.timeout,
-            self.reset,
-            self.closed,
-            self.status,
-            self.parse,
-            self.ports_exhausted,
-            self.fds_exhausted,
-            self.other,
-        ];
-        all.iter().sum()
+        self.counts().iter().sum()
     }
 }
 
@@ -227,8 +231,12 @@ pub struct Summary {
     /// True when SIGTERM or SIGINT ended the run before its plan did: the figures cover the
     /// run until then.
     pub stopped_early: bool,
+    /// Engines whose outputs this summary adds up: 1 for a run, N for `--merge`.
+    pub generators: u64,
     /// Finished attempts (answered with any status, or failed). Syslog: messages sent.
     pub requests: u64,
+    /// Attempts begun (`achieved_rate` is these per second).
+    pub started: u64,
     /// Answers with a status below 400.
     pub ok: u64,
     pub errors: Errors,
@@ -256,7 +264,8 @@ pub struct Summary {
     /// answer's bytes to the loop reading them, sampled on one kept-alive connection in 64.
     /// A latency can read high by up to this much; empty on the epoll loop.
     pub notice_us: Percentiles,
-    /// Push: server `created` timestamp to arrival (millisecond grain, same machine clock).
+    /// Push: server `created` timestamp to arrival, the arrival read on the server's clock
+    /// (this host's plus `clock_offset_ms`), millisecond grain.
     pub event_delay_us: Percentiles,
     /// Push: from the subscription request to each event's arrival.
     pub event_since_subscribe_us: Percentiles,
@@ -264,6 +273,19 @@ pub struct Summary {
     pub histogram: String,
     /// `service_us` in the same encoding.
     pub service_histogram: String,
+    // The other percentiles' histograms too, so that a merge adds them up.
+    /// `connect_us` in the same encoding.
+    pub connect_histogram: String,
+    /// `first_byte_us` in the same encoding.
+    pub first_byte_histogram: String,
+    /// `lag_us` in the same encoding.
+    pub lag_histogram: String,
+    /// `notice_us` in the same encoding.
+    pub notice_histogram: String,
+    /// `event_delay_us` in the same encoding.
+    pub event_delay_histogram: String,
+    /// `event_since_subscribe_us` in the same encoding.
+    pub event_since_subscribe_histogram: String,
     pub events: Events,
     pub connections_opened: u64,
     pub bytes_read: u64,
@@ -278,7 +300,16 @@ pub struct Summary {
     pub io_backend: String,
     /// Distinct paths requests went to: the weighted paths, or 1 (the target's path).
     pub paths: usize,
-    /// The plan as run, defaults filled in.
+    /// When the pacers started, in Unix milliseconds of this host's clock (a merge: the
+    /// earliest generator's).
+    pub started_at_ms: f64,
+    /// How far the plan's `start_at_ms` had passed when the run was ready (it then started
+    /// at once), in milliseconds; 0 when it started on time (a merge: the latest).
+    pub start_late_ms: f64,
+    /// The plan's `clock_offset_ms`, added to this host's clock when a delay was measured from
+    /// a server timestamp (a merge: null when the generators' offsets differ).
+    pub clock_offset_ms: Option<f64>,
+    /// The plan as run, defaults filled in (a merge: the first generator's part of it).
     pub plan: Plan,
 }
 
@@ -290,6 +321,8 @@ pub struct SummaryInput<'a> {
     pub cpu: (f64, f64),
     pub invalid_reasons: Vec<String>,
     pub stopped_early: bool,
+    pub started_at_ms: f64,
+    pub start_late_ms: f64,
     pub paths: usize,
     pub plan: &'a Plan,
     pub threads: usize,
@@ -310,7 +343,9 @@ impl Summary {
             valid: input.invalid_reasons.is_empty(),
             invalid_reasons: input.invalid_reasons,
             stopped_early: input.stopped_early,
+            generators: 1,
             requests: s.requests,
+            started: s.started,
             ok: s.ok,
             errors: Errors::from_counts(&s.errors),
             status,
@@ -328,6 +363,12 @@ impl Summary {
             event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
             histogram: encode_histogram(&h.latency),
             service_histogram: encode_histogram(&h.service),
+            connect_histogram: encode_histogram(&h.connect),
+            first_byte_histogram: encode_histogram(&h.first_byte),
+            lag_histogram: encode_histogram(&h.lag),
+            notice_histogram: encode_histogram(&h.notice),
+            event_delay_histogram: encode_histogram(&h.event_delay),
+            event_since_subscribe_histogram: encode_histogram(&h.event_since_subscribe),
             events: Events::from_snapshot(s),
             connections_opened: s.connections_opened,
             bytes_read: s.bytes_read,
@@ -338,12 +379,43 @@ impl Summary {
             threads: input.threads,
             io_backend: input.io_backend,
             paths: input.paths,
+            started_at_ms: round3(input.started_at_ms),
+            start_late_ms: round3(input.start_late_ms),
+            clock_offset_ms: Some(input.plan.clock_offset_ms),
             plan: input.plan.clone(),
         }
     }
 
+    /// Every histogram the summary carries, beside the percentiles read from it.
+    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 8] {
+        [
+            (&mut self.latency_us, &mut self.histogram),
+            (&mut self.service_us, &mut self.service_histogram),
+            (&mut self.connect_us, &mut self.connect_histogram),
+            (&mut self.first_byte_us, &mut self.first_byte_histogram),
+            (&mut self.lag_us, &mut self.lag_histogram),
+            (&mut self.notice_us, &mut self.notice_histogram),
+            (&mut self.event_delay_us, &mut self.event_delay_histogram),
+            (
+                &mut self.event_since_subscribe_us,
+                &mut self.event_since_subscribe_histogram,
+            ),
+        ]
+    }
+
     /// A wrk-like text summary.
     pub fn human(&self) -> String {
+        [
+            self.human_latency(),
+            self.human_counts(),
+            self.human_rates(),
+            self.human_caveats(),
+        ]
+        .concat()
+    }
+
+    /// What ran, and its latency percentiles.
+    fn human_latency(&self) -> String {
         let l = &self.latency_us;
         let mut out = format!(
             "{} {} with {} thread(s), {}, {}\n",
@@ -362,7 +434,12 @@ impl Summary {
             fmt_us(l.p999),
             fmt_us(l.max)
         );
-        out += &format!(
+        out
+    }
+
+    /// Requests, bytes, errors and push events.
+    fn human_counts(&self) -> String {
+        let mut out = format!(
             "  {} requests in {:.2}s, {} read, {} errors\n",
             self.requests,
             self.duration_s,
@@ -381,6 +458,12 @@ impl Summary {
                 serde_json::to_string(&self.events).unwrap_or_default()
             );
         }
+        out
+    }
+
+    /// Rates, the loop's reading delay and the generator's CPU.
+    fn human_rates(&self) -> String {
+        let mut out = String::new();
         if let Some(rate) = self.intended_rate {
             out += &format!(
                 "Intended rate: {rate:.2}/s, achieved {:.2}/s\n",
@@ -396,6 +479,18 @@ impl Summary {
         }
         out += &format!("Requests/sec: {:.2}\n", self.rps);
         out += &format!("Client CPU: {:.3}s\n", self.client_cpu_s);
+        out
+    }
+
+    /// What qualifies the figures: a late start, an early stop, an invalid run.
+    fn human_caveats(&self) -> String {
+        let mut out = String::new();
+        if self.start_late_ms > 0.0 {
+            out += &format!(
+                "Started {:.1} ms after start_at_ms, which had passed when the run was ready\n",
+                self.start_late_ms
+            );
+        }
         if self.stopped_early {
             out += "Stopped early by a signal: the figures cover the run until then\n";
         }
@@ -417,6 +512,9 @@ impl Summary {
     }
 
     fn clients(&self) -> String {
+        if self.generators > 1 {
+            return format!("{} generators", self.generators);
+        }
         match (&self.plan.pacer, self.plan.concurrency()) {
             (PacerSpec::Users { users, .. }, _) => format!("{users} user(s)"),
             (PacerSpec::Sequential {}, _) => "1 connection at a time".into(),
@@ -434,7 +532,17 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     }
 }
 
-fn round3(x: f64) -> f64 {
+/// Reads a histogram `encode_histogram` wrote.
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("not an HdrHistogram: {e:?}"))
+}
+
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
@@ -471,7 +579,6 @@ pub fn output_schema() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdrhistogram::serialization::Deserializer;
 
     #[test]
     fn histogram_round_trips_through_base64() {
@@ -479,13 +586,7 @@ mod tests {
         for v in [10u64, 200, 3000, 40_000] {
             h.record(v).unwrap();
         }
-        let text = encode_histogram(&h);
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .unwrap();
-        let back: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .unwrap();
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
         assert_eq!(back.len(), 4);
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
     }

@@ -1,6 +1,7 @@
 //! What the threads of a run share (the plan, the start and end, the request budget, the
 //! early stop, the source addresses) and what the tasks of one worker thread share (its
-//! ledger and emit log).
+//! ledger and emit log). A run starts now, or at the plan's `start_at_ms` on this host's
+//! clock: the workers get ready and wait for that instant.
 
 use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -12,6 +13,61 @@ use crate::emits::EmitLog;
 use crate::ledger::Ledger;
 use crate::plan::{Stop, ValidPlan};
 use crate::stats::Counters;
+
+/// How often a worker waiting for the start looks at the stop flag.
+const START_POLL: Duration = Duration::from_millis(20);
+
+/// When a run's pacers start, on the monotonic clock and on this host's wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    pub at: Instant,
+    /// How far the plan's `start_at_ms` had passed when the run was set up (0 when it had
+    /// not, or the plan gave none), in milliseconds.
+    pub late_ms: f64,
+    /// One reading of both clocks, to place a monotonic instant on the wall clock.
+    origin: (Instant, f64),
+}
+
+impl Start {
+    /// Now, or `start_at_ms` (Unix ms, this host's clock) if it is still ahead.
+    pub fn at_unix_ms(start_at_ms: Option<u64>) -> Start {
+        let origin = read_clocks();
+        let ahead_ms = start_at_ms.map_or(0.0, |at| at as f64 - origin.1);
+        Start {
+            at: origin.0 + Duration::from_secs_f64(ahead_ms.max(0.0) / 1000.0),
+            late_ms: (-ahead_ms).max(0.0),
+            origin,
+        }
+    }
+
+    /// `instant` on this host's wall clock, in Unix milliseconds.
+    pub fn unix_ms(&self, instant: Instant) -> f64 {
+        let (origin, wall) = self.origin;
+        match instant.checked_duration_since(origin) {
+            Some(after) => wall + after.as_secs_f64() * 1000.0,
+            None => wall - (origin - instant).as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// The monotonic clock now, and the wall clock (Unix ms) at that instant: the middle of two
+/// wall readings around it, the closest pair of a few, so that a thread preempted between
+/// the readings does not misplace the start by its time off the CPU.
+fn read_clocks() -> (Instant, f64) {
+    let mut best = (f64::INFINITY, Instant::now(), 0.0);
+    for _ in 0..5 {
+        let before = crate::system::unix_ms();
+        let now = Instant::now();
+        let after = crate::system::unix_ms();
+        if after - before < best.0 {
+            best = (after - before, now, (before + after) / 2.0);
+        }
+        if best.0 < 0.02 {
+            break;
+        }
+    }
+    (best.1, best.2)
+}
 
 /// What every worker thread sees.
 pub struct Shared {
@@ -32,6 +88,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(plan: ValidPlan, start: Instant) -> Shared {
+        let first_seq = plan.plan.behaviour.seq_start();
         let end = match plan.stop {
             Stop::Duration(d) => Some(start + d),
             Stop::Requests(_) => None,
@@ -47,9 +104,22 @@ impl Shared {
             counters,
             issued: AtomicU64::new(0),
             source_cursor: AtomicUsize::new(0),
-            syslog_seq: AtomicU64::new(1),
+            syslog_seq: AtomicU64::new(first_seq),
             stopping: AtomicBool::new(false),
             abandon_at: OnceLock::new(),
+        }
+    }
+
+    /// Blocks this worker thread until the start, looking at the stop flag meanwhile; returns
+    /// when it went on. A thread's sleep wakes within tens of microseconds, closer than the
+    /// event loop's millisecond timer would.
+    pub fn wait_for_start(&self) -> Instant {
+        loop {
+            let now = Instant::now();
+            if now >= self.start || self.stopping.load(Relaxed) {
+                return now;
+            }
+            std::thread::sleep((self.start - now).min(START_POLL));
         }
     }
 
@@ -115,7 +185,10 @@ pub struct WorkerCtx {
 impl WorkerCtx {
     pub fn new(shared: Arc<Shared>, index: usize) -> WorkerCtx {
         WorkerCtx {
-            ledger: Ledger::new(shared.counters[index].clone()),
+            ledger: Ledger::new(
+                shared.counters[index].clone(),
+                shared.plan.plan.clock_offset_ms,
+            ),
             shared,
             emits: RefCell::default(),
         }

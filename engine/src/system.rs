@@ -1,4 +1,5 @@
-//! What the engine asks of the operating system for itself: descriptors and CPU accounting.
+//! What the engine asks of the operating system for itself: descriptors, CPU accounting and
+//! the wall clock.
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit (and the hard limit too when running as
 /// root). Returns a reason the run is invalid when `needed` still does not fit.
@@ -36,6 +37,13 @@ pub fn raise_fd_limit(needed: u64) -> Vec<String> {
         )];
     }
     Vec::new()
+}
+
+/// This host's clock now, in Unix milliseconds (with the microseconds as a fraction).
+pub fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
 /// User and system CPU seconds this process has used so far.

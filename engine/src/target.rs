@@ -1,5 +1,6 @@
-//! The address load goes to. Anything outside 127.0.0.0/8 is refused here, before any socket
-//! exists, because the lab must never load a machine it does not own.
+//! The address load goes to. Anything outside 127.0.0.0/8 that the plan does not list in its
+//! `allowed_hosts` is refused here, before any socket exists, because the lab must never load
+//! a machine it does not own. No name is resolved: an IPv4 literal or `localhost` only.
 
 use std::net::Ipv4Addr;
 
@@ -9,7 +10,7 @@ pub enum TargetError {
     Malformed(String),
     #[error("target scheme {0:?} is not supported here (use {1})")]
     Scheme(String, &'static str),
-    #[error("target host {0:?} is not on loopback: serverlab-load only sends to 127.0.0.0/8")]
+    #[error("target host {0:?} is not on loopback: serverlab-load only sends to 127.0.0.0/8 and the addresses a plan lists in allowed_hosts")]
     NotLoopback(String),
 }
 
@@ -24,15 +25,16 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn parse(url: &str, http: bool) -> Result<Target, TargetError> {
+    /// Parses `url`; a host off loopback must be one of `allowed`.
+    pub fn parse(url: &str, http: bool, allowed: &[Ipv4Addr]) -> Result<Target, TargetError> {
         let malformed = || TargetError::Malformed(url.to_string());
         let (scheme, rest) = url.split_once("://").ok_or_else(malformed)?;
-        let allowed: &[&str] = if http {
+        let schemes: &[&str] = if http {
             &["http"]
         } else {
             &["http", "tcp", "udp", "syslog"]
         };
-        if !allowed.contains(&scheme) {
+        if !schemes.contains(&scheme) {
             let hint = if http { "http://" } else { "tcp:// or udp://" };
             return Err(TargetError::Scheme(scheme.to_string(), hint));
         }
@@ -54,7 +56,7 @@ impl Target {
                 .parse::<Ipv4Addr>()
                 .map_err(|_| TargetError::NotLoopback(other.to_string()))?,
         };
-        if !ip.is_loopback() {
+        if !may_send_to(ip, allowed) {
             return Err(TargetError::NotLoopback(host.to_string()));
         }
         if !is_request_path(path) {
@@ -69,6 +71,11 @@ impl Target {
     }
 }
 
+/// Whether load may go to (or come from) `ip`: loopback, or an address the plan allows.
+pub fn may_send_to(ip: Ipv4Addr, allowed: &[Ipv4Addr]) -> bool {
+    ip.is_loopback() || allowed.contains(&ip)
+}
+
 /// A path (and query) that can stand in a request line as is.
 pub fn is_request_path(path: &str) -> bool {
     path.starts_with('/') && !path.bytes().any(|b| b <= b' ' || b == 0x7f)
@@ -80,15 +87,17 @@ mod tests {
 
     #[test]
     fn parses_loopback_urls() {
-        let t = Target::parse("http://127.0.0.1:8080/perf?x=1", true).unwrap();
+        let t = Target::parse("http://127.0.0.1:8080/perf?x=1", true, &[]).unwrap();
         assert_eq!(
             (t.ip, t.port, t.path.as_str()),
             (Ipv4Addr::LOCALHOST, 8080, "/perf?x=1")
         );
-        let t = Target::parse("http://localhost:9", true).unwrap();
+        let t = Target::parse("http://localhost:9", true, &[]).unwrap();
         assert_eq!(t.path, "/");
         assert_eq!(
-            Target::parse("tcp://127.0.0.3:514", false).unwrap().port,
+            Target::parse("tcp://127.0.0.3:514", false, &[])
+                .unwrap()
+                .port,
             514
         );
     }
@@ -101,16 +110,47 @@ mod tests {
             "http://[::1]:80/",
         ] {
             assert!(matches!(
-                Target::parse(url, true),
+                Target::parse(url, true, &[Ipv4Addr::new(198, 18, 0, 2)]),
                 Err(TargetError::NotLoopback(_))
             ));
         }
         assert!(matches!(
-            Target::parse("https://127.0.0.1:1/", true),
+            Target::parse("https://127.0.0.1:1/", true, &[]),
             Err(TargetError::Scheme(..))
         ));
-        assert!(Target::parse("127.0.0.1:80", true).is_err());
-        assert!(Target::parse("http://127.0.0.1:0/", true).is_err());
-        assert!(Target::parse("http://127.0.0.1:1/a b", true).is_err());
+        assert!(Target::parse("127.0.0.1:80", true, &[]).is_err());
+        assert!(Target::parse("http://127.0.0.1:0/", true, &[]).is_err());
+        assert!(Target::parse("http://127.0.0.1:1/a b", true, &[]).is_err());
+    }
+
+    #[test]
+    fn an_address_off_loopback_only_where_allowed() {
+        let allowed = [Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(10, 0, 0, 7)];
+        let t = Target::parse("http://198.18.0.2:8080/perf", true, &allowed).unwrap();
+        assert_eq!(
+            (t.ip, t.authority.as_str()),
+            (allowed[0], "198.18.0.2:8080")
+        );
+        assert_eq!(
+            Target::parse("udp://10.0.0.7:514", false, &allowed)
+                .unwrap()
+                .ip,
+            allowed[1]
+        );
+        for url in [
+            "http://198.18.0.3:80/",
+            "http://10.0.0.8/",
+            "http://[::1]:80/",
+        ] {
+            assert!(
+                matches!(
+                    Target::parse(url, true, &allowed),
+                    Err(TargetError::NotLoopback(_))
+                ),
+                "{url}"
+            );
+        }
+        // Listing an address never lets a name through: no resolution.
+        assert!(Target::parse("http://example.com/", true, &allowed).is_err());
     }
 }

@@ -26,34 +26,39 @@ pub struct WorkerResults {
     pub emits: EmitLog,
     /// The loop that drove the sockets: epoll or io_uring.
     pub io: IoBackend,
+    /// When this worker's pacers started (after waiting for the run's start).
+    pub started: Instant,
 }
 
 /// Runs worker `index` to completion and returns what it recorded.
 pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
     let ctx = Rc::new(WorkerCtx::new(shared, index));
-    let io = match ring_for(&ctx.shared, index)? {
+    let (io, started) = match ring_for(&ctx.shared, index)? {
         Some(ring) => {
             let plan = &ctx.shared.plan;
             let plain = Plain::new(plan, index);
             let slots = my_share(plan.plan.connections, index, plan.threads);
-            uring::Driver::new(ring, ctx.clone(), &plain, slots).run()?;
-            IoBackend::IoUring
+            let driver = uring::Driver::new(ring, ctx.clone(), &plain, slots);
+            let started = ctx.shared.wait_for_start();
+            driver.run()?;
+            (IoBackend::IoUring, started)
         }
         None => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let local = tokio::task::LocalSet::new();
-            local.block_on(&runtime, drive(index, ctx.clone()));
+            let started = local.block_on(&runtime, drive(index, ctx.clone()));
             // Dropping the set drops every task still in flight (and closes its connections).
             drop(local);
-            IoBackend::Epoll
+            (IoBackend::Epoll, started)
         }
     };
     Ok(WorkerResults {
         histograms: ctx.ledger.take_histograms(),
         emits: ctx.emits.take(),
         io,
+        started,
     })
 }
 
@@ -79,7 +84,8 @@ fn my_share(total: u64, index: usize, threads: usize) -> usize {
     (index as u64..total).step_by(threads).count()
 }
 
-async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
+/// Runs this worker's share of the plan; returns when its pacers started.
+async fn drive(index: usize, ctx: Rc<WorkerCtx>) -> Instant {
     let plan = &ctx.shared.plan;
     match &plan.plan.behaviour {
         BehaviourSpec::Keepalive {}
@@ -102,6 +108,7 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
             transport,
             framing,
             message_bytes,
+            ..
         } => {
             let batch = if plan.plan.pacer.is_open() {
                 1
@@ -115,63 +122,22 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) {
     }
 }
 
-async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, behaviour: B) {
-    let behaviour = Rc::new(behaviour);
-    let shared = &ctx.shared;
-    let plan = &shared.plan;
-    let threads = plan.threads as u64;
-    let mine = |total: u64| (index as u64..total).step_by(threads as usize);
-    let start = shared.start;
-    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
-    let mut spawn_slot = |pacer: Box<dyn Pacer>| {
-        tasks.push(tokio::task::spawn_local(slot_loop(
-            ctx.clone(),
-            behaviour.clone(),
-            pacer,
-        )));
-    };
-    match &plan.plan.pacer {
-        PacerSpec::Closed {} => {
-            for _ in mine(plan.plan.connections) {
-                spawn_slot(Box::new(BackToBack::new(start)));
-            }
-        }
-        PacerSpec::Sequential {} => {
-            for _ in mine(1) {
-                spawn_slot(Box::new(BackToBack::new(start)));
-            }
-        }
-        PacerSpec::Users {
-            users, ramp_up_s, ..
-        } => {
-            let ramp = Duration::from_secs_f64(*ramp_up_s);
-            for user in mine(*users) {
-                spawn_slot(Box::new(BackToBack::new(user_start(
-                    start, user, *users, ramp,
-                ))));
-            }
-        }
-        PacerSpec::Open { .. } if plan.plan.is_pooled() => {
-            let curve = rate_curve(&plan.plan.pacer);
-            let pool = plan.plan.connections;
-            for slot in mine(pool) {
-                spawn_slot(Box::new(Scheduled::new(
-                    start, curve, slot, pool, shared.end,
-                )));
-            }
-        }
-        PacerSpec::Open { .. } => {
-            let curve = rate_curve(&plan.plan.pacer);
-            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
-            let calls = plan.plan.calls_per_arrival();
-            tasks.push(tokio::task::spawn_local(dispatch(
-                ctx.clone(),
-                behaviour.clone(),
-                pacer,
-                calls,
-            )));
-        }
-    }
+/// Waits for the run's start with everything built, then runs the slots until they are done,
+/// the run's end, or an early stop's grace is over; returns when the pacers started.
+async fn drive_with<B: Behaviour + 'static>(
+    index: usize,
+    ctx: &Rc<WorkerCtx>,
+    behaviour: B,
+) -> Instant {
+    // No task exists on this loop yet: blocking its thread until the start delays nothing.
+    let started = ctx.shared.wait_for_start();
+    let tasks = spawn_slots(index, ctx, Rc::new(behaviour));
+    until_over(&ctx.shared, tasks).await;
+    started
+}
+
+/// Until every task is done, the run's end, or an early stop's grace is over.
+async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>) {
     let all = async {
         for task in tasks {
             let _ = task.await;
@@ -187,6 +153,66 @@ async fn drive_with<B: Behaviour + 'static>(index: usize, ctx: &Rc<WorkerCtx>, b
         _ = all => {}
         _ = end => {}
         _ = shared.abandoned() => {}
+    }
+}
+
+/// This worker's share of the plan's clients, each paced as the plan says.
+fn spawn_slots<B: Behaviour + 'static>(
+    index: usize,
+    ctx: &Rc<WorkerCtx>,
+    behaviour: Rc<B>,
+) -> Vec<JoinHandle<()>> {
+    let shared = &ctx.shared;
+    let plan = &shared.plan.plan;
+    let threads = shared.plan.threads as u64;
+    let mine = |total: u64| (index as u64..total).step_by(threads as usize);
+    let start = shared.start;
+    let slot = |pacer: Box<dyn Pacer>| {
+        tokio::task::spawn_local(slot_loop(ctx.clone(), behaviour.clone(), pacer))
+    };
+    match &plan.pacer {
+        PacerSpec::Closed {} => mine(plan.connections)
+            .map(|_| slot(Box::new(BackToBack::new(start))))
+            .collect(),
+        PacerSpec::Sequential {} => mine(1)
+            .map(|_| slot(Box::new(BackToBack::new(start))))
+            .collect(),
+        PacerSpec::Users {
+            users,
+            ramp_up_s,
+            offset_s,
+            ..
+        } => {
+            let ramp = Duration::from_secs_f64(*ramp_up_s);
+            let offset = Duration::from_secs_f64(*offset_s);
+            mine(*users)
+                .map(|user| {
+                    let at = user_start(start, offset, user, *users, ramp);
+                    slot(Box::new(BackToBack::new(at)))
+                })
+                .collect()
+        }
+        PacerSpec::Open { .. } if plan.is_pooled() => {
+            let curve = rate_curve(&plan.pacer);
+            let pool = plan.connections;
+            mine(pool)
+                .map(|first| {
+                    let pacer = Scheduled::new(start, curve, first, pool, shared.end);
+                    slot(Box::new(pacer))
+                })
+                .collect()
+        }
+        PacerSpec::Open { .. } => {
+            let curve = rate_curve(&plan.pacer);
+            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
+            let calls = plan.calls_per_arrival();
+            vec![tokio::task::spawn_local(dispatch(
+                ctx.clone(),
+                behaviour,
+                pacer,
+                calls,
+            ))]
+        }
     }
 }
 

@@ -47,6 +47,36 @@ fn long_poll_resubscribes_and_counts_answers() {
     assert_eq!(s.events.duplicated + s.events.reordered, 0);
 }
 
+#[test]
+fn event_delays_from_a_server_with_another_clock_are_corrected_by_the_plans_offset() {
+    // The server's clock is 4 s behind this host's: it stamps each event 4 s "in the past".
+    const BEHIND_MS: u64 = 4_000;
+    let server = serve(|mut stream, _| async move {
+        let mut seq = 0;
+        while read_request(&mut stream).await.is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            seq += 1;
+            let answer = common::delivery_created(seq, common::unix_ms() - BEHIND_MS);
+            if write_json_answer(&mut stream, &answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    let delay_p50_ms = |clock_offset_ms: f64| {
+        let s = common::run_plan(json!({"target": server.url("/push"), "requests": 20,
+            "connections": 2, "clock_offset_ms": clock_offset_ms,
+            "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 50}}));
+        assert_eq!(s.events.received, 20);
+        assert_eq!(s.clock_offset_ms, Some(clock_offset_ms));
+        s.event_delay_us.p50 as f64 / 1000.0
+    };
+    let uncorrected = delay_p50_ms(0.0);
+    assert!(uncorrected >= BEHIND_MS as f64, "{uncorrected} ms");
+    // Created and received within the same few milliseconds, as the server's clock reads.
+    let corrected = delay_p50_ms(-(BEHIND_MS as f64));
+    assert!(corrected < uncorrected - 3_000.0, "{corrected} ms");
+}
+
 /// Streams the given sequence numbers as comet lines, split awkwardly across chunks, then a
 /// timeout line and the end of the body.
 fn comet_server(seqs: &'static [u64]) -> common::TestServer {

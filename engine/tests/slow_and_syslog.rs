@@ -73,7 +73,8 @@ fn count_frames(data: &[u8]) -> (u64, Vec<u64>) {
     (count, seqs)
 }
 
-fn syslog_tcp_run(framing: &str) {
+/// 1000 messages over TCP: every number from the first (1 unless `seq_start` says) sent once.
+fn syslog_tcp_run(framing: &str, seq_start: Option<u64>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let server = serve(move |mut stream, _| {
         let tx = tx.clone();
@@ -83,9 +84,13 @@ fn syslog_tcp_run(framing: &str) {
             let _ = tx.send(all);
         }
     });
+    let mut behaviour = json!({"kind": "syslog", "framing": framing, "message_bytes": 120});
+    if let Some(first) = seq_start {
+        behaviour["seq_start"] = first.into();
+    }
     let s = common::run_plan(
         json!({"target": format!("tcp://{}", server.addr), "requests": 1000,
-        "connections": 3, "behaviour": {"kind": "syslog", "framing": framing, "message_bytes": 120}}),
+        "connections": 3, "behaviour": behaviour}),
     );
     assert_eq!(s.requests, 1000);
     // A slot whose share of the budget is empty never connects, so read until all arrived.
@@ -95,21 +100,28 @@ fn syslog_tcp_run(framing: &str) {
         seqs.extend(count_frames(&data).1);
     }
     seqs.sort_unstable();
+    let first = seq_start.unwrap_or(1);
     assert_eq!(
         seqs,
-        (1..=1000).collect::<Vec<u64>>(),
+        (first..first + 1000).collect::<Vec<u64>>(),
         "each number sent once"
     );
 }
 
 #[test]
 fn syslog_tcp_newline_counts_match() {
-    syslog_tcp_run("newline");
+    syslog_tcp_run("newline", None);
 }
 
 #[test]
 fn syslog_tcp_octet_counts_match() {
-    syslog_tcp_run("octet");
+    syslog_tcp_run("octet", None);
+}
+
+#[test]
+fn syslog_numbers_start_at_seq_start() {
+    // A second generator of a split run numbers after the first one's 1,000,000 messages.
+    syslog_tcp_run("octet", Some(1_000_001));
 }
 
 #[test]

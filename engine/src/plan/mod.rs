@@ -9,6 +9,7 @@ mod types;
 mod validate;
 
 pub use error::PlanError;
+pub(crate) use types::default_seq_start;
 pub use types::{
     BehaviourSpec, IoBackend, PacerSpec, Plan, ReadPace, SyslogFraming, SyslogTransport,
     WeightedPath,

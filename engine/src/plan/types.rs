@@ -12,8 +12,13 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     /// `http://127.0.0.1:PORT/path` for HTTP behaviours, `tcp://` or `udp://` `127.0.0.1:PORT`
-    /// (or the same `http://` URL) for syslog. Only 127.0.0.0/8 and `localhost` are accepted.
+    /// (or the same `http://` URL) for syslog. Only 127.0.0.0/8, `localhost` and the
+    /// addresses in `allowed_hosts` are accepted.
     pub target: String,
+    /// IPv4 addresses off loopback that `target` and `sources` may name (a generator host
+    /// of a distributed run sending to the server's host). Nothing else off loopback is.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     #[serde(default = "default_method")]
     pub method: String,
     /// Extra request headers, each `"Name: value"`.
@@ -68,6 +73,15 @@ pub struct Plan {
     /// `new-connection` requests when the kernel offers it, epoll otherwise.
     #[serde(default)]
     pub io: IoBackend,
+    /// When the pacers start, in Unix milliseconds of this host's clock, so that several
+    /// generators start at one instant. Everything else is ready before; an instant already
+    /// passed starts the run at once (the summary's `start_late_ms` says by how much).
+    #[serde(default)]
+    pub start_at_ms: Option<u64>,
+    /// The server's clock minus this host's, in milliseconds: added to the local receive time
+    /// before a server timestamp is subtracted from it, so delays stay true across hosts.
+    #[serde(default)]
+    pub clock_offset_ms: f64,
 }
 
 #[derive(
@@ -134,6 +148,8 @@ pub enum PacerSpec {
     /// With the `keepalive` behaviour the arrivals are spread over a pool of `connections`
     /// kept-alive connections (wrk2 style); otherwise every arrival opens a new connection
     /// and makes `calls_per_connection` requests on it (httperf `--num-conns --num-calls`).
+    /// The whole schedule comes `offset_s` late (one generator's arrivals interleaved with
+    /// another's).
     Open {
         rate: f64,
         #[serde(default)]
@@ -142,13 +158,18 @@ pub enum PacerSpec {
         ramp_s: f64,
         #[serde(default = "default_calls")]
         calls_per_connection: u64,
+        #[serde(default)]
+        offset_s: f64,
     },
     /// JMeter thread group: `users` users started evenly over `ramp_up_s`, all stopped at
-    /// `ramp_up_s + hold_s`, each looping its behaviour (`connections` is ignored).
+    /// `ramp_up_s + hold_s`, each looping its behaviour (`connections` is ignored). User k
+    /// (0-based) starts at `offset_s + k * ramp_up_s / users`.
     Users {
         users: u64,
         ramp_up_s: f64,
         hold_s: f64,
+        #[serde(default)]
+        offset_s: f64,
     },
 }
 
@@ -176,6 +197,14 @@ impl PacerSpec {
                 ramp_up_s, hold_s, ..
             } => Some(ramp_up_s + hold_s),
             PacerSpec::Closed {} | PacerSpec::Sequential {} => None,
+        }
+    }
+
+    /// How late this pacer's schedule begins after the start (open loop and users; 0 else).
+    pub fn offset_s(&self) -> f64 {
+        match self {
+            PacerSpec::Open { offset_s, .. } | PacerSpec::Users { offset_s, .. } => *offset_s,
+            PacerSpec::Closed {} | PacerSpec::Sequential {} => 0.0,
         }
     }
 
@@ -240,7 +269,7 @@ pub enum BehaviourSpec {
         read_bytes: usize,
         read_interval_ms: u64,
     },
-    /// Numbered syslog messages; one message counts as one request.
+    /// Syslog messages numbered from `seq_start` on; one message counts as one request.
     Syslog {
         #[serde(default)]
         transport: SyslogTransport,
@@ -248,6 +277,8 @@ pub enum BehaviourSpec {
         framing: SyslogFraming,
         #[serde(default = "default_message_bytes")]
         message_bytes: usize,
+        #[serde(default = "default_seq_start")]
+        seq_start: u64,
     },
 }
 
@@ -262,6 +293,9 @@ fn default_rcvbuf() -> u32 {
 }
 fn default_message_bytes() -> usize {
     100
+}
+pub(crate) fn default_seq_start() -> u64 {
+    1
 }
 
 /// How a slow reader reads: its receive buffer, and at most `bytes` per read every `interval`.
@@ -322,6 +356,14 @@ impl BehaviourSpec {
     /// request is one write on a fresh connection that never waits for an ACK anyway.
     pub fn wants_no_delay(&self) -> bool {
         !matches!(self, BehaviourSpec::NewConnection {})
+    }
+
+    /// The first syslog message number (1 unless a plan says); other behaviours number none.
+    pub fn seq_start(&self) -> u64 {
+        match self {
+            BehaviourSpec::Syslog { seq_start, .. } => *seq_start,
+            _ => default_seq_start(),
+        }
     }
 
     /// A slow reader's pace; `None` for every other behaviour.

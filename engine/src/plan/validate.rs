@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::{BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, WeightedPath};
-use crate::target::Target;
+use crate::target::{may_send_to, Target};
 
 /// A plan whose every value has been checked, with the derived values workers need.
 #[derive(Debug, Clone)]
@@ -37,7 +37,8 @@ impl Plan {
                 "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll".into(),
             ));
         }
-        let target = Target::parse(&self.target, self.behaviour.needs_http())?;
+        let allowed = self.checked_allowed_hosts()?;
+        let target = Target::parse(&self.target, self.behaviour.needs_http(), &allowed)?;
         let stop = self.checked_stop()?;
         if self.behaviour.is_endless() && matches!(stop, Stop::Requests(_)) {
             return Err(PlanError::Contradiction(
@@ -48,9 +49,11 @@ impl Plan {
         self.check_bounds()?;
         self.check_counts()?;
         self.check_pacer()?;
+        self.check_offset(stop)?;
         self.check_behaviour()?;
+        self.check_clocks()?;
         self.parsed_headers()?;
-        parse_sources(&self.sources)?;
+        parse_sources(&self.sources, &allowed)?;
         if self.paths_file.is_some() && !self.paths.is_empty() {
             return Err(PlanError::Contradiction(
                 "paths",
@@ -68,7 +71,7 @@ impl Plan {
         let (target, stop) = self.check()?;
         let body = self.load_body()?;
         let headers = self.parsed_headers()?;
-        let sources = parse_sources(&self.sources)?;
+        let sources = parse_sources(&self.sources, &self.checked_allowed_hosts()?)?;
         let threads = self.effective_threads();
         let paths = self.checked_paths()?;
         Ok(ValidPlan {
@@ -109,6 +112,75 @@ impl Plan {
         )
     }
 
+    /// The addresses off loopback the plan allows: IPv4 literals of a host (not 0.0.0.0,
+    /// a broadcast or a multicast group), never names.
+    fn checked_allowed_hosts(&self) -> Result<Vec<Ipv4Addr>, PlanError> {
+        self.allowed_hosts
+            .iter()
+            .map(|text| {
+                let bad = |why: &str| {
+                    PlanError::Contradiction(
+                        "allowed_hosts",
+                        format!("allowed host {text:?} {why}"),
+                    )
+                };
+                let ip: Ipv4Addr = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("is not an IPv4 address"))?;
+                if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+                    return Err(bad("is not the address of one host"));
+                }
+                Ok(ip)
+            })
+            .collect()
+    }
+
+    /// `offset_s` delays a schedule within the run: finite, not negative, and smaller than
+    /// the run when the run has a length.
+    fn check_offset(&self, stop: Stop) -> Result<(), PlanError> {
+        let offset = self.pacer.offset_s();
+        if !(offset.is_finite() && offset >= 0.0) {
+            return Err(PlanError::Contradiction(
+                "pacer",
+                format!("offset_s = {offset} must be finite and not negative"),
+            ));
+        }
+        match stop {
+            Stop::Duration(run) if offset >= run.as_secs_f64() => Err(PlanError::Contradiction(
+                "pacer",
+                format!(
+                    "offset_s = {offset} must be smaller than the run ({} s)",
+                    run.as_secs_f64()
+                ),
+            )),
+            _ => too_large("pacer", offset, MAX_SECONDS),
+        }
+    }
+
+    /// A start instant no further ahead than `MAX_START_AHEAD_MS` (a later one is a clock or
+    /// unit mistake, and would hold a generator idle), and a clock offset a clock can have.
+    fn check_clocks(&self) -> Result<(), PlanError> {
+        if let Some(at) = self.start_at_ms {
+            let ahead = at as f64 - crate::system::unix_ms();
+            if ahead > MAX_START_AHEAD_MS {
+                return Err(PlanError::Contradiction(
+                    "start_at_ms",
+                    format!(
+                        "start_at_ms = {at} is {:.0} s ahead of this host's clock; at most {} s",
+                        ahead / 1000.0,
+                        MAX_START_AHEAD_MS / 1000.0
+                    ),
+                ));
+            }
+        }
+        too_large(
+            "clock_offset_ms",
+            self.clock_offset_ms.abs(),
+            MAX_CLOCK_OFFSET_MS,
+        )
+    }
+
     fn checked_paths(&self) -> Result<Vec<WeightedPath>, PlanError> {
         match &self.paths_file {
             Some(file) => {
@@ -133,7 +205,10 @@ impl Plan {
             }
             let total = ramp_up_s + hold_s;
             if !(total.is_finite() && total > 0.0 && ramp_up_s >= 0.0 && hold_s >= 0.0) {
-                return Err(PlanError::NotPositive("pacer", "ramp_up_s + hold_s"));
+                return Err(PlanError::Contradiction(
+                    "pacer",
+                    format!("users pacer: ramp_up_s = {ramp_up_s} and hold_s = {hold_s} must not be negative, and their sum must be positive"),
+                ));
             }
             return Ok(Stop::Duration(std::time::Duration::from_secs_f64(total)));
         }
@@ -188,6 +263,7 @@ impl Plan {
                 ramp_to_rate,
                 ramp_s,
                 calls_per_connection,
+                ..
             } => {
                 if !(rate.is_finite() && *rate > 0.0) {
                     return Err(PlanError::NotPositive("pacer", "rate"));
@@ -276,13 +352,18 @@ impl Plan {
                     ));
                 }
             }
-            BehaviourSpec::Syslog { message_bytes, .. } => {
+            BehaviourSpec::Syslog {
+                message_bytes,
+                seq_start,
+                ..
+            } => {
                 if !(32..=65_000).contains(message_bytes) {
                     return Err(PlanError::Contradiction(
                         "behaviour",
                         "syslog message_bytes must be 32..65000".into(),
                     ));
                 }
+                too_large("behaviour", *seq_start as f64, MAX_REQUESTS)?;
             }
             BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {} => {}
         }
@@ -375,6 +456,10 @@ const MAX_CONNECTIONS: f64 = 1_000_000.0;
 const MAX_REQUESTS: f64 = 1e12;
 const MAX_RATE: f64 = 10_000_000.0;
 const MAX_THREADS: f64 = 1024.0;
+/// How far ahead a start instant may be.
+const MAX_START_AHEAD_MS: f64 = 10.0 * 60_000.0;
+/// A day: clocks of one lab further apart than that are not synchronised at all.
+const MAX_CLOCK_OFFSET_MS: f64 = 86_400_000.0;
 
 fn too_large(field: &'static str, value: f64, max: f64) -> Result<(), PlanError> {
     if value.is_finite() && value <= max {
@@ -438,8 +523,8 @@ fn read_paths_file(file: &std::path::Path) -> Result<Vec<WeightedPath>, PlanErro
     Ok(paths)
 }
 
-/// Expands `127.0.0.2-127.0.0.250` ranges; every address must be loopback.
-pub fn parse_sources(items: &[String]) -> Result<Vec<Ipv4Addr>, PlanError> {
+/// Expands `127.0.0.2-127.0.0.250` ranges; every address must be loopback or `allowed`.
+pub fn parse_sources(items: &[String], allowed: &[Ipv4Addr]) -> Result<Vec<Ipv4Addr>, PlanError> {
     let mut out = Vec::new();
     for item in items.iter().flat_map(|s| s.split(',')) {
         let item = item.trim();
@@ -450,12 +535,14 @@ pub fn parse_sources(items: &[String]) -> Result<Vec<Ipv4Addr>, PlanError> {
         };
         let first: Ipv4Addr = first.parse().map_err(|_| bad("not an IPv4 address"))?;
         let last: Ipv4Addr = last.parse().map_err(|_| bad("not an IPv4 address"))?;
-        if !first.is_loopback() || !last.is_loopback() {
-            return Err(bad("only 127.0.0.0/8 may be used"));
-        }
         let (a, b) = (u32::from(first), u32::from(last));
         if a > b {
             return Err(bad("range runs backwards"));
+        }
+        // 127.0.0.0/8 is one block: a range with both ends on loopback lies in it.
+        let on_loopback = first.is_loopback() && last.is_loopback();
+        if !on_loopback && !(a..=b).all(|ip| may_send_to(ip.into(), allowed)) {
+            return Err(bad("only 127.0.0.0/8 and the allowed_hosts may be used"));
         }
         out.extend((a..=b).map(Ipv4Addr::from));
     }
@@ -471,6 +558,7 @@ impl ValidPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
         Plan::from_value(json).unwrap().validate()
@@ -513,11 +601,11 @@ mod tests {
 
     #[test]
     fn source_ranges_expand_and_stay_on_loopback() {
-        let got = parse_sources(&["127.0.0.2-127.0.0.4,127.0.0.9".into()]).unwrap();
+        let got = parse_sources(&["127.0.0.2-127.0.0.4,127.0.0.9".into()], &[]).unwrap();
         assert_eq!(got.len(), 4);
         assert_eq!(got[3], Ipv4Addr::new(127, 0, 0, 9));
-        assert!(parse_sources(&["10.0.0.1".into()]).is_err());
-        assert!(parse_sources(&["127.0.0.9-127.0.0.2".into()]).is_err());
+        assert!(parse_sources(&["10.0.0.1".into()], &[]).is_err());
+        assert!(parse_sources(&["127.0.0.9-127.0.0.2".into()], &[]).is_err());
     }
 
     #[test]
@@ -603,10 +691,112 @@ mod tests {
     }
 
     #[test]
+    fn an_address_off_loopback_must_be_allowed_for_target_and_sources() {
+        let with = |target: &str, allowed: serde_json::Value, sources: serde_json::Value| {
+            plan(serde_json::json!({"target": target, "requests": 10,
+                "allowed_hosts": allowed, "sources": sources}))
+        };
+        let ok = with("http://198.18.0.2:80/", json!(["198.18.0.2"]), json!([])).unwrap();
+        assert_eq!(ok.target.ip, Ipv4Addr::new(198, 18, 0, 2));
+        let unlisted = with("http://198.18.0.3:80/", json!(["198.18.0.2"]), json!([]));
+        assert_eq!(unlisted.unwrap_err().field(), "target");
+        // A source off loopback too: only a listed one, each address of a range listed.
+        let listed = json!(["198.18.0.2", "198.18.0.5", "198.18.0.6"]);
+        let ok = with(
+            "http://198.18.0.2:80/",
+            listed.clone(),
+            json!(["198.18.0.5-198.18.0.6"]),
+        );
+        assert_eq!(ok.unwrap().sources.len(), 2);
+        for sources in [json!(["198.18.0.5-198.18.0.7"]), json!(["10.0.0.1"])] {
+            let err = with("http://198.18.0.2:80/", listed.clone(), sources).unwrap_err();
+            assert_eq!(err.field(), "sources");
+        }
+        for bad in [
+            "example.com",
+            "198.18.0",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+        ] {
+            let err = with("http://127.0.0.1:80/", json!([bad]), json!([])).unwrap_err();
+            assert_eq!(err.field(), "allowed_hosts", "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_start_instant_at_most_ten_minutes_ahead() {
+        let now = crate::system::unix_ms() as u64;
+        let at = |start_at_ms: u64| {
+            plan(json!({"target": "http://127.0.0.1:1/", "requests": 10,
+                "start_at_ms": start_at_ms}))
+        };
+        at(now + 9 * 60_000).expect("nine minutes ahead");
+        at(now - 3_600_000).expect("an hour ago: starts at once");
+        assert_eq!(at(now + 11 * 60_000).unwrap_err().field(), "start_at_ms");
+    }
+
+    #[test]
+    fn offsets_are_finite_not_negative_and_inside_the_run() {
+        let open = |offset_s: f64, stop: serde_json::Value| {
+            let mut p = Plan::from_value(json!({"target": "http://127.0.0.1:1/",
+                "pacer": {"kind": "open", "rate": 100.0}}))
+            .unwrap();
+            p.duration_s = stop["duration_s"].as_f64();
+            p.requests = stop["requests"].as_u64();
+            if let PacerSpec::Open { offset_s: o, .. } = &mut p.pacer {
+                *o = offset_s;
+            }
+            p.check()
+        };
+        let seconds = json!({"duration_s": 2.0});
+        open(0.5, seconds.clone()).expect("inside the run");
+        open(0.5, json!({"requests": 10})).expect("a count has no end to be inside");
+        for bad in [-0.1, f64::NAN, f64::INFINITY, 2.0, 3.0] {
+            let err = open(bad, seconds.clone()).unwrap_err();
+            assert_eq!(err.field(), "pacer", "{bad}: {err}");
+        }
+        let users = |offset_s: f64| {
+            plan(
+                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
+                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
+            )
+        };
+        users(1.5).expect("inside ramp_up_s + hold_s");
+        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
+    }
+
+    #[test]
+    fn syslog_numbers_and_clock_offsets_stay_in_range() {
+        let syslog = |seq_start: u64| {
+            plan(json!({"target": "tcp://127.0.0.1:1", "requests": 10,
+                "behaviour": {"kind": "syslog", "seq_start": seq_start}}))
+        };
+        assert_eq!(
+            syslog(1_000_001).unwrap().plan.behaviour.seq_start(),
+            1_000_001
+        );
+        assert_eq!(syslog(u64::MAX).unwrap_err().field(), "behaviour");
+        let offset = |ms: f64| {
+            plan(json!({"target": "http://127.0.0.1:1/", "requests": 10, "clock_offset_ms": ms}))
+        };
+        offset(-1234.5).expect("a clock behind the server's");
+        assert_eq!(offset(1e12).unwrap_err().field(), "clock_offset_ms");
+    }
+
+    #[test]
     fn users_pacer_derives_its_duration() {
         let p = plan(serde_json::json!({"target": "http://127.0.0.1:1/",
             "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
         .unwrap();
         assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
+        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
+        .unwrap_err();
+        assert_eq!(negative_hold.field(), "pacer");
+        assert!(
+            negative_hold.to_string().contains("hold_s = -1"),
+            "{negative_hold}"
+        );
     }
 }

@@ -300,23 +300,41 @@ impl<'a> Driver<'a> {
         connect: bool,
         now: Instant,
     ) -> io::Result<()> {
-        let slot = &mut self.slots[index];
-        let generation = slot.generation;
-        let multishot = self.buffers.is_some();
-        let spare = if multishot {
-            None
-        } else {
-            match spare_of(&mut slot.inbox) {
+        // With a multishot receive standing on the connection the exchange needs none.
+        let spare = match self.buffers {
+            Some(_) => None,
+            None => match spare_of(&mut self.slots[index].inbox) {
                 Ok(spare) => Some(spare),
                 Err(kind) => {
                     self.fail(index, kind, now);
                     return Ok(());
                 }
-            }
+            },
         };
         let request = self.plain.request(request);
+        let entries = self.exchange_entries(index, request, connect, spare);
+        // The send reports only if it fails, and is not counted as pending.
+        self.slots[index].pending += u32::from(connect) + u32::from(spare.is_some());
+        self.ctx.ledger.wrote(request.len());
+        for entry in entries.iter().flatten() {
+            self.push(entry)?;
+        }
+        Ok(())
+    }
+
+    /// One exchange's entries: the connect (if new), the send, and a receive into `spare`
+    /// (if given), linked in that order.
+    fn exchange_entries(
+        &self,
+        index: usize,
+        request: &[u8],
+        connect: bool,
+        spare: Option<(*mut u8, u32)>,
+    ) -> [Option<squeue::Entry>; 3] {
+        let slot = &self.slots[index];
+        let generation = slot.generation;
         let addr = &self.addr;
-        let entries: [Option<squeue::Entry>; 3] = with_fd!(self.fixed, index, slot.socket, |fd| {
+        with_fd!(self.fixed, index, slot.socket, |fd| {
             let connect = connect.then(|| {
                 opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len())
                     .build()
@@ -345,14 +363,7 @@ impl<'a> Driver<'a> {
                     .user_data(user_data(index, generation, Op::Recv))
             });
             [connect, Some(send), recv]
-        });
-        // The send reports only if it fails, and is not counted as pending.
-        slot.pending += u32::from(connect) + u32::from(!multishot);
-        self.ctx.ledger.wrote(request.len());
-        for entry in entries.iter().flatten() {
-            self.push(entry)?;
-        }
-        Ok(())
+        })
     }
 
     /// Queues a receive for more of the answer in hand.

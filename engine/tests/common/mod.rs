@@ -162,13 +162,22 @@ pub async fn write_json_answer(stream: &mut TcpStream, json: &str) -> std::io::R
 }
 
 pub fn delivery(seq: u64) -> String {
-    let now = std::time::SystemTime::now()
+    delivery_created(seq, unix_ms())
+}
+
+/// A delivery stamped `created` (ms since the epoch on the server's clock).
+pub fn delivery_created(seq: u64, created: u64) -> String {
+    format!(
+        r#"{{"response":{{"event":{{"name":"e1","seq":{seq},"timings":{{"duration":0,"sent":{created},"created":{created}}},"connections":{{"total":1,"place":1}}}}}},"request":{{}},"timings":{{"duration":1,"sent":{created},"created":{created}}},"connections":{{"start":1,"finish":1}}}}"#
+    )
+}
+
+/// This host's clock, in whole milliseconds since the epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis();
-    format!(
-        r#"{{"response":{{"event":{{"name":"e1","seq":{seq},"timings":{{"duration":0,"sent":{now},"created":{now}}},"connections":{{"total":1,"place":1}}}}}},"request":{{}},"timings":{{"duration":1,"sent":{now},"created":{now}}},"connections":{{"start":1,"finish":1}}}}"#
-    )
+        .as_millis() as u64
 }
 
 pub const TIMEOUT_ANSWER: &str = r#"{"response":{"timeout":true},"request":{},"timings":{"duration":1,"sent":1,"created":0},"connections":{"start":1,"finish":1}}"#;

@@ -1,0 +1,500 @@
+//! `serverlab-load --merge FILE...`: the outputs of several engines that ran one test together
+//! (each generator's complete JSON Lines: interval lines, emit lines, one summary) made into
+//! one output of the same shape. Nothing is averaged: counts add up, HdrHistograms are added
+//! and their percentiles read again, so a merged p99 is the p99 of every sample of every
+//! generator; rates are the summed counts over the longest duration, since the generators
+//! started at one instant.
+
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+
+use crate::emits::EmitLog;
+use crate::report::{
+    decode_histogram, encode_histogram, round3, EmitLine, Errors, IntervalLine, Percentiles,
+    Summary,
+};
+use crate::stats::{ErrorKind, Snapshot};
+
+/// One engine's output, or several merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub intervals: Vec<IntervalLine>,
+    pub emits: Vec<EmitLine>,
+    pub summary: Summary,
+}
+
+/// Why outputs could not be merged; one line meant for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MergeError(String);
+
+/// Reads every file and merges them, in the order given.
+pub fn merge_files(paths: &[impl AsRef<Path>]) -> Result<Output, MergeError> {
+    let mut named = Vec::new();
+    for path in paths {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| MergeError(format!("{name}: {e}")))?;
+        let output = Output::parse(&text).map_err(|e| MergeError(format!("{name}: {e}")))?;
+        named.push((name, output));
+    }
+    merge(&named)
+}
+
+impl Output {
+    /// One engine's `--json` output: interval and emit lines, then exactly one summary line.
+    pub fn parse(text: &str) -> Result<Output, String> {
+        let (mut intervals, mut emits, mut summary) = (Vec::new(), Vec::new(), None);
+        for (index, line) in text.lines().enumerate() {
+            let at = |why: String| format!("line {}: {why}", index + 1);
+            if line.trim().is_empty() {
+                continue;
+            }
+            if summary.is_some() {
+                return Err(at("a line after the summary".into()));
+            }
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+            let kind = value
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_string();
+            let shape = |e: serde_json::Error| at(format!("not an engine's {kind} line: {e}"));
+            match kind.as_str() {
+                "interval" => intervals.push(serde_json::from_value(value).map_err(shape)?),
+                "emit" => emits.push(serde_json::from_value(value).map_err(shape)?),
+                "summary" => summary = Some(serde_json::from_value(value).map_err(shape)?),
+                other => return Err(at(format!("unknown line type {other:?}"))),
+            }
+        }
+        let summary = summary.ok_or("no summary line: not a complete engine output")?;
+        Ok(Output {
+            intervals,
+            emits,
+            summary,
+        })
+    }
+}
+
+/// Merges named outputs (the names only label what is wrong, or invalid, in which input).
+pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
+    let Some((_, first)) = named.first() else {
+        return Err(MergeError("nothing to merge".into()));
+    };
+    for (name, output) in named {
+        let s = &output.summary;
+        if s.version != first.summary.version {
+            return Err(MergeError(format!(
+                "{name}: output version {} differs from the first input's {}",
+                s.version, first.summary.version
+            )));
+        }
+        if s.plan.interval_ms != first.summary.plan.interval_ms {
+            return Err(MergeError(format!(
+                "{name}: interval_ms {} differs from the first input's {}: intervals cannot be merged one by one",
+                s.plan.interval_ms, first.summary.plan.interval_ms
+            )));
+        }
+    }
+    let outputs: Vec<&Output> = named.iter().map(|(_, o)| o).collect();
+    Ok(Output {
+        intervals: merge_intervals(&outputs),
+        emits: merge_emits(&outputs),
+        summary: merge_summaries(named)?,
+    })
+}
+
+/// Interval k of every generator together: counts summed, each generator's running total
+/// carried past its last line, rps recomputed from the summed completions.
+fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
+    let longest = outputs.iter().map(|o| o.intervals.len()).max().unwrap_or(0);
+    let mut totals = vec![0u64; outputs.len()];
+    (0..longest)
+        .map(|k| {
+            let mut errors = [0u64; ErrorKind::ALL.len()];
+            let nothing = Snapshot::default();
+            let mut line = IntervalLine::between(&nothing, &nothing, 0.0, 0.0);
+            for (total, output) in totals.iter_mut().zip(outputs) {
+                let Some(l) = output.intervals.get(k) else {
+                    continue;
+                };
+                line.elapsed_s = line.elapsed_s.max(l.elapsed_s);
+                line.interval_s = line.interval_s.max(l.interval_s);
+                line.completed += l.completed;
+                line.ok += l.ok;
+                add_counts(&mut errors, &l.errors.counts());
+                line.open_connections += l.open_connections;
+                line.connections_opened += l.connections_opened;
+                line.bytes_read += l.bytes_read;
+                line.bytes_written += l.bytes_written;
+                line.events += l.events;
+                *total = l.completed_total;
+            }
+            line.errors = Errors::from_counts(&errors);
+            line.completed_total = totals.iter().sum();
+            line.rps = round3(line.completed as f64 / line.interval_s.max(1e-9));
+            line
+        })
+        .collect()
+}
+
+/// Emit records per (event, seq): deliveries summed, sampled places pooled, duration ranges
+/// widened, the earliest `created_ms` (all on the server's clock).
+fn merge_emits(outputs: &[&Output]) -> Vec<EmitLine> {
+    let mut log = EmitLog::default();
+    for output in outputs {
+        log.merge(EmitLog::from_lines(output.emits.iter().cloned()));
+    }
+    log.into_lines()
+}
+
+fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
+    let mut merged = named[0].1.summary.clone();
+    let mut io = Vec::new();
+    let mut invalid_reasons = Vec::new();
+    let mut scheduled: Option<f64> = None;
+    for (index, (name, output)) in named.iter().enumerate() {
+        let s = &output.summary;
+        invalid_reasons.extend(s.invalid_reasons.iter().map(|r| format!("{name}: {r}")));
+        for part in s.io_backend.split('+').filter(|p| !p.is_empty()) {
+            if !io.contains(&part) {
+                io.push(part);
+            }
+        }
+        if let Some(rate) = s.intended_rate {
+            *scheduled.get_or_insert(0.0) += rate * s.duration_s;
+        }
+        if index > 0 {
+            add_summary(&mut merged, s);
+        }
+    }
+    merged.valid = named.iter().all(|(_, o)| o.summary.valid);
+    merged.invalid_reasons = invalid_reasons;
+    merged.io_backend = io.join("+");
+    let duration = merged.duration_s.max(1e-9);
+    merged.rps = round3(merged.requests as f64 / duration);
+    merged.achieved_rate = round3(merged.started as f64 / duration);
+    merged.intended_rate = scheduled.map(|n| round3(n / duration));
+    merged.client_cpu_s = round3(merged.client_cpu_user_s + merged.client_cpu_system_s);
+    add_histograms(&mut merged, named)?;
+    Ok(merged)
+}
+
+/// Adds `s`'s counts into `merged`; spans and instants take the widest.
+fn add_summary(merged: &mut Summary, s: &Summary) {
+    merged.stopped_early |= s.stopped_early;
+    merged.generators += s.generators;
+    merged.requests += s.requests;
+    merged.started += s.started;
+    merged.ok += s.ok;
+    let mut errors = merged.errors.counts();
+    add_counts(&mut errors, &s.errors.counts());
+    merged.errors = Errors::from_counts(&errors);
+    for (class, n) in &s.status {
+        *merged.status.entry(class.clone()).or_default() += n;
+    }
+    merged.duration_s = merged.duration_s.max(s.duration_s);
+    let (m, e) = (&mut merged.events, &s.events);
+    m.received += e.received;
+    m.lost += e.lost;
+    m.duplicated += e.duplicated;
+    m.reordered += e.reordered;
+    m.longpoll_event_answers += e.longpoll_event_answers;
+    m.longpoll_timeout_answers += e.longpoll_timeout_answers;
+    m.comet_timeout_lines += e.comet_timeout_lines;
+    merged.connections_opened += s.connections_opened;
+    merged.bytes_read += s.bytes_read;
+    merged.bytes_written += s.bytes_written;
+    merged.client_cpu_user_s = round3(merged.client_cpu_user_s + s.client_cpu_user_s);
+    merged.client_cpu_system_s = round3(merged.client_cpu_system_s + s.client_cpu_system_s);
+    merged.threads += s.threads;
+    merged.paths = merged.paths.max(s.paths);
+    merged.started_at_ms = merged.started_at_ms.min(s.started_at_ms);
+    merged.start_late_ms = merged.start_late_ms.max(s.start_late_ms);
+    if merged.clock_offset_ms != s.clock_offset_ms {
+        merged.clock_offset_ms = None;
+    }
+}
+
+/// Each histogram of the merged summary is the sum of the inputs' (decoded, added,
+/// encoded again), and its percentiles are read from that sum.
+fn add_histograms(merged: &mut Summary, named: &[(String, Output)]) -> Result<(), MergeError> {
+    let mut sums: Vec<Option<Histogram<u64>>> = vec![None; merged.histograms_mut().len()];
+    for (name, output) in named {
+        let mut summary = output.summary.clone();
+        for (sum, (_, text)) in sums.iter_mut().zip(summary.histograms_mut()) {
+            let h = decode_histogram(text)
+                .map_err(|e| MergeError(format!("{name}: summary histogram {e}")))?;
+            match sum {
+                Some(sum) => sum
+                    .add(&h)
+                    .map_err(|e| MergeError(format!("{name}: histogram out of range: {e:?}")))?,
+                None => *sum = Some(h),
+            }
+        }
+    }
+    for (sum, (percentiles, text)) in sums.into_iter().zip(merged.histograms_mut()) {
+        let sum = sum.expect("one input at least");
+        *percentiles = Percentiles::of(&sum);
+        *text = encode_histogram(&sum);
+    }
+    Ok(())
+}
+
+fn add_counts<const N: usize>(into: &mut [u64; N], from: &[u64; N]) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+    use crate::report::SummaryInput;
+    use crate::stats::{record_us, Histograms};
+
+    /// One generator's output: its latency and connect samples, and its counts.
+    fn run(latencies: &[u64], connects: &[u64], duration_s: f64, intervals: &[u64]) -> Output {
+        let mut h = Histograms::default();
+        for &us in latencies {
+            record_us(&mut h.latency, us);
+            record_us(&mut h.service, us / 2);
+        }
+        for &us in connects {
+            record_us(&mut h.connect, us);
+        }
+        let n = latencies.len() as u64;
+        let snapshot = Snapshot {
+            requests: n,
+            started: n + 1,
+            ok: n - 1,
+            errors: std::array::from_fn(|k| u64::from(ErrorKind::ALL[k] == ErrorKind::Status)),
+            status_classes: [0, n - 1, 0, 1, 0],
+            bytes_read: 100 * n,
+            ..Default::default()
+        };
+        let mut plan = Plan::for_target("http://127.0.0.1:1/");
+        plan.pacer = crate::plan::PacerSpec::Open {
+            rate: n as f64 / duration_s,
+            ramp_to_rate: None,
+            ramp_s: 0.0,
+            calls_per_connection: 1,
+            offset_s: 0.0,
+        };
+        let summary = Summary::build(SummaryInput {
+            snapshot: &snapshot,
+            histograms: &h,
+            duration_s,
+            intended_rate: Some(n as f64 / duration_s),
+            cpu: (0.25, 0.125),
+            invalid_reasons: Vec::new(),
+            stopped_early: false,
+            started_at_ms: 1_700_000_000_000.0,
+            start_late_ms: 0.0,
+            paths: 1,
+            plan: &plan,
+            threads: 2,
+            io_backend: "epoll".into(),
+        });
+        let mut prev = Snapshot::default();
+        let intervals = intervals
+            .iter()
+            .enumerate()
+            .map(|(k, &completed)| {
+                let now = Snapshot {
+                    requests: prev.requests + completed,
+                    open_connections: 3,
+                    ..Default::default()
+                };
+                let line = IntervalLine::between(&prev, &now, k as f64 + 1.0, 1.0);
+                prev = now;
+                line
+            })
+            .collect();
+        Output {
+            intervals,
+            emits: Vec::new(),
+            summary,
+        }
+    }
+
+    fn named(outputs: Vec<Output>) -> Vec<(String, Output)> {
+        let names = (0..).map(|i| format!("generator-{i}.jsonl"));
+        names.zip(outputs).collect()
+    }
+
+    #[test]
+    fn merged_percentiles_are_those_of_one_histogram_holding_every_sample() {
+        let a: Vec<u64> = (1..=900).map(|i| i * 7).collect();
+        let b: Vec<u64> = (1..=100).map(|i| 40_000 + i * 1_000).collect();
+        let merged = merge(&named(vec![
+            run(&a, &[5, 9], 2.0, &[]),
+            run(&b, &[700], 2.5, &[]),
+        ]))
+        .unwrap()
+        .summary;
+        let mut both = Histograms::default();
+        for &us in a.iter().chain(&b) {
+            record_us(&mut both.latency, us);
+        }
+        assert_eq!(merged.latency_us, Percentiles::of(&both.latency));
+        // Averaging the two p99s would say about 37 ms; every sample together says 130 ms.
+        assert_eq!(merged.latency_us.p99, both.latency.value_at_quantile(0.99));
+        assert!(merged.latency_us.p99 > 100_000, "{:?}", merged.latency_us);
+        let decoded = decode_histogram(&merged.histogram).unwrap();
+        assert_eq!(decoded, both.latency);
+        assert_eq!((merged.connect_us.count, merged.connect_us.max), (3, 700));
+        assert_eq!(merged.service_us.count, 1000);
+        assert_eq!(
+            merged.event_delay_us,
+            Percentiles::default(),
+            "empty stays empty"
+        );
+    }
+
+    #[test]
+    fn counts_add_and_rates_come_from_the_sums_over_the_longest_run() {
+        let a = run(&[10; 300], &[], 2.0, &[]);
+        let b = run(&[10; 100], &[], 2.5, &[]);
+        let s = merge(&named(vec![a, b])).unwrap().summary;
+        assert_eq!((s.requests, s.started, s.ok), (400, 402, 398));
+        assert_eq!(
+            (s.errors.status, s.status["2xx"], s.status["4xx"]),
+            (2, 398, 2)
+        );
+        assert_eq!((s.bytes_read, s.threads, s.generators), (40_000, 4, 2));
+        assert_eq!(s.duration_s, 2.5);
+        assert_eq!(s.rps, 160.0);
+        assert_eq!(s.achieved_rate, 160.8);
+        // 150/s for 2 s and 40/s for 2.5 s: 400 arrivals over 2.5 s.
+        assert_eq!(s.intended_rate, Some(160.0));
+        assert_eq!((s.client_cpu_s, s.client_cpu_user_s), (0.75, 0.5));
+        assert_eq!(s.io_backend, "epoll");
+        assert!(s.valid);
+    }
+
+    #[test]
+    fn any_invalid_input_makes_the_merge_invalid_with_its_reasons() {
+        let a = run(&[10; 3], &[], 1.0, &[]);
+        let mut b = run(&[10; 3], &[], 1.0, &[]);
+        b.summary.valid = false;
+        b.summary.invalid_reasons = vec!["3 connects found no free local port".into()];
+        b.summary.io_backend = "io_uring".into();
+        b.summary.clock_offset_ms = Some(-12.5);
+        b.summary.started_at_ms -= 2.0;
+        b.summary.start_late_ms = 40.0;
+        let s = merge(&named(vec![a, b])).unwrap().summary;
+        assert!(!s.valid);
+        assert_eq!(
+            s.invalid_reasons,
+            vec!["generator-1.jsonl: 3 connects found no free local port"]
+        );
+        assert_eq!(s.io_backend, "epoll+io_uring");
+        assert_eq!(s.clock_offset_ms, None, "offsets differ");
+        assert_eq!(
+            (s.started_at_ms, s.start_late_ms),
+            (1_699_999_999_998.0, 40.0)
+        );
+    }
+
+    #[test]
+    fn intervals_merge_one_by_one_and_carry_a_finished_generators_total() {
+        let a = run(&[10; 6], &[], 3.0, &[1, 2, 3]);
+        let b = run(&[10; 4], &[], 2.0, &[4, 5]);
+        let lines = merge(&named(vec![a, b])).unwrap().intervals;
+        let got: Vec<_> = lines
+            .iter()
+            .map(|l| {
+                (
+                    l.elapsed_s,
+                    l.completed,
+                    l.completed_total,
+                    l.open_connections,
+                )
+            })
+            .collect();
+        assert_eq!(got, vec![(1.0, 5, 5, 6), (2.0, 7, 12, 6), (3.0, 3, 15, 3)]);
+        assert_eq!(lines[1].rps, 7.0);
+    }
+
+    #[test]
+    fn emit_records_merge_per_event_and_seq() {
+        let line = |seq: u64, received: u64, created_ms: u64, places: Vec<[u64; 2]>| EmitLine {
+            kind: "emit".into(),
+            event: "e1".into(),
+            seq,
+            total: 4,
+            received,
+            created_ms,
+            duration_ms: crate::report::MinMax {
+                min: places[0][1],
+                max: places[places.len() - 1][1],
+            },
+            places,
+        };
+        let mut a = run(&[10], &[], 1.0, &[]);
+        a.emits = vec![line(7, 2, 1000, vec![[1, 0], [3, 2]])];
+        let mut b = run(&[10], &[], 1.0, &[]);
+        b.emits = vec![
+            line(7, 2, 999, vec![[2, 1], [4, 5]]),
+            line(8, 1, 2000, vec![[1, 0]]),
+        ];
+        let emits = merge(&named(vec![a, b])).unwrap().emits;
+        assert_eq!(emits.len(), 2);
+        let e = &emits[0];
+        assert_eq!((e.seq, e.received, e.created_ms, e.total), (7, 4, 999, 4));
+        assert_eq!((e.duration_ms.min, e.duration_ms.max), (0, 5));
+        assert_eq!(e.places, vec![[1, 0], [2, 1], [3, 2], [4, 5]]);
+        assert_eq!((emits[1].seq, emits[1].received), (8, 1));
+    }
+
+    #[test]
+    fn an_output_reads_back_as_it_was_written() {
+        let mut out = run(&[10, 20, 30], &[4], 1.0, &[1, 2]);
+        out.summary.clock_offset_ms = Some(3.25);
+        let text: String = out
+            .intervals
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .chain([serde_json::to_string(&out.summary).unwrap() + "\n"])
+            .collect();
+        assert_eq!(Output::parse(&text).unwrap(), out);
+        let alone = merge(&named(vec![out.clone()])).unwrap();
+        assert_eq!(alone, out, "merging one output changes nothing");
+    }
+
+    #[test]
+    fn malformed_outputs_are_refused_with_the_line_at_fault() {
+        let summary = serde_json::to_string(&run(&[10], &[], 1.0, &[]).summary).unwrap();
+        for (text, why) in [
+            ("", "no summary line"),
+            (
+                "{\"type\": \"interval\"}\n",
+                "line 1: not an engine's interval line",
+            ),
+            ("not json\n", "line 1:"),
+            (
+                "{\"type\": \"hello\"}\n",
+                "line 1: unknown line type \"hello\"",
+            ),
+            (
+                &format!("{summary}\n{summary}\n"),
+                "line 2: a line after the summary",
+            ),
+        ] {
+            let err = Output::parse(text).unwrap_err();
+            assert!(err.starts_with(why), "{text:?}: {err}");
+        }
+        let mut other = run(&[10], &[], 1.0, &[]);
+        other.summary.plan.interval_ms = 250;
+        let err = merge(&named(vec![run(&[10], &[], 1.0, &[]), other])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("generator-1.jsonl: interval_ms"),
+            "{err}"
+        );
+    }
+}
