@@ -59,7 +59,7 @@ def test_syslog_numbers_are_disjoint_ranges():
     parts = split(plan, 3)
     assert parts[2] is None, "two connections keep two generators busy"
     ranges = [
-        range(p["behaviour"]["seq_start"], p["behaviour"]["seq_start"] + p["requests"])
+        range(p["behaviour"]["seq_start"] - 1, p["behaviour"]["seq_start"] - 1 + p["requests"])
         for p in parts[:2]
     ]
     assert sorted(n for r in ranges for n in r) == list(range(10))
@@ -72,3 +72,35 @@ def test_one_sequential_client_runs_on_the_first_generator_and_no_share_is_no_pl
     assert [p is not None for p in split(few, 2)] == [True, False]
     with pytest.raises(SplitError):
         split(few, 0)
+
+
+def test_a_short_hold_never_makes_a_negative_one_and_every_user_starts_before_the_stop():
+    plan = {
+        "target": TARGET,
+        "pacer": {"kind": "users", "users": 5, "ramp_up_s": 10.0, "hold_s": 1.0},
+    }
+    for p in split(plan, 2):
+        users = p["pacer"]
+        assert users["hold_s"] >= 0
+        assert users["ramp_up_s"] + users["hold_s"] == pytest.approx(11.0)
+        last = users["offset_s"] + (users["users"] - 1) * users["ramp_up_s"] / users["users"]
+        assert last < 11.0
+
+
+def test_a_timed_syslog_flood_numbers_each_generator_from_its_own_range():
+    plan = {
+        "target": "tcp://{host}:{syslog_port}",
+        "duration_s": 5,
+        "connections": 4,
+        "behaviour": {"kind": "syslog"},
+        "pacer": {"kind": "closed"},
+    }
+    starts = [p["behaviour"]["seq_start"] for p in split(plan, 2)]
+    assert starts[0] == 1 and starts[1] - starts[0] >= 10**9
+
+
+def test_options_the_engine_prints_as_null_count_as_not_given():
+    plan = {"target": "http://127.0.0.1:1/", "connections": 4, "requests": None, "seed": None}
+    parts = split(plan, 2)
+    assert [p["connections"] for p in parts] == [2, 2]
+    assert all("requests" not in p for p in parts)

@@ -39,12 +39,13 @@ def spread_load(
     engine_args: list[str], address: str, generators: int | None, allowed: set[str]
 ) -> str:
     """Runs the load over the cluster's generators; returns what to print."""
-    plan = plan_of(engine_args)
-    host = urlsplit(plan["target"]).hostname or ""
-    if ipaddress.ip_address(host).is_loopback or host not in allowed:
+    urls = [a for a in engine_args if "://" in a]
+    host = urlsplit(urls[0]).hostname or "" if urls else ""
+    if not _is_address(host) or ipaddress.ip_address(host).is_loopback or host not in allowed:
         raise ClusterError(
-            f"with --ray the target must be a host of the lab or of --cluster-hosts, not {host}"
+            f"with --ray the target must be a host of the lab or of --cluster-hosts, not {host!r}"
         )
+    plan = plan_of([*engine_args, "--allow-host", host])
     cluster = driver.open_cluster(address, generators, allowed, with_server=False)
     try:
         folder = Path(tempfile.mkdtemp(prefix="serverlab-load-"))
@@ -63,3 +64,11 @@ def spread_load(
         lost = ", ".join(str(g.get("address", g["generator"])) for g in result.lost)
         raise ClusterError(f"generators lost during the load: {lost}")
     return merge_files(folder / "load-merge", json_lines="--json" in engine_args)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

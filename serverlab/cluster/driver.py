@@ -163,7 +163,7 @@ def executor_for(cluster: Cluster):
 
     def execute(plan: TestPlan, env: Environment) -> RecordedTest:
         import ray
-        from ray.exceptions import RayError
+        from ray.exceptions import RayError, RayTaskError
 
         reference = cluster.server.execute.remote(plan.to_json(), cluster.generators)
         try:
@@ -173,6 +173,11 @@ def executor_for(cluster: Cluster):
         except KeyboardInterrupt:
             stop(cluster)
             raise
+        except RayTaskError as error:
+            # The server host is there but our code on it raised: say what, not "lost".
+            test = new_test(plan, env)
+            test.status = "invalid"
+            test.validity = {"server_error": _last_line(error)}
         except RayError as error:
             test = new_test(plan, env)
             test.status = "invalid"
@@ -219,3 +224,9 @@ def close(cluster: Cluster) -> None:
     stop(cluster)
     with contextlib.suppress(Exception):
         remove_placement_group(cluster.placement)
+
+
+def _last_line(error: Exception) -> str:
+    """The raising line of a remote traceback (Ray's text starts with where it ran)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(error).__name__)[:500]

@@ -40,7 +40,9 @@ class RayLoad:
     def begin(self, plan, workdir, tag, on_interval=None):
         parts = split(plan, len(self.generators))
         pairs = enumerate(zip(self.generators, parts, strict=True))
-        active = [(i, g, p) for i, (g, p) in pairs if p]
+        # Each part is checked as it will run: sent to this host, and nowhere else.
+        allowed = {"allowed_hosts": [self.target_host]}
+        active = [(i, g, {**p, **allowed}) for i, (g, p) in pairs if p]
         port = urlsplit(plan["target"]).port
         checks = ray.get(
             [g.prepare.remote(p, self.target_host, port, self.clock_required) for _, g, p in active]
@@ -51,7 +53,6 @@ class RayLoad:
         for (index, generator, part), check in zip(active, checks, strict=True):
             part = {
                 **part,
-                "allowed_hosts": [self.target_host],
                 # This host's clock is the server's: each generator starts when its own
                 # clock says the server's reads start_at_ms.
                 "start_at_ms": int(start_at_ms - check["offset_ms"]),
@@ -91,14 +92,24 @@ class _RayRunning:
 
     def _collect(self, position: int, future) -> None:
         try:
-            self.outputs[position] = ray.get(future)
+            output = ray.get(future)
         except RayError as error:
-            self.lost[position] = {
-                "generator": self.checks[position]["index"],
-                "address": self.checks[position]["address"],
-                "after_s": round(time.monotonic() - self.started, 1),
-                "error": str(error).splitlines()[0][:300],
-            }
+            self._lose(position, str(error).splitlines()[0])
+            return
+        if output["summary"] is None:
+            # An engine that died (killed, out of memory) leaves no summary to merge.
+            tail = output["stderr_tail"].strip().splitlines()[-1:] or ["no summary"]
+            self._lose(position, f"its engine ended without a summary: {tail[0]}")
+            return
+        self.outputs[position] = output
+
+    def _lose(self, position: int, why: str) -> None:
+        self.lost[position] = {
+            "generator": self.checks[position]["index"],
+            "address": self.checks[position]["address"],
+            "after_s": round(time.monotonic() - self.started, 1),
+            "error": why[:300],
+        }
 
     def stop(self) -> None:
         for position, generator in enumerate(self.generators):

@@ -26,6 +26,8 @@ def share(total: int, n: int, i: int) -> int:
 def split(plan: dict[str, Any], n: int) -> list[dict[str, Any] | None]:
     if n < 1:
         raise SplitError(f"cannot split a plan over {n} generators")
+    # The engine prints absent options as null (`--print-plan`); null means "not given".
+    plan = {key: value for key, value in plan.items() if value is not None}
     used = min(n, _clients(plan))
     return [_part(plan, used, i) if i < used else None for i in range(n)]
 
@@ -80,23 +82,40 @@ def _pacer(pacer: dict[str, Any], n: int, i: int) -> dict[str, Any]:
 
 def _users(pacer: dict[str, Any], n: int, i: int) -> dict[str, Any]:
     """User j of the whole plan starts at j * ramp / users; generator i runs the users
-    j = i, i + n, i + 2n ..., all stopping when the whole plan stops."""
+    j = i, i + n, i + 2n ..., all stopping when the whole plan stops. The engine starts
+    user k at offset + k * ramp_up / users and stops them all at ramp_up + hold, so the
+    part's ramp covers its users' starts and its hold the rest of the plan."""
     total, ramp, hold = int(pacer["users"]), float(pacer["ramp_up_s"]), float(pacer["hold_s"])
     mine = share(total, n, i)
     step = ramp / total if total else 0.0
-    ramp_part = mine * n * step
+    # A ramp of mine * n * step spaces its users exactly n * step apart. It may end after the
+    # plan's ramp (its last user still starts within it); when the plan holds less than
+    # that overrun, the part's ramp is cut to the plan's so that its hold stays >= 0, and
+    # its users start a little closer together than the whole plan's would.
+    ramp_part = min(mine * n * step, ramp + hold)
     return {
         "kind": "users",
         "users": mine,
         "ramp_up_s": ramp_part,
-        "hold_s": ramp + hold - ramp_part,
+        "hold_s": max(0.0, ramp + hold - ramp_part),
         "offset_s": i * step,
     }
 
 
+# The engine's first syslog number when a plan names none.
+FIRST_SEQ = 1
+# A generator's numbers when a flood is timed rather than counted: a range of this many
+# each, far beyond what one generator sends, so that the ranges never meet.
+SEQ_RANGE = 10**10
+
+
 def _number_syslog(part: dict, plan: dict, n: int, i: int) -> None:
     behaviour = plan.get("behaviour", {})
-    if behaviour.get("kind") != "syslog" or "requests" not in plan:
+    if behaviour.get("kind") != "syslog":
         return
-    first = sum(share(int(plan["requests"]), n, k) for k in range(i))
-    part["behaviour"] = {**behaviour, "seq_start": int(behaviour.get("seq_start", 0)) + first}
+    if "requests" in plan:
+        first = sum(share(int(plan["requests"]), n, k) for k in range(i))
+    else:
+        first = i * SEQ_RANGE
+    start = int(behaviour.get("seq_start", FIRST_SEQ)) + first
+    part["behaviour"] = {**behaviour, "seq_start": start}
