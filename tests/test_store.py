@@ -1,6 +1,7 @@
 import csv
 import json
 import os
+import shlex
 import signal
 import socket
 import sqlite3
@@ -252,6 +253,16 @@ def test_a_file_that_is_not_a_database_gets_a_clear_error(db_path):
     db_path.write_text("this is a text file, not SQLite\n" * 100)
     with pytest.raises(StoreError, match="is damaged .*serverlab export --db .* --recover NEW.db"):
         Store(db_path)
+
+
+def test_the_way_to_recover_names_a_path_with_spaces_as_one_argument(tmp_path):
+    db = tmp_path / "my results" / "lab $1.db"
+    db.parent.mkdir()
+    db.write_text("not SQLite\n" * 100)
+    with pytest.raises(StoreError) as caught:
+        Store(db)
+    command = str(caught.value).split("Save what can be read: ")[1]
+    assert shlex.split(command) == ["serverlab", "export", "--db", str(db), "--recover", "NEW.db"]
 
 
 def test_opening_a_missing_database_for_reading_is_an_error(db_path):

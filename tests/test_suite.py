@@ -346,6 +346,11 @@ duration_s = 5
             r"node-http: backlog = '\$\(touch M\)': expected an integer in 1\.\.",
         ),
         (
+            ("duration_s = 5", "duration_s = 5\ntunables = { workers = 2 }"),
+            8,
+            r"tunables\.workers names no contestant of this scenario \(node-http\)",
+        ),
+        (
             ("duration_s = 5", "duration_s = 5\n[scenario.tunables.node-http]\nbacklog = [1, 0]"),
             9,
             "backlog = '0': expected an integer",

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import socket
 import sqlite3
 import time
@@ -79,7 +80,7 @@ def _explain(path: Path, error: sqlite3.Error, doing: str) -> StoreError:
     if "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
         return StoreError(
             f"{path} is damaged ({text}); could not {doing}. Save what can be "
-            f"read: serverlab export --db {path} --recover NEW.db"
+            f"read: serverlab export --db {shlex.quote(str(path))} --recover NEW.db"
         )
     if "locked" in lowered or "busy" in lowered:
         return StoreError(

@@ -521,6 +521,7 @@ class _ScenarioContext:
                 known = ", ".join(sorted(self.known))
                 raise self.fail("contestants", f"unknown contestant {contestant!r} ({known})")
         tunables = scenario.get("tunables", {})
+        self._check_tunable_scopes(tunables, contestants)
         for contestant in contestants:
             for written in _product(dims):
                 params = _scaled(written, self.suite.scale, self.suite.count_scale)
@@ -567,6 +568,18 @@ class _ScenarioContext:
             if isinstance(v, float) and not math.isfinite(v):
                 raise self.fail(key, f"{key} must be a finite number, got {v!r}")
         return values
+
+    def _check_tunable_scopes(self, tunables: Any, contestants: list[str]) -> None:
+        """`tunables = { workers = 2 }` would otherwise tune a contestant named "workers",
+        that is nothing, silently."""
+        for scope in tunables if isinstance(tunables, dict) else ():
+            if scope != "*" and scope not in contestants:
+                names = ", ".join(contestants)
+                raise self.fail(
+                    "tunables",
+                    f"tunables.{scope} names no contestant of this scenario ({names}): "
+                    f'write tunables.CONTESTANT = {{ ... }} or tunables."*" = {{ ... }}',
+                )
 
     def _tunable_dims(self, tunables: dict, contestant: str) -> dict[str, list]:
         if not isinstance(tunables, dict):

@@ -1,0 +1,124 @@
+"""Issue 15's capacity figures, in the virtual lab (`serverlab lab up`, real Ray nodes).
+
+    .venv/bin/python bench/lab_scale.py scale      # 36,000 comet streams, 2 generators
+    .venv/bin/python bench/lab_scale.py quick      # suites/quick.toml local, then in the lab
+
+`scale` runs bench/lab-scale.toml: more held connections than one process may have here
+(20,000 descriptors), from two generators at node-http with two node:cluster workers; it
+prints what the clients and the server each counted. `quick` runs the quick suite once
+locally and once over the lab, and sets each test's figures side by side.
+
+Both are capacity figures, not speed figures: on 2 cores nothing in the lab can be pinned
+apart (every namespace shares the machine's CPUs), so the lab's figures are what the same
+machine does with the load coming over a bridge from other processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from serverlab.results.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERLAB = str(Path(sys.executable).parent / "serverlab")
+LAB = "bench"
+
+
+def serverlab(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SERVERLAB_LAB": LAB}
+    print("$ serverlab " + " ".join(args), flush=True)
+    return subprocess.run([SERVERLAB, *args], env=env, check=check, cwd=ROOT)
+
+
+def in_lab(work) -> None:
+    serverlab("lab", "up", "--generators", "2")
+    try:
+        work()
+    finally:
+        serverlab("lab", "down", check=False)
+
+
+def tests_of(db: Path) -> list:
+    with Store(db, create=False) as store:
+        return [store.load_details(t) for t in store.tests()]
+
+
+def scale(tmp: Path) -> None:
+    db = tmp / "scale.db"
+    in_lab(lambda: serverlab("run", "bench/lab-scale.toml", "--ray", "lab", "--db", str(db)))
+    (test,) = tests_of(db)
+    summary = test.summary or {}
+    events = summary.get("events", {})
+    stats = [s.stats for s in test.server_stats]
+    held = max((s.get("requests", {}).get("open_push", 0) for s in stats), default=0)
+    cycles = {}
+    for emit in test.emits:
+        cycles.setdefault(emit.seq, emit.received)
+    print(f"status {test.status} {test.validity or ''}")
+    print(f"server: most push requests open at once (/stats requests.open_push): {held}")
+    print(
+        f"server: peak descriptors {max((s.fds or 0) for s in test.samples)}, peak RSS "
+        f"{max((s.rss_bytes or 0) for s in test.samples) / 2**20:.0f} MiB"
+    )
+    for generator in test.run_info.get("generators", []):
+        part = generator.get("summary") or {}
+        print(
+            f"generator {generator['address']}: started {part.get('started')}, "
+            f"events {part.get('events', {}).get('received')}, "
+            f"offset {generator.get('offset_ms')} ± {generator.get('uncertainty_ms')} ms"
+        )
+    print(
+        f"clients: events received {events.get('received')}, lost {events.get('lost')}, "
+        f"duplicated {events.get('duplicated')}, reordered {events.get('reordered')}, "
+        f"errors {summary.get('errors')}"
+    )
+    print(
+        f"emit cycles: {len(cycles)}, deliveries received per cycle: {sorted(set(cycles.values()))}"
+    )
+
+
+def quick(tmp: Path) -> None:
+    local, lab = tmp / "local.db", tmp / "lab.db"
+    serverlab("run", "suites/quick.toml", "--repeats", "1", "--db", str(local))
+    in_lab(
+        lambda: serverlab(
+            "run", "suites/quick.toml", "--repeats", "1", "--ray", "lab", "--db", str(lab)
+        )
+    )
+    rows = {}
+    for where, db in (("local", local), ("lab", lab)):
+        for test in tests_of(db):
+            rows.setdefault(test.permutation_key, {})[where] = test
+    print("| test | req/s local | req/s lab | p99 µs local | p99 µs lab |")
+    print("|---|---|---|---|---|")
+    for key in sorted(rows):
+        pair = rows[key]
+        cells = []
+        for figure in ("rps", "p99"):
+            for where in ("local", "lab"):
+                cells.append(_figure(pair.get(where), figure))
+        print(f"| {key} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |")
+
+
+def _figure(test, figure: str) -> str:
+    if test is None or test.status != "ok" or not test.summary:
+        return "—" if test is None else test.status
+    if figure == "rps":
+        return f"{test.summary.get('rps', 0):,.0f}"
+    return f"{test.summary.get('latency_us', {}).get('p99', 0):,}"
+
+
+def main() -> None:
+    commands = {"scale": scale, "quick": quick}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        sys.exit(f"usage: {sys.argv[0]} scale|quick")
+    with tempfile.TemporaryDirectory(prefix="serverlab-lab-bench-") as tmp:
+        commands[sys.argv[1]](Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
