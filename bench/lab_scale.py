@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from serverlab.results.store import Store
@@ -47,19 +46,22 @@ def tests_of(db: Path) -> list:
         return [store.load_details(t) for t in store.tests()]
 
 
-def scale(tmp: Path) -> None:
-    db = tmp / "scale.db"
+def scale(where: Path) -> None:
+    db = where / "scale.db"
     in_lab(lambda: serverlab("run", "bench/lab-scale.toml", "--ray", "lab", "--db", str(db)))
     (test,) = tests_of(db)
     summary = test.summary or {}
     events = summary.get("events", {})
-    stats = [s.stats for s in test.server_stats]
-    held = max((s.get("requests", {}).get("open_push", 0) for s in stats), default=0)
-    cycles = {}
+    end = test.server_stats[-1].stats if test.server_stats else {}
+    cycles: dict[int, int | None] = {}
     for emit in test.emits:
         cycles.setdefault(emit.seq, emit.received)
     print(f"status {test.status} {test.validity or ''}")
-    print(f"server: most push requests open at once (/stats requests.open_push): {held}")
+    print(
+        f"server (/stats at the end): connections accepted "
+        f"{end.get('connections', {}).get('total')}, comet lines sent "
+        f"{end.get('responses', {}).get('push')}"
+    )
     print(
         f"server: peak descriptors {max((s.fds or 0) for s in test.samples)}, peak RSS "
         f"{max((s.rss_bytes or 0) for s in test.samples) / 2**20:.0f} MiB"
@@ -76,13 +78,12 @@ def scale(tmp: Path) -> None:
         f"duplicated {events.get('duplicated')}, reordered {events.get('reordered')}, "
         f"errors {summary.get('errors')}"
     )
-    print(
-        f"emit cycles: {len(cycles)}, deliveries received per cycle: {sorted(set(cycles.values()))}"
-    )
+    print("deliveries received per emit cycle, in seq order:")
+    print("  " + ", ".join(f"{seq}: {cycles[seq]}" for seq in sorted(cycles)))
 
 
-def quick(tmp: Path) -> None:
-    local, lab = tmp / "local.db", tmp / "lab.db"
+def quick(where: Path) -> None:
+    local, lab = where / "quick-local.db", where / "quick-lab.db"
     serverlab("run", "suites/quick.toml", "--repeats", "1", "--db", str(local))
     in_lab(
         lambda: serverlab(
@@ -116,8 +117,13 @@ def main() -> None:
     commands = {"scale": scale, "quick": quick}
     if len(sys.argv) != 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: {sys.argv[0]} scale|quick")
-    with tempfile.TemporaryDirectory(prefix="serverlab-lab-bench-") as tmp:
-        commands[sys.argv[1]](Path(tmp))
+    # Kept, so that `serverlab report --db` can draw what was measured.
+    where = ROOT / "results" / "lab-bench"
+    where.mkdir(parents=True, exist_ok=True)
+    for old in where.glob(f"{sys.argv[1]}*.db*"):
+        old.unlink()
+    commands[sys.argv[1]](where)
+    print(f"databases: {where}")
 
 
 if __name__ == "__main__":

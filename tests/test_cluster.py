@@ -64,8 +64,10 @@ duration_s = {duration}
 """
 
 
-def start_run(suite_path: Path, db: Path, contestants: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "SERVERLAB_LAB": LAB, "SERVERLAB_CONTESTANTS": str(contestants)}
+def start_run(
+    suite_path: Path, db: Path, contestants: Path, *extra: str, lab: str = LAB
+) -> subprocess.Popen:
+    env = {**os.environ, "SERVERLAB_LAB": lab, "SERVERLAB_CONTESTANTS": str(contestants)}
     return subprocess.Popen(
         [
             SERVERLAB,
@@ -228,27 +230,6 @@ def test_ctrl_c_stops_every_engine_and_server_on_every_node(lab, contestants_dir
         assert [r.status for r in store.runs()] == ["interrupted"]
 
 
-def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(
-    lab, contestants_dir, tmp_path
-):
-    """Last in the module: it kills a node of the shared lab."""
-    db = tmp_path / "lab.db"
-    body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
-    run = start_run(suite(tmp_path, body), db, contestants_dir)
-    gen2 = lab.generators[1]
-    wait_for(lambda: engines_in(gen2.netns), what="gen2's engine")
-    inode = namespace_inode(gen2.netns)
-    for process in psutil.process_iter(["cmdline"]):
-        if netns_of(process.pid) == inode and owner.mark_of(process.pid):
-            process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
-    out = finish(run)
-    assert run.returncode == 0, out
-    (lost, after), _ = stored(db)
-    assert lost.status == "invalid" and lost.validity["generator_lost"]
-    assert after.status == "ok", after.validity
-    assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
-
-
 def test_nodes_with_different_engines_refuse_the_run_naming_the_node(contestants_dir, tmp_path):
     other = tmp_path / "other-engine"
     shutil.copy(engine_binary(), other)
@@ -309,3 +290,27 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["type"] == "summary" and summary["generators"] == 2
     assert summary["requests"] > 20 and served >= summary["requests"]
+
+
+def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(contestants_dir, tmp_path):
+    """A lab of its own: it kills one of its nodes, which no later test could use."""
+    name = f"k{os.getpid() % 100000}"
+    made = manage.up(2, name=name)
+    try:
+        db = tmp_path / "lab.db"
+        body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
+        run = start_run(suite(tmp_path, body), db, contestants_dir, lab=name)
+        gen2 = made.generators[1]
+        wait_for(lambda: engines_in(gen2.netns), what="gen2's engine")
+        inode = namespace_inode(gen2.netns)
+        for process in psutil.process_iter(["cmdline"]):
+            if netns_of(process.pid) == inode and owner.mark_of(process.pid):
+                process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
+        out = finish(run)
+    finally:
+        manage.down(name)
+    assert run.returncode == 0, out
+    (lost, after), _ = stored(db)
+    assert lost.status == "invalid" and lost.validity["generator_lost"]
+    assert after.status == "ok", after.validity
+    assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
