@@ -86,6 +86,11 @@ impl Conn {
         }
     }
 
+    /// Writes all of `data` at once if the socket's buffer takes it without waiting.
+    pub fn try_write(&self, data: &[u8]) -> bool {
+        matches!(self.fd.get_ref().write(data), Ok(n) if n == data.len())
+    }
+
     /// Forgets the read readiness after a complete answer: nothing more is expected until the
     /// next request is written, and any later arrival raises a fresh edge.
     pub fn expect_silence(&self) {

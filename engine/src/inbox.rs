@@ -24,6 +24,11 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// The answer's status, once its header section is parsed.
+    pub fn status(&self) -> Option<u16> {
+        self.head.as_ref().map(|(h, _)| h.status)
+    }
+
     /// The answer a peer's close completes (a body delimited by the close), if any.
     pub fn ended_by_close(&self) -> Option<Answer> {
         match &self.head {
@@ -60,6 +65,16 @@ impl Inbox {
     pub fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+    }
+
+    /// The bytes read and not yet parsed.
+    pub fn unread(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Marks `n` unread bytes as parsed.
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
     }
 
     /// Nothing unparsed is left (no bytes beyond the last answer).
