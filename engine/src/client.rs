@@ -117,14 +117,14 @@ impl Client {
         let mut progress = Progress::default();
         let mut head_seen = false;
         loop {
-            let done = self.inbox.advance(&mut progress, head_request, sink);
             if !head_seen {
+                self.inbox.advance_head(&mut progress, head_request)?;
                 if let Some(status) = progress.status() {
                     head_seen = true;
                     on_head(status);
                 }
             }
-            if let Some(answer) = done? {
+            if let Some(answer) = self.inbox.advance(&mut progress, head_request, sink)? {
                 return Ok(answer);
             }
             let n = self.read_more().await?;

@@ -103,24 +103,32 @@ impl Inbox {
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
     ) -> Result<Option<Answer>, ErrorKind> {
         let first_byte = progress.first_byte;
-        loop {
-            if progress.head.is_none() {
-                let Some(h) = self.parse_head(head_request)? else {
-                    return Ok(None);
-                };
-                self.start += h.head_len;
-                if h.status < 200 {
-                    continue;
-                }
+        self.advance_head(progress, head_request)?;
+        let Some((h, body)) = progress.head.as_mut() else {
+            return Ok(None);
+        };
+        let used = body.feed(&self.buf[self.start..self.end], sink)?;
+        self.start += used;
+        Ok(body.is_done().then(|| answer(h, first_byte)))
+    }
+
+    /// Parses the answer's header section if the buffer holds it (skipping interim 1xx
+    /// answers), leaving the body unread.
+    pub fn advance_head(
+        &mut self,
+        progress: &mut Progress,
+        head_request: bool,
+    ) -> Result<(), ErrorKind> {
+        while progress.head.is_none() {
+            let Some(h) = self.parse_head(head_request)? else {
+                return Ok(());
+            };
+            self.start += h.head_len;
+            if h.status >= 200 {
                 progress.head = Some((h, BodyState::new(h.framing)));
             }
-            let Some((h, body)) = progress.head.as_mut() else {
-                return Ok(None);
-            };
-            let used = body.feed(&self.buf[self.start..self.end], sink)?;
-            self.start += used;
-            return Ok(body.is_done().then(|| answer(h, first_byte)));
         }
+        Ok(())
     }
 
     /// `parse_head` of the unparsed bytes, remembered for the next identical head.

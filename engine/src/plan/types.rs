@@ -361,16 +361,18 @@ impl BehaviourSpec {
         )
     }
 
-    /// A comet stream without `duration_ms`, an SSE stream (opened again whenever it ends)
-    /// and a WebSocket last until the run ends.
+    /// A comet or SSE stream without `duration_ms`, and a WebSocket, last until the run
+    /// ends.
     pub fn is_endless(&self) -> bool {
         matches!(
             self,
             BehaviourSpec::Comet {
                 duration_ms: None,
                 ..
-            } | BehaviourSpec::Sse { .. }
-                | BehaviourSpec::Websocket { .. }
+            } | BehaviourSpec::Sse {
+                duration_ms: None,
+                ..
+            } | BehaviourSpec::Websocket { .. }
         )
     }
 
