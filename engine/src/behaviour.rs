@@ -437,16 +437,23 @@ fn comet_bytes(
     subscribed: Instant,
 ) -> Result<(), ParseError> {
     while let Some(pos) = data.iter().position(|&b| b == b'\n') {
-        line.extend_from_slice(&data[..pos]);
-        data = &data[pos + 1..];
-        if !line.trim_ascii().is_empty() {
-            match observe_push(ctx, line, tracker, subscribed, true) {
+        // A line whole in this piece is judged where it lies; only a line cut across pieces
+        // is gathered, and its buffer freed after (a held stream keeps none).
+        let whole = if line.is_empty() {
+            &data[..pos]
+        } else {
+            line.extend_from_slice(&data[..pos]);
+            &line[..]
+        };
+        if !whole.trim_ascii().is_empty() {
+            match observe_push(ctx, whole, tracker, subscribed, true) {
                 PushKind::Timeout => Counters::add(&ctx.ledger.counters().comet_timeout_lines, 1),
                 PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
                 PushKind::Event => {}
             }
         }
-        line.clear();
+        data = &data[pos + 1..];
+        *line = Vec::new();
     }
     if line.len() + data.len() > MAX_PUSH_BODY {
         return Err(ParseError::BodyTooLarge);

@@ -169,6 +169,10 @@ impl Client {
             limit = Some(pace.bytes);
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
+        // No read buffer is held while waiting: a held connection borrows one from the
+        // worker only when its bytes have come.
+        self.inbox.lend_back();
+        conn.readable().await?;
         let n = conn.read(self.inbox.spare(limit)?).await?;
         self.inbox.filled(n);
         self.ctx.ledger.read(n);

@@ -91,6 +91,12 @@ impl Conn {
         matches!(self.fd.get_ref().write(data), Ok(n) if n == data.len())
     }
 
+    /// Waits until the socket is readable, reading nothing (the readiness is kept for the
+    /// read that follows).
+    pub async fn readable(&self) -> io::Result<()> {
+        self.fd.readable().await.map(drop)
+    }
+
     /// Forgets the read readiness after a complete answer: nothing more is expected until the
     /// next request is written, and any later arrival raises a fresh edge.
     pub fn expect_silence(&self) {

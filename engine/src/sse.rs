@@ -73,10 +73,7 @@ impl SseParser {
             } else {
                 self.line.extend_from_slice(&bytes[..end]);
                 let line = std::mem::take(&mut self.line);
-                let done = self.take_line(&line, on);
-                self.line = line;
-                self.line.clear();
-                done?;
+                self.take_line(&line, on)?;
             }
             self.after_cr = bytes[end] == b'\r' && rest.is_empty();
             bytes = if crlf { &rest[1..] } else { rest };
@@ -150,7 +147,9 @@ impl SseParser {
             kind,
             data: &self.data,
         });
-        self.data.clear();
+        // Freed rather than kept: thousands of held streams each keeping a delivery's worth
+        // of capacity would cost more memory than the allocation per event costs time.
+        self.data = Vec::new();
         self.event.clear();
     }
 }

@@ -273,8 +273,9 @@ impl WebSocket {
                         Ok(())
                     }
                 };
-                state.message = message;
-                state.message.clear();
+                // Dropped, not kept: a held connection keeps no message buffer between
+                // messages.
+                drop(message);
                 Ok(verdict.err().map(Stop::Broken))
             }
         }

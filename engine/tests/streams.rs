@@ -38,6 +38,26 @@ mod tempdir {
 
 impl Reference {
     fn start() -> Reference {
+        Reference::spawn(|repo, port, docroot| {
+            let mut cmd = Command::new(repo.join(".venv/bin/python"));
+            cmd.arg(repo.join("tests/reference_server.py"))
+                .args(["--port", &port.to_string(), "--docroot"])
+                .arg(docroot);
+            cmd
+        })
+    }
+
+    /// A contestant as `serverlab serve` runs it (built by `make build`).
+    fn contestant(name: &str) -> Reference {
+        Reference::spawn(|repo, port, _| {
+            let mut cmd = Command::new(repo.join(".venv/bin/serverlab"));
+            cmd.args(["serve", name, "--port", &port.to_string()])
+                .current_dir(repo);
+            cmd
+        })
+    }
+
+    fn spawn(command: impl FnOnce(&PathBuf, u16, &PathBuf) -> Command) -> Reference {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -46,20 +66,14 @@ impl Reference {
             .port();
         let docroot = std::env::temp_dir().join(format!("streams-docroot-{port}"));
         std::fs::create_dir_all(&docroot).unwrap();
-        let child = Command::new(repo.join(".venv/bin/python"))
-            .arg(repo.join("tests/reference_server.py"))
-            .args(["--port", &port.to_string(), "--docroot"])
-            .arg(&docroot)
+        let child = command(&repo, port, &docroot)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("the reference server starts (make build makes .venv)");
+            .expect("the server starts (make build makes .venv and the contestants)");
         let began = Instant::now();
         while StdStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                began.elapsed() < Duration::from_secs(20),
-                "reference server up"
-            );
+            assert!(began.elapsed() < Duration::from_secs(30), "server up");
             std::thread::sleep(Duration::from_millis(50));
         }
         Reference {
@@ -96,8 +110,16 @@ impl Reference {
 
 impl Drop for Reference {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGINT, as Ctrl-C: `serverlab serve` then stops the contestant it started.
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let began = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if began.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -176,6 +198,33 @@ fn websockets_to_the_reference_server_lose_nothing_and_time_publishes() {
     assert!(s.events.publishes - s.events.published <= 2);
     assert_eq!(s.broadcast_rtt_us.count, s.events.published);
     every_emit_reached_everyone(&out, 10);
+}
+
+#[test]
+fn sse_and_websockets_to_node_http_lose_nothing() {
+    let server = Reference::contestant("node-http");
+    server.emit_every(100);
+    for (path, behaviour) in [
+        (
+            "/sse",
+            json!({"kind": "sse", "events": ["e1"], "duration_ms": 400}),
+        ),
+        (
+            "/ws",
+            json!({"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 300}}),
+        ),
+    ] {
+        let out = common::run_plan_outcome(json!({
+            "target": server.url(path), "connections": 10, "duration_s": 1.5, "threads": 1,
+            "behaviour": behaviour}));
+        let s = &out.summary;
+        assert_eq!(s.errors.total(), 0, "{path}: {:?}", s.errors);
+        assert_eq!(
+            (s.events.lost, s.events.duplicated, s.events.reordered),
+            (0, 0, 0)
+        );
+        every_emit_reached_everyone(&out, 10);
+    }
 }
 
 /// A raw SSE server: the first stream sends seqs 1 and 2 and a heartbeat, then closes;
