@@ -47,6 +47,7 @@ impl Progress {
     }
 }
 
+#[derive(Default)]
 pub struct Inbox {
     buf: Vec<u8>,
     start: usize,
@@ -56,18 +57,6 @@ pub struct Inbox {
     /// function of those bytes, so a repeat is recognised by comparing them.
     last_head: Vec<u8>,
     last: Option<(bool, Head)>,
-}
-
-impl Default for Inbox {
-    fn default() -> Inbox {
-        Inbox {
-            buf: Vec::new(),
-            start: 0,
-            end: 0,
-            last_head: Vec::new(),
-            last: None,
-        }
-    }
 }
 
 impl Inbox {
