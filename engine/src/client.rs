@@ -170,10 +170,15 @@ impl Client {
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
         // No read buffer is held while waiting: a held connection borrows one from the
-        // worker only when its bytes have come.
-        self.inbox.lend_back();
-        conn.readable().await?;
-        let n = conn.read(self.inbox.spare(limit)?).await?;
+        // worker only when its bytes have come (a readiness left from the last read may be
+        // stale, so a read that finds nothing gives the buffer back and waits again).
+        let n = loop {
+            self.inbox.lend_back();
+            conn.readable().await?;
+            if let Some(read) = conn.try_read(self.inbox.spare(limit)?) {
+                break read?;
+            }
+        };
         self.inbox.filled(n);
         self.ctx.ledger.read(n);
         Ok(n)
