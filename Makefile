@@ -72,6 +72,7 @@ demo-lab: build
 # serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
 bench: deps engine
 	bench/engine-vs-peers.sh
+	bench/push-memory.sh
 
 clean:
 	rm -rf $(VENV) engine/target results .pytest_cache .ruff_cache

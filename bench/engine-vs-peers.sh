@@ -66,7 +66,7 @@ done
 [[ "$(curl -s "$URL" | wc -c)" == 84 ]] || { echo "bench: /perf is not 84 bytes" >&2; exit 1; }
 
 # run NAME CMD... : runs pinned to the generator CPU; leaves output in $WORK/NAME.out and
-# "user sys rc" in $WORK/NAME.cpu
+# "user sys rc max_rss_kib" in $WORK/NAME.cpu
 run() {
   local name="$1"; shift
   ulimit -n "$(ulimit -Hn)"
@@ -107,7 +107,7 @@ seconds() {
 record() {
   local name="$1" tool="$2" n s f user sys rc
   n="$(requests "$name" "$tool")"; s="$(seconds "$name" "$tool")"; f="$(failures "$name" "$tool")"
-  read -r user sys rc < "$WORK/$name.cpu"
+  read -r user sys rc _ < "$WORK/$name.cpu"
   if [[ -z "$n" || -z "$s" || "$n" == 0 ]]; then
     echo "bench: $name gave no result (exit $rc):" >&2
     tail -n 3 "$WORK/$name.out" | sed 's/^/    /' >&2

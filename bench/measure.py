@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Runs a command and appends its own CPU time to a file: `measure.py OUT -- CMD...`.
+"""Runs a command and writes its own CPU time and peak memory to a file: `measure.py OUT -- CMD...`.
 
-The generator's CPU is read from wait4()'s rusage of the child (all its threads), so no
-sampling error and no /usr/bin/time dependency. Writes "user_s system_s exit_code" to OUT;
-the command's stdout and stderr pass through untouched.
+The generator's CPU and peak resident set are read from wait4()'s rusage of the child (all
+its threads), so no sampling error and no /usr/bin/time dependency. Writes
+"user_s system_s exit_code max_rss_kib" to OUT; the command's stdout and stderr pass through
+untouched.
 """
 
 import os
@@ -25,7 +26,7 @@ def main() -> int:
     _, status, usage = os.wait4(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     with open(out_path, "w", encoding="utf-8") as out:
-        out.write(f"{usage.ru_utime:.6f} {usage.ru_stime:.6f} {code}\n")
+        out.write(f"{usage.ru_utime:.6f} {usage.ru_stime:.6f} {code} {usage.ru_maxrss}\n")
     return 0
 
 

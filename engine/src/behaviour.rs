@@ -142,27 +142,30 @@ fn push_request(
 }
 
 #[derive(Deserialize)]
-struct PushLine<'a> {
+pub(crate) struct PushLine<'a> {
     #[serde(borrow)]
-    response: PushResponse<'a>,
+    pub response: PushResponse<'a>,
 }
 
 #[derive(Deserialize)]
-struct PushResponse<'a> {
+pub(crate) struct PushResponse<'a> {
     #[serde(default)]
-    timeout: bool,
+    pub timeout: bool,
     #[serde(borrow, default)]
-    event: Option<PushEvent<'a>>,
+    pub event: Option<PushEvent<'a>>,
 }
 
 #[derive(Deserialize)]
-struct PushEvent<'a> {
+pub(crate) struct PushEvent<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
     seq: u64,
     timings: EventTimings,
     #[serde(default)]
     connections: Option<EventPlace>,
+    /// An SSE delivery replayed after a reconnect (a cycle of one, so not an emit record).
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 #[derive(Deserialize)]
@@ -192,7 +195,7 @@ impl PushEvent<'_> {
 
 /// What one push answer or comet line was.
 #[derive(Debug, PartialEq)]
-enum PushKind {
+pub(crate) enum PushKind {
     Timeout,
     Event,
     Unreadable,
@@ -229,20 +232,57 @@ impl SeqTracker {
             _ => SeqVerdict::Reordered,
         }
     }
+
+    /// Takes `seq` as the last one seen of `name` unless one was seen already (where a
+    /// stream says it stands before its first delivery).
+    pub fn seed(&mut self, name: &str, seq: u64) {
+        if !self.last.iter().any(|(n, _)| n == name) {
+            self.last.push((name.to_string(), seq));
+        }
+    }
+
+    /// The stream says `name`'s next seq is `next` (an SSE gap): returns the seqs skipped
+    /// since the last one seen. A `next` at or below it (an id from an earlier run of the
+    /// server) skips none and starts the count again there.
+    pub fn skip_to(&mut self, name: &str, next: u64) -> u64 {
+        let last_wanted = next.saturating_sub(1);
+        match self.last.iter_mut().find(|(n, _)| n == name) {
+            Some(entry) => {
+                let skipped = last_wanted.saturating_sub(entry.1);
+                entry.1 = last_wanted;
+                skipped
+            }
+            None => {
+                self.last.push((name.to_string(), last_wanted));
+                0
+            }
+        }
+    }
 }
 
 /// Reads one delivery or timeout answer and updates the counters.
-fn observe_push(
+pub(crate) fn observe_push(
     ctx: &WorkerCtx,
     text: &[u8],
     tracker: &mut SeqTracker,
     subscribed: Instant,
     count_losses: bool,
 ) -> PushKind {
-    let Ok(line) = serde_json::from_slice::<PushLine>(text) else {
-        return PushKind::Unreadable;
-    };
-    let event = match (line.response.timeout, line.response.event) {
+    match serde_json::from_slice::<PushLine>(text) {
+        Ok(line) => observe_response(ctx, line.response, tracker, subscribed, count_losses),
+        Err(_) => PushKind::Unreadable,
+    }
+}
+
+/// Judges one parsed delivery or timeout answer and updates the counters.
+pub(crate) fn observe_response(
+    ctx: &WorkerCtx,
+    response: PushResponse,
+    tracker: &mut SeqTracker,
+    subscribed: Instant,
+    count_losses: bool,
+) -> PushKind {
+    let event = match (response.timeout, response.event) {
         (true, _) => return PushKind::Timeout,
         (false, Some(event)) => event,
         (false, None) => return PushKind::Unreadable,
@@ -250,7 +290,11 @@ fn observe_push(
     let c = ctx.ledger.counters();
     Counters::add(&c.events, 1);
     ctx.ledger.event(event.timings.created, subscribed);
-    ctx.emits.borrow_mut().observe(&event.delivery());
+    if event.replayed {
+        Counters::add(&c.replayed, 1);
+    } else {
+        ctx.emits.borrow_mut().observe(&event.delivery());
+    }
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
         SeqVerdict::Duplicate => Counters::add(&c.events_duplicated, 1),
@@ -260,7 +304,7 @@ fn observe_push(
     PushKind::Event
 }
 
-const MAX_PUSH_BODY: usize = 1 << 20;
+pub(crate) const MAX_PUSH_BODY: usize = 1 << 20;
 
 /// Long poll: one answer per exchange, then the slot re-subscribes at once.
 pub(crate) struct LongPoll {
@@ -393,16 +437,23 @@ fn comet_bytes(
     subscribed: Instant,
 ) -> Result<(), ParseError> {
     while let Some(pos) = data.iter().position(|&b| b == b'\n') {
-        line.extend_from_slice(&data[..pos]);
-        data = &data[pos + 1..];
-        if !line.trim_ascii().is_empty() {
-            match observe_push(ctx, line, tracker, subscribed, true) {
+        // A line whole in this piece is judged where it lies; only a line cut across pieces
+        // is gathered, and its buffer freed after (a held stream keeps none).
+        let whole = if line.is_empty() {
+            &data[..pos]
+        } else {
+            line.extend_from_slice(&data[..pos]);
+            &line[..]
+        };
+        if !whole.trim_ascii().is_empty() {
+            match observe_push(ctx, whole, tracker, subscribed, true) {
                 PushKind::Timeout => Counters::add(&ctx.ledger.counters().comet_timeout_lines, 1),
                 PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
                 PushKind::Event => {}
             }
         }
-        line.clear();
+        data = &data[pos + 1..];
+        *line = Vec::new();
     }
     if line.len() + data.len() > MAX_PUSH_BODY {
         return Err(ParseError::BodyTooLarge);
@@ -602,6 +653,10 @@ mod tests {
         assert_eq!(t.observe("e1", 7), SeqVerdict::Reordered);
         assert_eq!(t.observe("e1", 10), SeqVerdict::InOrder);
         assert_eq!(t.observe("e2", 1), SeqVerdict::First);
+        assert_eq!(t.skip_to("e2", 5), 3, "2, 3 and 4 are lost");
+        assert_eq!(t.observe("e2", 5), SeqVerdict::InOrder);
+        assert_eq!(t.skip_to("e2", 2), 0, "an earlier run's id");
+        assert_eq!(t.observe("e2", 2), SeqVerdict::InOrder);
     }
 
     #[test]

@@ -66,6 +66,59 @@ mod tests {
 
     /// The combination rules a suite's tests must keep, each refused with the plan field
     /// it is about (the orchestrator maps that field back to the suite line that set it).
+    /// SSE and WebSocket: what they take, with every number bounded.
+    #[test]
+    fn stream_kinds_are_judged_with_every_number_bounded() {
+        let judge = |rest: &str| {
+            let plan = format!(r#"{{"target": "http://127.0.0.1:1/", {rest}}}"#);
+            verdict(Plan::from_json(&plan))
+        };
+        let ok = judge(
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 1000}}"#,
+        );
+        assert_eq!(ok["ok"], true, "{ok}");
+        assert_eq!(ok["plan"]["behaviour"]["publish"]["clients"], 1);
+        let ok = judge(
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1", "e2"], "heartbeat_ms": 0}"#,
+        );
+        assert_eq!(ok["ok"], true, "{ok}");
+        assert_eq!(
+            ok["plan"]["behaviour"]["duration_ms"],
+            serde_json::Value::Null
+        );
+        let seventeen: Vec<String> = (0..17).map(|i| format!("\"e{i}\"")).collect();
+        for rest in [
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": []}"#.to_string(),
+            format!(r#""duration_s": 1, "behaviour": {{"kind": "sse", "events": [{}]}}"#, seventeen.join(",")),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1", "e1"]}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["a b"]}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1"], "heartbeat_ms": 5}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1"], "heartbeat_ms": 3600001}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1"], "duration_ms": 0}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "sse", "events": ["e1"], "publish": {"every_ms": 5}}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": []}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "heartbeat_ms": 5}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 0}}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 3600001}}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 5, "clients": 0}}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 5, "clients": 2000000}}"#.into(),
+            r#""duration_s": 1, "behaviour": {"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 5, "rate": 1}}"#.into(),
+        ] {
+            let v = judge(&rest);
+            assert_eq!((v["ok"].clone(), v["field"].clone()), (false.into(), "behaviour".into()), "{rest}: {v}");
+        }
+        // A stream that lasts until the run ends needs a duration, not a request count.
+        for kind in [
+            r#"{"kind": "websocket", "events": ["e1"]}"#,
+            r#"{"kind": "sse", "events": ["e1"]}"#,
+        ] {
+            let v = judge(&format!(
+                r#""requests": 10, "connections": 1, "behaviour": {kind}"#
+            ));
+            assert_eq!(v["ok"], false, "{kind}: {v}");
+        }
+    }
+
     #[test]
     fn every_combination_rule_names_its_field() {
         let target = r#""target": "http://127.0.0.1:1/""#;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, SyslogFraming, SyslogTransport,
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, Publish, SyslogFraming, SyslogTransport,
 };
 
 #[derive(Debug, Parser)]
@@ -113,7 +113,22 @@ pub struct Args {
     /// Comet stream from the target, subscribed to these events (comma list)
     #[arg(long, value_delimiter = ',')]
     pub comet: Option<Vec<String>>,
-    /// Push request duration_ms (long poll timeout; comet stream length)
+    /// Server-Sent Events stream from the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub sse: Option<Vec<String>>,
+    /// SSE heartbeat interval asked of the server (0: none)
+    #[arg(long, requires = "sse")]
+    pub heartbeat_ms: Option<u64>,
+    /// WebSocket to the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub websocket: Option<Vec<String>>,
+    /// WebSocket: publish the first event this often (e.g. 1s), from --publishers clients
+    #[arg(long, value_parser = parse_duration, requires = "websocket")]
+    pub publish_every: Option<Duration>,
+    /// WebSocket: how many of the run's clients publish (default 1, with --publish-every)
+    #[arg(long, requires = "publish_every")]
+    pub publishers: Option<u64>,
+    /// Push request duration_ms (long poll timeout; comet and SSE stream length)
     #[arg(long)]
     pub push_ms: Option<u64>,
     /// Slow upload: body size in bytes (with --upload-rate)
@@ -211,6 +226,8 @@ impl Args {
             || !self.sources.is_empty()
             || self.longpoll.is_some()
             || self.comet.is_some()
+            || self.sse.is_some()
+            || self.websocket.is_some()
             || self.upload_bytes.is_some()
             || self.read_bytes.is_some()
             || self.syslog.is_some()
@@ -317,6 +334,22 @@ impl Args {
                 duration_ms: self.push_ms,
             });
         }
+        if let Some(events) = &self.sse {
+            chosen.push(BehaviourSpec::Sse {
+                events: non_empty(events),
+                heartbeat_ms: self.heartbeat_ms,
+                duration_ms: self.push_ms,
+            });
+        }
+        if let Some(events) = &self.websocket {
+            chosen.push(BehaviourSpec::Websocket {
+                events: non_empty(events),
+                publish: self.publish_every.map(|every| Publish {
+                    every_ms: every.as_millis() as u64,
+                    clients: self.publishers.unwrap_or(1),
+                }),
+            });
+        }
         if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
             chosen.push(BehaviourSpec::SlowUpload { bytes, bytes_per_s });
         }
@@ -350,7 +383,7 @@ impl Args {
             ),
             _ => Err(PlanError::Contradiction(
                 "flags",
-                "choose one behaviour: --new-connection, --longpoll, --comet, --upload-bytes, --read-bytes or --syslog".into(),
+                "choose one behaviour: --new-connection, --longpoll, --comet, --sse, --websocket, --upload-bytes, --read-bytes or --syslog".into(),
             )),
         }
     }

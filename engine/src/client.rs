@@ -20,6 +20,17 @@ pub struct Client {
     /// Slow reader: at most this many bytes per read, one read per interval.
     read_pace: Option<ReadPace>,
     no_delay: bool,
+    /// Bytes written, if the socket takes them at once, when the client goes away with its
+    /// connection open (a WebSocket's close frame as the run ends).
+    farewell: Option<[u8; 8]>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(bytes) = self.farewell {
+            self.send_now(&bytes);
+        }
+    }
 }
 
 impl Client {
@@ -31,6 +42,7 @@ impl Client {
             read_pace: behaviour.read_pace(),
             no_delay: behaviour.wants_no_delay(),
             conn: None,
+            farewell: None,
             inbox: Inbox::default(),
             ctx,
         }
@@ -61,6 +73,7 @@ impl Client {
     }
 
     pub fn close(&mut self) {
+        self.farewell = None;
         self.conn = None;
         self.inbox.clear();
     }
@@ -90,8 +103,27 @@ impl Client {
         head_request: bool,
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
     ) -> Result<Answer, ErrorKind> {
+        self.read_stream(head_request, sink, &mut |_| {}).await
+    }
+
+    /// As `read_answer`, telling `on_head` the status as soon as the header section is in
+    /// (a stream's handshake ends there, long before its body does).
+    pub async fn read_stream(
+        &mut self,
+        head_request: bool,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+        on_head: &mut impl FnMut(u16),
+    ) -> Result<Answer, ErrorKind> {
         let mut progress = Progress::default();
+        let mut head_seen = false;
         loop {
+            if !head_seen {
+                self.inbox.advance_head(&mut progress, head_request)?;
+                if let Some(status) = progress.status() {
+                    head_seen = true;
+                    on_head(status);
+                }
+            }
             if let Some(answer) = self.inbox.advance(&mut progress, head_request, sink)? {
                 return Ok(answer);
             }
@@ -103,6 +135,33 @@ impl Client {
         }
     }
 
+    /// Bytes read and not yet consumed (a WebSocket reads its frames from here).
+    pub fn unread(&self) -> &[u8] {
+        self.inbox.unread()
+    }
+
+    /// Marks `n` unread bytes as consumed.
+    pub fn consume(&mut self, n: usize) {
+        self.inbox.consume(n);
+    }
+
+    /// Reads more bytes into the buffer, waiting if none are there; 0 means the peer closed.
+    pub async fn fill(&mut self) -> Result<usize, ErrorKind> {
+        self.read_more().await
+    }
+
+    /// Writes `bytes` now if the socket takes them without waiting (a goodbye as the run
+    /// ends, when there is no time to wait).
+    pub fn send_now(&self, bytes: &[u8]) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.try_write(bytes))
+    }
+
+    /// What to write if the client is dropped with this connection open; cleared when the
+    /// connection closes.
+    pub fn set_farewell(&mut self, bytes: Option<[u8; 8]>) {
+        self.farewell = bytes;
+    }
+
     async fn read_more(&mut self) -> Result<usize, ErrorKind> {
         let mut limit = None;
         if let Some(pace) = self.read_pace {
@@ -110,7 +169,16 @@ impl Client {
             limit = Some(pace.bytes);
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
-        let n = conn.read(self.inbox.spare(limit)?).await?;
+        // No read buffer is held while waiting: a held connection borrows one from the
+        // worker only when its bytes have come (a readiness left from the last read may be
+        // stale, so a read that finds nothing gives the buffer back and waits again).
+        let n = loop {
+            self.inbox.lend_back();
+            conn.readable().await?;
+            if let Some(read) = conn.try_read(self.inbox.spare(limit)?) {
+                break read?;
+            }
+        };
         self.inbox.filled(n);
         self.ctx.ledger.read(n);
         Ok(n)

@@ -74,15 +74,28 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads what is there, waiting if nothing is; 0 means the peer closed.
-    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let mut guard = self.fd.readable().await?;
-            match guard.try_io(|inner| inner.get_ref().read(buf)) {
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(result) => return result,
-                Err(_would_block) => {}
-            }
+    /// Writes all of `data` at once if the socket's buffer takes it without waiting.
+    pub fn try_write(&self, data: &[u8]) -> bool {
+        matches!(self.fd.get_ref().write(data), Ok(n) if n == data.len())
+    }
+
+    /// Waits until the socket is readable, reading nothing (the readiness is kept for the
+    /// read that follows).
+    pub async fn readable(&self) -> io::Result<()> {
+        self.fd.readable().await.map(drop)
+    }
+
+    /// Reads what is there without waiting; `None` if nothing was (the readiness is then
+    /// cleared, so `readable` waits for the next edge).
+    pub fn try_read(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Ok(mut guard)) = self.fd.poll_read_ready(&mut cx) else {
+            return None;
+        };
+        match guard.try_io(|inner| inner.get_ref().read(buf)) {
+            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => None,
+            Ok(result) => Some(result),
+            Err(_would_block) => None,
         }
     }
 

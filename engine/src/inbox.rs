@@ -7,6 +7,15 @@ use crate::http::{parse_head, BodyState, Head, ParseError, MAX_HEAD_BYTES};
 use crate::stats::ErrorKind;
 
 const INITIAL_BUFFER: usize = 4 * 1024;
+/// Read buffers a worker keeps for its clients to borrow; more are freed.
+const POOLED_BUFFERS: usize = 256;
+
+thread_local! {
+    /// This worker thread's spare read buffers. A held connection (a push stream, an idle
+    /// kept-alive one) borrows one only while bytes are being read and parsed, so thousands
+    /// of connections share a few buffers instead of holding 4 KiB each.
+    static SPARE_BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// A complete answer.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +33,11 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// The answer's status, once its header section is parsed.
+    pub fn status(&self) -> Option<u16> {
+        self.head.as_ref().map(|(h, _)| h.status)
+    }
+
     /// The answer a peer's close completes (a body delimited by the close), if any.
     pub fn ended_by_close(&self) -> Option<Answer> {
         match &self.head {
@@ -33,6 +47,7 @@ impl Progress {
     }
 }
 
+#[derive(Default)]
 pub struct Inbox {
     buf: Vec<u8>,
     start: usize,
@@ -44,22 +59,37 @@ pub struct Inbox {
     last: Option<(bool, Head)>,
 }
 
-impl Default for Inbox {
-    fn default() -> Inbox {
-        Inbox {
-            buf: vec![0; INITIAL_BUFFER],
-            start: 0,
-            end: 0,
-            last_head: Vec::new(),
-            last: None,
-        }
-    }
-}
-
 impl Inbox {
     pub fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+    }
+
+    /// Gives the read buffer back to the worker's pool when nothing unparsed is in it (the
+    /// next read borrows one again).
+    pub fn lend_back(&mut self) {
+        if self.start != self.end || self.buf.is_empty() {
+            return;
+        }
+        self.clear();
+        let buf = std::mem::take(&mut self.buf);
+        if buf.len() == INITIAL_BUFFER {
+            SPARE_BUFFERS.with_borrow_mut(|pool| {
+                if pool.len() < POOLED_BUFFERS {
+                    pool.push(buf);
+                }
+            });
+        }
+    }
+
+    /// The bytes read and not yet parsed.
+    pub fn unread(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Marks `n` unread bytes as parsed.
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
     }
 
     /// Nothing unparsed is left (no bytes beyond the last answer).
@@ -88,24 +118,32 @@ impl Inbox {
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
     ) -> Result<Option<Answer>, ErrorKind> {
         let first_byte = progress.first_byte;
-        loop {
-            if progress.head.is_none() {
-                let Some(h) = self.parse_head(head_request)? else {
-                    return Ok(None);
-                };
-                self.start += h.head_len;
-                if h.status < 200 {
-                    continue;
-                }
+        self.advance_head(progress, head_request)?;
+        let Some((h, body)) = progress.head.as_mut() else {
+            return Ok(None);
+        };
+        let used = body.feed(&self.buf[self.start..self.end], sink)?;
+        self.start += used;
+        Ok(body.is_done().then(|| answer(h, first_byte)))
+    }
+
+    /// Parses the answer's header section if the buffer holds it (skipping interim 1xx
+    /// answers), leaving the body unread.
+    pub fn advance_head(
+        &mut self,
+        progress: &mut Progress,
+        head_request: bool,
+    ) -> Result<(), ErrorKind> {
+        while progress.head.is_none() {
+            let Some(h) = self.parse_head(head_request)? else {
+                return Ok(());
+            };
+            self.start += h.head_len;
+            if h.status >= 200 {
                 progress.head = Some((h, BodyState::new(h.framing)));
             }
-            let Some((h, body)) = progress.head.as_mut() else {
-                return Ok(None);
-            };
-            let used = body.feed(&self.buf[self.start..self.end], sink)?;
-            self.start += used;
-            return Ok(body.is_done().then(|| answer(h, first_byte)));
         }
+        Ok(())
     }
 
     /// `parse_head` of the unparsed bytes, remembered for the next identical head.
@@ -128,6 +166,11 @@ impl Inbox {
     /// Frees buffer space for the next read, growing only while a header section is
     /// incomplete (bounded by the 64 KiB limit, which `parse_head` enforces).
     fn make_room(&mut self) -> Result<(), ErrorKind> {
+        if self.buf.is_empty() {
+            self.buf = SPARE_BUFFERS
+                .with_borrow_mut(Vec::pop)
+                .unwrap_or_else(|| vec![0; INITIAL_BUFFER]);
+        }
         if self.start == self.end {
             self.clear();
         }
@@ -216,6 +259,30 @@ mod tests {
         assert_eq!(
             feed(&mut inbox, &mut progress, teapot).map(|a| a.status),
             Some(418)
+        );
+    }
+
+    #[test]
+    fn a_drained_buffer_goes_back_to_the_pool_and_unparsed_bytes_stay() {
+        let mut inbox = Inbox::default();
+        let mut progress = Progress::default();
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab";
+        assert!(feed(&mut inbox, &mut progress, head).is_none());
+        // A head cut in two is kept with its buffer.
+        let mut cut = Inbox::default();
+        feed(&mut cut, &mut Progress::default(), b"HTTP/1.1 200");
+        cut.lend_back();
+        assert_eq!(cut.unread(), b"HTTP/1.1 200");
+        assert!(feed(&mut inbox, &mut progress, b"cd").is_some());
+        let held = inbox.buf.as_ptr();
+        inbox.lend_back();
+        assert!(inbox.buf.is_empty());
+        let mut other = Inbox::default();
+        other.spare(None).unwrap();
+        assert_eq!(
+            other.buf.as_ptr(),
+            held,
+            "the next read borrows the same buffer"
         );
     }
 

@@ -122,6 +122,20 @@ impl Ledger {
         record_us(&mut h.event_since_subscribe, micros(subscribed.elapsed()));
     }
 
+    /// A stream's handshake (connect to response head, or to the `101`) took `took`.
+    pub fn handshake(&self, took: Duration) {
+        record_us(&mut self.histograms.borrow_mut().handshake, micros(took));
+    }
+
+    /// A WebSocket publish was acknowledged `took` after it was sent.
+    pub fn broadcast_rtt(&self, took: Duration) {
+        record_us(
+            &mut self.histograms.borrow_mut().broadcast_rtt,
+            micros(took),
+        );
+        Counters::add(&self.counters.published, 1);
+    }
+
     /// The worker's histograms, at the end of its run.
     pub fn take_histograms(&self) -> Histograms {
         self.histograms.take()

@@ -17,10 +17,12 @@ mod paths;
 pub mod plan;
 pub mod report;
 mod shared;
+mod sse;
 pub mod stats;
 pub mod system;
 pub mod target;
 mod uring;
+mod websocket;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

@@ -204,6 +204,13 @@ fn add_summary(merged: &mut Summary, s: &Summary) {
     m.longpoll_event_answers += e.longpoll_event_answers;
     m.longpoll_timeout_answers += e.longpoll_timeout_answers;
     m.comet_timeout_lines += e.comet_timeout_lines;
+    m.heartbeats += e.heartbeats;
+    m.reconnects += e.reconnects;
+    m.replayed += e.replayed;
+    m.gaps += e.gaps;
+    m.sse_timeout_messages += e.sse_timeout_messages;
+    m.publishes += e.publishes;
+    m.published += e.published;
     merged.connections_opened += s.connections_opened;
     merged.bytes_read += s.bytes_read;
     merged.bytes_written += s.bytes_written;

@@ -91,6 +91,27 @@ pub struct Events {
     pub longpoll_timeout_answers: u64,
     /// Comet timeout lines (a stream ended by its `duration_ms`).
     pub comet_timeout_lines: u64,
+    /// SSE heartbeats (comment lines) received.
+    #[serde(default)]
+    pub heartbeats: u64,
+    /// SSE streams opened again with `Last-Event-ID` after one ended or failed.
+    #[serde(default)]
+    pub reconnects: u64,
+    /// SSE deliveries the server replayed after a reconnect (`replayed: true`); also in `received`.
+    #[serde(default)]
+    pub replayed: u64,
+    /// SSE gap messages (their missing `seq`s count in `lost`).
+    #[serde(default)]
+    pub gaps: u64,
+    /// SSE timeout messages (a stream ended by its `duration_ms`).
+    #[serde(default)]
+    pub sse_timeout_messages: u64,
+    /// WebSocket publish messages sent.
+    #[serde(default)]
+    pub publishes: u64,
+    /// WebSocket `published` acknowledgements received (`broadcast_rtt_us` counts these).
+    #[serde(default)]
+    pub published: u64,
 }
 
 impl Events {
@@ -103,6 +124,13 @@ impl Events {
             longpoll_event_answers: s.longpoll_event_answers,
             longpoll_timeout_answers: s.longpoll_timeout_answers,
             comet_timeout_lines: s.comet_timeout_lines,
+            heartbeats: s.heartbeats,
+            reconnects: s.reconnects,
+            replayed: s.replayed,
+            gaps: s.gaps,
+            sse_timeout_messages: s.sse_timeout_messages,
+            publishes: s.publishes,
+            published: s.published,
         }
     }
 }
@@ -269,6 +297,11 @@ pub struct Summary {
     pub event_delay_us: Percentiles,
     /// Push: from the subscription request to each event's arrival.
     pub event_since_subscribe_us: Percentiles,
+    /// SSE and WebSocket: from the start of the connect to the response head (the `101`).
+    pub handshake_us: Percentiles,
+    /// WebSocket publish: from sending a publish to the server's `published`
+    /// acknowledgement, which follows the cycle's last delivery.
+    pub broadcast_rtt_us: Percentiles,
     /// `latency_us` as HdrHistogram V2 + DEFLATE, base64 (standard alphabet, padded).
     pub histogram: String,
     /// `service_us` in the same encoding.
@@ -286,6 +319,10 @@ pub struct Summary {
     pub event_delay_histogram: String,
     /// `event_since_subscribe_us` in the same encoding.
     pub event_since_subscribe_histogram: String,
+    /// `handshake_us` in the same encoding.
+    pub handshake_histogram: String,
+    /// `broadcast_rtt_us` in the same encoding.
+    pub broadcast_rtt_histogram: String,
     pub events: Events,
     pub connections_opened: u64,
     pub bytes_read: u64,
@@ -361,6 +398,8 @@ impl Summary {
             notice_us: Percentiles::of(&h.notice),
             event_delay_us: Percentiles::of(&h.event_delay),
             event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
+            handshake_us: Percentiles::of(&h.handshake),
+            broadcast_rtt_us: Percentiles::of(&h.broadcast_rtt),
             histogram: encode_histogram(&h.latency),
             service_histogram: encode_histogram(&h.service),
             connect_histogram: encode_histogram(&h.connect),
@@ -369,6 +408,8 @@ impl Summary {
             notice_histogram: encode_histogram(&h.notice),
             event_delay_histogram: encode_histogram(&h.event_delay),
             event_since_subscribe_histogram: encode_histogram(&h.event_since_subscribe),
+            handshake_histogram: encode_histogram(&h.handshake),
+            broadcast_rtt_histogram: encode_histogram(&h.broadcast_rtt),
             events: Events::from_snapshot(s),
             connections_opened: s.connections_opened,
             bytes_read: s.bytes_read,
@@ -387,7 +428,7 @@ impl Summary {
     }
 
     /// Every histogram the summary carries, beside the percentiles read from it.
-    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 8] {
+    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 10] {
         [
             (&mut self.latency_us, &mut self.histogram),
             (&mut self.service_us, &mut self.service_histogram),
@@ -399,6 +440,11 @@ impl Summary {
             (
                 &mut self.event_since_subscribe_us,
                 &mut self.event_since_subscribe_histogram,
+            ),
+            (&mut self.handshake_us, &mut self.handshake_histogram),
+            (
+                &mut self.broadcast_rtt_us,
+                &mut self.broadcast_rtt_histogram,
             ),
         ]
     }

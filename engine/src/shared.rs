@@ -81,6 +81,8 @@ pub struct Shared {
     source_cursor: AtomicUsize,
     /// Next syslog message number, unique across workers.
     pub syslog_seq: AtomicU64,
+    /// WebSocket publishers taken so far (the run's first clients publish).
+    pub publishers: AtomicU64,
     pub stopping: AtomicBool,
     /// After an early stop: when work still in hand is dropped.
     abandon_at: OnceLock<Instant>,
@@ -105,6 +107,7 @@ impl Shared {
             issued: AtomicU64::new(0),
             source_cursor: AtomicUsize::new(0),
             syslog_seq: AtomicU64::new(first_seq),
+            publishers: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             abandon_at: OnceLock::new(),
         }

@@ -99,6 +99,13 @@ pub struct Counters {
     pub longpoll_event_answers: AtomicU64,
     pub longpoll_timeout_answers: AtomicU64,
     pub comet_timeout_lines: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub replayed: AtomicU64,
+    pub gaps: AtomicU64,
+    pub sse_timeout_messages: AtomicU64,
+    pub publishes: AtomicU64,
+    pub published: AtomicU64,
 }
 
 impl Counters {
@@ -138,6 +145,13 @@ pub struct Snapshot {
     pub longpoll_event_answers: u64,
     pub longpoll_timeout_answers: u64,
     pub comet_timeout_lines: u64,
+    pub heartbeats: u64,
+    pub reconnects: u64,
+    pub replayed: u64,
+    pub gaps: u64,
+    pub sse_timeout_messages: u64,
+    pub publishes: u64,
+    pub published: u64,
 }
 
 impl Snapshot {
@@ -164,6 +178,13 @@ impl Snapshot {
             s.longpoll_event_answers += c.longpoll_event_answers.load(Relaxed);
             s.longpoll_timeout_answers += c.longpoll_timeout_answers.load(Relaxed);
             s.comet_timeout_lines += c.comet_timeout_lines.load(Relaxed);
+            s.heartbeats += c.heartbeats.load(Relaxed);
+            s.reconnects += c.reconnects.load(Relaxed);
+            s.replayed += c.replayed.load(Relaxed);
+            s.gaps += c.gaps.load(Relaxed);
+            s.sse_timeout_messages += c.sse_timeout_messages.load(Relaxed);
+            s.publishes += c.publishes.load(Relaxed);
+            s.published += c.published.load(Relaxed);
         }
         s
     }
@@ -198,6 +219,10 @@ pub struct Histograms {
     pub event_delay: Histogram<u64>,
     /// Server push: from sending the subscription to the arrival of each event.
     pub event_since_subscribe: Histogram<u64>,
+    /// SSE and WebSocket: from the start of the connect to the response head (the 101).
+    pub handshake: Histogram<u64>,
+    /// WebSocket: from sending a publish to its `published` acknowledgement.
+    pub broadcast_rtt: Histogram<u64>,
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -215,6 +240,8 @@ impl Default for Histograms {
             notice: new_histogram(),
             event_delay: new_histogram(),
             event_since_subscribe: new_histogram(),
+            handshake: new_histogram(),
+            broadcast_rtt: new_histogram(),
         }
     }
 }
@@ -243,6 +270,8 @@ impl Histograms {
                 &mut self.event_since_subscribe,
                 &other.event_since_subscribe,
             ),
+            (&mut self.handshake, &other.handshake),
+            (&mut self.broadcast_rtt, &other.broadcast_rtt),
         ];
         for (dst, src) in pairs {
             dst.add(src).expect("histograms share bounds");

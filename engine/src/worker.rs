@@ -14,8 +14,10 @@ use crate::ledger::STARVED_PAUSE;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
 use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
 use crate::shared::{Shared, WorkerCtx};
+use crate::sse::Sse;
 use crate::stats::{ErrorKind, Histograms};
 use crate::uring;
+use crate::websocket::WebSocket;
 
 /// Messages per write when syslog is not paced: batching is what a real forwarder does.
 const SYSLOG_BATCH: u64 = 64;
@@ -101,6 +103,17 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) -> Instant {
             events,
             duration_ms,
         } => drive_with(index, &ctx, Comet::new(plan, events, *duration_ms)).await,
+        BehaviourSpec::Sse {
+            events,
+            heartbeat_ms,
+            duration_ms,
+        } => {
+            let sse = Sse::new(plan, events, *heartbeat_ms, *duration_ms);
+            drive_with(index, &ctx, sse).await
+        }
+        BehaviourSpec::Websocket { events, publish } => {
+            drive_with(index, &ctx, WebSocket::new(plan, events, *publish)).await
+        }
         BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
             drive_with(index, &ctx, SlowUpload::new(plan, *bytes, *bytes_per_s)).await
         }

@@ -260,6 +260,23 @@ pub enum BehaviourSpec {
         #[serde(default)]
         duration_ms: Option<u64>,
     },
+    /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`, with
+    /// `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped stream is
+    /// opened again with `Last-Event-ID`.
+    Sse {
+        events: Vec<String>,
+        #[serde(default)]
+        heartbeat_ms: Option<u64>,
+        #[serde(default)]
+        duration_ms: Option<u64>,
+    },
+    /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
+    /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
+    Websocket {
+        events: Vec<String>,
+        #[serde(default)]
+        publish: Option<Publish>,
+    },
     /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
     SlowUpload { bytes: u64, bytes_per_s: u64 },
     /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
@@ -280,6 +297,19 @@ pub enum BehaviourSpec {
         #[serde(default = "default_seq_start")]
         seq_start: u64,
     },
+}
+
+/// WebSocket publishers: how often, and how many of the run's clients.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    pub every_ms: u64,
+    #[serde(default = "default_publishers")]
+    pub clients: u64,
+}
+
+fn default_publishers() -> u64 {
+    1
 }
 
 impl Default for BehaviourSpec {
@@ -331,15 +361,30 @@ impl BehaviourSpec {
         )
     }
 
-    /// A comet stream without `duration_ms` lasts until the run ends.
+    /// A comet or SSE stream without `duration_ms`, and a WebSocket, last until the run
+    /// ends.
     pub fn is_endless(&self) -> bool {
         matches!(
             self,
             BehaviourSpec::Comet {
                 duration_ms: None,
                 ..
-            }
+            } | BehaviourSpec::Sse {
+                duration_ms: None,
+                ..
+            } | BehaviourSpec::Websocket { .. }
         )
+    }
+
+    /// The events a push behaviour subscribes to.
+    pub fn events(&self) -> Option<&[String]> {
+        match self {
+            BehaviourSpec::Longpoll { events, .. }
+            | BehaviourSpec::Comet { events, .. }
+            | BehaviourSpec::Sse { events, .. }
+            | BehaviourSpec::Websocket { events, .. } => Some(events),
+            _ => None,
+        }
     }
 
     /// The method this behaviour always sends, whatever the plan's `method` says.

@@ -332,6 +332,40 @@ impl Plan {
                     return Err(PlanError::NotPositive("behaviour", "comet duration_ms"));
                 }
             }
+            BehaviourSpec::Sse {
+                events,
+                heartbeat_ms,
+                duration_ms,
+            } => {
+                check_stream_events(events)?;
+                if heartbeat_ms.is_some_and(|h| h != 0 && !(10..=3_600_000).contains(&h)) {
+                    return Err(PlanError::Contradiction(
+                        "behaviour",
+                        "sse heartbeat_ms must be 0 or 10..3600000".into(),
+                    ));
+                }
+                if duration_ms.is_some_and(|d| !(1..=3_600_000).contains(&d)) {
+                    return Err(PlanError::Contradiction(
+                        "behaviour",
+                        "sse duration_ms must be 1..3600000".into(),
+                    ));
+                }
+            }
+            BehaviourSpec::Websocket { events, publish } => {
+                check_stream_events(events)?;
+                if let Some(p) = publish {
+                    if !(1..=3_600_000).contains(&p.every_ms) {
+                        return Err(PlanError::Contradiction(
+                            "behaviour",
+                            "websocket publish every_ms must be 1..3600000".into(),
+                        ));
+                    }
+                    if p.clients == 0 {
+                        return Err(PlanError::NotPositive("behaviour", "publishing clients"));
+                    }
+                    too_large("behaviour", p.clients as f64, MAX_CONNECTIONS)?;
+                }
+            }
             BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
                 if *bytes == 0 || *bytes_per_s == 0 {
                     return Err(PlanError::NotPositive(
@@ -492,6 +526,27 @@ fn check_events(events: &[String]) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// SSE and WebSocket subscriptions name at least one event (the spec's 1 to 16).
+fn check_stream_events(events: &[String]) -> Result<(), PlanError> {
+    if events.is_empty() {
+        return Err(PlanError::Contradiction(
+            "behaviour",
+            "sse and websocket subscribe to 1 to 16 events".into(),
+        ));
+    }
+    if events
+        .iter()
+        .enumerate()
+        .any(|(i, e)| events[..i].contains(e))
+    {
+        return Err(PlanError::Contradiction(
+            "behaviour",
+            "an event is named twice".into(),
+        ));
+    }
+    check_events(events)
 }
 
 /// A namespace name is a plain file name under /var/run/netns.
