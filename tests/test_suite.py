@@ -299,6 +299,45 @@ def test_a_profile_may_ask_less_of_the_machine_than_the_full_suite(tmp_path):
     assert caught.value.line == 22
 
 
+PROFILED = """
+contestants = ["node-http"]
+repeats = 3
+[profiles.quick]
+repeats = 1
+[profiles.quick.only]
+scenarios = ["b"]
+[[scenario]]
+name = "a"
+behaviour = "keepalive"
+duration_s = 1
+[[scenario]]
+name = "b"
+behaviour = "keepalive"
+duration_s = 1
+"""
+
+
+def test_a_profile_picks_scenarios_by_name_and_its_own_repeats(tmp_path):
+    path = write(tmp_path, PROFILED)
+    quick = load_suite(path, profile="quick")
+    assert [p.scenario for p in quick.permutations] == ["b"] and quick.repeats == 1
+    full = load_suite(path)
+    assert [p.scenario for p in full.permutations] == ["a", "b"] and full.repeats == 3
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "reason"),
+    [
+        (('scenarios = ["b"]', 'scenarios = ["c"]'), 7, "no scenario 'c'"),
+        (("repeats = 1", "repeats = 0"), 5, "repeats must be an integer of at least 1"),
+    ],
+)
+def test_a_profiles_scenarios_and_repeats_are_checked(tmp_path, change, line, reason):
+    with pytest.raises(SuiteError, match=reason) as caught:
+        load_suite(write(tmp_path, PROFILED.replace(*change)), profile="quick")
+    assert caught.value.line == line
+
+
 def test_a_profile_selects_tunables_as_written_in_the_file(tmp_path):
     path = write(
         tmp_path,

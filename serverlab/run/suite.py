@@ -64,7 +64,7 @@ SIZE_DISTRIBUTIONS = ("lognormal", "uniform")
 POPULARITIES = ("zipf", "uniform")
 # A profile's own `needs` replace the suite's key by key: a quick run of 5,000 clients
 # does not need what the full 20,000 do.
-PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs"}
+PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs", "repeats"}
 FULL_PROFILE = "full"
 COUNT_FIELDS = ("requests", "syslog_messages")
 # key -> (accepted python types, may be a matrix list)
@@ -185,12 +185,15 @@ class Profile:
     count_scale: float = 1.0
     only: dict[str, list] = field(default_factory=dict)
     needs: dict[str, int] = field(default_factory=dict)
+    repeats: int | None = None
 
     def admits(self, perm: Permutation, written: dict[str, Any]) -> bool:
         """Whether a test lies inside `only`; values compare as written in the file."""
         for dim, allowed in self.only.items():
             if dim == "contestants":
                 value, choices = perm.contestant, allowed
+            elif dim == "scenarios":
+                value, choices = perm.scenario, allowed
             elif dim in written:
                 value, choices = written[dim], allowed
             elif dim in perm.tunables:
@@ -291,7 +294,7 @@ def _read(path: Path) -> tuple[bytes, dict, _Lines]:
 
 def _suite(path: Path, raw: bytes, doc: dict, lines: _Lines, scale: float, chosen) -> Suite:
     """The suite's own keys and named tables, before any scenario is expanded."""
-    repeats = _get(path, lines, doc, "repeats", int, None, default=1)
+    repeats = chosen.repeats or _get(path, lines, doc, "repeats", int, None, default=1)
     if repeats < 1:
         raise SuiteError(path, lines.of("repeats"), "repeats must be at least 1")
     return Suite(
@@ -456,18 +459,26 @@ def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Prof
             where = lines.in_table(f"{header}.only", dim)
             raise SuiteError(path, where, f"{header}.only.{dim} must be a non-empty list")
     needs = _needs(path, lines, table.get("needs", {}), f"{header}.needs")
-    return Profile(name=name, only=dict(only), needs=needs, **scales)
+    repeats = table.get("repeats")
+    if repeats is not None and (type(repeats) is not int or repeats < 1):
+        where = lines.in_table(header, "repeats")
+        raise SuiteError(path, where, f"{header}.repeats must be an integer of at least 1")
+    return Profile(name=name, only=dict(only), needs=needs, repeats=repeats, **scales)
 
 
 def _check_only_dimensions(path: Path, lines: _Lines, profile: Profile, perms) -> None:
     """A dimension of `only` that no test has is a typo, not a filter that passes all."""
-    present = {"contestants"}
+    present = {"contestants", "scenarios"}
     for perm in perms:
         present.update(perm.params, perm.tunables)
     for dim in profile.only:
         if dim not in present:
             where = lines.in_table(f"profiles.{profile.name}.only", dim)
             raise SuiteError(path, where, f"profile {profile.name!r}: no test has {dim!r}")
+    unknown = sorted(set(profile.only.get("scenarios", ())) - {p.scenario for p in perms})
+    if unknown:
+        where = lines.in_table(f"profiles.{profile.name}.only", "scenarios")
+        raise SuiteError(path, where, f"profile {profile.name!r}: no scenario {unknown[0]!r}")
 
 
 def _toml_error_line(message: str) -> int | None:
