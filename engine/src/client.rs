@@ -12,6 +12,7 @@ use crate::ledger::Ledger;
 use crate::plan::ReadPace;
 use crate::shared::WorkerCtx;
 use crate::stats::ErrorKind;
+use crate::uring::stamps::waited_since;
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,
@@ -20,6 +21,9 @@ pub struct Client {
     /// Slow reader: at most this many bytes per read, one read per interval.
     read_pace: Option<ReadPace>,
     no_delay: bool,
+    /// Whether answers are stamped by the kernel and their reading delay is recorded
+    /// (`notice_us`): latency-bound plans, whose connections are few.
+    stamps: bool,
 }
 
 impl Client {
@@ -30,6 +34,7 @@ impl Client {
         Client {
             read_pace: behaviour.read_pace(),
             no_delay: behaviour.wants_no_delay(),
+            stamps: ctx.shared.plan.plan.latency_bound(),
             conn: None,
             inbox: Inbox::default(),
             ctx,
@@ -55,6 +60,9 @@ impl Client {
             .await
             .map_err(|e| ErrorKind::from_connect(&e))?;
         self.ctx.ledger.connected(began.elapsed());
+        if self.stamps {
+            conn.enable_stamps().map_err(|e| ErrorKind::from_io(&e))?;
+        }
         self.conn = Some(conn);
         self.inbox.clear();
         Ok(())
@@ -95,7 +103,8 @@ impl Client {
             if let Some(answer) = self.inbox.advance(&mut progress, head_request, sink)? {
                 return Ok(answer);
             }
-            let n = self.read_more().await?;
+            let first = progress.first_byte.is_none();
+            let n = self.read_more(first).await?;
             progress.first_byte.get_or_insert_with(Instant::now);
             if n == 0 {
                 return progress.ended_by_close().ok_or(ErrorKind::Closed);
@@ -103,14 +112,24 @@ impl Client {
         }
     }
 
-    async fn read_more(&mut self) -> Result<usize, ErrorKind> {
+    /// Reads what is there into the inbox; for the `first` read of an answer on a stamped
+    /// connection, records how long its bytes waited in the kernel.
+    async fn read_more(&mut self, first: bool) -> Result<usize, ErrorKind> {
         let mut limit = None;
         if let Some(pace) = self.read_pace {
             tokio::time::sleep(pace.interval).await;
             limit = Some(pace.bytes);
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
-        let n = conn.read(self.inbox.spare(limit)?).await?;
+        let n = if self.stamps && first {
+            let (n, stamp) = conn.read_stamped(self.inbox.spare(limit)?).await?;
+            if let Some(arrived) = stamp {
+                self.ctx.ledger.noticed(waited_since(arrived));
+            }
+            n
+        } else {
+            conn.read(self.inbox.spare(limit)?).await?
+        };
         self.inbox.filled(n);
         self.ctx.ledger.read(n);
         Ok(n)
@@ -136,7 +155,7 @@ impl Client {
     pub async fn await_peer_close(&mut self) -> Result<(), ErrorKind> {
         loop {
             self.inbox.clear();
-            if self.read_more().await? == 0 {
+            if self.read_more(false).await? == 0 {
                 self.close();
                 return Ok(());
             }

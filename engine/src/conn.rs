@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::unix::AsyncFd;
@@ -86,6 +87,25 @@ impl Conn {
         }
     }
 
+    /// Asks the kernel to stamp the segments it receives (`SO_TIMESTAMPNS`), for
+    /// `read_stamped`.
+    pub fn enable_stamps(&self) -> io::Result<()> {
+        crate::uring::stamps::Stamps::enable(self.fd.get_ref())
+    }
+
+    /// As `read`, with the kernel's receive stamp of the bytes (time since the epoch), when
+    /// stamps are enabled and the read carried data.
+    pub async fn read_stamped(&self, buf: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
+        loop {
+            let mut guard = self.fd.readable().await?;
+            match guard.try_io(|inner| recv_stamped(inner.get_ref(), buf)) {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(result) => return result,
+                Err(_would_block) => {}
+            }
+        }
+    }
+
     /// Forgets the read readiness after a complete answer: nothing more is expected until the
     /// next request is written, and any later arrival raises a fresh edge.
     pub fn expect_silence(&self) {
@@ -94,6 +114,31 @@ impl Conn {
             guard.clear_ready();
         }
     }
+}
+
+/// One `recvmsg` into `buf`, with room for a timestamp control message.
+fn recv_stamped(socket: &Socket, buf: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
+    // Room for one cmsghdr and a timespec, 8-byte aligned as control messages need.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: every pointer in `msg` refers to a buffer that outlives the call.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel wrote `msg_controllen` bytes of the control buffer.
+    let written =
+        unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), msg.msg_controllen) };
+    Ok((n as usize, crate::uring::stamps::stamp_in(written)))
 }
 
 pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {

@@ -84,6 +84,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     /// After an early stop: when work still in hand is dropped.
     abandon_at: OnceLock<Instant>,
+    /// Whether the epoll workers spin before they sleep (`spin::choose`).
+    pub spin: bool,
 }
 
 impl Shared {
@@ -107,7 +109,14 @@ impl Shared {
             syslog_seq: AtomicU64::new(first_seq),
             stopping: AtomicBool::new(false),
             abandon_at: OnceLock::new(),
+            spin: false,
         }
+    }
+
+    /// The same, with the workers spinning before they sleep.
+    pub fn spinning(mut self, spin: bool) -> Shared {
+        self.spin = spin;
+        self
     }
 
     /// Blocks this worker thread until the start, looking at the stop flag meanwhile; returns

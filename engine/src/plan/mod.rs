@@ -11,7 +11,7 @@ mod validate;
 pub use error::PlanError;
 pub(crate) use types::default_seq_start;
 pub use types::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, ReadPace, SyslogFraming, SyslogTransport,
+    BehaviourSpec, IoBackend, PacerSpec, Plan, ReadPace, SyslogFraming, SyslogTransport, WaitMode,
     WeightedPath,
 };
 pub use validate::{parse_sources, Stop, ValidPlan};
