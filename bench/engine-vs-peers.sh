@@ -81,11 +81,15 @@ run() {
   sleep 1
 }
 
+# summary NAME EXPR : EXPR of serverlab-load's summary `s` (the last line of its output)
+summary() {
+  python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(eval(sys.argv[2]))' "$WORK/$1.out" "$2"
+}
 # requests NAME TOOL : completed requests parsed from each tool's own report
 requests() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["requests"])' "$f" ;;
+    serverlab) summary "$1" 's["requests"]' ;;
     wrk) awk '/requests in/ {print $1}' "$f" ;;
     h2load) awk '/^requests:/ {print $8}' "$f" ;;   # "requests: N total, N started, N done, N succeeded"
     ab) awk '/^Complete requests:/ {print $3}' "$f" ;;
@@ -95,7 +99,7 @@ requests() {
 failures() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(sum(s["errors"].values()))' "$f" ;;
+    serverlab) summary "$1" 'sum(s["errors"].values())' ;;
     wrk) awk '/Non-2xx|Socket errors/ {gsub(",","",$0); for(i=1;i<=NF;i++) if ($i ~ /^[0-9]+$/) n+=$i} END {print n+0}' "$f" ;;
     h2load) awk '/^requests:/ {print $10+$12}' "$f" ;;
     ab) awk '/^Failed requests:/ {print $3}' "$f" ;;
@@ -105,7 +109,7 @@ failures() {
 seconds() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["duration_s"])' "$f" ;;
+    serverlab) summary "$1" 's["duration_s"]' ;;
     wrk) awk '/requests in/ {sub("s,","",$4); print $4}' "$f" ;;
     h2load) awk '/^finished in/ {sub("s,","",$3); print $3}' "$f" ;;
     ab) awk '/^Time taken for tests:/ {print $5}' "$f" ;;
@@ -116,7 +120,7 @@ seconds() {
 p50() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["latency_us"]["p50"])' "$f" ;;
+    serverlab) summary "$1" 's["latency_us"]["p50"]' ;;
     wrk) awk '$1 == "50%" {v=$2; u=1; if (v ~ /us$/) u=1; else if (v ~ /ms$/) u=1000; else if (v ~ /s$/) u=1000000; sub(/[a-z]+$/, "", v); print v*u}' "$f" ;;
     *) echo 0 ;;
   esac
@@ -145,7 +149,7 @@ measure() {
 
 # backend NAME : the socket loop serverlab-load reported for its last run
 backend() {
-  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get("io_backend","?"))' "$WORK/$1.out" 2>/dev/null || echo "?"
+  summary "$1" 's.get("io_backend", "?")' 2>/dev/null || echo "?"
 }
 # report LABEL NAME : medians over the rounds (requests and errors summed)
 report() {
@@ -201,7 +205,7 @@ PY
 latency_round() {
   local name="$1"; shift
   measure "$name" serverlab "$ENGINE" "$URL" -t 1 "$@" --json
-  python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(s.get("wait","?"), s.get("wait_reason","?"), s.get("spin_cpu_s",0)/max(s["client_cpu_s"],1e-9), sep="\t")' "$WORK/$name.out" >> "$WORK/$name.waits" 2>/dev/null || true
+  summary "$name" '"\t".join(map(str, (s["wait"], s["wait_reason"], s["spin_cpu_s"] / max(s["client_cpu_s"], 1e-9))))' >> "$WORK/$name.waits" 2>/dev/null || true
 }
 
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -116,6 +116,16 @@ impl Conn {
     }
 }
 
+/// A socket asking for receive timestamps, held while stamped connections come and go. The
+/// kernel switches timestamping on while any socket asks for it, and switching it on or off
+/// patches the kernel's code (on a VM, tens of microseconds); with this one held through the
+/// run, each connection's request is only a counter's increment.
+pub fn hold_stamping() -> io::Result<Socket> {
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), None)?;
+    crate::uring::stamps::Stamps::enable(&socket)?;
+    Ok(socket)
+}
+
 /// One `recvmsg` into `buf`, with room for a timestamp control message.
 fn recv_stamped(socket: &Socket, buf: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
     // Room for one cmsghdr and a timespec, 8-byte aligned as control messages need.

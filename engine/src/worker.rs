@@ -53,6 +53,10 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
                 .enable_all()
                 .build()?;
             let local = tokio::task::LocalSet::new();
+            let _stamping = match ctx.shared.plan.plan.latency_bound() {
+                true => Some(crate::conn::hold_stamping()?),
+                false => None,
+            };
             if ctx.shared.spin {
                 let (ctx, spun) = (ctx.clone(), spun.clone());
                 local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
