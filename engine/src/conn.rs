@@ -119,11 +119,26 @@ impl Conn {
 /// A socket asking for receive timestamps, held while stamped connections come and go. The
 /// kernel switches timestamping on while any socket asks for it, and switching it on or off
 /// patches the kernel's code (on a VM, tens of microseconds); with this one held through the
-/// run, each connection's request is only a counter's increment.
+/// run, each connection's request is only a counter's increment. The kernel switches it on
+/// from a work queue, a while later; until then loopback TCP segments carry no stamp a reader
+/// is given. So it returns once a segment over a loopback pair of its own came with a stamp,
+/// or after 200 ms (then the first answers may go unmeasured).
 pub fn hold_stamping() -> io::Result<Socket> {
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), None)?;
-    crate::uring::stamps::Stamps::enable(&socket)?;
-    Ok(socket)
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let client = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
+    crate::uring::stamps::Stamps::enable(&client)?;
+    client.connect(&listener.local_addr()?.into())?;
+    client.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let (mut server, _) = listener.accept()?;
+    let mut buf = [0u8; 1];
+    for _ in 0..200 {
+        server.write_all(b"x")?;
+        if recv_stamped(&client, &mut buf)?.1.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(client)
 }
 
 /// One `recvmsg` into `buf`, with room for a timestamp control message.
