@@ -2,12 +2,16 @@
 # serverlab-load beside wrk, h2load and ab against nginx (one worker pinned to CPU 1, the
 # 84-byte /perf body), every generator pinned to CPU 0, side by side in one run.
 # Prints requests/s, generator CPU microseconds per request, and the ratios to wrk; then the
-# seed 003 test (-c 10000 -n 20000 --new-connection) and an open loop at 20,000 req/s.
+# seed 003 test (-c 10000 -n 20000 --new-connection), an open loop at 20,000 req/s, and the
+# latency-bound comparisons: sequential connections against httperf, -c 1 new connection per
+# request against ab, -c 1 keep-alive p50 against wrk (LATENCY_ROUNDS paired rounds).
 #
-# Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 by default; the machine is
+# Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 LATENCY_ROUNDS=5
+# LATENCY_DURATION=3 SEQUENTIAL=5000 by default; the machine is
 # shared, so each workload runs ROUNDS times with the generators alternating, medians shown;
 # ratios are taken per round between runs made back to back, then their median)
-# Needs: nginx-light wrk nghttp2-client apache2-utils (the Makefile's DEBIAN_PACKAGES), cargo.
+# Needs: nginx-light wrk nghttp2-client apache2-utils httperf (the Makefile's DEBIAN_PACKAGES),
+# cargo.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,12 +19,15 @@ ROOT="$(dirname "$HERE")"
 DURATION="${DURATION:-10}"
 ROUNDS="${ROUNDS:-3}"
 CONNS="${CONNS:-100}"
+LATENCY_ROUNDS="${LATENCY_ROUNDS:-5}"
+LATENCY_DURATION="${LATENCY_DURATION:-3}"
+SEQUENTIAL="${SEQUENTIAL:-5000}"
 GEN_CPU="${GEN_CPU:-0}"
 SERVER_CPU="${SERVER_CPU:-1}"
 ENGINE="$ROOT/engine/target/release/serverlab-load"
 BODY='serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.'
 
-for tool in nginx wrk h2load ab taskset python3; do
+for tool in nginx wrk h2load ab httperf taskset python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
 done
 (cd "$ROOT/engine" && cargo build --release --locked --quiet)
@@ -74,46 +81,63 @@ run() {
   sleep 1
 }
 
+# summary NAME EXPR : EXPR of serverlab-load's summary `s` (the last line of its output)
+summary() {
+  python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(eval(sys.argv[2]))' "$WORK/$1.out" "$2"
+}
 # requests NAME TOOL : completed requests parsed from each tool's own report
 requests() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["requests"])' "$f" ;;
+    serverlab) summary "$1" 's["requests"]' ;;
     wrk) awk '/requests in/ {print $1}' "$f" ;;
     h2load) awk '/^requests:/ {print $8}' "$f" ;;   # "requests: N total, N started, N done, N succeeded"
     ab) awk '/^Complete requests:/ {print $3}' "$f" ;;
+    httperf) awk '/^Total: connections/ {print $3}' "$f" ;;   # one request per connection
   esac
 }
 failures() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(sum(s["errors"].values()))' "$f" ;;
+    serverlab) summary "$1" 'sum(s["errors"].values())' ;;
     wrk) awk '/Non-2xx|Socket errors/ {gsub(",","",$0); for(i=1;i<=NF;i++) if ($i ~ /^[0-9]+$/) n+=$i} END {print n+0}' "$f" ;;
     h2load) awk '/^requests:/ {print $10+$12}' "$f" ;;
     ab) awk '/^Failed requests:/ {print $3}' "$f" ;;
+    httperf) awk '/^Errors: total/ {print $3}' "$f" ;;
   esac
 }
 seconds() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["duration_s"])' "$f" ;;
+    serverlab) summary "$1" 's["duration_s"]' ;;
     wrk) awk '/requests in/ {sub("s,","",$4); print $4}' "$f" ;;
     h2load) awk '/^finished in/ {sub("s,","",$3); print $3}' "$f" ;;
     ab) awk '/^Time taken for tests:/ {print $5}' "$f" ;;
+    httperf) awk '/^Total: connections/ {print $(NF-1)}' "$f" ;;   # "... test-duration 0.612 s"
+  esac
+}
+# p50 NAME TOOL : the median latency in microseconds (0 where the tool does not say)
+p50() {
+  local f="$WORK/$1.out"
+  case "$2" in
+    serverlab) summary "$1" 's["latency_us"]["p50"]' ;;
+    wrk) awk '$1 == "50%" {v=$2; u=1; if (v ~ /us$/) u=1; else if (v ~ /ms$/) u=1000; else if (v ~ /s$/) u=1000000; sub(/[a-z]+$/, "", v); print v*u}' "$f" ;;
+    *) echo 0 ;;
   esac
 }
 
-# record NAME TOOL : appends "rps cpu_us_per_request requests errors" of the last run
+# record NAME TOOL : appends "rps cpu_us_per_request requests errors p50_us" of the last run
 record() {
-  local name="$1" tool="$2" n s f user sys rc
+  local name="$1" tool="$2" n s f m user sys rc
   n="$(requests "$name" "$tool")"; s="$(seconds "$name" "$tool")"; f="$(failures "$name" "$tool")"
+  m="$(p50 "$name" "$tool" 2>/dev/null || echo 0)"
   read -r user sys rc _ < "$WORK/$name.cpu"
   if [[ -z "$n" || -z "$s" || "$n" == 0 ]]; then
     echo "bench: $name gave no result (exit $rc):" >&2
     tail -n 3 "$WORK/$name.out" | sed 's/^/    /' >&2
     return 0
   fi
-  python3 -c "print($n / $s, ($user + $sys) * 1e6 / $n, $n, ${f:-0})" >> "$WORK/$name.results"
+  python3 -c "print($n / $s, ($user + $sys) * 1e6 / $n, $n, ${f:-0}, ${m:-0})" >> "$WORK/$name.results"
 }
 
 # measure NAME TOOL CMD... : one run, recorded
@@ -125,7 +149,7 @@ measure() {
 
 # backend NAME : the socket loop serverlab-load reported for its last run
 backend() {
-  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get("io_backend","?"))' "$WORK/$1.out" 2>/dev/null || echo "?"
+  summary "$1" 's.get("io_backend", "?")' 2>/dev/null || echo "?"
 }
 # report LABEL NAME : medians over the rounds (requests and errors summed)
 report() {
@@ -158,11 +182,33 @@ pairs = list(zip(rows(sys.argv[1]), rows(sys.argv[2])))
 def show(column):
     r = [a[column] / b[column] for a, b in pairs]
     return f"{statistics.median(r):.2f}x [{min(r):.2f}-{max(r):.2f}]"
-print(f"    {sys.argv[3]}: rps {show(0)} {sys.argv[4]}, CPU/request {show(1)} {sys.argv[4]}"
+latency = ""
+if all(len(a) > 4 and len(b) > 4 and a[4] > 0 and b[4] > 0 for a, b in pairs):
+    latency = f", p50 {show(4)} {sys.argv[4]}"
+print(f"    {sys.argv[3]}: rps {show(0)} {sys.argv[4]}, CPU/request {show(1)} {sys.argv[4]}{latency}"
       f" (median [range] of {len(pairs)} paired rounds)")
 PY
 }
+# waits NAME : the wait serverlab-load chose in each round, and its spinning share of CPU
+waits() {
+  python3 - "$WORK/$1.waits" <<'PY'
+import collections, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+seen = collections.Counter(f"{w} ({why})" for w, why, _ in rows)
+spin = [float(s) for _, _, s in rows]
+print(f"    serverlab-load waited: {'; '.join(f'{n}x {k}' for k, n in seen.items())};"
+      f" spinning {100 * sum(spin) / max(len(spin), 1):.0f}% of its CPU on average")
+PY
+}
+# latency NAME ARGS... : one serverlab-load round of a latency-bound workload, recorded with
+# the wait it chose
+latency_round() {
+  local name="$1"; shift
+  measure "$name" serverlab "$ENGINE" "$URL" -t 1 "$@" --json
+  summary "$name" '"\t".join(map(str, (s["wait"], s["wait_reason"], s["spin_cpu_s"] / max(s["client_cpu_s"], 1e-9))))' >> "$WORK/$name.waits" 2>/dev/null || true
+}
 
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU, generators on CPU $GEN_CPU, ${DURATION}s per run, kernel $(uname -r)"
 printf '%-34s %12s %10s %10s %8s %6s\n' "workload / generator" "requests/s" "CPU us/req" "requests" "errors" "rounds"
 echo "(requests/s and CPU are medians over the rounds; requests and errors are totals)"
@@ -225,3 +271,32 @@ print(f"    intended {s['intended_rate']:.0f}/s, achieved {s['achieved_rate']:.0
       f"completed {s['rps']:.0f}/s, latency p50 {s['latency_us']['p50']} us p99 {s['latency_us']['p99']} us, "
       f"lag p99 {s['lag_us']['p99']} us")
 PY
+
+echo "-- latency-bound: one connection at a time ($LATENCY_ROUNDS paired rounds; load average $(cut -d' ' -f1-3 /proc/loadavg))"
+for _ in $(seq "$LATENCY_ROUNDS"); do
+  latency_round sl_seq --sequential -n "$SEQUENTIAL"
+  latency_round sl_seq_spin --sequential -n "$SEQUENTIAL" --wait spin
+  measure httperf_seq httperf httperf --hog --server 127.0.0.1 --port "$PORT" --uri /perf --num-conns "$SEQUENTIAL"
+  latency_round sl_c1nc -c 1 -d "${LATENCY_DURATION}s" --new-connection
+  latency_round sl_c1nc_spin -c 1 -d "${LATENCY_DURATION}s" --new-connection --wait spin
+  measure ab_c1nc ab ab -c 1 -t "$LATENCY_DURATION" -n 100000000 "$URL"
+  latency_round sl_c1ka -c 1 -d "${LATENCY_DURATION}s"
+  latency_round sl_c1ka_spin -c 1 -d "${LATENCY_DURATION}s" --wait spin
+  measure wrk_c1ka wrk wrk -t1 -c1 -d "${LATENCY_DURATION}s" --latency "$URL"
+done
+report "serverlab-load --sequential" sl_seq
+report "  the same with --wait spin" sl_seq_spin
+report "httperf --num-conns $SEQUENTIAL" httperf_seq
+report "serverlab-load -c 1 --new-connection" sl_c1nc
+report "  the same with --wait spin" sl_c1nc_spin
+report "ab -c 1" ab_c1nc
+report "serverlab-load -c 1 (keep-alive)" sl_c1ka
+report "  the same with --wait spin" sl_c1ka_spin
+report "wrk -c 1" wrk_c1ka
+ratios sl_seq httperf_seq; waits sl_seq; ratios sl_seq_spin httperf_seq
+ratios sl_c1nc ab_c1nc; waits sl_c1nc; ratios sl_c1nc_spin ab_c1nc
+ratios sl_c1ka wrk_c1ka; waits sl_c1ka; ratios sl_c1ka_spin wrk_c1ka
+echo "    (auto spins only on a CPU of its own: pinned, nobody else pinned there, idle before the run;"
+echo "     the --wait spin rows show what spinning buys when auto declines on a busy machine)"
+echo "    targets: sequential >= 0.9x httperf's rate; -c 1 new connection >= 1.1x ab's rate; -c 1 keep-alive p50 <= 1.05x wrk's"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -348,6 +348,33 @@ def test_runner_validity_flags_and_rate_shortfall_are_reported():
     assert "fd exhaustion: EMFILE at 12,000 connections" in texts
 
 
+def test_a_spinning_engine_is_not_flagged_for_its_spinning():
+    rng = random.Random(2)
+    test = recorded(1, "seq", {"pacer": "sequential"}, "node-http", 0, rng, engine_cpu=99.0)
+    codes = [flag.code for flag in validity_flags(test)]
+    assert "generator-bound" in codes
+    # Two thirds of its CPU was spinning: its work was a third of a core.
+    test.summary.update(client_cpu_s=3.0, spin_cpu_s=2.0)
+    assert "generator-bound" not in [flag.code for flag in validity_flags(test)]
+    # Spinning a tenth of it leaves 89 %: still short of saturation.
+    test.summary.update(client_cpu_s=3.0, spin_cpu_s=0.03)
+    assert "generator-bound" in [flag.code for flag in validity_flags(test)]
+
+
+def test_a_latency_near_the_engines_floor_is_flagged():
+    rng = random.Random(2)
+    test = recorded(1, "seq", {"pacer": "sequential"}, "node-http", 0, rng)
+    test.summary["latency_us"]["p50"] = 90.0
+    test.summary["floor_us"] = 50.0
+    flags = [f for f in validity_flags(test) if f.code == "engine-floor"]
+    assert [f.text for f in flags] == ["latency p50 90 µs within 2x the engine's floor (50 µs)"]
+    test.summary["latency_us"]["p50"] = 101.0
+    assert not [f for f in validity_flags(test) if f.code == "engine-floor"]
+    test.summary["floor_us"] = None
+    test.summary["latency_us"]["p50"] = 10.0
+    assert not [f for f in validity_flags(test) if f.code == "engine-floor"]
+
+
 def test_without_emit_records_the_emit_charts_use_the_servers_and_engines_figures(tmp_path):
     rng = random.Random(7)
     params = {"behaviour": "comet", "clients": 300, "emit_interval_ms": 500}

@@ -8,6 +8,7 @@ use clap::Parser;
 
 use crate::plan::{
     BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, Publish, SyslogFraming, SyslogTransport,
+    WaitMode,
 };
 
 #[derive(Debug, Parser)]
@@ -41,6 +42,10 @@ pub struct Args {
     /// when the kernel has it), epoll, io_uring; may go with --plan
     #[arg(long, value_enum)]
     pub io: Option<IoBackend>,
+    /// How workers wait for sockets: auto (spin, then sleep, for latency-bound plans when the
+    /// engine has a CPU to itself), spin (force it; epoll loop), sleep; may go with --plan
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitMode>,
     /// An IPv4 address off loopback the target (or a --source) may be (repeatable); adds to
     /// a plan's allowed_hosts, so it may go with --plan
     #[arg(long = "allow-host", value_name = "ADDR")]
@@ -186,6 +191,7 @@ impl Args {
     pub fn into_plan(self) -> Result<Plan, PlanError> {
         let netns = self.netns.clone();
         let io = self.io;
+        let wait = self.wait;
         let allow_hosts = self.allow_hosts.clone();
         let mut plan = self.flags_or_file()?;
         if netns.is_some() {
@@ -193,6 +199,9 @@ impl Args {
         }
         if let Some(io) = io {
             plan.io = io;
+        }
+        if let Some(wait) = wait {
+            plan.wait = wait;
         }
         plan.allowed_hosts.extend(allow_hosts);
         Ok(plan)
@@ -205,6 +214,7 @@ impl Args {
             || self.check
             || self.netns.is_some()
             || self.io.is_some()
+            || self.wait.is_some()
             || !self.allow_hosts.is_empty()
             || self.load_flags_given()
     }

@@ -12,6 +12,7 @@ use crate::ledger::Ledger;
 use crate::plan::ReadPace;
 use crate::shared::WorkerCtx;
 use crate::stats::ErrorKind;
+use crate::uring::stamps::waited_since;
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,
@@ -20,6 +21,9 @@ pub struct Client {
     /// Slow reader: at most this many bytes per read, one read per interval.
     read_pace: Option<ReadPace>,
     no_delay: bool,
+    /// Whether answers are stamped by the kernel and their reading delay is recorded
+    /// (`notice_us`): latency-bound plans, whose connections are few.
+    stamps: bool,
     /// Bytes written, if the socket takes them at once, when the client goes away with its
     /// connection open (a WebSocket's close frame as the run ends).
     farewell: Option<[u8; 8]>,
@@ -41,6 +45,7 @@ impl Client {
         Client {
             read_pace: behaviour.read_pace(),
             no_delay: behaviour.wants_no_delay(),
+            stamps: ctx.shared.plan.plan.latency_bound(),
             conn: None,
             farewell: None,
             inbox: Inbox::default(),
@@ -67,6 +72,9 @@ impl Client {
             .await
             .map_err(|e| ErrorKind::from_connect(&e))?;
         self.ctx.ledger.connected(began.elapsed());
+        if self.stamps {
+            conn.enable_stamps().map_err(|e| ErrorKind::from_io(&e))?;
+        }
         self.conn = Some(conn);
         self.inbox.clear();
         Ok(())
@@ -127,7 +135,8 @@ impl Client {
             if let Some(answer) = self.inbox.advance(&mut progress, head_request, sink)? {
                 return Ok(answer);
             }
-            let n = self.read_more().await?;
+            let first = progress.first_byte.is_none();
+            let n = self.read_more(first).await?;
             progress.first_byte.get_or_insert_with(Instant::now);
             if n == 0 {
                 return progress.ended_by_close().ok_or(ErrorKind::Closed);
@@ -147,7 +156,7 @@ impl Client {
 
     /// Reads more bytes into the buffer, waiting if none are there; 0 means the peer closed.
     pub async fn fill(&mut self) -> Result<usize, ErrorKind> {
-        self.read_more().await
+        self.read_more(false).await
     }
 
     /// Writes `bytes` now if the socket takes them without waiting (a goodbye as the run
@@ -162,7 +171,9 @@ impl Client {
         self.farewell = bytes;
     }
 
-    async fn read_more(&mut self) -> Result<usize, ErrorKind> {
+    /// Reads what is there into the inbox; for the `first` read of an answer on a stamped
+    /// connection, records how long its bytes waited in the kernel.
+    async fn read_more(&mut self, first: bool) -> Result<usize, ErrorKind> {
         let mut limit = None;
         if let Some(pace) = self.read_pace {
             tokio::time::sleep(pace.interval).await;
@@ -172,11 +183,21 @@ impl Client {
         // No read buffer is held while waiting: a held connection borrows one from the
         // worker only when its bytes have come (a readiness left from the last read may be
         // stale, so a read that finds nothing gives the buffer back and waits again).
+        let stamped = self.stamps && first;
         let n = loop {
             self.inbox.lend_back();
             conn.readable().await?;
-            if let Some(read) = conn.try_read(self.inbox.spare(limit)?) {
-                break read?;
+            let spare = self.inbox.spare(limit)?;
+            if !stamped {
+                if let Some(read) = conn.try_read(spare) {
+                    break read?;
+                }
+            } else if let Some(read) = conn.try_read_stamped(spare) {
+                let (n, stamp) = read?;
+                if let Some(arrived) = stamp {
+                    self.ctx.ledger.noticed(waited_since(arrived));
+                }
+                break n;
             }
         };
         self.inbox.filled(n);
@@ -204,7 +225,7 @@ impl Client {
     pub async fn await_peer_close(&mut self) -> Result<(), ErrorKind> {
         loop {
             self.inbox.clear();
-            if self.read_more().await? == 0 {
+            if self.read_more(false).await? == 0 {
                 self.close();
                 return Ok(());
             }

@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::unix::AsyncFd;
@@ -88,15 +89,37 @@ impl Conn {
     /// Reads what is there without waiting; `None` if nothing was (the readiness is then
     /// cleared, so `readable` waits for the next edge).
     pub fn try_read(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        self.try_read_with(|socket| (&*socket).read(buf))
+    }
+
+    /// As `try_read`, with the kernel's receive stamp of the bytes (time since the epoch),
+    /// when stamps are enabled and the read carried data.
+    pub fn try_read_stamped(
+        &self,
+        buf: &mut [u8],
+    ) -> Option<io::Result<(usize, Option<Duration>)>> {
+        self.try_read_with(|socket| recv_stamped(socket, buf))
+    }
+
+    fn try_read_with<T>(
+        &self,
+        mut read: impl FnMut(&Socket) -> io::Result<T>,
+    ) -> Option<io::Result<T>> {
         let mut cx = Context::from_waker(Waker::noop());
         let Poll::Ready(Ok(mut guard)) = self.fd.poll_read_ready(&mut cx) else {
             return None;
         };
-        match guard.try_io(|inner| inner.get_ref().read(buf)) {
+        match guard.try_io(|inner| read(inner.get_ref())) {
             Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => None,
             Ok(result) => Some(result),
             Err(_would_block) => None,
         }
+    }
+
+    /// Asks the kernel to stamp the segments it receives (`SO_TIMESTAMPNS`), for
+    /// `try_read_stamped`.
+    pub fn enable_stamps(&self) -> io::Result<()> {
+        crate::uring::stamps::Stamps::enable(self.fd.get_ref())
     }
 
     /// Forgets the read readiness after a complete answer: nothing more is expected until the
@@ -107,6 +130,56 @@ impl Conn {
             guard.clear_ready();
         }
     }
+}
+
+/// A socket asking for receive timestamps, held while stamped connections come and go. The
+/// kernel switches timestamping on while any socket asks for it, and switching it on or off
+/// patches the kernel's code (on a VM, tens of microseconds); with this one held through the
+/// run, each connection's request is only a counter's increment. The kernel switches it on
+/// from a work queue, a while later; until then loopback TCP segments carry no stamp a reader
+/// is given. So it returns once a segment over a loopback pair of its own came with a stamp,
+/// or after 200 ms (then the first answers may go unmeasured).
+pub fn hold_stamping() -> io::Result<Socket> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let client = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
+    crate::uring::stamps::Stamps::enable(&client)?;
+    client.connect(&listener.local_addr()?.into())?;
+    client.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let (mut server, _) = listener.accept()?;
+    let mut buf = [0u8; 1];
+    for _ in 0..200 {
+        server.write_all(b"x")?;
+        if recv_stamped(&client, &mut buf)?.1.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(client)
+}
+
+/// One `recvmsg` into `buf`, with room for a timestamp control message.
+fn recv_stamped(socket: &Socket, buf: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
+    // Room for one cmsghdr and a timespec, 8-byte aligned as control messages need.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: every pointer in `msg` refers to a buffer that outlives the call.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel wrote `msg_controllen` bytes of the control buffer.
+    let written =
+        unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), msg.msg_controllen) };
+    Ok((n as usize, crate::uring::stamps::stamp_in(written)))
 }
 
 pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::inbox::Answer;
+use crate::spin::Steps;
 use crate::stats::{micros, record_us, Counters, ErrorKind, Histograms};
 
 /// How long a client starved of ports or descriptors pauses before it tries again: every
@@ -22,6 +23,8 @@ pub struct Ledger {
     histograms: RefCell<Histograms>,
     /// The server's clock minus this host's (ms), for delays from server timestamps.
     clock_offset_ms: f64,
+    /// Steps of the sockets, watched by the spinning wait (epoll loop).
+    pub steps: Steps,
 }
 
 impl Ledger {
@@ -30,6 +33,7 @@ impl Ledger {
             counters,
             histograms: RefCell::default(),
             clock_offset_ms,
+            steps: Steps::default(),
         }
     }
 
@@ -48,6 +52,7 @@ impl Ledger {
     #[inline]
     pub fn end(&self, units: u64, result: Result<(), ErrorKind>) {
         Counters::add(&self.counters.requests, units);
+        self.steps.step();
         if let Err(kind) = result {
             self.counters.error(kind);
         }
@@ -88,6 +93,7 @@ impl Ledger {
     /// A connection counted as open until the returned guard is dropped.
     pub fn opened(&self) -> OpenConnection {
         self.counters.open_connections.fetch_add(1, Relaxed);
+        self.steps.step();
         OpenConnection(self.counters.clone())
     }
 
@@ -95,19 +101,22 @@ impl Ledger {
     pub fn connected(&self, took: Duration) {
         record_us(&mut self.histograms.borrow_mut().connect, micros(took));
         Counters::add(&self.counters.connections_opened, 1);
+        self.steps.step();
     }
 
     #[inline]
     pub fn read(&self, bytes: usize) {
         Counters::add(&self.counters.bytes_read, bytes as u64);
+        self.steps.step();
     }
 
     #[inline]
     pub fn wrote(&self, bytes: usize) {
         Counters::add(&self.counters.bytes_written, bytes as u64);
+        self.steps.step();
     }
 
-    /// Answer bytes waited `waited` in the kernel before the loop read them (io_uring).
+    /// Answer bytes waited `waited` in the kernel before the loop read them.
     pub fn noticed(&self, waited: Duration) {
         record_us(&mut self.histograms.borrow_mut().notice, micros(waited));
     }

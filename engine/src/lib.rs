@@ -17,6 +17,7 @@ mod paths;
 pub mod plan;
 pub mod report;
 mod shared;
+mod spin;
 mod sse;
 pub mod stats;
 pub mod system;
@@ -73,9 +74,11 @@ pub fn run_with(
     on_interval: impl FnMut(&IntervalLine),
 ) -> Result<Outcome, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
+    // Before the start: the choice may watch the CPUs for a moment.
+    let wait = spin::choose(&plan.plan, plan.threads);
     let cpu_before = system::cpu_times();
     let start = Start::at_unix_ms(plan.plan.start_at_ms);
-    let shared = Arc::new(Shared::new(plan, start.at));
+    let shared = Arc::new(Shared::new(plan, start.at).spinning(wait.spin));
     let (handles, done) = spawn_workers(&shared)?;
     let watched = watch(&shared, handles.len(), &done, stop_requested, on_interval);
     shared.stopping.store(true, Relaxed);
@@ -101,6 +104,11 @@ pub fn run_with(
         plan: &shared.plan.plan,
         threads: shared.plan.threads,
         io_backend: joined.io.join("+"),
+        wait: report::WaitUsed {
+            spin: wait.spin,
+            reason: wait.reason,
+            spin_cpu_s: joined.spun.as_secs_f64(),
+        },
     });
     Ok(Outcome {
         emits: joined.emits.into_lines(),
@@ -195,6 +203,8 @@ struct Joined {
     io: Vec<&'static str>,
     /// When the first worker's pacers started.
     started: Option<Instant>,
+    /// Time the workers spent spinning.
+    spun: Duration,
 }
 
 fn join_workers(handles: Vec<WorkerHandle>) -> Result<Joined, RunError> {
@@ -203,12 +213,14 @@ fn join_workers(handles: Vec<WorkerHandle>) -> Result<Joined, RunError> {
         emits: emits::EmitLog::default(),
         io: Vec::new(),
         started: None,
+        spun: Duration::ZERO,
     };
     for handle in handles {
         let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
         let worker = worker.map_err(RunError::Worker)?;
         joined.histograms.merge(&worker.histograms);
         joined.emits.merge(worker.emits);
+        joined.spun += worker.spun;
         if !joined.io.contains(&worker.io.name()) {
             joined.io.push(worker.io.name());
         }

@@ -153,6 +153,7 @@ fn merge_emits(outputs: &[&Output]) -> Vec<EmitLine> {
 fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
     let mut merged = named[0].1.summary.clone();
     let mut io = Vec::new();
+    let mut waits = Vec::new();
     let mut invalid_reasons = Vec::new();
     let mut scheduled: Option<f64> = None;
     for (index, (name, output)) in named.iter().enumerate() {
@@ -162,6 +163,9 @@ fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
             if !io.contains(&part) {
                 io.push(part);
             }
+        }
+        if !waits.contains(&s.wait.as_str()) {
+            waits.push(s.wait.as_str());
         }
         if let Some(rate) = s.intended_rate {
             *scheduled.get_or_insert(0.0) += rate * s.duration_s;
@@ -173,13 +177,14 @@ fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
     merged.valid = named.iter().all(|(_, o)| o.summary.valid);
     merged.invalid_reasons = invalid_reasons;
     merged.io_backend = io.join("+");
+    merged.wait = waits.join("+");
     let duration = merged.duration_s.max(1e-9);
     merged.rps = round3(merged.requests as f64 / duration);
     merged.achieved_rate = round3(merged.started as f64 / duration);
     merged.intended_rate = scheduled.map(|n| round3(n / duration));
     merged.client_cpu_s = round3(merged.client_cpu_user_s + merged.client_cpu_system_s);
     add_histograms(&mut merged, named)?;
-    Ok(merged)
+    Ok(merged.with_floor())
 }
 
 /// Adds `s`'s counts into `merged`; spans and instants take the widest.
@@ -216,6 +221,7 @@ fn add_summary(merged: &mut Summary, s: &Summary) {
     merged.bytes_written += s.bytes_written;
     merged.client_cpu_user_s = round3(merged.client_cpu_user_s + s.client_cpu_user_s);
     merged.client_cpu_system_s = round3(merged.client_cpu_system_s + s.client_cpu_system_s);
+    merged.spin_cpu_s = round3(merged.spin_cpu_s + s.spin_cpu_s);
     merged.threads += s.threads;
     merged.paths = merged.paths.max(s.paths);
     merged.started_at_ms = merged.started_at_ms.min(s.started_at_ms);
@@ -305,6 +311,7 @@ mod tests {
             plan: &plan,
             threads: 2,
             io_backend: "epoll".into(),
+            wait: Default::default(),
         });
         let mut prev = Snapshot::default();
         let intervals = intervals

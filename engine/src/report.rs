@@ -288,9 +288,10 @@ pub struct Summary {
     pub first_byte_us: Percentiles,
     /// Generator scheduling lag: actual minus intended send time (open loop only).
     pub lag_us: Percentiles,
-    /// The io_uring loop's own reading delay: from the kernel's receive timestamp of an
-    /// answer's bytes to the loop reading them, sampled on one kept-alive connection in 64.
-    /// A latency can read high by up to this much; empty on the epoll loop.
+    /// The engine's own reading delay: from the kernel's receive timestamp of an answer's
+    /// bytes to the loop reading them. The io_uring loop samples one kept-alive connection in
+    /// 64; the epoll loop stamps every connection of a latency-bound plan (new connections
+    /// included), and none of other plans. A latency can read high by up to this much.
     pub notice_us: Percentiles,
     /// Push: server `created` timestamp to arrival, the arrival read on the server's clock
     /// (this host's plus `clock_offset_ms`), millisecond grain.
@@ -331,6 +332,24 @@ pub struct Summary {
     pub client_cpu_s: f64,
     pub client_cpu_user_s: f64,
     pub client_cpu_system_s: f64,
+    /// How the workers waited for their sockets: `spin` (spin, then sleep) or `sleep` (both
+    /// joined by `+` in a merge whose generators differed).
+    #[serde(default)]
+    pub wait: String,
+    /// Why that wait: asked for, or what `auto` found (not latency-bound, not pinned, ...).
+    #[serde(default)]
+    pub wait_reason: String,
+    /// Of `client_cpu_s`, the seconds spent spinning (polls that found nothing to do): CPU
+    /// a spinning engine burns by choice, not work the load needed.
+    #[serde(default)]
+    pub spin_cpu_s: f64,
+    /// The engine's floor: what it adds to one exchange by itself, in microseconds — its CPU
+    /// per request without spinning, plus the median `notice_us` when measured. An upper
+    /// bound: on loopback the client's CPU includes kernel work done for the server's socket.
+    /// A latency within twice this measures the client as much as the server. Null without
+    /// requests.
+    #[serde(default)]
+    pub floor_us: Option<f64>,
     pub threads: usize,
     /// The loop that drove the sockets: `io_uring` or `epoll` (both joined by `+` if
     /// workers differed).
@@ -364,6 +383,15 @@ pub struct SummaryInput<'a> {
     pub plan: &'a Plan,
     pub threads: usize,
     pub io_backend: String,
+    pub wait: WaitUsed,
+}
+
+/// The wait the workers used, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct WaitUsed {
+    pub spin: bool,
+    pub reason: String,
+    pub spin_cpu_s: f64,
 }
 
 impl Summary {
@@ -417,6 +445,10 @@ impl Summary {
             client_cpu_s: round3(input.cpu.0 + input.cpu.1),
             client_cpu_user_s: round3(input.cpu.0),
             client_cpu_system_s: round3(input.cpu.1),
+            wait: if input.wait.spin { "spin" } else { "sleep" }.into(),
+            wait_reason: input.wait.reason,
+            spin_cpu_s: round3(input.wait.spin_cpu_s),
+            floor_us: None,
             threads: input.threads,
             io_backend: input.io_backend,
             paths: input.paths,
@@ -425,6 +457,21 @@ impl Summary {
             clock_offset_ms: Some(input.plan.clock_offset_ms),
             plan: input.plan.clone(),
         }
+        .with_floor()
+    }
+
+    /// The summary with its `floor_us` worked out from its CPU, spinning and `notice_us`.
+    pub fn with_floor(mut self) -> Summary {
+        self.floor_us = (self.requests > 0).then(|| {
+            let own_cpu = (self.client_cpu_s - self.spin_cpu_s).max(0.0);
+            let notice = if self.notice_us.count > 0 {
+                self.notice_us.p50 as f64
+            } else {
+                0.0
+            };
+            round3(own_cpu * 1e6 / self.requests as f64 + notice)
+        });
+        self
     }
 
     /// Every histogram the summary carries, beside the percentiles read from it.

@@ -86,6 +86,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     /// After an early stop: when work still in hand is dropped.
     abandon_at: OnceLock<Instant>,
+    /// Whether the epoll workers spin before they sleep (`spin::choose`).
+    pub spin: bool,
 }
 
 impl Shared {
@@ -110,7 +112,14 @@ impl Shared {
             publishers: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             abandon_at: OnceLock::new(),
+            spin: false,
         }
+    }
+
+    /// The same, with the workers spinning before they sleep.
+    pub fn spinning(mut self, spin: bool) -> Shared {
+        self.spin = spin;
+        self
     }
 
     /// Blocks this worker thread until the start, looking at the stop flag meanwhile; returns

@@ -1,6 +1,7 @@
 //! One worker thread: a single-threaded event loop running this worker's share of slots (or
 //! its share of open-loop arrivals), all through one generic loop.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use crate::ledger::STARVED_PAUSE;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
 use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
 use crate::shared::{Shared, WorkerCtx};
+use crate::spin;
 use crate::sse::Sse;
 use crate::stats::{ErrorKind, Histograms};
 use crate::uring;
@@ -30,11 +32,14 @@ pub struct WorkerResults {
     pub io: IoBackend,
     /// When this worker's pacers started (after waiting for the run's start).
     pub started: Instant,
+    /// Time its loop spent spinning (polls that found nothing).
+    pub spun: Duration,
 }
 
 /// Runs worker `index` to completion and returns what it recorded.
 pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerResults> {
     let ctx = Rc::new(WorkerCtx::new(shared, index));
+    let spun = Rc::new(Cell::new(Duration::ZERO));
     let (io, started) = match ring_for(&ctx.shared, index)? {
         Some(ring) => {
             let plan = &ctx.shared.plan;
@@ -50,6 +55,14 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
                 .enable_all()
                 .build()?;
             let local = tokio::task::LocalSet::new();
+            let _stamping = match ctx.shared.plan.plan.latency_bound() {
+                true => Some(crate::conn::hold_stamping()?),
+                false => None,
+            };
+            if ctx.shared.spin {
+                let (ctx, spun) = (ctx.clone(), spun.clone());
+                local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
+            }
             let started = local.block_on(&runtime, drive(index, ctx.clone()));
             // Dropping the set drops every task still in flight (and closes its connections).
             drop(local);
@@ -61,6 +74,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
         emits: ctx.emits.take(),
         io,
         started,
+        spun: spun.get(),
     })
 }
 
@@ -68,7 +82,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
 /// choice to us and the kernel offers it.
 fn ring_for(shared: &Shared, index: usize) -> std::io::Result<Option<io_uring::IoUring>> {
     let plan = &shared.plan;
-    if plan.plan.io == IoBackend::Epoll || !plan.plan.suits_io_uring() {
+    if plan.plan.io == IoBackend::Epoll || !plan.plan.suits_io_uring() || shared.spin {
         return Ok(None);
     }
     let slots = my_share(plan.plan.connections, index, plan.threads);

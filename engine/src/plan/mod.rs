@@ -12,6 +12,6 @@ pub use error::PlanError;
 pub(crate) use types::default_seq_start;
 pub use types::{
     BehaviourSpec, IoBackend, PacerSpec, Plan, Publish, ReadPace, SyslogFraming, SyslogTransport,
-    WeightedPath,
+    WaitMode, WeightedPath,
 };
 pub use validate::{parse_sources, Stop, ValidPlan};

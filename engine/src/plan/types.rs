@@ -73,6 +73,10 @@ pub struct Plan {
     /// `new-connection` requests when the kernel offers it, epoll otherwise.
     #[serde(default)]
     pub io: IoBackend,
+    /// How a worker of the epoll loop waits for its sockets. `auto`: spin, then sleep, for a
+    /// latency-bound plan when the engine has a CPU to itself; sleep in the kernel otherwise.
+    #[serde(default)]
+    pub wait: WaitMode,
     /// When the pacers start, in Unix milliseconds of this host's clock, so that several
     /// generators start at one instant. Everything else is ready before; an instant already
     /// passed starts the run at once (the summary's `start_late_ms` says by how much).
@@ -104,6 +108,21 @@ impl IoBackend {
             IoBackend::IoUring => "io_uring",
         }
     }
+}
+
+/// How a worker waits for its sockets (the summary's `wait` says which ran).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// Spin for latency-bound plans when the engine has a CPU to itself, else sleep.
+    #[default]
+    Auto,
+    /// Busy-poll the sockets for a while after each step, then sleep (epoll loop only).
+    Spin,
+    /// Sleep in the kernel until a socket is ready.
+    Sleep,
 }
 
 /// One path of a weighted set.
@@ -448,6 +467,25 @@ impl Plan {
     /// Whether the io_uring loop can run this plan: closed-loop plain requests.
     pub fn suits_io_uring(&self) -> bool {
         matches!(self.pacer, PacerSpec::Closed {}) && self.behaviour.suits_io_uring()
+    }
+
+    /// Whether the plan's point is response time rather than load: plain requests one
+    /// connection at a time, from a handful of connections, or in an open loop at a low rate.
+    /// The engine's own wake-up latency would be a large share of what such plans measure.
+    pub fn latency_bound(&self) -> bool {
+        const FEW_CONNECTIONS: u64 = 4;
+        const LOW_RATE: f64 = 1000.0;
+        let plain = matches!(
+            self.behaviour,
+            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {}
+        );
+        plain
+            && match &self.pacer {
+                PacerSpec::Sequential {} => true,
+                PacerSpec::Closed {} => self.connections <= FEW_CONNECTIONS,
+                PacerSpec::Open { .. } => self.pacer.peak_rate().unwrap_or(0.0) <= LOW_RATE,
+                PacerSpec::Users { users, .. } => *users <= FEW_CONNECTIONS,
+            }
     }
 
     /// An open loop whose arrivals are spread over a pool of `connections` kept-alive

@@ -5,7 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use super::{BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, WeightedPath};
+use super::{BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, WaitMode, WeightedPath};
 use crate::target::{may_send_to, Target};
 
 /// A plan whose every value has been checked, with the derived values workers need.
@@ -35,6 +35,13 @@ impl Plan {
         if self.io == IoBackend::IoUring && !self.suits_io_uring() {
             return Err(PlanError::Contradiction("io",
                 "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll".into(),
+            ));
+        }
+        if self.io == IoBackend::IoUring && self.wait == WaitMode::Spin {
+            return Err(PlanError::Contradiction(
+                "wait",
+                "the spinning wait runs on the epoll loop; use --io auto or epoll with --wait spin"
+                    .into(),
             ));
         }
         let allowed = self.checked_allowed_hosts()?;
@@ -630,6 +637,37 @@ mod tests {
         plan.pacer = PacerSpec::Sequential {};
         let err = plan.validate().unwrap_err().to_string();
         assert!(err.contains("io_uring drives closed-loop"), "{err}");
+    }
+
+    #[test]
+    fn spinning_is_refused_on_the_io_uring_loop() {
+        let mut plan = Plan::for_target("http://127.0.0.1:1/");
+        plan.requests = Some(100);
+        plan.connections = 1;
+        plan.wait = WaitMode::Spin;
+        plan.clone().validate().expect("spin on the auto loop");
+        plan.io = IoBackend::IoUring;
+        let err = plan.validate().unwrap_err();
+        assert!(matches!(err, PlanError::Contradiction("wait", _)), "{err}");
+    }
+
+    #[test]
+    fn latency_bound_plans_are_the_few_and_the_slow() {
+        let bound = |json: serde_json::Value| Plan::from_value(json).unwrap().latency_bound();
+        let t = "http://127.0.0.1:1/";
+        assert!(bound(
+            serde_json::json!({"target": t, "pacer": {"kind": "sequential"},
+            "behaviour": {"kind": "new-connection"}})
+        ));
+        assert!(bound(serde_json::json!({"target": t, "connections": 4})));
+        assert!(!bound(serde_json::json!({"target": t, "connections": 5})));
+        assert!(bound(
+            serde_json::json!({"target": t, "pacer": {"kind": "open", "rate": 500.0}})
+        ));
+        assert!(!bound(serde_json::json!({"target": t,
+            "pacer": {"kind": "open", "rate": 500.0, "ramp_to_rate": 5000.0, "ramp_s": 1.0}})));
+        assert!(!bound(serde_json::json!({"target": t, "connections": 1,
+            "behaviour": {"kind": "longpoll", "events": ["e"], "duration_ms": 10}})));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use socket2::{SockAddr, Socket};
 
 mod bufring;
-mod stamps;
+pub(crate) mod stamps;
 mod wait_target;
 
 use bufring::BufRing;

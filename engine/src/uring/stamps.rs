@@ -73,7 +73,7 @@ fn timespec_len() -> u32 {
 }
 
 /// The `SCM_TIMESTAMPNS` stamp among the control messages, if there is one.
-fn stamp_in(mut control: &[u8]) -> Option<Duration> {
+pub(crate) fn stamp_in(mut control: &[u8]) -> Option<Duration> {
     let header = std::mem::size_of::<libc::cmsghdr>();
     while control.len() >= header {
         // SAFETY: at least a header's bytes are there; read unaligned, as the buffer

@@ -13,6 +13,8 @@ from serverlab.results import stats
 from serverlab.results.store import RecordedTest
 
 GENERATOR_BOUND_PERCENT = 90.0
+# A median latency within this many times the engine's own floor is flagged.
+FLOOR_RATIO = 2.0
 # Below this share of the intended rate, the pacer could not keep up: the figure is suspect.
 RATE_SHORTFALL_RATIO = 0.95
 MIB = 1024 * 1024
@@ -88,9 +90,20 @@ def peak_rss_mib(test: RecordedTest) -> float | None:
 
 def median_engine_cpu(test: RecordedTest) -> float | None:
     """The generator's typical CPU (median, as the runner's own flag uses): a short peak at
-    start-up does not make a whole test generator-bound."""
+    start-up does not make a whole test generator-bound. A spinning engine burns CPU by
+    choice: the share its summary says it spent spinning is taken out of every sample."""
     values = [s.engine_cpu_percent for s in test.samples if s.engine_cpu_percent]
-    return statistics.median(values) if values else None
+    return statistics.median(values) * _working_share(test) if values else None
+
+
+def _working_share(test: RecordedTest) -> float:
+    """The share of the engine's CPU that was work, not spinning (``spin_cpu_s`` of
+    ``client_cpu_s`` in its summary); 1 when it did not spin."""
+    total = _summary_number(test, "client_cpu_s")
+    spun = _summary_number(test, "spin_cpu_s")
+    if not total or not spun:
+        return 1.0
+    return max(0.0, 1.0 - spun / total)
 
 
 FASTER = ("faster", "slower")
@@ -169,7 +182,7 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     engine_cpu = median_engine_cpu(test)
     if engine_cpu is not None and engine_cpu > GENERATOR_BOUND_PERCENT:
         flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
-    flags += _spread_flags(test)
+    flags += _spread_flags(test) + _floor_flags(test)
     intended = _summary_number(test, "intended_rate")
     achieved = _summary_number(test, "achieved_rate")
     if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
@@ -186,6 +199,17 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
         reasons = "; ".join(map(str, test.summary.get("invalid_reasons") or [])) or "no reason"
         flags.append(Flag("engine-invalid", f"engine marked the run invalid: {reasons}"))
     return flags
+
+
+def _floor_flags(test: RecordedTest) -> list[Flag]:
+    """A median latency within ``FLOOR_RATIO`` times the engine's floor (``floor_us``: what
+    the engine adds to one exchange by itself) measures the client as much as the server."""
+    floor = _summary_number(test, "floor_us")
+    p50 = _summary_number(test, "latency_us", "p50")
+    if not floor or p50 is None or p50 > FLOOR_RATIO * floor:
+        return []
+    text = f"latency p50 {p50:,.0f} µs within {FLOOR_RATIO:g}x the engine's floor ({floor:,.0f} µs)"
+    return [Flag("engine-floor", text)]
 
 
 def _spread_flags(test: RecordedTest) -> list[Flag]:
