@@ -14,7 +14,7 @@ from serverlab.base import terminal
 from serverlab.run.testplan import TestPlan
 
 # Behaviours whose requests stay open: their progress is counted in events.
-STREAMS = ("comet",)
+STREAMS = ("comet", "sse", "websocket")
 
 
 def _rate(summary: dict, unit: str) -> float:

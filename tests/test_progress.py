@@ -1,0 +1,31 @@
+import io
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from serverlab.results.store import RecordedTest
+from serverlab.run.progress import Progress
+
+
+def finished_line(behaviour: str) -> str:
+    out = io.StringIO()
+    progress = Progress(Console(file=out, width=200, force_terminal=False))
+    plan = SimpleNamespace(
+        scenario="s", contestant="c", repeat=0, estimate_s=1.0, params={"behaviour": behaviour}
+    )
+    progress.begin([plan], skipped=0)
+    progress.test_started(0, plan)
+    summary = {"rps": 0.0, "duration_s": 4.0, "events": {"received": 4000}}
+    test = RecordedTest(1, "k", "c", 0, "ok", 0.0, 4.0, summary=summary)
+    progress.test_finished(test)
+    return out.getvalue().splitlines()[-1]
+
+
+@pytest.mark.parametrize("behaviour", ["comet", "sse", "websocket"])
+def test_held_streams_show_events_per_second_not_zero_requests(behaviour):
+    assert finished_line(behaviour).endswith(": 1,000 events/s")
+
+
+def test_requests_show_requests_per_second():
+    assert finished_line("keepalive").endswith(": 0 req/s")
