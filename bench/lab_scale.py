@@ -90,27 +90,52 @@ def quick(where: Path) -> None:
             "run", "suites/quick.toml", "--repeats", "1", "--ray", "lab", "--db", str(lab)
         )
     )
-    rows = {}
-    for where, db in (("local", local), ("lab", lab)):
+    print_side_by_side(local, lab)
+
+
+def print_side_by_side(local: Path, lab: Path) -> None:
+    """A row per test: requests/s and latency p99, or events/s and the delivery delay's
+    p99 for held streams and long polls."""
+    rows: dict[str, dict] = {}
+    for place, db in (("local", local), ("lab", lab)):
         for test in tests_of(db):
-            rows.setdefault(test.permutation_key, {})[where] = test
-    print("| test | req/s local | req/s lab | p99 µs local | p99 µs lab |")
+            rows.setdefault(_label(test), {})[place] = test
+    print("| test | rate local | rate lab | p99 local | p99 lab |")
     print("|---|---|---|---|---|")
-    for key in sorted(rows):
-        pair = rows[key]
-        cells = []
-        for figure in ("rps", "p99"):
-            for where in ("local", "lab"):
-                cells.append(_figure(pair.get(where), figure))
-        print(f"| {key} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |")
+    for label in sorted(rows):
+        pair = rows[label]
+        rates = [_figure(pair.get(place), _rate) for place in ("local", "lab")]
+        p99s = [_figure(pair.get(place), _p99) for place in ("local", "lab")]
+        print(f"| {label} | {rates[0]} | {rates[1]} | {p99s[0]} | {p99s[1]} |")
 
 
-def _figure(test, figure: str) -> str:
-    if test is None or test.status != "ok" or not test.summary:
-        return "—" if test is None else test.status
-    if figure == "rps":
-        return f"{test.summary.get('rps', 0):,.0f}"
-    return f"{test.summary.get('latency_us', {}).get('p99', 0):,}"
+def _label(test) -> str:
+    return f"{test.scenario} {test.params.get('behaviour')} {test.contestant}"
+
+
+def _pushed(test) -> bool:
+    return test.params.get("behaviour") in ("comet", "longpoll", "sse", "websocket")
+
+
+def _rate(test) -> str:
+    summary = test.summary
+    if _pushed(test):
+        received = summary.get("events", {}).get("received") or 0
+        return f"{received / (summary.get('duration_s') or 1):,.0f} events/s"
+    return f"{summary.get('rps', 0):,.0f} req/s"
+
+
+def _p99(test) -> str:
+    key = "event_delay_us" if _pushed(test) else "latency_us"
+    return f"{test.summary.get(key, {}).get('p99', 0) / 1000:,.1f} ms"
+
+
+def _figure(test, figure) -> str:
+    if test is None:
+        return "—"
+    if test.status != "ok" or not test.summary:
+        return test.status
+    return figure(test)
 
 
 def main() -> None:

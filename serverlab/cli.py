@@ -404,6 +404,13 @@ def main() -> None:
     os.environ[owner.OWNER_ENV] = owner.token()
     interrupts.install()
     try:
+        _main()
+    finally:
+        owner.reap_mine()
+
+
+def _main() -> None:
+    try:
         code = cli.main(standalone_mode=False)
     except BrokenPipeError:
         interrupts.silence_broken_outputs()

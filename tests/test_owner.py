@@ -83,3 +83,43 @@ def test_only_a_dead_owners_processes_are_reaped_with_their_whole_session():
     assert kept.pid in owner.reap_orphans(), "once its owner died, it is an orphan too"
     _, alive = psutil.wait_procs([kept], timeout=5)
     assert not alive
+
+
+# A command whose child outlives the handle it lost (as when an interrupt cuts Popen short):
+# serverlab's main reaps what still carries its mark on the way out, whatever the exit.
+FORGETFUL = """
+import sys
+from serverlab import cli
+from serverlab.base import owner
+
+def forgetful():
+    server = owner.popen(["/bin/sh", "-c", "sleep 300 & exec sleep 300"])
+    print(server.pid, flush=True)
+    raise KeyboardInterrupt
+
+cli._main = forgetful
+cli.main()
+"""
+
+
+def test_a_command_leaves_nothing_marked_as_its_own_behind():
+    command = subprocess.run(
+        [sys.executable, "-c", FORGETFUL], capture_output=True, text=True, timeout=30
+    )
+    pid = int(command.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _session_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _session_alive(pid), command.stderr
+
+
+def _session_alive(pid: int) -> list[psutil.Process]:
+    """The server and the rest of its session, still running (zombies are dead)."""
+    return [p for p in psutil.process_iter() if _session_of(p) == pid and not gone(p)]
+
+
+def _session_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except OSError:
+        return None

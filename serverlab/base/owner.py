@@ -109,17 +109,37 @@ def orphans() -> dict[int, str]:
         mark = mark_of(pid)
         if pid != me and mark and not alive(mark):
             found[pid] = mark
-    # Only sessions that an orphan leads: those are the ones serverlab made.
-    sessions = {pid for pid in found if _session(pid) == pid} - {_session(me)}
+    return _with_their_sessions(found)
+
+
+def mine() -> dict[int, str]:
+    """pid -> mark of every process still carrying this process's own mark, with their
+    sessions."""
+    me, mark = os.getpid(), token()
+    return _with_their_sessions({p: mark for p in _pids() if p != me and mark_of(p) == mark})
+
+
+def _with_their_sessions(found: dict[int, str]) -> dict[int, str]:
+    # Only sessions that a found process leads: those are the ones serverlab made.
+    sessions = {pid for pid in found if _session(pid) == pid} - {_session(os.getpid())}
     for pid in _pids():
-        if pid not in found and pid != me and _session(pid) in sessions:
+        if pid not in found and pid != os.getpid() and _session(pid) in sessions:
             found[pid] = f"session {_session(pid)}"
     return found
 
 
 def reap_orphans() -> list[int]:
     """SIGKILLs every orphan (see `orphans`); returns their pids."""
-    victims = orphans()
+    return _kill(orphans())
+
+
+def reap_mine() -> list[int]:
+    """SIGKILLs what this process started and still runs: the last net as a command ends,
+    for a child whose start an interrupt cut short (Popen then returns no handle to stop)."""
+    return _kill(mine())
+
+
+def _kill(victims: dict[int, str]) -> list[int]:
     for pid in victims:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
