@@ -70,7 +70,9 @@ engine_run() {
   python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(s["events"]["received"], sum(s["errors"].values()))' "$WORK/$name.out"
 }
 
-# Tsung's WebSocket session; arrivals over RAMP s at the rate that starts CLIENTS in it.
+# Tsung's WebSocket session; arrivals at the rate that starts CLIENTS in RAMP s. The phase
+# lasts 10 s longer: on a busy machine Tsung's launcher falls behind, and users a phase has
+# not started by its end are never started.
 tsung_config() {
   cat <<XML
 <?xml version="1.0"?>
@@ -79,7 +81,7 @@ tsung_config() {
   <clients><client host="localhost" use_controller_vm="true" maxusers="$CLIENTS"/></clients>
   <servers><server host="127.0.0.1" port="$PORT" type="tcp"/></servers>
   <load>
-    <arrivalphase phase="1" duration="$RAMP" unit="second">
+    <arrivalphase phase="1" duration="$((RAMP + 10))" unit="second">
       <users maxnumber="$CLIENTS" arrivalrate="$(((CLIENTS + RAMP - 1) / RAMP))" unit="second"/>
     </arrivalphase>
   </load>
@@ -96,24 +98,25 @@ XML
 }
 
 # Tsung's own count: the reads it made during the thinktime (async_unknown_data_rcv), less
-# one `subscribed` reply per connection; reads that found two frames count once.
+# one `subscribed` reply per connection; reads that found two frames count once. Errors:
+# clients whose WebSocket did not open.
 tsung_run() {
   local name="$1"
   tsung_config >"$WORK/$name.xml"
   measured "$name" tsung -n -f "$WORK/$name.xml" -l "$WORK/$name.log" start
   awk '$2 == "async_unknown_data_rcv" {r = $4} $2 == "websocket_succ" {c = $4} $2 == "users_count" {u = $4}
-       END {print r - c, u - c}' "$WORK/$name.log"/*/tsung.log
+       END {print r - c, n - c}' n="$CLIENTS" "$WORK/$name.log"/*/tsung.log
 }
 
 # curl -N per client, all waited for by one shell (so wait4 sees their CPU); its own count is
-# the `data:` lines written.
+# the `data:` lines written. Errors: clients that got none.
 curl_run() {
   local name="$1"
   mkdir -p "$WORK/$name.d"
   # shellcheck disable=SC2016  # the inner shell expands its own arguments
   measured "$name" bash -c 'for i in $(seq "$1"); do curl -sN --max-time "$2" -H "Accept: text/event-stream" \
     "$3" -o "$4/$i.txt" & done; wait' _ "$CLIENTS" "$((RAMP + HOLD))" "http://127.0.0.1:$PORT/sse?events=e1" "$WORK/$name.d"
-  echo "$(cat "$WORK/$name.d"/*.txt | grep -c '^data:') 0"
+  echo "$(cat "$WORK/$name.d"/*.txt | grep -c '^data:') $(grep -L '^data:' "$WORK/$name.d"/*.txt | wc -l)"
 }
 
 # one KIND GENERATOR ROUND : a run, appended to results as
