@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
-DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
+DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light tsung
 
 .PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
 
@@ -73,6 +73,7 @@ demo-lab: build
 bench: deps engine
 	bench/engine-vs-peers.sh
 	bench/push-memory.sh
+	bench/push-cpu.sh
 
 clean:
 	rm -rf $(VENV) engine/target results .pytest_cache .ruff_cache
