@@ -7,7 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
-DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light tsung
+DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
+# Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
+BENCH_PACKAGES := tsung curl
 
 .PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
 
@@ -71,6 +73,7 @@ demo-lab: build
 
 # serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
 bench: deps engine
+	@scripts/apt-ensure $(BENCH_PACKAGES)
 	bench/engine-vs-peers.sh
 	bench/push-memory.sh
 	bench/push-cpu.sh

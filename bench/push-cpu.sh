@@ -11,7 +11,7 @@
 # median (target: engine CPU per event at most 1.0x the peer's).
 #
 # Usage: bench/push-cpu.sh   (CLIENTS=50 INTERVAL_MS=10 RAMP=1 HOLD=20 ROUNDS=3 by default)
-# Needs: tsung curl (the Makefile's DEBIAN_PACKAGES), node-http built (make build), cargo.
+# Needs: tsung curl (the Makefile's BENCH_PACKAGES), node-http built (make build), cargo.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,15 +26,18 @@ SERVER_CPU="${SERVER_CPU:-1}"
 ENGINE="$ROOT/engine/target/release/serverlab-load"
 
 for tool in tsung curl taskset python3; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make bench installs it)" >&2; exit 1; }
 done
 (cd "$ROOT/engine" && cargo build --release --locked --quiet)
 ulimit -n "$(ulimit -Hn)"
 
 WORK="$(mktemp -d /tmp/serverlab-pushcpu.XXXXXX)"
 SERVER_PID=""
+# Tsung starts Erlang's epmd, which outlives it: stop it at the end unless it ran before.
+EPMD_BEFORE="$(pgrep -x epmd || true)"
 cleanup() {
   if [[ -n "$SERVER_PID" ]]; then kill -INT "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  if [[ -z "$EPMD_BEFORE" ]]; then pkill -x epmd 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
