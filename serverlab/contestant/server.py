@@ -125,7 +125,7 @@ class ContestantServer:
         self.host = host
         self.settings = resolve_settings(manifest, settings)
         self.port = port or free_port()
-        self.syslog_port = syslog_port or free_port(also_udp=True)
+        self.syslog_port = syslog_port or free_port(also_udp=True, avoid={self.port})
         self._owned_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"serverlab-{manifest.name}-"))
         self.docroot = Path(docroot) if docroot else self.workdir / "docroot"
