@@ -33,23 +33,18 @@ ulimit -n "$(ulimit -Hn)"
 
 WORK="$(mktemp -d /tmp/serverlab-pushcpu.XXXXXX)"
 SERVER_PID=""
+# shellcheck source=bench/push-server.sh
+source "$HERE/push-server.sh"
 # Tsung starts Erlang's epmd, which outlives it: stop it at the end unless it ran before.
 EPMD_BEFORE="$(pgrep -x epmd || true)"
 cleanup() {
-  if [[ -n "$SERVER_PID" ]]; then kill -INT "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  stop_push_server
   if [[ -z "$EPMD_BEFORE" ]]; then pkill -x epmd 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-taskset -c "$SERVER_CPU" "$ROOT/.venv/bin/serverlab" serve node-http --port "$PORT" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$PORT/stats" && break
-  sleep 0.2
-done
-curl -sf -X POST "http://127.0.0.1:$PORT/event/set" -d "{\"name\": \"e1\", \"interval_ms\": $INTERVAL_MS}" >/dev/null
+start_push_server "$INTERVAL_MS"
 
 # deliveries KIND : the server's count of event messages sent on that transport (sse, websocket)
 deliveries() {

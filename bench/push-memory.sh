@@ -28,20 +28,15 @@ ulimit -n "$(ulimit -Hn)"
 
 WORK="$(mktemp -d /tmp/serverlab-pushmem.XXXXXX)"
 SERVER_PID=""
+# shellcheck source=bench/push-server.sh
+source "$HERE/push-server.sh"
 cleanup() {
-  if [[ -n "$SERVER_PID" ]]; then kill -INT "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  stop_push_server
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-taskset -c "$SERVER_CPU" "$ROOT/.venv/bin/serverlab" serve node-http --port "$PORT" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$PORT/stats" && break
-  sleep 0.2
-done
-curl -s -X POST "http://127.0.0.1:$PORT/event/set" -d '{"name": "e1", "interval_ms": 1000}' >/dev/null
+start_push_server 1000
 
 # held KIND N: runs N clients of KIND, prints "rss_kib events errors"
 held() {
