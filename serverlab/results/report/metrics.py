@@ -125,10 +125,18 @@ METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 @dataclass(frozen=True)
 class Flag:
-    """A reason to distrust a figure. ``code`` is stable, ``text`` is for people."""
+    """A reason to distrust a figure. ``code`` is stable, ``text`` is for people.
+
+    ``figures`` names the metrics (``Metric.name``) whose values the flagged fault touches;
+    ``None`` means every figure of the test. A cell carries a test's flag only when it shows
+    one of those figures, so that a flag travels with exactly the cells that use it."""
 
     code: str
     text: str
+    figures: frozenset[str] | None = None
+
+    def touches(self, metric_name: str) -> bool:
+        return self.figures is None or metric_name in self.figures
 
 
 def validity_flags(test: RecordedTest) -> list[Flag]:
@@ -140,6 +148,11 @@ def validity_flags(test: RecordedTest) -> list[Flag]:
         if detail and not informational and code.replace("_", "-") not in seen:
             flags.append(Flag(code.replace("_", "-"), _flag_text(code, detail)))
     return flags
+
+
+def flags_for(test: RecordedTest, metric_name: str) -> list[Flag]:
+    """The test's flags that qualify its value of one metric."""
+    return [flag for flag in validity_flags(test) if flag.touches(metric_name)]
 
 
 def _flag_text(code: str, detail: Any) -> str:
