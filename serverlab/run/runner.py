@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
 from serverlab.results.store import RecordedTest, Store, StoreError, make_test_key
 from serverlab.results.store import Suite as StoredSuite
 from serverlab.run import netns
+from serverlab.run.engine import EngineError, engine_binary
 from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import describe
+from serverlab.run.machine import describe, fingerprint, software_versions
 from serverlab.run.suite import Suite
 from serverlab.run.testplan import TestPlan
 
@@ -56,7 +58,11 @@ def run_suite(session: Session) -> RunOutcome:
         StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
     )
     done = store.finished_test_keys(stored) if session.resume else set()
-    run = store.start_run(stored, _machine(session))
+    machine = _machine(session)
+    versions = software_versions(
+        _engine_or_none(), machine["contestant_versions"], machine.get("tools", {})
+    )
+    run = store.start_run(stored, machine, fingerprint=fingerprint(), versions=versions)
     session.env.run_id = run.id
     todo = [plan for plan in session.plans if make_test_key(plan.key, plan.repeat) not in done]
     skipped = len(session.plans) - len(todo)
@@ -90,6 +96,14 @@ def _close_run(store: Store, run_id: int, status: str) -> None:
     marked abandoned by the next one."""
     with contextlib.suppress(StoreError):
         store.finish_run(run_id, status, wait_s=CLOSE_WAIT_S)
+
+
+def _engine_or_none() -> Path | None:
+    """The engine binary, if there is one here (a spread run's engines are elsewhere)."""
+    try:
+        return engine_binary()
+    except EngineError:
+        return None
 
 
 def _machine(session: Session) -> dict:
