@@ -17,7 +17,7 @@ import time
 import click
 from rich.table import Table
 
-from serverlab import commands
+from serverlab import commands, history_commands
 from serverlab.base import interrupts, owner, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
@@ -39,9 +39,11 @@ from serverlab.contestant.placeholders import PlaceholderError
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
 from serverlab.lab.topology import LabError
 from serverlab.results.compare import DEFAULT_METRICS
+from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
 from serverlab.run.engine import EngineError
+from serverlab.run.paired import PairedError
 from serverlab.run.suite import SuiteError
 
 USER_ERRORS = (
@@ -57,6 +59,7 @@ USER_ERRORS = (
     LabError,
     ClusterError,
     NetnsError,
+    PairedError,
 )
 STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "red"}
 DB_OPTION = click.option(
@@ -345,9 +348,36 @@ def report(selection, db, output, summary):
 @click.argument("side_b")
 @DB_OPTION
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
-def compare(side_a, side_b, db, metrics):
+@click.option(
+    "--paired",
+    "suite_file",
+    type=click.Path(dir_okay=False),
+    help="run SUITE now with A and B as configurations (name=value,... or engine=PATH or "
+    "contestants=DIR), interleaved A, B, A' in one sitting",
+)
+@click.option("--rounds", type=click.IntRange(min=2), default=4, show_default=True)
+@click.option(
+    "--fail-on-regression",
+    "threshold",
+    type=click.FloatRange(min=0),
+    metavar="PCT",
+    help="exit 1 if a regression over PCT % is supported, 0 if none, 3 if inconclusive",
+)
+def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold):
     """Compare two selections: medians, intervals, and whether each difference is significant."""
-    commands.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
+    sys.exit(history_commands.compare(side_a, side_b, db, metrics, suite_file, rounds, threshold))
+
+
+@cli.command()
+@click.argument("selection", nargs=-1)
+@DB_OPTION
+@click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
+@click.option("--max-pvalue", type=float, default=0.001, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="the series as JSON")
+def history(selection, db, metrics, max_pvalue, as_json):
+    """Every series (suite, scenario, contestant, figure, machine) over the selected runs
+    (default: latest; or all, run:N,M, suite:NAME, contestant:NAME), with change points."""
+    history_commands.history(db, selection, metrics or HISTORY_METRICS, max_pvalue, as_json)
 
 
 @cli.command()

@@ -139,8 +139,14 @@ class Spread:
 
 
 def run(
-    planned: Planned, db: str, resume: bool, verify_first: bool, spread: Spread | None = None
+    planned: Planned,
+    db: str,
+    resume: bool,
+    verify_first: bool,
+    spread: Spread | None = None,
+    execute=None,
 ) -> LabOutcome:
+    """``execute``: another executor for each plan (a paired run's: serverlab.run.paired)."""
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
     if spread:
@@ -169,6 +175,8 @@ def run(
             progress=progress,
         )
         session = Session(suite, plans, store, env, resume=resume, limits=limits)
+        if execute is not None:
+            session.execute = execute
         try:
             with _spread(session, spread):
                 outcome.run = run_suite(session)
