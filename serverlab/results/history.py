@@ -75,7 +75,7 @@ def print_history(series: list[Series], console=None) -> None:
             table.add_row(f"{point.run_id}", *(_cell(s, point.run_id) for s in group))
         console.print(table)
         for line in _change_lines(group):
-            console.print(line)
+            console.print(line, soft_wrap=True, highlight=False)
     console.print(HISTORY_NOTE)
 
 
