@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 
+import history_fixture
 import pytest
 from history_fixture import record
 
@@ -204,3 +205,23 @@ def test_a_bad_paired_configuration_is_one_line_and_exit_2(recorded, tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "name=value" in done.stderr
+
+
+def test_paired_plans_interleave_a_b_and_a_again_round_by_round(tmp_path):
+    from serverlab import commands
+    from serverlab.contestant.manifest import find
+    from serverlab.run import paired
+
+    suite = tmp_path / "s.toml"
+    suite.write_text(history_fixture.SUITE.format(repeats=3))
+    planned = commands.load(str(suite), 1.0, None, None)
+    a, b = paired.parse_config("chunk_size=512000"), paired.parse_config("chunk_size=1K,x=-")
+    with pytest.raises(paired.PairedError, match="no contestant of the suite has a tunable 'x'"):
+        paired.check_config(b, {"rust-zhtta": find("rust-zhtta")})
+    b = paired.parse_config("chunk_size=1K")
+    plans = paired.interleave(planned.plans, a, b, 3, {"rust-zhtta": find("rust-zhtta")})
+    assert [paired.arm_of(p) for p in plans] == ["A", "B", "A'"] * 3
+    assert [p.tunables["chunk_size"] for p in plans[:3]] == ["512000", "1K", "512000"]
+    assert len({(p.key, p.repeat) for p in plans}) == 9
+    with pytest.raises(paired.PairedError, match="does not exist"):
+        paired.parse_config("engine=/no/such/serverlab-load")
