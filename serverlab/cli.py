@@ -351,6 +351,7 @@ def report(selection, db, output, summary):
 @click.option(
     "--paired",
     "suite_file",
+    metavar="SUITE",
     type=click.Path(dir_okay=False),
     help="run SUITE now with A and B as configurations (name=value,... or engine=PATH or "
     "contestants=DIR), interleaved A, B, A' in one sitting",
@@ -364,7 +365,11 @@ def report(selection, db, output, summary):
     help="exit 1 if a regression over PCT % is supported, 0 if none, 3 if inconclusive",
 )
 def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold):
-    """Compare two selections: medians, intervals, and whether each difference is significant."""
+    """Compare two selections: medians, intervals, and whether each difference is significant.
+
+    With --paired SUITE, A and B are configurations run now, interleaved with A again for an
+    A/A noise floor. With --fail-on-regression PCT, a gate: exit 1 if a regression over PCT %
+    stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged."""
     sys.exit(history_commands.compare(side_a, side_b, db, metrics, suite_file, rounds, threshold))
 
 

@@ -11,6 +11,7 @@ from serverlab.base import terminal
 from serverlab.contestant.manifest import find
 from serverlab.results import gate
 from serverlab.results import history as histories
+from serverlab.results.report.metrics import METRICS_BY_NAME
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
 from serverlab.run import paired
 
@@ -22,7 +23,7 @@ def history(
     max_pvalue: float,
     as_json: bool,
 ) -> list[histories.Series]:
-    unknown = [m for m in metrics if m not in gate.METRICS_BY_NAME]
+    unknown = [m for m in metrics if m not in METRICS_BY_NAME]
     if unknown:
         raise SelectionError(f"unknown metric {', '.join(unknown)}")
     if not 0 < max_pvalue < 1:

@@ -21,18 +21,13 @@ from what identical arms can show.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from serverlab.results import stats
-from serverlab.results.report.metrics import (
-    METRICS_BY_NAME,
-    SUMMARIZED_STATUSES,
-    Metric,
-    flags_for,
-)
+from serverlab.results.report.metrics import METRICS_BY_NAME, Metric, flags_for
+from serverlab.results.report.series import summarized_values
 from serverlab.results.store import RecordedTest
 
 GATE_METRICS = ("rps", "p50", "p99")
@@ -165,7 +160,7 @@ def gate_rows(
 def _row(
     label: str, metric: Metric, group_a: list[RecordedTest], group_b: list[RecordedTest], pct
 ) -> GateRow:
-    values_a, values_b = _values(group_a, metric), _values(group_b, metric)
+    values_a, values_b = summarized_values(group_a, metric), summarized_values(group_b, metric)
     flagged = sorted({f.code for t in group_a + group_b for f in flags_for(t, metric.name)})
     delta, floor, outcome, reason = judge(values_a, values_b, metric, pct)
     if flagged:
@@ -181,11 +176,6 @@ def _grouped(
         key, label = key_of(test)
         groups.setdefault(key, (label, []))[1].append(test)
     return groups
-
-
-def _values(tests: list[RecordedTest], metric: Metric) -> list[float]:
-    values = [metric.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
-    return [v for v in values if v is not None and not math.isnan(v)]
 
 
 def exit_code(rows: list[GateRow]) -> int:

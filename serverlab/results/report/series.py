@@ -168,7 +168,7 @@ def _points(
 ) -> list[Point]:
     points = []
     for run_id, group in tests_by_run.items():
-        values = _values(group, series.metric)
+        values = summarized_values(group, series.metric)
         if not values:
             continue
         flags = sorted({f.code for t in group for f in flags_for(t, series.metric.name)})
@@ -185,7 +185,8 @@ def _points(
     return points
 
 
-def _values(tests: list[RecordedTest], metric: Metric) -> list[float]:
+def summarized_values(tests: list[RecordedTest], metric: Metric) -> list[float]:
+    """The metric's values over the tests that count (status ok), missing ones left out."""
     values = [metric.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
     return [v for v in values if v is not None and not math.isnan(v)]
 
