@@ -225,3 +225,20 @@ def test_paired_plans_interleave_a_b_and_a_again_round_by_round(tmp_path):
     assert len({(p.key, p.repeat) for p in plans}) == 9
     with pytest.raises(paired.PairedError, match="does not exist"):
         paired.parse_config("engine=/no/such/serverlab-load")
+
+
+def test_the_gate_calls_a_regression_only_beyond_zero_the_floor_and_the_threshold():
+    rps = gate.METRICS_BY_NAME["rps"]
+    a = [100, 101, 99, 100, 102, 98, 100, 101]
+    _d, _f, outcome, _ = gate.judge(a, [80, 81, 79, 80], rps, 10)
+    assert outcome is gate.Outcome.REGRESSION
+    # A' drifted 30 % from A in the same sitting: a 20 % drop of B is no longer called.
+    drifted = [100, 130, 99, 131, 101, 129, 100, 130]
+    delta, floor, outcome, reason = gate.judge(drifted, [92, 93, 91, 92], rps, 10)
+    assert floor.percent > 25 and outcome is gate.Outcome.INCONCLUSIVE, reason
+    assert gate.judge(a, [99, 100, 101, 100], rps, 10)[2] is gate.Outcome.NONE
+    # Higher is worse for latency: the same numbers are a regression of p99 only upward.
+    p99 = gate.METRICS_BY_NAME["p99"]
+    assert gate.judge(a, [120, 121, 119, 120], p99, 10)[2] is gate.Outcome.REGRESSION
+    assert gate.judge(a, [80, 81, 79, 80], p99, 10)[2] is gate.Outcome.NONE
+    assert gate.judge(a[:3], [80, 81, 79], rps, 10)[2] is gate.Outcome.INCONCLUSIVE

@@ -5,9 +5,10 @@ For each series (scenario, contestant, figure) the delta is median(B) / median(A
 the distribution-free interval of the ratio (Hodges-Lehmann on the log scale, from every
 pair of tests: ``serverlab.results.stats.ratio``). The floor is the same computed between
 the two halves of A, its tests taken alternately in the order they ran (in a paired run,
-A against A'): how far apart two identical arms came in this sitting. Its size is the
-largest difference its interval allows, so that a delta is called only when it stands out
-from what identical arms can show.
+A against A'): how far apart two identical arms came in this sitting. Its size is that
+difference itself (its interval is shown beside it): the noise of the tests is already in
+the delta's own interval, and counting it twice would hide any change smaller than the
+range of a few tests (one outlier among four A' sets that range).
 
 - A difference is called only when the delta's interval excludes both zero and the floor.
 - The gate fails (exit 1) only when a regression larger than PCT is supported that way: the
@@ -83,8 +84,8 @@ class GateRow:
 
     @property
     def floor_size(self) -> float | None:
-        """The largest difference between identical arms the floor's interval allows."""
-        return None if self.floor is None else max(abs(self.floor.low), abs(self.floor.high))
+        """How far apart A and A' came, whichever way."""
+        return None if self.floor is None else abs(self.floor.percent)
 
     @property
     def difference(self) -> str:
@@ -120,7 +121,7 @@ def judge(
         return delta, floor, Outcome.INCONCLUSIVE, _too_few(len(values_a), len(values_b))
     if delta is None or floor is None:
         return delta, floor, Outcome.INCONCLUSIVE, "no ratio: a value is zero or negative"
-    size = max(abs(floor.low), abs(floor.high))
+    size = abs(floor.percent)
     point, low, _high = worsening(delta, metric)
     if low > threshold and low > size:
         return delta, floor, Outcome.REGRESSION, f"worse by at least {low:.1f} %"
@@ -221,7 +222,7 @@ def print_gate(rows: list[GateRow], title: str, threshold: float | None, console
 GATE_NOTE = (
     "B vs A: median(B) / median(A) - 1, with the distribution-free interval of the ratio. "
     "A/A floor: the same between the two halves of A taken alternately in the order they ran "
-    "(A and A' in a paired run); ± the largest difference its interval allows. A difference "
+    "(A and A' in a paired run): ± its size, its interval below. A difference "
     "is called only when the interval excludes zero and the floor; a flagged test makes the "
     "gate inconclusive."
 )
