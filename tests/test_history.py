@@ -19,7 +19,12 @@ from history_fixture import record
 from serverlab.results import gate
 from serverlab.results.report.builder import build_report
 from serverlab.results.report.selection import load_selected, parse_selection
-from serverlab.results.report.series import build_series, change_points, version_changes
+from serverlab.results.report.series import (
+    HISTORY_METRICS,
+    build_series,
+    change_points,
+    version_changes,
+)
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 
@@ -242,3 +247,32 @@ def test_the_gate_calls_a_regression_only_beyond_zero_the_floor_and_the_threshol
     assert gate.judge(a, [120, 121, 119, 120], p99, 10)[2] is gate.Outcome.REGRESSION
     assert gate.judge(a, [80, 81, 79, 80], p99, 10)[2] is gate.Outcome.NONE
     assert gate.judge(a[:3], [80, 81, 79], rps, 10)[2] is gate.Outcome.INCONCLUSIVE
+
+
+def test_the_history_charts_draw_in_a_real_browser_with_the_change_point(recorded, tmp_path):
+    from test_report_browser import RENDER_TIMEOUT_S, DevTools, launched_chromium, problems_in
+
+    selection = runs_text(recorded.planted_runs)
+    report = build_report(recorded.db, selection, tmp_path / "report.html")
+    with launched_chromium(tmp_path / "profile") as page_url:
+        page = DevTools(page_url)
+        try:
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                page.call(f"{domain}.enable")
+            page.call("Page.navigate", url=report.as_uri())
+            page.wait_for(
+                "document.body && document.body.getAttribute('data-charts-rendered')",
+                RENDER_TIMEOUT_S,
+            )
+            history = "[...document.querySelectorAll('#history div.plot')]"
+            plots = page.evaluate(f"{history}.length")
+            drawn = page.evaluate(f"{history}.filter(p => p.querySelector('g.trace')).length")
+            marked = page.evaluate(
+                "document.querySelector('#history-rps').innerText.includes('p=')"
+            )
+            page.evaluate("0")
+        finally:
+            page.close()
+    assert plots == len(HISTORY_METRICS) and drawn == plots
+    assert marked, "the throughput chart labels its change point with size and p"
+    assert problems_in(page.events) == []
