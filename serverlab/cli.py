@@ -379,10 +379,13 @@ def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold):
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
 @click.option("--max-pvalue", type=float, default=0.001, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="the series as JSON")
-def history(selection, db, metrics, max_pvalue, as_json):
+@click.option("--mix-machines", is_flag=True, help="let a series cross machine fingerprints")
+def history(selection, db, metrics, max_pvalue, as_json, mix_machines):
     """Every series (suite, scenario, contestant, figure, machine) over the selected runs
     (default: latest; or all, run:N,M, suite:NAME, contestant:NAME), with change points."""
-    history_commands.history(db, selection, metrics or HISTORY_METRICS, max_pvalue, as_json)
+    history_commands.history(
+        db, selection, metrics or HISTORY_METRICS, max_pvalue, as_json, mix_machines
+    )
 
 
 @cli.command()

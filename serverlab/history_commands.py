@@ -22,6 +22,7 @@ def history(
     metrics: Sequence[str],
     max_pvalue: float,
     as_json: bool,
+    mix_machines: bool = False,
 ) -> list[histories.Series]:
     unknown = [m for m in metrics if m not in METRICS_BY_NAME]
     if unknown:
@@ -29,7 +30,9 @@ def history(
     if not 0 < max_pvalue < 1:
         raise SelectionError(f"--max-pvalue {max_pvalue:g}: a p-value is between 0 and 1")
     found = load_selected(db, parse_selection(list(selection) or None))
-    series = histories.build_series(found.tests, found.runs, found.suites, metrics, max_pvalue)
+    series = histories.build_series(
+        found.tests, found.runs, found.suites, metrics, max_pvalue, mix_machines
+    )
     if as_json:
         terminal.console().print_json(histories.dumps(series))
     else:

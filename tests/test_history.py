@@ -276,3 +276,20 @@ def test_the_history_charts_draw_in_a_real_browser_with_the_change_point(recorde
     assert plots == len(HISTORY_METRICS) and drawn == plots
     assert marked, "the throughput chart labels its change point with size and p"
     assert problems_in(page.events) == []
+
+
+def test_a_series_never_mixes_machine_fingerprints_unless_asked(recorded, tmp_path):
+    db = tmp_path / "two-machines.db"
+    with sqlite3.connect(recorded.db) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+        copy.execute(
+            "UPDATE runs SET fingerprint_json = json_set(fingerprint_json, '$.kernel', 'other')"
+            " WHERE id = ?",
+            (recorded.planted_runs[0],),
+        )
+    found = load_selected(db, parse_selection(runs_text(recorded.planted_runs)))
+    apart = build_series(found.tests, found.runs, found.suites, ["rps"])
+    assert sorted(len(s.points) for s in apart) == [1, 9]
+    assert len({s.fingerprint for s in apart}) == 2
+    (mixed,) = build_series(found.tests, found.runs, found.suites, ["rps"], mix_machines=True)
+    assert len(mixed.points) == 10

@@ -138,8 +138,10 @@ def build_series(
     suites: dict[int, Suite],
     metrics: Sequence[str] = HISTORY_METRICS,
     max_pvalue: float = DEFAULT_MAX_PVALUE,
+    mix_machines: bool = False,
 ) -> list[Series]:
-    """Every series the tests hold, its points in run order, and its change points."""
+    """Every series the tests hold, its points in run order, and its change points.
+    ``mix_machines`` (asked for, never the default) lets one series cross fingerprints."""
     by_run = {r.id: r for r in runs}
     labels = scenario_labels(tests)
     groups: dict[tuple, dict[int, list[RecordedTest]]] = {}
@@ -150,7 +152,8 @@ def build_series(
         run = by_run[test.run_id]
         suite = suites[run.suite_id].name if run.suite_id in suites else "?"
         tunables = ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
-        key = (suite, labels[scenario_key(test)], test.contestant, tunables, run.fingerprint_id)
+        machine = "any" if mix_machines else run.fingerprint_id
+        key = (suite, labels[scenario_key(test)], test.contestant, tunables, machine)
         groups.setdefault(key, {}).setdefault(run.id, []).append(test)
     found = []
     for key, tests_by_run in groups.items():
