@@ -120,3 +120,91 @@ class _contestants:
             os.environ.pop("SERVERLAB_CONTESTANTS", None)
         else:
             os.environ["SERVERLAB_CONTESTANTS"] = self.saved
+
+
+# --- the committed compact copy ---------------------------------------------------------
+# The tests judge a compact copy of one recording (tests/data/history_runs.json): what the
+# figures and flags read of each real test, nothing else, so that their verdicts do not
+# depend on the noise of the machine that runs them. Regenerate it with
+#   PYTHONPATH=. python tests/history_fixture.py tests/data/history_runs.json
+SUMMARY_KEYS = (
+    "rps",
+    "errors",
+    "valid",
+    "invalid_reasons",
+    "floor_us",
+    "intended_rate",
+    "achieved_rate",
+    "client_cpu_s",
+    "spin_cpu_s",
+    "duration_s",
+)
+SAMPLE_KEYS = ("t", "cpu_percent", "rss_bytes", "system_cpu_percent", "engine_cpu_percent")
+
+
+def export_compact(recorded: Recorded) -> dict:
+    from serverlab.results.store import Store
+
+    with Store(recorded.db, create=False) as store:
+        suites = [s.__dict__ for s in store.suites()]
+        runs = [_run_data(r) for r in store.runs()]
+        tests = [_test_data(store.load_details(t)) for t in store.tests()]
+    layout = {k: v for k, v in recorded.__dict__.items() if k != "db"}
+    return {"layout": layout, "suites": suites, "runs": runs, "tests": tests}
+
+
+def _run_data(run) -> dict:
+    keep = ("id", "suite_id", "started_at", "ended_at", "status", "fingerprint", "versions")
+    return {k: getattr(run, k) for k in keep}
+
+
+def _test_data(test) -> dict:
+    summary = test.summary or {}
+    compact = {k: summary[k] for k in SUMMARY_KEYS if k in summary}
+    compact["latency_us"] = {p: summary["latency_us"][p] for p in ("p50", "p99")}
+    keep = ("run_id", "permutation_key", "contestant", "repeat_index", "status", "started_at")
+    data = {k: getattr(test, k) for k in keep + ("ended_at", "scenario", "params", "tunables")}
+    data.update(validity=test.validity, summary=compact)
+    # Rows of SAMPLE_KEYS, rounded to what the figures show: a third of the size.
+    data["samples"] = [[_rounded(getattr(s, k)) for k in SAMPLE_KEYS] for s in test.samples]
+    data["run_info"] = {k: v for k, v in test.run_info.items() if k == "paired"}
+    return data
+
+
+def _rounded(value):
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def load_compact(data: dict, db: Path) -> Recorded:
+    """The compact copy written into a new database, run ids and order as recorded."""
+    from serverlab.results.store import MonitorSample, RecordedTest, Store, Suite
+
+    with Store(db) as store:
+        suites = {s["id"]: store.add_suite(Suite(**s)) for s in data["suites"]}
+        for run in data["runs"]:
+            made = store.start_run(
+                suites[run["suite_id"]],
+                {},
+                run["started_at"],
+                fingerprint=run["fingerprint"],
+                versions=run["versions"],
+            )
+            assert made.id == run["id"]
+            for test in (t for t in data["tests"] if t["run_id"] == run["id"]):
+                samples = [
+                    MonitorSample(**dict(zip(SAMPLE_KEYS, row, strict=True)))
+                    for row in test["samples"]
+                ]
+                store.commit_test(RecordedTest(**{**test, "samples": samples}))
+            store.finish_run(made.id, run["status"], run["ended_at"])
+    return Recorded(db, **data["layout"])
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="history-fixture-") as scratch:
+        made = export_compact(record(Path(scratch)))
+    Path(sys.argv[1]).write_text(json.dumps(made, indent=None, separators=(",", ":")) + "\n")

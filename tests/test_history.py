@@ -1,20 +1,24 @@
 """History, change points, paired runs and the regression gate.
 
 The detector is checked on synthetic series whose change points are known; everything else on
-real runs of rust-zhtta that ``history_fixture`` records once, at the start of this module,
-into a temporary database: ten runs of one suite, the last five on a "version" whose chunked
-reads are 1 KB (a planted regression), then a paired run of the two versions and an A/A
-paired run. The verdicts depend on what was recorded, not on the noise while a test runs.
+real runs of rust-zhtta (``history_fixture.record``), kept as a compact copy in
+``tests/data/history_runs.json`` and written into a temporary database when this module
+starts: ten runs of one suite, the last five on a "version" whose chunked reads are 1 KB (a
+planted regression), then a paired run of the two versions and an A/A paired run. The
+verdicts depend on what was recorded, not on the noise of the machine running the tests;
+live paired runs are in bench/history-paired.sh.
 """
 
+import json
 import random
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import history_fixture
 import pytest
-from history_fixture import record
+from history_fixture import load_compact
 
 from serverlab.results import gate
 from serverlab.results.report.builder import build_report
@@ -78,9 +82,13 @@ def test_a_change_point_names_the_versions_that_changed_there():
     assert version_changes(before, before) == ()
 
 
+COMPACT = Path(__file__).parent / "data" / "history_runs.json"
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    return record(tmp_path_factory.mktemp("history"))
+    """The committed recording of real runs, written into a new database."""
+    return load_compact(json.loads(COMPACT.read_text()), tmp_path_factory.mktemp("h") / "lab.db")
 
 
 def runs_text(run_ids) -> str:
@@ -204,7 +212,7 @@ def test_a_gate_with_too_few_tests_is_inconclusive(recorded):
 
 def test_a_bad_paired_configuration_is_one_line_and_exit_2(recorded, tmp_path):
     suite = tmp_path / "s.toml"
-    suite.write_text((recorded.db.parent / "paired.toml").read_text())
+    suite.write_text(history_fixture.SUITE.format(repeats=1))
     done = serverlab(
         "compare", "--paired", str(suite), "read=whole", "chunky", "--db", str(tmp_path / "x.db")
     )
