@@ -90,6 +90,8 @@ def change_points(
     """E-Divisive change points of a series of values (Otava), without version detail."""
     if len(values) < 3:
         return []
+    # Imported here: Otava brings numpy and scipy, a second to load that every other
+    # command (and every report of a single run) would pay for nothing.
     from otava.analysis import compute_change_points
 
     # Otava's t-test warns on segments of identical values (a p of NaN); those are no change.
