@@ -7,6 +7,14 @@ started is stopped, a run is marked interrupted, and the exit code is 128 + the 
 (130 for Ctrl-C).
 """
 
+# ruff: noqa: E402
+# Ctrl-C while the imports below run (a third of a second, seconds on a busy machine) ends
+# the command as quietly as later: the guard comes before them, main() replaces it.
+from serverlab.base import interrupts
+
+_BEFORE_GUARD = interrupts.guard_start()
+interrupts.checkpoint("import")
+
 import contextlib
 import json
 import os
@@ -17,8 +25,10 @@ import time
 import click
 from rich.table import Table
 
+interrupts.checkpoint("imports")
+
 from serverlab import commands
-from serverlab.base import interrupts, owner, terminal
+from serverlab.base import owner, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.base.terminal import literal
@@ -415,13 +425,29 @@ def _plain(text) -> str:
 
 
 def main() -> None:
-    # Everything started from here, however, carries this process's mark (serverlab.base.owner).
-    os.environ[owner.OWNER_ENV] = owner.token()
-    interrupts.install()
     try:
-        _main()
-    finally:
-        owner.reap_mine()
+        interrupts.checkpoint("main")
+        interrupts.install()
+        # Everything started from here, however, carries this process's mark
+        # (serverlab.base.owner).
+        os.environ[owner.OWNER_ENV] = owner.token()
+        interrupts.checkpoint("command")
+        try:
+            _main()
+        finally:
+            _leave()
+    except KeyboardInterrupt as interrupt:
+        # Before the command ran, or on the way out: what it started is reaped all the same.
+        _leave()
+        _exit_interrupted(interrupt)
+
+
+def _leave() -> None:
+    """The way out: what this process started and still runs is killed, and a Ctrl-C from
+    here on no longer cuts that short."""
+    interrupts.checkpoint("exit")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    owner.reap_mine()
 
 
 def _main() -> None:
@@ -452,3 +478,6 @@ def _exit_interrupted(cause) -> None:
         with contextlib.suppress(OSError):
             click.echo("serverlab: interrupted", err=True)
     sys.exit(128 + signum)
+
+
+interrupts.end_guard(_BEFORE_GUARD)
