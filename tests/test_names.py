@@ -118,6 +118,31 @@ def test_contestants_and_their_broken_manifests_are_listed_as_written(tmp_path, 
     assert "Traceback" not in build.stderr and ESC not in build.stdout + build.stderr
 
 
+NOISY = """
+name = "noisy"
+language = "sh"
+architecture = "none"
+implements = ["perf"]
+version = "echo 1"
+start = "sh -c 'printf \\"\\\\033[2J[/]boom [red]x[/red]\\\\n\\"; exit 3' {port} {host}"
+"""
+
+
+def test_what_a_server_says_is_shown_not_obeyed(tmp_path, monkeypatch):
+    """A server that dies at start with a screen-clearing escape and markup in its log."""
+    write_manifest(tmp_path / "contestants", "noisy", NOISY)
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path / "contestants"))
+    suite = tmp_path / "suite.toml"
+    suite.write_text(suite_text(["a"]).replace('"reference"', '"noisy"'))
+    said = "\\x1b[2J[/]boom [red]x[/red]"
+    verified = serverlab("verify", "noisy")
+    assert verified.returncode == 1 and said in verified.stdout
+    run = serverlab("run", str(suite), "--db", str(tmp_path / "lab.db"))
+    assert run.returncode == 2, run.stderr
+    assert said in run.stderr and "not run (failed verify): noisy" in run.stderr
+    assert ESC not in run.stdout + run.stderr and "Traceback" not in run.stderr
+
+
 class _Broken(Progress):
     """A progress display that fails on the first finished test: the fault a name could
     cause before names were printed as data, which a real printer no longer produces."""
