@@ -12,6 +12,7 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.base.netns import Namespace, enter
+from serverlab.base.terminal import literal
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import Manifest, discover, find
 from serverlab.contestant.server import ServerError
@@ -101,15 +102,18 @@ def print_plans(planned: Planned) -> None:
 def print_plan(planned: Planned) -> None:
     suite = planned.suite
     table = Table(
-        title=f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
-        f"counts x{suite.count_scale:g})"
+        title=literal(
+            f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
+            f"counts x{suite.count_scale:g})"
+        )
     )
     for column in ("#", "scenario", "contestant", "parameters", "tunables"):
         table.add_column(column, overflow="fold")
     for i, perm in enumerate(suite.permutations, 1):
         params = " ".join(f"{k}={v}" for k, v in perm.params.items())
         tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
-        table.add_row(str(i), perm.scenario, perm.contestant, params, tunables)
+        cells = (perm.scenario, perm.contestant, params, tunables)
+        table.add_row(str(i), *(literal(cell) for cell in cells))
     out = terminal.console()
     out.print(table)
     minutes = suite.estimated_seconds() / 60
@@ -240,7 +244,7 @@ def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
         console.print(f"removed what dead runs left behind: {reaped.describe()}")
     stale = manage.reap_stale()
     if stale:
-        console.print(f"removed half-made or forgotten virtual labs: {', '.join(stale)}")
+        console.print(f"removed half-made or forgotten virtual labs: {literal(', '.join(stale))}")
 
 
 def prepare_limits(suite: Suite) -> dict:
@@ -274,16 +278,18 @@ def _verify_all(names: list[str]) -> list[str]:
     """Conformance before any benchmark: contestants that fail are left out of the run."""
     refused = []
     for name in names:
-        console.print(f"verifying {name} against the spec ...")
+        console.print(f"verifying {literal(name)} against the spec ...")
         report = verify_contestant(find(name))
-        console.print(f"  {report.summary()}")
+        console.print(f"  {literal(report.summary())}")
         if not report.ok:
             refused.append(name)
             failed = [r for r in report.results if r.status == "FAIL"][:5]
             for result in failed:
-                console.print(f"  FAIL {result.case_id}: {result.reason}", highlight=False)
+                # The reason may quote the server's own answer.
+                said = literal(f"{result.case_id}: {result.reason}")
+                console.print(f"  FAIL {said}", highlight=False)
             if report.error:
-                console.print(f"  {report.error}", highlight=False)
+                console.print(f"  {literal(report.error, newlines=True)}", highlight=False)
     return refused
 
 

@@ -120,7 +120,9 @@ def print_comparison(
     console = console or terminal.console()
     with_contestant = any(row.contestants for row in rows)
     table = Table(
-        title=f"A = {label_a}   vs   B = {label_b}", title_justify="left", box=box.SIMPLE_HEAD
+        title=f"A = {terminal.literal(label_a)}   vs   B = {terminal.literal(label_b)}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
     columns = ["scenario", "contestant", "metric", "A", "B", "A / B", "p", "A is"]
     if not with_contestant:
@@ -130,7 +132,8 @@ def print_comparison(
     for row in rows:
         p_value = "-" if row.test is None else f"{row.test.p_value:.2g}"
         unit = f" ({row.metric.unit})" if row.metric.unit else ""
-        cells = [row.scenario, row.contestants, row.metric.label + unit]
+        cells = [terminal.literal(row.scenario), terminal.literal(row.contestants)]
+        cells.append(row.metric.label + unit)
         if not with_contestant:
             del cells[1]
         sides = ["\n".join(format_cell(side, compact=True)) for side in (row.a, row.b)]

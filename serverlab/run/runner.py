@@ -61,9 +61,9 @@ def run_suite(session: Session) -> RunOutcome:
     todo = [plan for plan in session.plans if make_test_key(plan.key, plan.repeat) not in done]
     skipped = len(session.plans) - len(todo)
     counts = {"ok": 0, "crashed": 0, "invalid": 0}
-    if progress:
-        progress.begin(todo, skipped=skipped)
     try:
+        if progress:
+            progress.begin(todo, skipped=skipped)
         for index, plan in enumerate(todo):
             if progress:
                 progress.test_started(index, plan)
@@ -75,7 +75,9 @@ def run_suite(session: Session) -> RunOutcome:
     except KeyboardInterrupt:
         _close_run(store, run.id, "interrupted")
         interrupted = True
-    except StoreError:
+    except BaseException:
+        # A full disk, or a bug on the way (printing a progress line, say): the run is over,
+        # and says so, rather than stay 'running' until a later run finds it abandoned.
         _close_run(store, run.id, "failed")
         raise
     else:

@@ -130,7 +130,7 @@ def print_summary(
         for key, g in scenario_groups(tests).items()
         for row in summary_rows(g, names, compact=True)
     ]
-    longest = max((len(r.contestant) for _, r in rows), default=0)
+    longest = max((len(terminal.literal(r.contestant, markup=False)) for _, r in rows), default=0)
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
     for i in shown:
@@ -143,13 +143,15 @@ def print_summary(
     repeats, details = [], []
     for key, row in rows:
         cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
-        who = "\n".join(filter(None, (row.contestant, row.tunables, row.counts)))
-        table.add_row(scenarios[key], who, *cells, "\n".join(row.codes))
+        parts = (row.contestant, row.tunables, row.counts)
+        who = "\n".join(terminal.literal(part) for part in parts if part)
+        table.add_row(terminal.literal(scenarios[key]), who, *cells, "\n".join(row.codes))
         repeats.append(row.summarized)
         details += [f"{scenarios[key]}, {row.contestant}: {flag}" for flag in row.flags]
     console.print(table)
     for line in details:
-        console.print(f"  {line}", highlight=False)
+        # A flag may quote what a server or the engine said.
+        console.print(f"  {terminal.literal(line)}", highlight=False)
     console.print(coverage_note(repeats))
     if any(t.params.get("behaviour") == "comet" for t in tests):
         console.print(COMET_NOTE)
