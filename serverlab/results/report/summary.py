@@ -13,13 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from serverlab.base import terminal
-from serverlab.results import stats
+from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
 from serverlab.results.report.metrics import (
     COMET_NOTE,
     METRICS,
     SUMMARIZED_STATUSES,
     coverage_note,
-    format_cell,
     scenario_key,
     scenario_labels,
     validity_flags,
@@ -36,10 +35,16 @@ class SummaryRow:
     architecture: str
     tunables: str
     counts: str
-    cells: list[tuple[str, str]]
-    flags: list[str]
+    figures: list[Cell]  # one cell per metric of METRICS, in order
+    flags: list[str]  # every flag of the row's tests, crashed ones too, with its repeats
     summarized: int = 0  # the repeats the medians are over
     codes: list[str] = field(default_factory=list)  # the flags' short codes
+    compact: bool = False
+
+    @property
+    def cells(self) -> list[tuple[str, str]]:
+        """(median, "[low, high] n=N") per metric, as both tables print them."""
+        return [cell.text(self.compact) for cell in self.figures]
 
 
 def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -> dict[str, str]:
@@ -52,29 +57,30 @@ def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -
 
 
 def summary_rows(
-    group: list[RecordedTest], labels: dict[str, str], compact: bool = False
+    group: list[RecordedTest],
+    labels: dict[str, str],
+    compact: bool = False,
+    scenarios: dict[str, str] | None = None,
 ) -> list[SummaryRow]:
     """One row per permutation of one scenario's tests: per contestant and tunables, its
-    repeats summarized. ``labels`` maps contestant names to architecture labels. Each cell
-    is (median, "[low, high] n=N")."""
+    cells (``serverlab.results.report.cells``). ``labels`` maps contestant names to
+    architecture labels, ``scenarios`` scenario keys to their labels."""
+    scenarios = scenarios or scenario_labels(group)
     rows = []
-    permutations = dict.fromkeys((t.contestant, tunable_text(t)) for t in group)
-    for contestant, tunables in permutations:
-        mine = [t for t in group if (t.contestant, tunable_text(t)) == (contestant, tunables)]
-        summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
-        cells = [
-            format_cell(stats.summarize([m.of(t) for t in summarized]), compact) for m in METRICS
-        ]
+    for key, mine in grouped(group).items():
+        label = scenarios[scenario_key(mine[0])]
+        first = mine[0]
         rows.append(
             SummaryRow(
-                contestant,
-                labels.get(contestant, ""),
-                tunables,
+                first.contestant,
+                labels.get(first.contestant, ""),
+                tunable_text(first),
                 status_counts(mine),
-                cells,
+                [make_cell(mine, metric, label, key) for metric in METRICS],
                 _flags_with_repeats(mine),
-                len(summarized),
+                len([t for t in mine if t.status in SUMMARIZED_STATUSES]),
                 sorted({flag.code for t in mine for flag in validity_flags(t)}),
+                compact,
             )
         )
     return rows
@@ -87,10 +93,6 @@ def _flags_with_repeats(tests: list[RecordedTest]) -> list[str]:
         for flag in validity_flags(test):
             repeats.setdefault(flag.text, []).append(f"r{test.repeat_index + 1}")
     return [f"{text} ({', '.join(which)})" for text, which in sorted(repeats.items())]
-
-
-def tunable_text(test: RecordedTest) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
 
 
 def status_counts(tests: list[RecordedTest]) -> str:
@@ -128,7 +130,7 @@ def print_summary(
     rows = [
         (key, row)
         for key, g in scenario_groups(tests).items()
-        for row in summary_rows(g, names, compact=True)
+        for row in summary_rows(g, names, compact=True, scenarios=scenarios)
     ]
     longest = max((len(r.contestant) for _, r in rows), default=0)
     table.add_column("scenario")
@@ -140,19 +142,30 @@ def print_summary(
         )
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
-    repeats, details = [], []
+    details = []
     for key, row in rows:
-        cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
+        cells = [terminal_cell(row.figures[i]) for i in shown]
         who = "\n".join(filter(None, (row.contestant, row.tunables, row.counts)))
         table.add_row(scenarios[key], who, *cells, "\n".join(row.codes))
-        repeats.append(row.summarized)
         details += [f"{scenarios[key]}, {row.contestant}: {flag}" for flag in row.flags]
     console.print(table)
     for line in details:
         console.print(f"  {line}", highlight=False)
-    console.print(coverage_note(repeats))
+    console.print(FLAGGED_NOTE)
+    console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
     if any(t.params.get("behaviour") == "comet" for t in tests):
         console.print(COMET_NOTE)
+
+
+FLAGGED_NOTE = (
+    "A figure marked ! is qualified by a flag of its row that touches it; it is not compared."
+)
+
+
+def terminal_cell(cell: Cell) -> str:
+    """A cell as the terminal table prints it: median (! when flagged), interval, n."""
+    median, detail = cell.text(compact=True)
+    return f"{median}{' !' if cell.flagged else ''}\n{detail}"
 
 
 def _heading(metric) -> str:
