@@ -2,7 +2,11 @@
 data supports, as ratios with their intervals, and nothing else.
 
 Every pair of contestants of a scenario is judged on every metric (``verdicts.judge``:
-no verdict on a flagged cell, Holm-Bonferroni across all the pairs of the report). Only a
+no verdict on a flagged cell, Holm-Bonferroni across the scenario's pairs and metrics).
+Each scenario is its own family, as each line of the block is a claim about one scenario:
+with 2 contestants and 6 metrics a family is 6 tests, and 6 repeats a side (smallest p
+2/924) can still support a difference; the whole report as one family (24 tests in the
+quick suite) could not support any at 6 repeats, however far apart the servers are. Only a
 supported difference becomes a sentence, as a ratio where both medians are positive; a scenario
 with none says so, and why the figures fell short."""
 
@@ -73,22 +77,14 @@ def at_a_glance(cells: Sequence[Cell], alpha: float = stats.DEFAULT_ALPHA) -> li
     by_scenario: dict[str, dict[str, list[Cell]]] = {}
     for cell in cells:
         by_scenario.setdefault(cell.scenario, {}).setdefault(cell.metric.name, []).append(cell)
-    pairs = [
-        pair
-        for metrics in by_scenario.values()
-        for same_metric in metrics.values()
-        for pair in combinations(same_metric, 2)
-    ]
-    judgements = judge(pairs, alpha)
-    glances = {name: Glance(name) for name in by_scenario}
-    for judgement in judgements:
-        glance = glances[judgement.a.scenario]
-        glance.judgements.append(judgement)
-        if _stated(judgement):
-            glance.sentences.append(sentence(judgement))
-    for glance in glances.values():
+    glances = []
+    for name, metrics in by_scenario.items():
+        pairs = [pair for same in metrics.values() for pair in combinations(same, 2)]
+        glance = Glance(name, judgements=judge(pairs, alpha))
+        glance.sentences = [sentence(j) for j in glance.judgements if _stated(j)]
         glance.none_note = "" if glance.sentences else _none_note(glance.judgements)
-    return list(glances.values())
+        glances.append(glance)
+    return glances
 
 
 def _none_note(judgements: list[Judgement]) -> str:
