@@ -1,5 +1,9 @@
+import json
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -7,6 +11,7 @@ from test_report import fill_realistic_db, recorded
 
 from serverlab.results.compare import compare, print_comparison
 from serverlab.results.report import SelectionError
+from serverlab.results.report.metrics import compact_number
 from serverlab.results.stats import Verdict
 from serverlab.results.store import Store, Suite
 
@@ -142,3 +147,32 @@ def test_sides_with_nothing_in_common_or_unknown_metrics_are_errors(db):
         compare(db, "node-http", "x run:1")
     with pytest.raises(SelectionError, match="unknown metric"):
         compare(db, "node-http", "java-tomcat-blocking", metrics=["speed"])
+
+
+def test_compare_json_and_the_table_give_the_same_cells_and_verdicts(db6):
+    serverlab = str(Path(sys.executable).parent / "serverlab")
+    argv = [serverlab, "compare", "node-http", "java-tomcat-blocking", "--db", str(db6)]
+    data = json.loads(subprocess.run([*argv, "--json"], check=True, capture_output=True).stdout)
+    rows = compare(db6, "node-http", "java-tomcat-blocking")
+    console = Console(record=True, width=200)
+    print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
+    text = console.export_text()
+    assert [(r["scenario"], r["metric"]) for r in data["rows"]] == [
+        (r.scenario, r.metric.name) for r in rows
+    ]
+    for shown, row in zip(data["rows"], rows, strict=True):
+        assert shown["words"] == row.words and shown["adjusted_p"] == row.judgement.adjusted_p
+        assert (shown["a"]["n"], shown["b"]["n"]) == (row.a.n, row.b.n)
+        assert shown["a"]["median"] == row.a.median
+        assert [f["code"] for f in shown["b"]["flags"]] == [f.code for f in row.judgement.b.flags]
+        # The table's line for the row: its scenario, metric, both medians and its verdict.
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.split()[:1] == [row.scenario] and row.metric.label in line
+        )
+        assert compact_number(shown["a"]["median"]) in line and row.words.split()[0] in line
+        if shown["p"] is not None:
+            assert f"{shown['p']:.2g}" in line
+    flagged = [r for r in data["rows"] if r["verdict"] == "flagged"]
+    assert len(flagged) == 6 and all(r["p"] is None for r in flagged)
