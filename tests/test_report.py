@@ -557,10 +557,10 @@ def steady_test(rates: list[float], last_line_s: float = 1.0) -> RecordedTest:
 
 
 def test_a_request_rate_that_rises_across_the_window_is_flagged_not_steady(tmp_path):
-    # 8,000/s then 9,500/s: +19 % from the first half to the second.
+    # 8,000/s then 9,500/s: +18.8 % from the first half to the second.
     rising = steady_test([8000, 8000, 9500, 9500])
     (flag,) = [f for f in validity_flags(rising) if f.code == "not-steady"]
-    assert flag.text == "not steady: request rate +19% from the first to the second half"
+    assert flag.text == "not steady: request rate +18.8% from the first to the second half"
     # Rate and latency carry it; CPU and RSS, figures of the window they cover, do not.
     assert flag.figures == {"rps", "p50", "p99"}
     # Within 10 %, and a short last line that would have looked like a collapse: steady.

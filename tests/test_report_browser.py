@@ -172,21 +172,26 @@ def test_report_renders_every_chart_offline_without_console_errors(tmp_path, chr
     assert problems_in(page.events) == []
 
 
+def open_at_1300_px(page: DevTools, report: Path, selector: str) -> None:
+    """The report in a 1300 x 900 window, once the element `selector` is there."""
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1300,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    page.call("Page.enable")
+    page.call("Page.navigate", url=report.as_uri())
+    page.wait_for(f"document.querySelector({json.dumps(selector)}) !== null", RENDER_TIMEOUT_S)
+
+
 def test_the_summary_reads_at_1300_px_without_breaking_contestant_names(tmp_path, chromium):
     db = fill_realistic_db(tmp_path / "lab.db", odd_contestant="java-virtual-threads")
     report = build_report(db, None, tmp_path / "report.html")
     page = DevTools(chromium)
     try:
-        page.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=1300,
-            height=900,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        page.call("Page.enable")
-        page.call("Page.navigate", url=report.as_uri())
-        page.wait_for("document.querySelector('table.summary') !== null", RENDER_TIMEOUT_S)
+        open_at_1300_px(page, report, "table.summary")
         lines_per_name = page.evaluate(
             "[...document.querySelectorAll('table.summary .name')]"
             ".map(n => [n.textContent, n.getClientRects().length])"
@@ -246,16 +251,7 @@ def test_the_at_a_glance_block_is_at_the_top_and_reads_on_screen(tmp_path, chrom
     report = build_report(db, None, tmp_path / "report.html")
     page = DevTools(chromium)
     try:
-        page.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=1300,
-            height=900,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        page.call("Page.enable")
-        page.call("Page.navigate", url=report.as_uri())
-        page.wait_for("document.querySelector('#glance') !== null", RENDER_TIMEOUT_S)
+        open_at_1300_px(page, report, "#glance")
         box = page.evaluate(
             "(() => { const r = document.querySelector('#glance').getBoundingClientRect();"
             " return [r.x, r.y, r.width, r.height]; })()"

@@ -280,7 +280,7 @@ def _steady_flags(test: RecordedTest) -> list[Flag]:
     change = steady_change(test)
     if change is None or abs(change) <= STEADY_TOLERANCE:
         return []
-    text = f"not steady: request rate {change:+.0%} from the first to the second half"
+    text = f"not steady: request rate {change:+.1%} from the first to the second half"
     return [Flag("not-steady", text, STEADY_FIGURES)]
 
 
