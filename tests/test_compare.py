@@ -76,7 +76,10 @@ def test_a_flagged_cell_gets_no_verdict_and_its_flag_is_printed(db6):
     console = Console(record=True, width=120)
     print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
     text = console.export_text()
-    assert "! keepalive, throughput, B (java-tomcat-blocking): generator-bound (engine CPU" in text
+    said = "! keepalive, B (java-tomcat-blocking): generator-bound (engine CPU 97 %) (r7); on "
+    assert said + "throughput, latency p50, latency p99, errors, server CPU mean" in " ".join(
+        text.split()
+    )
     assert text.count("no verdict: flagged") == 6
     # A flagged test leaves no holes in the family of the others: six tests, Holm over six.
     assert all(r.judgement.adjusted_p is not None for r in rows if r.scenario == "longpoll")

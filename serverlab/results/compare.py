@@ -151,16 +151,17 @@ def _p_text(row: ComparisonRow) -> str:
 
 
 def flag_lines(rows: list[ComparisonRow]) -> list[str]:
-    """Each flag of a cell the comparison shows, once, with its side and repeats."""
-    lines = []
+    """Each flag of a cell the comparison shows, once per scenario and side, with its
+    repeats and the figures it qualifies there."""
+    figures: dict[str, list[str]] = {}
     for row in rows:
-        where = ", ".join(filter(None, (row.scenario, row.contestants, row.metric.label)))
+        where = ", ".join(filter(None, (row.scenario, row.contestants)))
         for side, cell in (("A", row.judgement.a), ("B", row.judgement.b)):
-            lines += [
-                f"! {where}, {side} ({cell.contestant}): {flag.text} ({', '.join(flag.repeats)})"
-                for flag in cell.flags
-            ]
-    return lines
+            for flag in cell.flags:
+                repeats = ", ".join(flag.repeats)
+                said = f"{where}, {side} ({cell.contestant}): {flag.text} ({repeats})"
+                figures.setdefault(said, []).append(row.metric.label)
+    return [f"! {said}; on {', '.join(labels)}" for said, labels in figures.items()]
 
 
 STATISTICS_NOTE = (
