@@ -656,7 +656,8 @@ def test_json_the_terminal_table_and_the_html_show_the_same_cells(tmp_path):
     console = Console(record=True, width=200)
     print_summary(db, None, console=console)
     shown = html_cells(html)
-    terminal = terminal_rows(console.export_text(), {"keepalive", "longpoll"})
+    printed = console.export_text()
+    terminal = terminal_rows(printed, {"keepalive", "longpoll"})
     assert len(data["cells"]) == len(shown) == 2 * 3 * 6
     for cell in data["cells"]:
         key = (cell["scenario"], cell["contestant"], cell["metric"])
@@ -674,6 +675,21 @@ def test_json_the_terminal_table_and_the_html_show_the_same_cells(tmp_path):
         ]
         expected = [compact_number(c["median"]) + (" !" if c["flags"] else "") for c in mine]
         assert medians == expected and ns == [c["n"] for c in mine]
+    # Each cell has its own n: node-http's fifth keep-alive repeat has no monitor samples,
+    # so its CPU figure stands on four repeats beside a throughput on five.
+    node = {
+        c["metric"]: c["n"]
+        for c in data["cells"]
+        if (c["scenario"], c["contestant"]) == ("keepalive", "node-http")
+    }
+    assert (node["rps"], node["cpu"]) == (5, 4)
+    assert shown[("keepalive", "node-http", "cpu")][2] == 4
+    # The at-a-glance lines are the JSON's, word for word, on the terminal as in the HTML.
+    said = " ".join(printed.split())
+    for glance in data["at_a_glance"]:
+        line = "; ".join(glance["sentences"])
+        assert f"{glance['scenario']}: {line}" in said
+        assert html.count(line.replace("'", "&#39;")) == 1
     # The generator-bound repeat qualifies every figure of its row, in all three.
     blocking = [c for c in data["cells"] if c["contestant"] == "java-tomcat-blocking"]
     assert {bool(c["flags"]) for c in blocking if c["scenario"] == "keepalive"} == {True}

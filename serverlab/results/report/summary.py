@@ -14,6 +14,7 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
+from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.metrics import (
     COMET_NOTE,
     METRICS,
@@ -116,22 +117,38 @@ def print_summary(
     console: Console | None = None,
     labels: dict[str, str] | None = None,
 ) -> None:
-    """The summary table of the selected tests on the terminal (for ``make demo``);
-    `labels` are architecture labels for runs that did not record theirs."""
+    """The summary table of the selected tests on the terminal (for ``make demo``), then
+    the report's "at a glance" lines, from the same cells; `labels` are architecture
+    labels for runs that did not record theirs."""
     found = load_selected(db_path, parse_selection(selection))
     tests, runs = found.tests, found.runs
     console = console or terminal.console()
-    shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
-    # No inner borders, and cells that wrap between words only: a name or a figure is never
-    # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
-    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
     scenarios = scenario_labels(tests)
     names = architectures(runs, labels)
     rows = [
-        (key, row)
+        (scenarios[key], row)
         for key, g in scenario_groups(tests).items()
         for row in summary_rows(g, names, compact=True, scenarios=scenarios)
     ]
+    shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
+    console.print(_table(rows, shown))
+    for scenario, row in rows:
+        for flag in row.flags:
+            console.print(f"  {scenario}, {row.contestant}: {flag}", highlight=False)
+    console.print(FLAGGED_NOTE)
+    console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
+    if any(t.params.get("behaviour") == "comet" for t in tests):
+        console.print(COMET_NOTE)
+    console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
+    for glance in at_a_glance([cell for _, row in rows for cell in row.figures]):
+        said = "; ".join(glance.sentences) + "." if glance.sentences else glance.none_note
+        console.print(f"  {glance.scenario}: {said}", highlight=False)
+
+
+def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
+    # No inner borders, and cells that wrap between words only: a name or a figure is never
+    # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
+    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
     longest = max((len(r.contestant) for _, r in rows), default=0)
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
@@ -142,19 +159,11 @@ def print_summary(
         )
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
-    details = []
-    for key, row in rows:
+    for scenario, row in rows:
         cells = [terminal_cell(row.figures[i]) for i in shown]
         who = "\n".join(filter(None, (row.contestant, row.tunables, row.counts)))
-        table.add_row(scenarios[key], who, *cells, "\n".join(row.codes))
-        details += [f"{scenarios[key]}, {row.contestant}: {flag}" for flag in row.flags]
-    console.print(table)
-    for line in details:
-        console.print(f"  {line}", highlight=False)
-    console.print(FLAGGED_NOTE)
-    console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
-    if any(t.params.get("behaviour") == "comet" for t in tests):
-        console.print(COMET_NOTE)
+        table.add_row(scenario, who, *cells, "\n".join(row.codes))
+    return table
 
 
 FLAGGED_NOTE = (
