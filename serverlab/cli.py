@@ -353,9 +353,15 @@ def tune(suite_file, profile, apply_changes):
     show_default=True,
 )
 @click.option("--summary", is_flag=True, help="also print the summary table")
-def report(selection, db, output, summary):
+@click.option(
+    "--json", "as_json", is_flag=True, help="print the report's cells as JSON instead of HTML"
+)
+def report(selection, db, output, summary, as_json):
     """Write the HTML report of the selected runs (default: latest; or all, run:N,
     suite:NAME, contestant:NAME)."""
+    if as_json:
+        click.echo(json.dumps(commands.report_json(db, selection), indent=2))
+        return
     click.echo(commands.report(db, selection, output, summary))
 
 
@@ -364,8 +370,13 @@ def report(selection, db, output, summary):
 @click.argument("side_b")
 @DB_OPTION
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
-def compare(side_a, side_b, db, metrics):
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
+def compare(side_a, side_b, db, metrics, as_json):
     """Compare two selections: medians, intervals, and whether each difference is significant."""
+    if as_json:
+        data = commands.compare_json(db, side_a, side_b, metrics or DEFAULT_METRICS)
+        click.echo(json.dumps(data, indent=2))
+        return
     commands.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
 
 

@@ -22,6 +22,7 @@ from serverlab.results import dblock
 from serverlab.results.export import export_csv
 from serverlab.results.export import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
+from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
 from serverlab.run import leftovers
 from serverlab.run import tune as tuning
@@ -302,9 +303,20 @@ def report(db: str, selection, output: str, summary: bool) -> Path:
     return path
 
 
+def report_json(db: str, selection) -> dict:
+    labels = {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
+    return report_data(db, selection or None, labels)
+
+
 def compare(db: str, side_a: str, side_b: str, metrics) -> None:
     rows = comparing.compare(db, side_a, side_b, metrics)
     comparing.print_comparison(rows, side_a, side_b)
+
+
+def compare_json(db: str, side_a: str, side_b: str, metrics) -> dict:
+    """`compare --json`: the same rows, their cells, flags, n, intervals and verdicts."""
+    rows = comparing.compare(db, side_a, side_b, metrics)
+    return {"a": side_a, "b": side_b, "rows": [row.as_dict() for row in rows]}
 
 
 def export(db: str, csv_dir: str) -> list[Path]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results import stats
-from serverlab.results.report.charts import PALETTE, Chart, _figure, flags_of
+from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, format_cell
 from serverlab.results.store import RecordedTest, Run
 
@@ -298,8 +298,5 @@ def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
         "Bar: median over repeats; whisker: the interval of the median.",
         flags=flags_of(tests),
     )
-    if fig.data:
-        chart.figure = _figure(fig, "transport", f"{figure.label} ({figure.unit})")
-    else:
-        chart.empty = "no push test recorded this figure"
-    return chart
+    axes = ("transport", f"{figure.label} ({figure.unit})")
+    return finish(chart, fig, axes, "no push test recorded this figure")
