@@ -141,7 +141,8 @@ def print_comparison(
         table.add_row(*cells, *sides, _ratio_text(row.ratio), _p_text(row), row.words)
     console.print(table)
     for line in flag_lines(rows):
-        console.print(f"  {line}", highlight=False)
+        # A flag may quote what a server or the engine said, beside names from the suite.
+        console.print(f"  {terminal.literal(line)}", highlight=False)
     cells = [cell for row in rows for cell in (row.judgement.a, row.judgement.b)]
     console.print(coverage_note([cell.summary.n for cell in cells]))
     console.print(STATISTICS_NOTE)
