@@ -1,21 +1,40 @@
-"""Samples a server's whole process tree and the system while a test runs.
+"""Samples a server's whole process tree and the system while a test runs (run stage).
 
-What the seed 004 study did with `vmstat -SM -a 1` over ssh, at 10 samples a second and
-per process: CPU %, RSS, threads, open descriptors and context switches of the server's
-tree, the system's CPU and memory, and the load engine's own CPU so that a saturated
-generator can be flagged.
+Two kinds of figure, kept apart:
+
+- The load window's exact figures (`KernelWindow`), read from the kernel when the engine
+  starts and when it stops: the server tree's CPU time, its peak memory (VmHWM, reset at
+  the start), its sockets' kernel memory, and the machine's other load. The report's CPU
+  and memory figures are these.
+- Time series at 10 samples a second (`Sample`), what the seed 004 study did with
+  `vmstat -SM -a 1` over ssh: CPU %, RSS, threads, open descriptors and context switches
+  of the server's tree, the system's CPU and memory, and the load engine's own CPU so that
+  a saturated generator can be flagged. They draw the charts.
+
+The monitor's thread runs on the generator's CPUs, never the server's, and its own CPU
+time is measured (`Monitor.own_cpu`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import psutil
 
+from serverlab.run import procfs, sockdiag
+
 DEFAULT_INTERVAL_S = 0.1
+# The server's socket memory is read once every this many samples (1 s at 10 Hz).
+SOCKETS_EVERY = 10
+# Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
+# whose workers run the generators' engines (by command name, as the kernel shows it).
+RAY_COMMANDS = ("raylet", "gcs_server")
+RAY_PREFIX = "ray::"
 
 
 @dataclass
@@ -88,16 +107,122 @@ class _TreeClock:
         return cpu, switches, rss, threads, fds, alive
 
 
+def serverlab_roots(rows: dict[int, procfs.ProcStat]) -> list[int]:
+    """serverlab's own processes: this one (the runner and the monitor, whose descendants
+    are the servers and engines it starts) and, in a lab run, the Ray nodes."""
+    ray = [
+        row.pid
+        for row in rows.values()
+        if row.comm in RAY_COMMANDS or row.comm.startswith(RAY_PREFIX)
+    ]
+    return [os.getpid(), *ray]
+
+
+@dataclass
+class _Reading:
+    at: float  # time.monotonic()
+    machine: int  # ticks, every CPU
+    server: int  # ticks, the server's tree
+    ours: int  # ticks, serverlab's processes (the server's tree among them)
+    server_pids: set[int]
+
+
+def _read(server_pid: int) -> _Reading:
+    machine = procfs.machine_busy_ticks()
+    rows = procfs.all_stats()
+    server = procfs.tree([server_pid], rows)
+    ours = procfs.tree(serverlab_roots(rows), rows) | server
+    return _Reading(
+        at=time.monotonic(),
+        machine=machine,
+        server=procfs.ticks(server, rows),
+        ours=procfs.ticks(ours, rows),
+        server_pids=server,
+    )
+
+
+class KernelWindow:
+    """The load window: opened just before the engine starts, closed once it has stopped.
+
+    CPU is the change of the tree's kernel CPU time (procfs), as % of one core over the
+    window. Peak memory is the sum over the tree's processes alive at the close of each
+    one's VmHWM, reset to its RSS at the open (or since its birth, for a process born in
+    the window): a sum of peaks, which may exceed the tree's simultaneous peak, and which
+    counts pages shared between processes once per process."""
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+        self.start: _Reading | None = None
+        self.figures: dict | None = None
+        self.cost_s = 0.0  # this window's own CPU time (its /proc passes)
+
+    def open(self) -> None:
+        began = time.thread_time()
+        self.start = _read(self.server_pid)
+        self.reset = {pid: procfs.reset_peak(pid) for pid in self.start.server_pids}
+        self.rss_at_open = _sum_kib(self.start.server_pids, "VmRSS")
+        self.cost_s += time.thread_time() - began
+
+    def close(self, sockets: dict | None = None) -> dict:
+        began = time.thread_time()
+        end = _read(self.server_pid)
+        start = self.start
+        window_s = max(end.at - start.at, 1e-6)
+
+        def percent(ticks: int) -> float:
+            return round(100.0 * ticks / procfs.TICKS_PER_S / window_s, 2)
+
+        other = (end.machine - start.machine) - (end.ours - start.ours)
+        self.figures = {
+            "window_s": round(window_s, 3),
+            "ticks_per_s": procfs.TICKS_PER_S,
+            "server_cpu_ticks": end.server - start.server,
+            "server_cpu_percent": percent(end.server - start.server),
+            "machine_cpu_ticks": end.machine - start.machine,
+            "serverlab_cpu_ticks": end.ours - start.ours,
+            "other_cpu_percent": percent(max(other, 0)),
+            "peak_rss_bytes": 1024 * _sum_kib(end.server_pids, "VmHWM"),
+            "rss_at_open_bytes": 1024 * self.rss_at_open,
+            "processes": len(end.server_pids),
+            "processes_exited": len(start.server_pids - end.server_pids),
+            "peak_not_reset": sorted(p for p, done in self.reset.items() if not done),
+            "sockets": sockets,
+        }
+        self.cost_s += time.thread_time() - began
+        return self.figures
+
+
+def _sum_kib(pids: set[int], key: str) -> int:
+    return sum(procfs.status_kib(pid, key).get(key, 0) for pid in pids)
+
+
 class Monitor:
     """Background sampler. Use as a context manager; `samples` holds the readings.
 
-    The engine pid may be set later (`watch_engine`), since the server starts first.
+    The engine pid may be set later (`watch_engine`), since the server starts first. The
+    load window (`open_window`, `close_window`) gives the exact figures; while it is open,
+    the server's sockets (local port `port`) are read once a second through sock_diag,
+    on a socket from `diag_socket` (made in the server's network namespace).
     """
 
-    def __init__(self, server_pid: int, interval_s: float = DEFAULT_INTERVAL_S, on_sample=None):
+    def __init__(
+        self,
+        server_pid: int,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        on_sample=None,
+        cpus: str | None = None,
+        port: int | None = None,
+        diag_socket: Callable | None = None,
+    ):
         self.interval_s = interval_s
         self.samples: list[Sample] = []
         self.on_sample = on_sample
+        self.cpus, self.port = cpus, port
+        self._diag_socket = diag_socket or sockdiag.open_socket
+        self.window = KernelWindow(server_pid)
+        self.sockets: dict | None = None  # the last reading and the peak, while loaded
+        self.own_cpu: dict | None = None
+        self._window_open = threading.Event()
         self._server = _TreeClock(server_pid)
         self._engine: _TreeClock | None = None
         self._stop = threading.Event()
@@ -105,6 +230,26 @@ class Monitor:
 
     def watch_engine(self, pid: int) -> None:
         self._engine = _TreeClock(pid)
+
+    def open_window(self) -> None:
+        """Just before the engine starts: the kernel's counters, and the peaks reset."""
+        try:
+            self.window.open()
+        except (OSError, ValueError) as err:
+            self.window.figures = {"error": f"reading /proc at the engine's start: {err}"}
+            return
+        self._window_open.set()
+
+    def close_window(self) -> dict:
+        """Once the engine has stopped: the window's figures (also in `window.figures`)."""
+        if not self._window_open.is_set():
+            return self.window.figures or {}
+        self._window_open.clear()
+        try:
+            return self.window.close(self.sockets)
+        except (OSError, ValueError) as err:
+            self.window.figures = {"error": f"reading /proc at the engine's stop: {err}"}
+            return self.window.figures
 
     def __enter__(self) -> Monitor:
         self.start()
@@ -122,38 +267,75 @@ class Monitor:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def _pin(self) -> str | None:
+        """This thread onto the generator's CPUs (pid 0: the calling thread only)."""
+        if not self.cpus:
+            return None
+        try:
+            os.sched_setaffinity(0, {int(c) for c in self.cpus.split(",") if c})
+        except (OSError, ValueError) as err:
+            return str(err)
+        return None
+
+    def _own_cpu(self, began_cpu: float, began: float, pin_error: str | None) -> None:
+        lived = max(time.monotonic() - began, 1e-6)
+        used = time.thread_time() - began_cpu + self.window.cost_s
+        self.own_cpu = {
+            "cpu_s": round(used, 4),
+            "lived_s": round(lived, 3),
+            "cpu_percent": round(100.0 * used / lived, 3),
+            "interval_s": self.interval_s,
+            "samples": len(self.samples),
+            "cpus": sorted(os.sched_getaffinity(0)) if pin_error is None else None,
+            "pin_error": pin_error,
+        }
+
     def _loop(self) -> None:
+        pin_error = self._pin()
+        began_cpu = time.thread_time()
         start = time.monotonic()
+        try:
+            self._sample_until_stopped(start)
+        finally:
+            self._own_cpu(began_cpu, start, pin_error)
+
+    def _sample_until_stopped(self, start: float) -> None:
         last_t = start
         last_cpu, last_ctx, *_ = self._server.read()
         last_engine = self._engine.read()[0] if self._engine else None
         tick = start
-        while not self._stop.is_set():
-            tick += self.interval_s
-            # Sleeping to an absolute schedule keeps 10 samples a second without drift.
-            self._stop.wait(max(0.0, tick - time.monotonic()))
-            now = time.monotonic()
-            cpu, ctx, rss, threads, fds, alive = self._server.read()
-            elapsed = max(now - last_t, 1e-6)
-            engine_pct, last_engine = self._engine_percent(last_engine, elapsed)
-            mem = psutil.virtual_memory()
-            sample = Sample(
-                t=round(now - start, 3),
-                cpu_percent=round(100.0 * (cpu - last_cpu) / elapsed, 2),
-                rss_bytes=rss,
-                threads=threads,
-                fds=fds,
-                ctx_switches=ctx - last_ctx,
-                processes=alive,
-                system_cpu_percent=psutil.cpu_percent(None),
-                system_mem_used_bytes=mem.total - mem.available,
-                engine_cpu_percent=engine_pct,
-            )
-            last_t, last_cpu, last_ctx = now, cpu, ctx
-            self.samples.append(sample)
-            if self.on_sample:
-                with contextlib.suppress(Exception):
-                    self.on_sample(sample)
+        diag = _Diag(self._diag_socket, self.port)
+        try:
+            while not self._stop.is_set():
+                tick += self.interval_s
+                # Sleeping to an absolute schedule keeps 10 samples a second without drift.
+                self._stop.wait(max(0.0, tick - time.monotonic()))
+                now = time.monotonic()
+                cpu, ctx, rss, threads, fds, alive = self._server.read()
+                elapsed = max(now - last_t, 1e-6)
+                engine_pct, last_engine = self._engine_percent(last_engine, elapsed)
+                mem = psutil.virtual_memory()
+                sample = Sample(
+                    t=round(now - start, 3),
+                    cpu_percent=round(100.0 * (cpu - last_cpu) / elapsed, 2),
+                    rss_bytes=rss,
+                    threads=threads,
+                    fds=fds,
+                    ctx_switches=ctx - last_ctx,
+                    processes=alive,
+                    system_cpu_percent=psutil.cpu_percent(None),
+                    system_mem_used_bytes=mem.total - mem.available,
+                    engine_cpu_percent=engine_pct,
+                )
+                last_t, last_cpu, last_ctx = now, cpu, ctx
+                self.samples.append(sample)
+                if self._window_open.is_set() and len(self.samples) % SOCKETS_EVERY == 0:
+                    self.sockets = diag.read(self.sockets, sample.t)
+                if self.on_sample:
+                    with contextlib.suppress(Exception):
+                        self.on_sample(sample)
+        finally:
+            diag.close()
 
     def _engine_percent(self, last: float | None, elapsed: float):
         if self._engine is None:
@@ -162,3 +344,29 @@ class Monitor:
         if last is None:
             return None, cpu
         return round(100.0 * (cpu - last) / elapsed, 2), cpu
+
+
+class _Diag:
+    """The server's sockets, read through sock_diag: the last reading and the one with the
+    most kernel memory. A failure is kept as its message, never raised."""
+
+    def __init__(self, opener: Callable, port: int | None):
+        self.opener, self.port, self.sock = opener, port, None
+
+    def read(self, previous: dict | None, t: float) -> dict | None:
+        if self.port is None:
+            return None
+        try:
+            if self.sock is None:
+                self.sock = self.opener()
+            reading = {"t": t, **sockdiag.read(self.sock, self.port).as_dict()}
+        except OSError as err:
+            return {**(previous or {}), "error": str(err)}
+        peak = (previous or {}).get("peak")
+        if peak is None or reading["kernel_bytes"] >= peak["kernel_bytes"]:
+            peak = reading
+        return {"last": reading, "peak": peak, "port": self.port, "source": "sock_diag"}
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
