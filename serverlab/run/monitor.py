@@ -29,12 +29,30 @@ import psutil
 from serverlab.run import procfs, sockdiag
 
 DEFAULT_INTERVAL_S = 0.1
-# The server's socket memory is read once every this many samples (1 s at 10 Hz).
-SOCKETS_EVERY = 10
+# The server's socket memory is read once every this many samples (2 s at 10 Hz): each
+# read makes the kernel walk the machine's whole TCP hash, 5-20 ms here.
+SOCKETS_EVERY = 20
+# The server's tree is searched for new members this often (a scan of all of /proc).
+MEMBERS_EVERY_S = 5.0
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
 RAY_COMMANDS = ("raylet", "gcs_server")
 RAY_PREFIX = "ray::"
+# Where each figure of a test comes from, and over which window: kept in a run's metadata.
+FIGURE_SOURCES = {
+    "rps, p50, p99, errors": "engine: its summary line, over the measured run",
+    "cpu": "kernel: change of the server tree's utime+stime+cutime+cstime (/proc/<pid>/stat)"
+    " from just before the engine starts to its stop, as % of one core over that window",
+    "rss": "kernel: sum over the server tree's processes alive at the engine's stop of"
+    " VmHWM (/proc/<pid>/status), reset through clear_refs (5) just before it starts",
+    "socket_memory": "kernel: sock_diag skmem r+f+w+o+bl of the TCP sockets on the server's"
+    " port, read once a second while the engine runs; the last reading before its stop",
+    "other_cpu": "kernel: /proc/stat busy ticks minus serverlab's processes (runner,"
+    " monitor, servers, engines, Ray nodes), over the same window as cpu",
+    "monitor_cpu": "kernel: the monitor thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and its"
+    " /proc passes, over the monitor's life",
+    "time series": "/proc and each process's CPU clock at 10 samples a second, charts only",
+}
 
 
 @dataclass
@@ -55,65 +73,51 @@ class Sample:
 
 
 class _TreeClock:
-    """CPU seconds and context switches of a process tree, tolerant of processes that
-    come and go between samples (a JVM's threads, a forking server)."""
+    """CPU seconds, memory, threads, descriptors and context switches of a process tree,
+    for the time series. Read straight from /proc and each process's CPU clock: psutil's
+    search for children reads every process's stat, 10 ms a call beside a 5,000-thread
+    server. New members are looked for every MEMBERS_EVERY_S (a scan of /proc); one found
+    late brings all its CPU time with it. Exited members keep their last readings in the
+    totals, so that the tree's counters never go backwards."""
 
     def __init__(self, root_pid: int):
         self.root_pid = root_pid
-        self.procs: dict[int, psutil.Process] = {}
-        self.cpu_by_pid: dict[int, float] = {}
-        self.ctx_by_pid: dict[int, int] = {}
-        # Processes that exited: their last readings stay in the totals, so that the
-        # tree's counters never go backwards.
-        self.gone_cpu = 0.0
-        self.gone_ctx = 0
-
-    def members(self) -> list[psutil.Process]:
-        try:
-            root = self.procs.get(self.root_pid) or psutil.Process(self.root_pid)
-            found = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return []
-        current = {}
-        for proc in found:
-            # Reuse Process objects: psutil keys cpu_percent state on the object.
-            current[proc.pid] = self.procs.get(proc.pid, proc)
-        for pid in set(self.procs) - set(current):
-            self.gone_cpu += self.cpu_by_pid.pop(pid, 0.0)
-            self.gone_ctx += self.ctx_by_pid.pop(pid, 0)
-        self.procs = current
-        return list(current.values())
+        self.members: set[int] = {root_pid}
+        self.found_at = -MEMBERS_EVERY_S
+        self.last: dict[int, tuple[float, int]] = {}  # pid: (cpu seconds, switches)
+        self.gone_cpu, self.gone_switches = 0.0, 0
 
     def read(self) -> tuple[float, int, int, int, int, int]:
         """Returns cpu seconds, ctx switches, rss, threads, fds, processes."""
+        now = time.monotonic()
+        if now - self.found_at >= MEMBERS_EVERY_S:
+            self.members = procfs.tree([self.root_pid], procfs.parents()) or {self.root_pid}
+            self.found_at = now
         rss = threads = fds = alive = 0
-        for proc in self.members():
-            try:
-                with proc.oneshot():
-                    if proc.status() == psutil.STATUS_ZOMBIE:
-                        continue  # dead but not reaped yet: holds nothing any more
-                    times = proc.cpu_times()
-                    ctx = proc.num_ctx_switches()
-                    rss += proc.memory_info().rss
-                    threads += proc.num_threads()
-                    fds += proc.num_fds()
-            except psutil.Error:
-                continue
-            self.cpu_by_pid[proc.pid] = times.user + times.system
-            self.ctx_by_pid[proc.pid] = ctx.voluntary + ctx.involuntary
-            alive += 1
-        cpu = self.gone_cpu + sum(self.cpu_by_pid.values())
-        switches = self.gone_ctx + sum(self.ctx_by_pid.values())
+        current = {}
+        for pid in self.members:
+            row = procfs.sample(pid)
+            if row is None:
+                continue  # dead, reaped or not: it holds nothing any more
+            current[pid] = row[:2]
+            rss, threads, fds, alive = rss + row[2], threads + row[3], fds + row[4], alive + 1
+        for pid in set(self.last) - set(current):
+            cpu, switches = self.last.pop(pid)
+            self.gone_cpu += cpu
+            self.gone_switches += switches
+        self.last.update(current)
+        cpu = self.gone_cpu + sum(c for c, _ in self.last.values())
+        switches = self.gone_switches + sum(s for _, s in self.last.values())
         return cpu, switches, rss, threads, fds, alive
 
 
-def serverlab_roots(rows: dict[int, procfs.ProcStat]) -> list[int]:
+def serverlab_roots(family: dict[int, tuple[int, str]]) -> list[int]:
     """serverlab's own processes: this one (the runner and the monitor, whose descendants
     are the servers and engines it starts) and, in a lab run, the Ray nodes."""
     ray = [
-        row.pid
-        for row in rows.values()
-        if row.comm in RAY_COMMANDS or row.comm.startswith(RAY_PREFIX)
+        pid
+        for pid, (_, name) in family.items()
+        if name in RAY_COMMANDS or name.startswith(RAY_PREFIX)
     ]
     return [os.getpid(), *ray]
 
@@ -121,6 +125,7 @@ def serverlab_roots(rows: dict[int, procfs.ProcStat]) -> list[int]:
 @dataclass
 class _Reading:
     at: float  # time.monotonic()
+    wall: float  # time.time(), to place the window among other records
     machine: int  # ticks, every CPU
     server: int  # ticks, the server's tree
     ours: int  # ticks, serverlab's processes (the server's tree among them)
@@ -128,15 +133,19 @@ class _Reading:
 
 
 def _read(server_pid: int) -> _Reading:
+    family = procfs.parents()
+    server = procfs.tree([server_pid], family)
+    ours = procfs.tree(serverlab_roots(family), family) | server
+    # The three counts are read together, so that they cover the same moment.
     machine = procfs.machine_busy_ticks()
-    rows = procfs.all_stats()
-    server = procfs.tree([server_pid], rows)
-    ours = procfs.tree(serverlab_roots(rows), rows) | server
+    server_ticks = procfs.ticks(server)
+    ours_ticks = server_ticks + procfs.ticks(ours - server)
     return _Reading(
         at=time.monotonic(),
+        wall=time.time(),
         machine=machine,
-        server=procfs.ticks(server, rows),
-        ours=procfs.ticks(ours, rows),
+        server=server_ticks,
+        ours=ours_ticks,
         server_pids=server,
     )
 
@@ -174,6 +183,8 @@ class KernelWindow:
 
         other = (end.machine - start.machine) - (end.ours - start.ours)
         self.figures = {
+            "opened_at": start.wall,
+            "closed_at": end.wall,
             "window_s": round(window_s, 3),
             "ticks_per_s": procfs.TICKS_PER_S,
             "server_cpu_ticks": end.server - start.server,
@@ -222,6 +233,7 @@ class Monitor:
         self.window = KernelWindow(server_pid)
         self.sockets: dict | None = None  # the last reading and the peak, while loaded
         self.own_cpu: dict | None = None
+        self._diag_cost_s = 0.0
         self._window_open = threading.Event()
         self._server = _TreeClock(server_pid)
         self._engine: _TreeClock | None = None
@@ -278,12 +290,24 @@ class Monitor:
         return None
 
     def _own_cpu(self, began_cpu: float, began: float, pin_error: str | None) -> None:
+        """The monitor's CPU time over its life, in parts: the 10 Hz sampler, its sock_diag
+        reads (inside the thread's time) and the load window's /proc passes (made on the
+        executor's thread)."""
         lived = max(time.monotonic() - began, 1e-6)
-        used = time.thread_time() - began_cpu + self.window.cost_s
+        thread = time.thread_time() - began_cpu
+        used = thread + self.window.cost_s
+        sampler = thread - self._diag_cost_s
+
+        def percent(seconds: float) -> float:
+            return round(100.0 * seconds / lived, 3)
+
         self.own_cpu = {
             "cpu_s": round(used, 4),
             "lived_s": round(lived, 3),
-            "cpu_percent": round(100.0 * used / lived, 3),
+            "cpu_percent": percent(used),
+            "sampler_cpu_percent": percent(sampler),
+            "sockets_cpu_percent": percent(self._diag_cost_s),
+            "window_cpu_percent": percent(self.window.cost_s),
             "interval_s": self.interval_s,
             "samples": len(self.samples),
             "cpus": sorted(os.sched_getaffinity(0)) if pin_error is None else None,
@@ -314,7 +338,6 @@ class Monitor:
                 cpu, ctx, rss, threads, fds, alive = self._server.read()
                 elapsed = max(now - last_t, 1e-6)
                 engine_pct, last_engine = self._engine_percent(last_engine, elapsed)
-                mem = psutil.virtual_memory()
                 sample = Sample(
                     t=round(now - start, 3),
                     cpu_percent=round(100.0 * (cpu - last_cpu) / elapsed, 2),
@@ -324,13 +347,15 @@ class Monitor:
                     ctx_switches=ctx - last_ctx,
                     processes=alive,
                     system_cpu_percent=psutil.cpu_percent(None),
-                    system_mem_used_bytes=mem.total - mem.available,
+                    system_mem_used_bytes=procfs.memory_used_bytes(),
                     engine_cpu_percent=engine_pct,
                 )
                 last_t, last_cpu, last_ctx = now, cpu, ctx
                 self.samples.append(sample)
                 if self._window_open.is_set() and len(self.samples) % SOCKETS_EVERY == 0:
+                    began = time.thread_time()
                     self.sockets = diag.read(self.sockets, sample.t)
+                    self._diag_cost_s += time.thread_time() - began
                 if self.on_sample:
                     with contextlib.suppress(Exception):
                         self.on_sample(sample)

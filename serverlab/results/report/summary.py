@@ -100,6 +100,19 @@ def status_counts(tests: list[RecordedTest]) -> str:
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
+def rerun_note(superseded: list[RecordedTest]) -> str:
+    """How many repeats were run again, and why: "2 repeats re-run (machine-busy (58 % of
+    a core), ...); the first attempts are kept, marked superseded"; "" when none was."""
+    if not superseded:
+        return ""
+    reasons = sorted({f.text for t in superseded for f in validity_flags(t)} or {"no flag"})
+    noun = "repeat" if len(superseded) == 1 else "repeats"
+    return (
+        f"{len(superseded)} {noun} re-run ({'; '.join(reasons)}): the re-runs are in the "
+        "figures, the first attempts stay stored, marked superseded."
+    )
+
+
 def scenario_groups(tests: list[RecordedTest]) -> dict[str, list[RecordedTest]]:
     """Tests by scenario key, in the order the scenarios first appear."""
     groups: dict[str, list[RecordedTest]] = {}
@@ -151,6 +164,8 @@ def print_summary(
     for line in details:
         console.print(f"  {line}", highlight=False)
     console.print(coverage_note(repeats))
+    if found.superseded:
+        console.print(rerun_note(found.superseded))
     if any(t.params.get("behaviour") == "comet" for t in tests):
         console.print(COMET_NOTE)
 
