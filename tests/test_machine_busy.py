@@ -50,9 +50,18 @@ class Watch:
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
-            ours = procfs.tree([os.getpid()], procfs.parents())
             hog = (procfs.cpu_ticks(self.hog) or 0) if self.hog else 0
-            self.rows.append((time.time(), procfs.machine_busy_ticks(), procfs.ticks(ours), hog))
+            self.rows.append((time.time(), procfs.machine_busy_ticks(), self._ours(), hog))
+
+    @staticmethod
+    def _ours() -> int:
+        """The tree's ticks, read again when a member left between the scan and the read
+        (an engine reaped then has its time in its parent's row, or in neither)."""
+        while True:
+            members = procfs.tree([os.getpid()], procfs.parents())
+            ticks = procfs.ticks(members)
+            if procfs.tree([os.getpid()], procfs.parents()) == members:
+                return ticks
 
     def inside(self, kernel: dict) -> dict:
         """Percent of a core over the part of the run's load window this watch saw."""
@@ -65,8 +74,10 @@ class Watch:
 
 def start_hog(cpu: int) -> int:
     """A busy loop pinned to one CPU, started through a shell that exits at once: its
-    parent is not this process, so it is no part of serverlab's own tree."""
-    busy = f"{sys.executable} -c 'while True: pass'"
+    parent is not this process, so it is no part of serverlab's own tree. At nice -10 where
+    allowed (as root): on a machine other work keeps busy, a hog at the default priority
+    gets a fair share only, which may be too little to be the load that matters."""
+    busy = f"nice -n -10 {sys.executable} -c 'while True: pass'"
     out = subprocess.run(
         ["sh", "-c", f"taskset -c {cpu} {busy} >/dev/null 2>&1 & echo $!"],
         capture_output=True,
@@ -144,9 +155,11 @@ def test_serverlabs_own_processes_are_not_the_machines_other_load(contestants_di
     kernel = test.run_info["kernel"]
     seen = watch.inside(kernel)
     own = 100 * kernel["serverlab_cpu_ticks"] / procfs.TICKS_PER_S / kernel["window_s"]
-    assert own > 50, "the server and the engine worked during the window"
-    # Were serverlab's processes counted as other load, the figure would be `own` higher.
-    assert abs(kernel["other_cpu_percent"] - seen["other"]) < 15, (kernel, seen)
+    # Were serverlab's processes counted as other load, the figure would be `own` higher
+    # than what the watch saw: more than the two can differ by the windows' edges.
+    edges = 10  # % of a core: the watch's view starts and ends up to 50 ms inside the run's
+    assert own > 2 * edges, f"the server and the engine hardly ran: {own:.0f} % of a core"
+    assert abs(kernel["other_cpu_percent"] - seen["other"]) < edges, (kernel, seen)
     busy = kernel["other_cpu_percent"] > MACHINE_BUSY_PERCENT
     assert ("machine_busy" in test.validity) == busy
     assert outcome.rerun == 0
