@@ -196,7 +196,7 @@ def test_the_monitor_costs_under_one_percent_of_a_core_against_a_5000_thread_ser
         generator_cpus = str(min(os.sched_getaffinity(0)))
         with Monitor(server.pid, cpus=generator_cpus, port=port) as monitor:
             monitor.open_window()
-            time.sleep(5)
+            time.sleep(10)  # a test's monitor lives through priming and load: 10 s and more
             monitor.close_window()
     finally:
         server.kill()
@@ -204,7 +204,7 @@ def test_the_monitor_costs_under_one_percent_of_a_core_against_a_5000_thread_ser
     own = monitor.own_cpu
     print(f"monitor: {own['cpu_percent']:.3f} % of a core over {own['lived_s']} s", own)
     assert own["cpus"] == [int(generator_cpus)] and own["pin_error"] is None
-    assert len(monitor.samples) >= 45 and monitor.samples[-1].threads >= 5001
+    assert len(monitor.samples) >= 90 and monitor.samples[-1].threads >= 5001
     assert monitor.sockets["last"]["sockets"] == 1, "the listener, read through sock_diag"
     # The 10 Hz sampler itself; its sock_diag reads and the window's two /proc passes are
     # measured apart (they cost what the machine's socket table and process count make

@@ -18,6 +18,7 @@ time is measured (`Monitor.own_cpu`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -33,7 +34,11 @@ DEFAULT_INTERVAL_S = 0.1
 # read makes the kernel walk the machine's whole TCP hash, 5-20 ms here.
 SOCKETS_EVERY = 20
 # The server's tree is searched for new members this often (a scan of all of /proc).
-MEMBERS_EVERY_S = 5.0
+MEMBERS_EVERY_S = 1.0
+SCAN_EVERY_S = 30.0
+# What reading the tree's CPU clocks may cost the monitor per sample (0.4 % of a core at
+# 10 Hz); above it, CPU is read every few samples only (_TreeClock).
+CLOCK_BUDGET_S = 0.0004
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
 RAY_COMMANDS = ("raylet", "gcs_server")
@@ -58,7 +63,7 @@ FIGURE_SOURCES = {
 @dataclass
 class Sample:
     t: float  # seconds since the monitor started
-    cpu_percent: float  # server tree, 100 = one core busy
+    cpu_percent: float | None  # server tree, 100 = one core busy; None: not read this time
     rss_bytes: int
     threads: int
     fds: int
@@ -76,31 +81,41 @@ class _TreeClock:
     """CPU seconds, memory, threads, descriptors and context switches of a process tree,
     for the time series. Read straight from /proc and each process's CPU clock: psutil's
     search for children reads every process's stat, 10 ms a call beside a 5,000-thread
-    server. New members are looked for every MEMBERS_EVERY_S (a scan of /proc); one found
+    server. New members are looked for every MEMBERS_EVERY_S (`_find_members`); one found
     late brings all its CPU time with it. Exited members keep their last readings in the
-    totals, so that the tree's counters never go backwards."""
+    totals, so that the tree's counters never go backwards.
 
-    def __init__(self, root_pid: int):
-        self.root_pid = root_pid
+    A process's CPU clock costs the kernel a walk over all its threads (about 0.3 ms for
+    5,000 on this machine, three times that when it is busy). When the walks cost more than
+    CLOCK_BUDGET_S a sample, CPU is read every `cpu_every` samples only, and the samples in
+    between carry no CPU figure: the time series thins, the monitor stays light."""
+
+    def __init__(self, root_pid: int, thin: bool = True):
+        self.root_pid, self.thin = root_pid, thin  # thin: may skip CPU reads (see above)
         self.members: set[int] = {root_pid}
-        self.found_at = -MEMBERS_EVERY_S
+        self.found_at = self.scanned_at = -SCAN_EVERY_S
         self.last: dict[int, tuple[float, int]] = {}  # pid: (cpu seconds, switches)
         self.gone_cpu, self.gone_switches = 0.0, 0
+        self.cpu_every, self.widest_cpu_every, self.count = 1, 1, 0
 
-    def read(self) -> tuple[float, int, int, int, int, int]:
-        """Returns cpu seconds, ctx switches, rss, threads, fds, processes."""
-        now = time.monotonic()
-        if now - self.found_at >= MEMBERS_EVERY_S:
-            self.members = procfs.tree([self.root_pid], procfs.parents()) or {self.root_pid}
-            self.found_at = now
+    def read(self) -> tuple[float | None, int, int, int, int, int]:
+        """Returns cpu seconds (None when not read this time), ctx switches, rss, threads,
+        fds, processes."""
+        self._find_members()
+        with_cpu = self.count % self.cpu_every == 0
+        self.count += 1
+        began = time.thread_time()
         rss = threads = fds = alive = 0
         current = {}
         for pid in self.members:
-            row = procfs.sample(pid)
+            row = procfs.sample(pid, with_cpu)
             if row is None:
                 continue  # dead, reaped or not: it holds nothing any more
-            current[pid] = row[:2]
+            cpu = row[0] if with_cpu else self.last.get(pid, (0.0, 0))[0]
+            current[pid] = (cpu, row[1])
             rss, threads, fds, alive = rss + row[2], threads + row[3], fds + row[4], alive + 1
+        if with_cpu and self.thin:
+            self._budget(time.thread_time() - began)
         for pid in set(self.last) - set(current):
             cpu, switches = self.last.pop(pid)
             self.gone_cpu += cpu
@@ -108,7 +123,22 @@ class _TreeClock:
         self.last.update(current)
         cpu = self.gone_cpu + sum(c for c, _ in self.last.values())
         switches = self.gone_switches + sum(s for _, s in self.last.values())
-        return cpu, switches, rss, threads, fds, alive
+        return (cpu if with_cpu else None), switches, rss, threads, fds, alive
+
+    def _find_members(self) -> None:
+        """Children of main threads every second; every process's parent (a scan of all
+        of /proc, which also finds children that other threads made) every 30 s."""
+        now = time.monotonic()
+        if now - self.scanned_at >= SCAN_EVERY_S:
+            self.members = procfs.tree([self.root_pid], procfs.parents()) or {self.root_pid}
+            self.scanned_at = self.found_at = now
+        elif now - self.found_at >= MEMBERS_EVERY_S:
+            self.members |= procfs.descendants(self.root_pid)
+            self.found_at = now
+
+    def _budget(self, cost_s: float) -> None:
+        self.cpu_every = max(1, math.ceil(cost_s / CLOCK_BUDGET_S))
+        self.widest_cpu_every = max(self.widest_cpu_every, self.cpu_every)
 
 
 def serverlab_roots(family: dict[int, tuple[int, str]]) -> list[int]:
@@ -241,7 +271,7 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, name="serverlab-monitor", daemon=True)
 
     def watch_engine(self, pid: int) -> None:
-        self._engine = _TreeClock(pid)
+        self._engine = _TreeClock(pid, thin=False)
 
     def open_window(self) -> None:
         """Just before the engine starts: the kernel's counters, and the peaks reset."""
@@ -310,6 +340,8 @@ class Monitor:
             "window_cpu_percent": percent(self.window.cost_s),
             "interval_s": self.interval_s,
             "samples": len(self.samples),
+            # The server's CPU was read every this many samples at the sparsest.
+            "server_cpu_every": self._server.widest_cpu_every,
             "cpus": sorted(os.sched_getaffinity(0)) if pin_error is None else None,
             "pin_error": pin_error,
         }
@@ -324,7 +356,7 @@ class Monitor:
             self._own_cpu(began_cpu, start, pin_error)
 
     def _sample_until_stopped(self, start: float) -> None:
-        last_t = start
+        last_t = last_cpu_t = start
         last_cpu, last_ctx, *_ = self._server.read()
         last_engine = self._engine.read()[0] if self._engine else None
         tick = start
@@ -336,11 +368,14 @@ class Monitor:
                 self._stop.wait(max(0.0, tick - time.monotonic()))
                 now = time.monotonic()
                 cpu, ctx, rss, threads, fds, alive = self._server.read()
-                elapsed = max(now - last_t, 1e-6)
-                engine_pct, last_engine = self._engine_percent(last_engine, elapsed)
+                cpu_percent = None
+                if cpu is not None:
+                    cpu_percent = round(100.0 * (cpu - last_cpu) / max(now - last_cpu_t, 1e-6), 2)
+                    last_cpu, last_cpu_t = cpu, now
+                engine_pct, last_engine = self._engine_percent(last_engine, max(now - last_t, 1e-6))
                 sample = Sample(
                     t=round(now - start, 3),
-                    cpu_percent=round(100.0 * (cpu - last_cpu) / elapsed, 2),
+                    cpu_percent=cpu_percent,
                     rss_bytes=rss,
                     threads=threads,
                     fds=fds,
@@ -350,17 +385,20 @@ class Monitor:
                     system_mem_used_bytes=procfs.memory_used_bytes(),
                     engine_cpu_percent=engine_pct,
                 )
-                last_t, last_cpu, last_ctx = now, cpu, ctx
-                self.samples.append(sample)
-                if self._window_open.is_set() and len(self.samples) % SOCKETS_EVERY == 0:
-                    began = time.thread_time()
-                    self.sockets = diag.read(self.sockets, sample.t)
-                    self._diag_cost_s += time.thread_time() - began
-                if self.on_sample:
-                    with contextlib.suppress(Exception):
-                        self.on_sample(sample)
+                last_t, last_ctx = now, ctx
+                self._keep(sample, diag)
         finally:
             diag.close()
+
+    def _keep(self, sample: Sample, diag: _Diag) -> None:
+        self.samples.append(sample)
+        if self._window_open.is_set() and len(self.samples) % SOCKETS_EVERY == 0:
+            began = time.thread_time()
+            self.sockets = diag.read(self.sockets, sample.t)
+            self._diag_cost_s += time.thread_time() - began
+        if self.on_sample:
+            with contextlib.suppress(Exception):
+                self.on_sample(sample)
 
     def _engine_percent(self, last: float | None, elapsed: float):
         if self._engine is None:

@@ -20,11 +20,17 @@ TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
+def _read_text(path: str) -> str:
+    # Plain strings, not pathlib: these paths are made hundreds of times a second.
+    with open(path) as file:
+        return file.read()
+
+
 def cpu_ticks(pid: int) -> int | None:
     """utime + stime + cutime + cstime of one process, or None once it is gone (a zombie
     still has its row). Costs more for a process with many threads: the kernel sums them."""
     try:
-        text = (PROC / str(pid) / "stat").read_text()
+        text = _read_text(f"/proc/{pid}/stat")
     except OSError:
         return None
     # comm may hold spaces and parentheses: the fields start after the last ')'.
@@ -40,7 +46,7 @@ def parents() -> dict[int, tuple[int, str]]:
         if not entry.isdigit():
             continue
         try:
-            with open(PROC / entry / "status", "rb") as file:
+            with open(f"/proc/{entry}/status", "rb") as file:
                 head = file.read(512)
         except OSError:
             continue
@@ -62,6 +68,21 @@ def tree(roots: list[int], family: dict[int, tuple[int, str]]) -> set[int]:
         if pid not in found:
             found.add(pid)
             todo.extend(children.get(pid, ()))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """The root and its descendants through /proc/<pid>/task/<pid>/children: cheap, but it
+    lists the children each process's main thread made, not those of its other threads."""
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            children = _read_text(f"/proc/{pid}/task/{pid}/children").split()
+        except OSError:
+            continue
+        found.add(pid)
+        todo.extend(int(c) for c in children if int(c) not in found)
     return found
 
 
@@ -91,7 +112,7 @@ def status(pid: int, *keys: str) -> dict[str, str]:
     """Fields of /proc/<pid>/status as text; absent ones (or a gone process) are left out."""
     found = {}
     try:
-        text = (PROC / str(pid) / "status").read_text()
+        text = _read_text(f"/proc/{pid}/status")
     except OSError:
         return found
     for line in text.splitlines():
@@ -119,39 +140,39 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-SAMPLED = (
-    b"State",
-    b"VmRSS",
-    b"Threads",
-    b"voluntary_ctxt_switches",
-    b"nonvoluntary_ctxt_switches",
-)
+def _field(text: bytes, key: bytes) -> bytes:
+    """The value of one `Key:\tvalue` line of a status file (b"" when absent)."""
+    start = text.find(b"\n" + key + b":")
+    if start < 0:
+        return b""
+    start += len(key) + 2
+    return text[start : text.find(b"\n", start)].strip()
 
 
-def sample(pid: int) -> tuple[float, int, int, int, int] | None:
+def sample(pid: int, with_cpu: bool = True) -> tuple[float | None, int, int, int, int] | None:
     """(CPU seconds, context switches, RSS bytes, threads, open descriptors) of a live
     process; None for a zombie or a gone one. Read for every member ten times a second:
-    kept to one status read, the CPU clock and one directory listing."""
+    kept to one status read, the CPU clock (unless `with_cpu` is false: CPU None) and one
+    directory listing."""
     try:
-        with open(PROC / str(pid) / "status", "rb") as file:
+        with open(f"/proc/{pid}/status", "rb") as file:
             text = file.read()
     except OSError:
         return None
-    fields = dict(line.split(b":", 1) for line in text.splitlines() if line.startswith(SAMPLED))
-    if fields.get(b"State", b"Z").strip().startswith(b"Z"):
+    if _field(text, b"State").startswith(b"Z") or not text:
         return None
-    cpu = cpu_seconds(pid)
-    if cpu is None:
+    cpu = cpu_seconds(pid) if with_cpu else None
+    if with_cpu and cpu is None:
         return None
     try:
-        fds = len(os.listdir(PROC / str(pid) / "fd"))
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         fds = 0
-    switches = int(fields.get(b"voluntary_ctxt_switches", 0)) + int(
-        fields.get(b"nonvoluntary_ctxt_switches", 0)
+    switches = int(_field(text, b"voluntary_ctxt_switches") or 0) + int(
+        _field(text, b"nonvoluntary_ctxt_switches") or 0
     )
-    rss = 1024 * int(fields.get(b"VmRSS", b"0 kB").split()[0])
-    return cpu, switches, rss, int(fields.get(b"Threads", 0)), fds
+    rss = 1024 * int((_field(text, b"VmRSS") or b"0").split()[0])
+    return cpu, switches, rss, int(_field(text, b"Threads") or 0), fds
 
 
 def memory_used_bytes() -> int:
