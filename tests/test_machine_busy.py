@@ -58,8 +58,9 @@ class Watch:
         """The tree's ticks, read again when a member left between the scan and the read
         (an engine reaped then has its time in its parent's row, or in neither)."""
         while True:
-            members = procfs.tree([os.getpid()], procfs.parents())
-            ticks = procfs.ticks(members)
+            family = procfs.parents()
+            members = procfs.tree([os.getpid()], family)
+            ticks = procfs.ticks(members, family)
             if procfs.tree([os.getpid()], procfs.parents()) == members:
                 return ticks
 
@@ -87,7 +88,7 @@ def start_hog(cpu: int) -> int:
     return int(out.stdout)
 
 
-def run(tmp_path: Path, watch: Watch, rerun_busy: int, after_first=None):
+def run(tmp_path: Path, watch: Watch, rerun_busy: int, after_first=None, resume=False):
     suite_path = tmp_path / "busy.toml"
     suite_path.write_text(SUITE)
     suite = load_suite(suite_path)
@@ -105,7 +106,8 @@ def run(tmp_path: Path, watch: Watch, rerun_busy: int, after_first=None):
     try:
         with Store(db) as store:
             env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "w")
-            session = Session(suite, plan_tests(suite, find), store, env, rerun_busy=rerun_busy)
+            plans = plan_tests(suite, find)
+            session = Session(suite, plans, store, env, resume=resume, rerun_busy=rerun_busy)
             session.execute = observed
             outcome = run_suite(session)
     finally:
@@ -163,3 +165,22 @@ def test_serverlabs_own_processes_are_not_the_machines_other_load(contestants_di
     busy = kernel["other_cpu_percent"] > MACHINE_BUSY_PERCENT
     assert ("machine_busy" in test.validity) == busy
     assert outcome.rerun == 0
+
+
+def test_resume_with_rerun_busy_runs_a_kept_busy_repeat_again_once(contestants_dir, tmp_path):
+    """A run without --rerun-busy keeps its machine-busy repeat; resumed with
+    --rerun-busy 1 it runs that repeat again once, and a second resume leaves it be."""
+    hog = start_hog(int(Pinning.default().server.split(",")[0]))
+    try:
+        _, (first,), db = run(tmp_path, Watch(hog=hog), rerun_busy=0)
+    finally:
+        os.kill(hog, signal.SIGKILL)
+    assert "machine_busy" in first.validity, first.run_info["kernel"]
+    outcome, (again,), _ = run(tmp_path, Watch(), rerun_busy=1, resume=True)
+    assert outcome.rerun == 1 and outcome.skipped == 0
+    outcome, later, _ = run(tmp_path, Watch(), rerun_busy=1, resume=True)
+    assert (outcome.rerun, outcome.skipped, later) == (0, 1, [])
+    with Store(db) as store:
+        (superseded,) = store.tests(superseded=True)
+        assert [t.id for t in store.tests()] == [again.id]
+    assert superseded.id == first.id and superseded.superseded_by == again.id

@@ -485,6 +485,22 @@ class Store:
         )
         return {make_test_key(row[0], row[1]) for row in rows}
 
+    @_sqlite_errors("read the machine-busy tests")
+    def busy_tests(self, suite: Suite | int) -> dict[str, tuple[int, int]]:
+        """This suite version's standing tests flagged machine-busy, by key
+        (``make_test_key``): (test id, how many re-runs it already replaced)."""
+        rows = self._db.execute(
+            "SELECT t.id, t.permutation_key, t.repeat_index,"
+            " (SELECT COUNT(*) FROM tests s JOIN runs sr ON sr.id = s.run_id"
+            "  WHERE sr.suite_id = r.suite_id AND s.permutation_key = t.permutation_key"
+            "  AND s.repeat_index = t.repeat_index AND s.superseded_by IS NOT NULL)"
+            " FROM tests t JOIN runs r ON r.id = t.run_id"
+            " WHERE r.suite_id = ? AND t.superseded_by IS NULL"
+            " AND json_extract(t.validity_json, '$.machine_busy') IS NOT NULL",
+            (_suite_id(suite),),
+        )
+        return {make_test_key(row[1], row[2]): (row[0], row[3]) for row in rows}
+
     @_sqlite_errors("read the suites")
     def suites(self) -> list[Suite]:
         return [_suite_from_row(r) for r in self._db.execute("SELECT * FROM suites ORDER BY id")]

@@ -168,8 +168,8 @@ def _read(server_pid: int) -> _Reading:
     ours = procfs.tree(serverlab_roots(family), family) | server
     # The three counts are read together, so that they cover the same moment.
     machine = procfs.machine_busy_ticks()
-    server_ticks = procfs.ticks(server)
-    ours_ticks = server_ticks + procfs.ticks(ours - server)
+    server_ticks = procfs.ticks(server, family)
+    ours_ticks = server_ticks + procfs.ticks(ours - server, family)
     return _Reading(
         at=time.monotonic(),
         wall=time.time(),

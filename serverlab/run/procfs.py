@@ -86,8 +86,21 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def ticks(pids: set[int]) -> int:
-    return sum(cpu_ticks(pid) or 0 for pid in pids)
+def ticks(pids: set[int], family: dict[int, tuple[int, str]] | None = None) -> int:
+    """The members' CPU ticks, read children before parents when `family` gives their
+    parents: a child reaped before its own read is then in its parent's row, read after.
+    (One reaped between the two reads counts twice: a window of microseconds.)"""
+    return sum(cpu_ticks(pid) or 0 for pid in _deepest_first(pids, family or {}))
+
+
+def _deepest_first(pids: set[int], family: dict[int, tuple[int, str]]) -> list[int]:
+    def depth(pid: int) -> int:
+        count = 0
+        while pid in pids and count < len(pids):
+            pid, count = family.get(pid, (0, ""))[0], count + 1
+        return count
+
+    return sorted(pids, key=depth, reverse=True)
 
 
 def machine_busy_ticks() -> int:

@@ -65,9 +65,17 @@ def run_suite(session: Session) -> RunOutcome:
         StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
     )
     done = store.finished_test_keys(stored) if session.resume else set()
+    # Resumed with --rerun-busy: a kept machine-busy repeat with re-runs left is run again.
+    busy = store.busy_tests(stored) if session.resume and session.rerun_busy else {}
     run = store.start_run(stored, _machine(session))
     session.env.run_id = run.id
-    todo = [plan for plan in session.plans if make_test_key(plan.key, plan.repeat) not in done]
+    again = {key: previous for key, previous in busy.items() if previous[1] < session.rerun_busy}
+    todo = [
+        plan
+        for plan in session.plans
+        if make_test_key(plan.key, plan.repeat) not in done
+        or make_test_key(plan.key, plan.repeat) in again
+    ]
     skipped = len(session.plans) - len(todo)
     counts = {"ok": 0, "crashed": 0, "invalid": 0}
     rerun = 0
@@ -77,7 +85,8 @@ def run_suite(session: Session) -> RunOutcome:
         for index, plan in enumerate(todo):
             if progress:
                 progress.test_started(index, plan)
-            recorded, reruns = _run_one(session, plan)
+            previous = again.get(make_test_key(plan.key, plan.repeat))
+            recorded, reruns = _run_one(session, plan, previous)
             rerun += reruns
             counts[recorded.status] = counts.get(recorded.status, 0) + 1
             if progress:
@@ -97,13 +106,17 @@ def run_suite(session: Session) -> RunOutcome:
     )
 
 
-def _run_one(session: Session, plan: TestPlan) -> tuple[RecordedTest, int]:
+def _run_one(
+    session: Session, plan: TestPlan, previous: tuple[int, int] | None = None
+) -> tuple[RecordedTest, int]:
     """Runs and commits one test, then re-runs it while it is flagged machine-busy, up to
-    `rerun_busy` times; returns the test that stands and how many re-runs it took."""
+    `rerun_busy` times; returns the test that stands and how many re-runs it took.
+    `previous`: a stored machine-busy test this one re-runs, and the re-runs before it."""
+    supersedes, before = previous or (None, 0)
     recorded = session.execute(plan, session.env)
-    session.store.commit_test(recorded)
-    reruns = 0
-    while reruns < session.rerun_busy and BUSY_FLAG in recorded.validity:
+    session.store.commit_test(recorded, supersedes=supersedes)
+    reruns = int(supersedes is not None)
+    while before + reruns < session.rerun_busy and BUSY_FLAG in recorded.validity:
         again = session.execute(plan, session.env)
         session.store.commit_test(again, supersedes=recorded.id)
         recorded, reruns = again, reruns + 1
