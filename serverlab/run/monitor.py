@@ -25,8 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import psutil
-
 from serverlab.run import procfs, sockdiag
 
 DEFAULT_INTERVAL_S = 0.1
@@ -35,6 +33,7 @@ DEFAULT_INTERVAL_S = 0.1
 SOCKETS_EVERY = 20
 # The server's tree is searched for new members this often (a scan of all of /proc).
 MEMBERS_EVERY_S = 1.0
+MEMORY_EVERY = 10  # samples between two readings of the machine's memory (1 s)
 SCAN_EVERY_S = 30.0
 # What reading the tree's CPU clocks may cost the monitor per sample (0.4 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
@@ -56,7 +55,8 @@ FIGURE_SOURCES = {
     " monitor, servers, engines, Ray nodes), over the same window as cpu",
     "monitor_cpu": "kernel: the monitor thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and its"
     " /proc passes, over the monitor's life",
-    "time series": "/proc and each process's CPU clock at 10 samples a second, charts only",
+    "time series": "/proc and each process's CPU clock at 10 samples a second (machine"
+    " memory once a second), for the charts only",
 }
 
 
@@ -70,7 +70,7 @@ class Sample:
     ctx_switches: int  # voluntary + involuntary since the previous sample
     processes: int
     system_cpu_percent: float  # whole machine, 100 = every core busy
-    system_mem_used_bytes: int
+    system_mem_used_bytes: int | None  # once a second, None between
     engine_cpu_percent: float | None  # the generator, 100 = one core busy
 
     def as_dict(self) -> dict:
@@ -301,7 +301,6 @@ class Monitor:
         self.stop()
 
     def start(self) -> None:
-        psutil.cpu_percent(None)  # primes the system-wide counter
         self._thread.start()
 
     def stop(self) -> None:
@@ -359,6 +358,7 @@ class Monitor:
         last_t = last_cpu_t = start
         last_cpu, last_ctx, *_ = self._server.read()
         last_engine = self._engine.read()[0] if self._engine else None
+        machine = procfs.machine_ticks()
         tick = start
         diag = _Diag(self._diag_socket, self.port)
         try:
@@ -373,6 +373,7 @@ class Monitor:
                     cpu_percent = round(100.0 * (cpu - last_cpu) / max(now - last_cpu_t, 1e-6), 2)
                     last_cpu, last_cpu_t = cpu, now
                 engine_pct, last_engine = self._engine_percent(last_engine, max(now - last_t, 1e-6))
+                system_pct, machine = _machine_percent(machine)
                 sample = Sample(
                     t=round(now - start, 3),
                     cpu_percent=cpu_percent,
@@ -381,8 +382,11 @@ class Monitor:
                     fds=fds,
                     ctx_switches=ctx - last_ctx,
                     processes=alive,
-                    system_cpu_percent=psutil.cpu_percent(None),
-                    system_mem_used_bytes=procfs.memory_used_bytes(),
+                    system_cpu_percent=system_pct,
+                    # Once a second: the kernel makes /proc/meminfo afresh at every read.
+                    system_mem_used_bytes=procfs.memory_used_bytes()
+                    if len(self.samples) % MEMORY_EVERY == 0
+                    else None,
                     engine_cpu_percent=engine_pct,
                 )
                 last_t, last_ctx = now, ctx
@@ -407,6 +411,13 @@ class Monitor:
         if last is None:
             return None, cpu
         return round(100.0 * (cpu - last) / elapsed, 2), cpu
+
+
+def _machine_percent(last: tuple[int, int]) -> tuple[float, tuple[int, int]]:
+    """The machine's CPU use since `last` (100 = every core busy), and the new reading."""
+    now = procfs.machine_ticks()
+    total = now[1] - last[1]
+    return (round(100.0 * (now[0] - last[0]) / total, 1) if total else 0.0), now
 
 
 class _Diag:

@@ -106,10 +106,16 @@ def _deepest_first(pids: set[int], family: dict[int, tuple[int, str]]) -> list[i
 def machine_busy_ticks() -> int:
     """Ticks every CPU of the machine spent not idle: user, nice, system, irq, softirq and
     steal of /proc/stat's first line (guest time is already inside user)."""
-    with open(PROC / "stat") as stat:
-        fields = [int(f) for f in stat.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
-    return user + nice + system + irq + softirq + steal
+    return machine_ticks()[0]
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, busy + idle + iowait) ticks of every CPU of the machine, from /proc/stat."""
+    with open("/proc/stat", "rb") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
 
 
 def reset_peak(pid: int) -> bool:
