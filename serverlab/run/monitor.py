@@ -426,6 +426,7 @@ class _Diag:
 
     def __init__(self, opener: Callable, port: int | None):
         self.opener, self.port, self.sock = opener, port, None
+        self.families = sockdiag.FAMILIES  # narrowed to the listener's at the first read
 
     def read(self, previous: dict | None, t: float) -> dict | None:
         if self.port is None:
@@ -433,13 +434,25 @@ class _Diag:
         try:
             if self.sock is None:
                 self.sock = self.opener()
-            reading = {"t": t, **sockdiag.read(self.sock, self.port).as_dict()}
+            reading = {"t": t, **self._read().as_dict()}
         except OSError as err:
             return {**(previous or {}), "error": str(err)}
         peak = (previous or {}).get("peak")
         if peak is None or reading["kernel_bytes"] >= peak["kernel_bytes"]:
             peak = reading
         return {"last": reading, "peak": peak, "port": self.port, "source": "sock_diag"}
+
+    def _read(self) -> sockdiag.SocketMemory:
+        if len(self.families) == 1:
+            return sockdiag.read(self.sock, self.port, self.families)
+        found = {f: sockdiag.read(self.sock, self.port, (f,)) for f in self.families}
+        listening = tuple(f for f, memory in found.items() if memory.sockets)
+        self.families = listening or self.families
+        return sockdiag.SocketMemory(
+            sum(m.sockets for m in found.values()),
+            sum(m.established for m in found.values()),
+            sum(m.kernel_bytes for m in found.values()),
+        )
 
     def close(self) -> None:
         if self.sock is not None:

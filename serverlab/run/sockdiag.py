@@ -55,10 +55,14 @@ def open_socket() -> socket.socket:
     return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
 
 
-def read(sock: socket.socket, port: int) -> SocketMemory:
-    """The memory of the TCP sockets with local port `port`, IPv4 and IPv6."""
+FAMILIES = (socket.AF_INET, socket.AF_INET6)
+
+
+def read(sock: socket.socket, port: int, families: tuple[int, ...] = FAMILIES) -> SocketMemory:
+    """The memory of the TCP sockets with local port `port`, IPv4 and IPv6 (or only the
+    `families` given: each dump walks the kernel's whole TCP hash table)."""
     sockets = established = charged = 0
-    for family in (socket.AF_INET, socket.AF_INET6):
+    for family in families:
         for state, skmem in _dump(sock, family, port):
             sockets += 1
             established += state == TCP_ESTABLISHED
