@@ -261,6 +261,13 @@ def _verify_one(name, pattern, settings, as_json):
 @click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
 @click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
 @click.option(
+    "--rerun-busy",
+    type=int,
+    default=0,
+    metavar="N",
+    help="re-run a repeat flagged machine-busy up to N times (the flagged one stays, superseded)",
+)
+@click.option(
     "--ray",
     "ray_address",
     metavar="HOST:PORT|lab",
@@ -282,6 +289,7 @@ def run(
     as_json,
     resume,
     skip_verify,
+    rerun_busy,
     ray_address,
     generators,
     cluster_hosts,
@@ -289,6 +297,8 @@ def run(
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
     if as_json and not dry_run:
         raise UserError("--json goes with --dry-run")
+    if rerun_busy < 0:
+        raise UserError(f"--rerun-busy {rerun_busy}: give 0 or more re-runs")
     if (generators or cluster_hosts) and not ray_address:
         raise UserError("--generators and --cluster-hosts go with --ray")
     hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
@@ -298,7 +308,7 @@ def run(
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return
-    outcome = commands.run(planned, db, resume, not skip_verify, spread)
+    outcome = commands.run(planned, db, resume, not skip_verify, spread, rerun_busy)
     if outcome.interrupted:
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
         sys.exit(128 + interrupts.last_signal())

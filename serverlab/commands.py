@@ -144,7 +144,12 @@ class Spread:
 
 
 def run(
-    planned: Planned, db: str, resume: bool, verify_first: bool, spread: Spread | None = None
+    planned: Planned,
+    db: str,
+    resume: bool,
+    verify_first: bool,
+    spread: Spread | None = None,
+    rerun_busy: int = 0,
 ) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
@@ -173,7 +178,9 @@ def run(
             workdir=db_path.parent / "work",
             progress=progress,
         )
-        session = Session(suite, plans, store, env, resume=resume, limits=limits)
+        session = Session(
+            suite, plans, store, env, resume=resume, limits=limits, rerun_busy=rerun_busy
+        )
         try:
             with _spread(session, spread):
                 outcome.run = run_suite(session)
@@ -182,7 +189,9 @@ def run(
     r = outcome.run
     console.print(
         f"run {r.run_id}: {r.finished} tests finished ({r.crashed} crashed, {r.invalid} "
-        f"invalid), {r.skipped} kept from before" + (" — interrupted" if r.interrupted else "")
+        f"invalid), {r.skipped} kept from before"
+        + (f", {r.rerun} re-run on a busy machine" if r.rerun else "")
+        + (" — interrupted" if r.interrupted else "")
     )
     return outcome
 

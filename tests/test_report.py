@@ -541,7 +541,7 @@ def test_a_permutations_repeats_make_one_row_whatever_happened_when_they_ran(
     summary = html[html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 1
-    assert summary.count("n=2") == 6
+    assert summary.count("n=2") == 7  # one per metric
     nav = html[html.index("<nav>") : html.index("</nav>")]
     assert ">primed</a>" in nav and "{" not in nav and "priming" not in nav
 

@@ -30,6 +30,7 @@ from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.summary import (
     SummaryRow,
     architectures,
+    rerun_note,
     scenario_groups,
     status_counts,
     summary_rows,
@@ -70,6 +71,7 @@ def build_report(
         parsed.describe(),
         str(db_path),
         architectures(found.runs, labels),
+        rerun_note(found.superseded),
     )
     return _write_atomically(Path(out_path), html)
 
@@ -102,6 +104,7 @@ def render_report(
     selection_text: str,
     db_text: str,
     labels: dict[str, str] | None = None,
+    reruns: str = "",
 ) -> str:
     sections = _sections(tests, labels or {})
     cells = section_cells(sections)
@@ -127,6 +130,7 @@ def render_report(
         min_repeats_to_test=stats.MIN_REPEATS_TO_TEST,
         test_count=len(tests),
         status_counts=status_counts(tests),
+        rerun_note=reruns,
         plotly_js=plotly.offline.get_plotlyjs(),
     )
 

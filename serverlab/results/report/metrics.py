@@ -91,14 +91,37 @@ def error_count(test: RecordedTest) -> float | None:
     return float(errors) if isinstance(errors, int | float) else None
 
 
+def _kernel(test: RecordedTest, key: str) -> float | None:
+    """A figure of the load window, read from the kernel (serverlab.run.monitor)."""
+    value = (test.run_info.get("kernel") or {}).get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
 def mean_server_cpu(test: RecordedTest) -> float | None:
+    """The server tree's CPU time over the engine's run, as % of a core (kernel). Tests
+    stored before it was measured fall back to the mean of the 10 Hz samples."""
+    if "kernel" in test.run_info:
+        return _kernel(test, "server_cpu_percent")
     values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
     return sum(values) / len(values) if values else None
 
 
 def peak_rss_mib(test: RecordedTest) -> float | None:
+    """The sum of the server processes' VmHWM over the engine's run (kernel); older tests:
+    the largest 10 Hz sample."""
+    if "kernel" in test.run_info:
+        peak = _kernel(test, "peak_rss_bytes")
+        return None if peak is None else peak / MIB
     values = [s.rss_bytes for s in test.samples if s.rss_bytes is not None]
     return max(values) / MIB if values else None
+
+
+def socket_memory_mib(test: RecordedTest) -> float | None:
+    """Kernel memory of the server's own sockets, last read before the engine stopped."""
+    sockets = (test.run_info.get("kernel") or {}).get("sockets") or {}
+    last = sockets.get("last") or {}
+    value = last.get("kernel_bytes")
+    return value / MIB if isinstance(value, int) else None
 
 
 def median_engine_cpu(test: RecordedTest) -> float | None:
@@ -130,9 +153,13 @@ METRICS = (
     Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
     Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
     Metric("errors", "errors", "", False, error_count),
-    Metric("cpu", "server CPU mean", "%", False, mean_server_cpu),
+    Metric("cpu", "server CPU over the load", "%", False, mean_server_cpu),
     Metric("rss", "server RSS peak", "MiB", False, peak_rss_mib),
+    Metric("sockmem", "server socket memory", "MiB", False, socket_memory_mib),
 )
+# Flags the runner stores that touch only some figures (any other touches them all).
+KERNEL_FIGURES = frozenset({"cpu", "rss", "sockmem"})
+RUNNER_FLAG_FIGURES = {"kernel-read-failed": KERNEL_FIGURES}
 METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -158,8 +185,10 @@ def validity_flags(test: RecordedTest) -> list[Flag]:
     for code, detail in sorted(test.validity.items()):
         # A bare number the runner stored is a measurement (e.g. a median CPU), not a flag.
         informational = isinstance(detail, int | float) and not isinstance(detail, bool)
-        if detail and not informational and code.replace("_", "-") not in seen:
-            flags.append(Flag(code.replace("_", "-"), _flag_text(code, detail)))
+        name = code.replace("_", "-")
+        if detail and not informational and name not in seen:
+            text = f"{name} ({detail})" if name == "machine-busy" else _flag_text(code, detail)
+            flags.append(Flag(name, text, RUNNER_FLAG_FIGURES.get(name)))
     return flags
 
 

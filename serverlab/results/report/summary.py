@@ -103,6 +103,19 @@ def status_counts(tests: list[RecordedTest]) -> str:
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
+def rerun_note(superseded: list[RecordedTest]) -> str:
+    """How many repeats were run again, and why: "2 repeats re-run (machine-busy (58 % of
+    a core), ...); the first attempts are kept, marked superseded"; "" when none was."""
+    if not superseded:
+        return ""
+    reasons = sorted({f.text for t in superseded for f in validity_flags(t)} or {"no flag"})
+    noun = "repeat" if len(superseded) == 1 else "repeats"
+    return (
+        f"{len(superseded)} {noun} re-run ({'; '.join(reasons)}): the re-runs are in the "
+        "figures, the first attempts stay stored, marked superseded."
+    )
+
+
 def scenario_groups(tests: list[RecordedTest]) -> dict[str, list[RecordedTest]]:
     """Tests by scenario key, in the order the scenarios first appear."""
     groups: dict[str, list[RecordedTest]] = {}
@@ -140,6 +153,8 @@ def print_summary(
             )
     console.print(FLAGGED_NOTE)
     console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
+    if found.superseded:
+        console.print(rerun_note(found.superseded))
     if any(t.params.get("behaviour") == "comet" for t in tests):
         console.print(COMET_NOTE)
     console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
