@@ -35,7 +35,7 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
 )
-from serverlab.run import fileset, netns
+from serverlab.run import fileset, netns, sockdiag
 from serverlab.run.leftovers import work_folder
 from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
@@ -206,7 +206,13 @@ class _Measurement:
         if plan.read_stats:
             self._read_stats("start")
         progress = self.env.progress
-        monitor = Monitor(server.process.pid, on_sample=progress and progress.sample)
+        monitor = Monitor(
+            server.process.pid,
+            on_sample=progress and progress.sample,
+            cpus=self.env.pinning.engine,  # the generator's CPUs, never the server's
+            port=server.port,
+            diag_socket=lambda: _call(server, sockdiag.open_socket),
+        )
         with monitor:
             # Priming runs load the server exactly as the measured run will, with the
             # monitor on so that the peak RSS includes them (seed 003's first `ab` run).
@@ -248,6 +254,8 @@ class _Measurement:
         """Runs one load and waits for it, making the `during` calls when their time comes;
         returns what it produced and the server's crash, if the server died meanwhile (the
         load then sees the refused connections for a moment: they are part of the result)."""
+        if monitor is not None:
+            monitor.open_window()  # the exact figures cover the engine's run, no more
         running = self.load.begin(plan, self.server.workdir, tag, on_interval)
         if monitor is not None and running.local_pid is not None:
             monitor.watch_engine(running.local_pid)
@@ -270,6 +278,8 @@ class _Measurement:
         except KeyboardInterrupt:
             running.stop()
             raise
+        if monitor is not None:
+            monitor.close_window()
         return running.finish(), crash
 
     def _timed(self, call: ControlCall) -> None:
@@ -355,6 +365,9 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
         for i, r in enumerate(result.intervals)
     ]
     test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
+    if monitor.window.figures is not None:
+        test.run_info["kernel"] = monitor.window.figures
+    test.run_info["monitor"] = monitor.own_cpu
     if result.summary and result.summary.get("histogram"):
         test.histograms["latency_us"] = result.summary["histogram"]
     if result.summary is None and result.stderr_tail:

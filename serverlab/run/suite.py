@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from serverlab.base import tomltext
 from serverlab.contestant.tunables import TunableValueError
 
 if TYPE_CHECKING:
@@ -269,11 +270,14 @@ def load_suite(
     scenarios = doc.get("scenario")
     if not isinstance(scenarios, list) or not scenarios:
         raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
-    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
+    profiles = _profiles(path, lines, doc.get("profiles", {}))
+    chosen = _chosen(path, profiles, profile)
     suite = _suite(path, raw, doc, lines, scale, chosen)
     default_contestants = _get(path, lines, doc, "contestants", list, None, default=[])
     expanded = _expand(suite, scenarios, default_contestants, known_contestants)
-    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    # Every profile, chosen or not: a typo in one is found now, not on the day it is chosen.
+    for each in profiles.values():
+        _check_only_dimensions(path, lines, each, [perm for _, perm, _ in expanded])
     suite.permutations = _selected(suite, expanded, chosen, only)
     return suite
 
@@ -285,7 +289,7 @@ def _read(path: Path) -> tuple[bytes, dict, _Lines]:
         raise SuiteError(path, None, f"cannot read: {err.strerror}") from err
     text = raw.decode("utf-8", errors="replace")
     try:
-        doc = tomllib.loads(text)
+        doc = tomltext.loads(text)  # nesting refused past tomltext.MAX_DEPTH, at its line
     except tomllib.TOMLDecodeError as err:
         line = getattr(err, "lineno", None) or _toml_error_line(str(err))
         raise SuiteError(path, line, f"not valid TOML: {err}") from err
@@ -435,16 +439,26 @@ def _fileset(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, A
     return spec
 
 
-def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Profile:
+def _profiles(path: Path, lines: _Lines, profiles: Any) -> dict[str, Profile]:
+    """Every [profiles.NAME] of the suite, each checked whether it is chosen or not."""
     if not isinstance(profiles, dict):
         raise SuiteError(path, lines.of("profiles"), "profiles must be [profiles.NAME] tables")
+    return {name: _profile(path, lines, name, table) for name, table in profiles.items()}
+
+
+def _chosen(path: Path, profiles: dict[str, Profile], name: str | None) -> Profile:
     if name is None or (name == FULL_PROFILE and name not in profiles):
         return Profile()
     if name not in profiles:
         known = ", ".join(sorted({FULL_PROFILE, *profiles}))
         raise SuiteError(path, None, f"no profile {name!r} in this suite ({known})")
+    return profiles[name]
+
+
+def _profile(path: Path, lines: _Lines, name: str, table: Any) -> Profile:
     header = f"profiles.{name}"
-    table = profiles[name]
+    if not isinstance(table, dict):
+        raise SuiteError(path, lines.in_table("profiles", name), f"{header} must be a table")
     _unknown_keys(path, lines, header, table, PROFILE_KEYS)
     scales = {
         key: _number(path, lines, header, table, key, 1e-6)
