@@ -20,7 +20,8 @@ from serverlab.lab import manage
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
-from serverlab.results.export import recover as recover_rows
+from serverlab.results.recovery import TableRecovery
+from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.store import Store, StoreError
 from serverlab.run import leftovers
@@ -311,7 +312,7 @@ def export(db: str, csv_dir: str) -> list[Path]:
     return export_csv(db, csv_dir)
 
 
-def recover(db: str, out: str) -> dict[str, int]:
+def recover(db: str, out: str) -> list[TableRecovery]:
     return recover_rows(db, out)
 
 

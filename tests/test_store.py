@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from serverlab.results import dblock
 from serverlab.results.export import export_csv
-from serverlab.results.export import recover as export_recover
+from serverlab.results.recovery import recover as export_recover
 from serverlab.results.migrations import migration_steps
 from serverlab.results.store import (
     Crash,
@@ -481,7 +482,7 @@ def test_a_damaged_database_says_how_to_recover_and_recovery_keeps_the_readable_
     ):
         for test in store.tests():
             store.load_details(test)
-    kept = export_recover(db_path, tmp_path / "saved.db")
+    kept = {found.table: found.kept for found in export_recover(db_path, tmp_path / "saved.db")}
     assert kept["suites"] == 1 and kept["runs"] == 1
     assert 0 < kept["tests"] <= 40 and 0 < kept["monitor_samples"] <= 40 * 5
     saved = readable_keys(tmp_path / "saved.db")
