@@ -690,9 +690,19 @@ def a_run_killed_mid_run(db) -> None:
     assert Path(f"{db}-wal").stat().st_size > 0
 
 
+def a_closed_database(db) -> None:
+    """5 tests stored by a process that ended cleanly: no log and no -shm beside it."""
+    with Store(db) as store:
+        run = store.start_run(stored_suite(store), {})
+        for i in range(5):
+            store.commit_test(full_test(run.id, key=f"k{i}|node-http||"))
+    assert not Path(f"{db}-wal").exists()
+
+
 @pytest.mark.parametrize("fault", ["read-only mount", "full disk"])
-def test_recovery_reads_a_killed_runs_log_on_a_read_only_or_full_disk(tmpfs, tmp_path, fault):
-    a_run_killed_mid_run(tmpfs / "lab.db")
+@pytest.mark.parametrize("made_by", [a_run_killed_mid_run, a_closed_database])
+def test_recovery_reads_a_database_on_a_read_only_or_full_disk(tmpfs, tmp_path, fault, made_by):
+    made_by(tmpfs / "lab.db")
     where = tmpfs
     if fault == "full disk":
         subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs}/filler", "bs=64k"], capture_output=True)
@@ -743,7 +753,7 @@ def undecodable_text(db_path) -> None:
     Python cannot decode it."""
     data = db_path.read_bytes()
     assert b"k3|node-http||" in data
-    db_path.write_bytes(data.replace(b"k3|node-http||", b"k3|\xff\xfeode-http||"))
+    db_path.write_bytes(data.replace(b"k3|node-http||", b"k3|\xff\xfede-http||"))
 
 
 @pytest.mark.parametrize("damage", ["undecodable text", "a zeroed page"])
