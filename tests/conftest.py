@@ -1,5 +1,6 @@
 """Shared fixtures: a temporary contestants folder holding the reference server."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +56,14 @@ def contestants_dir(tmp_path, monkeypatch) -> Path:
     write_manifest(root, "reference", REFERENCE_MANIFEST)
     monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(root))
     return root
+
+
+@pytest.fixture
+def tmpfs(tmp_path) -> Path:
+    """A small file system of our own (2 MiB), so that it can be filled or made read-only."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
+    subprocess.run(["umount", "-l", str(mount)], check=True)

@@ -362,16 +362,6 @@ def test_an_immutable_database_refuses_the_run_in_one_line_before_any_server(
     assert "verifying" not in out
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 @pytest.mark.parametrize(
     ("fault", "reason"),
     [
@@ -381,22 +371,20 @@ def small_disk(tmp_path):
     ],
 )
 def test_a_database_with_runs_that_cannot_be_written_is_refused_before_any_verify(
-    contestants_dir, tmp_path, small_disk, fault, reason
+    contestants_dir, tmp_path, tmpfs, fault, reason
 ):
-    db = small_disk / "lab.db"
+    db = tmpfs / "lab.db"
     with Store(db) as store:  # a database in use: its schema is current, it holds a run
         suite = store.add_suite(StoredSuite("t", "suite.toml", "a" * 64))
         store.finish_run(store.start_run(suite, {}).id, "finished")
     if fault == "immutable":
         subprocess.run(["chattr", "+i", str(db)], check=True)
     elif fault == "full disk":
-        subprocess.run(
-            ["dd", "if=/dev/zero", f"of={small_disk}/filler", "bs=64k"], capture_output=True
-        )
+        subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs}/filler", "bs=64k"], capture_output=True)
     else:
         read_only = tmp_path / "ro"
         read_only.mkdir()
-        subprocess.run(["mount", "--bind", "-o", "ro", str(small_disk), str(read_only)], check=True)
+        subprocess.run(["mount", "--bind", "-o", "ro", str(tmpfs), str(read_only)], check=True)
         db = read_only / "lab.db"
     try:
         run = Run(write_suite(tmp_path, fast(1)), db)
@@ -404,11 +392,11 @@ def test_a_database_with_runs_that_cannot_be_written_is_refused_before_any_verif
     finally:
         if fault == "read-only mount":
             subprocess.run(["umount", "-l", str(db.parent)], check=True)
-        (small_disk / "filler").unlink(missing_ok=True)
+        (tmpfs / "filler").unlink(missing_ok=True)
     assert run.process.returncode == 2, out
     assert out.startswith(f"serverlab: error: {db}") and reason in out
     assert len(out.strip().splitlines()) == 1 and "verifying" not in out
-    assert run_statuses(small_disk / "lab.db") == ["finished"]
+    assert run_statuses(tmpfs / "lab.db") == ["finished"]
 
 
 def test_a_damaged_database_is_one_line_with_the_way_to_recover(tmp_path):

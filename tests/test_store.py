@@ -387,17 +387,6 @@ def readable_keys(db_path) -> list[str]:
         return [test.permutation_key for test in store.tests()]
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A small file system of our own, so that it can be filled or made read-only."""
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 def test_a_full_disk_names_the_test_it_could_not_store_and_keeps_the_rest(tmpfs):
     db = tmpfs / "lab.db"
     keys = stored_tests(db)
