@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REFERENCE_MANIFEST, write_manifest
+from conftest import REFERENCE_MANIFEST, faulty, write_manifest
 
 from serverlab.base import owner
 from serverlab.results.store import Store
@@ -379,20 +379,10 @@ def test_a_database_with_runs_that_cannot_be_written_is_refused_before_any_verif
         store.finish_run(store.start_run(suite, {}).id, "finished")
     if fault == "immutable":
         subprocess.run(["chattr", "+i", str(db)], check=True)
-    elif fault == "full disk":
-        subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs}/filler", "bs=64k"], capture_output=True)
-    else:
-        read_only = tmp_path / "ro"
-        read_only.mkdir()
-        subprocess.run(["mount", "--bind", "-o", "ro", str(tmpfs), str(read_only)], check=True)
-        db = read_only / "lab.db"
-    try:
+    with contextlib.nullcontext(tmpfs) if fault == "immutable" else faulty(tmpfs, fault) as where:
+        db = where / "lab.db"
         run = Run(write_suite(tmp_path, fast(1)), db)
         out = run.finish()
-    finally:
-        if fault == "read-only mount":
-            subprocess.run(["umount", "-l", str(db.parent)], check=True)
-        (tmpfs / "filler").unlink(missing_ok=True)
     assert run.process.returncode == 2, out
     assert out.startswith(f"serverlab: error: {db}") and reason in out
     assert len(out.strip().splitlines()) == 1 and "verifying" not in out

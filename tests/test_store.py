@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import faulty
 
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
@@ -692,18 +693,8 @@ def a_closed_database(db) -> None:
 @pytest.mark.parametrize("made_by", [a_run_killed_mid_run, a_closed_database])
 def test_recovery_reads_a_database_on_a_read_only_or_full_disk(tmpfs, tmp_path, fault, made_by):
     made_by(tmpfs / "lab.db")
-    where = tmpfs
-    if fault == "full disk":
-        subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs}/filler", "bs=64k"], capture_output=True)
-    else:
-        where = tmp_path / "ro"
-        where.mkdir()
-        subprocess.run(["mount", "--bind", "-o", "ro", str(tmpfs), str(where)], check=True)
-    try:
+    with faulty(tmpfs, fault) as where:
         found = {t.table: t.kept for t in export_recover(where / "lab.db", tmp_path / "saved.db")}
-    finally:
-        if where != tmpfs:
-            subprocess.run(["umount", "-l", str(where)], check=True)
     assert (found["runs"], found["tests"], found["monitor_samples"]) == (1, 5, 25)
     assert readable_keys(tmp_path / "saved.db") == [f"k{i}|node-http||" for i in range(5)]
 
