@@ -180,7 +180,7 @@ def _around_damage(
     SWEEP of them: beyond, the gap is reported lost)."""
     resume = reader.first_readable(gap_start)
     gap_end = (resume - 1) if resume is not None else _LAST
-    swept_end = min(gap_end, gap_start + (SWEEP if resume else TAIL_SWEEP) - 1)
+    swept_end = min(gap_end, gap_start + (TAIL_SWEEP if resume is None else SWEEP) - 1)
     rescued, lost = reader.sweep(gap_start, swept_end)
     _keep(target, reader, result, rescued)
     result.lost += lost
