@@ -127,7 +127,7 @@ def _rebuild(
     """The copy, built in `partial` and sealed (its log folded in, so that the one file
     holds everything)."""
     try:
-        with Store(partial) as target:
+        with Store(partial, synced=False) as target:
             found = [_copy_table(source, target, t) for t in target.table_names() if t in tables]
             _drop_orphans(target, {t.table: t for t in found})
             target.seal()
@@ -138,8 +138,14 @@ def _rebuild(
 
 
 def _publish(partial: Path, out_path: Path) -> None:
-    """Gives the complete copy its name, unless a file took that name meanwhile."""
+    """Syncs the complete copy (written without a sync per transaction) and gives it its
+    name, unless a file took that name meanwhile."""
     try:
+        fd = os.open(partial, os.O_RDONLY)  # no SQLite connection is open on it any more
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.link(partial, out_path)
     except FileExistsError:
         raise StoreError(f"{out_path} exists already; name a new file to recover into") from None

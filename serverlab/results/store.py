@@ -266,8 +266,11 @@ class RecordedTest:
 class Store:
     """An open results database. Use as a context manager, or call ``close()``."""
 
-    def __init__(self, path: str | Path = DEFAULT_DB, *, create: bool = True):
+    def __init__(self, path: str | Path = DEFAULT_DB, *, create: bool = True, synced: bool = True):
+        """`synced=False`: no fsync per transaction, for a file made whole and synced once
+        at the end (a recovered copy, published only when complete)."""
         self.path = Path(path)
+        self._synced = synced
         if not create and not self.path.exists():
             raise StoreError(f"no results database at {self.path}: run a suite first")
         try:
@@ -295,6 +298,8 @@ class Store:
             if not uri:
                 self._retry_busy(lambda: db.execute("PRAGMA journal_mode = WAL"))
             db.execute("PRAGMA foreign_keys = ON")
+            if not self._synced:
+                db.execute("PRAGMA synchronous = OFF")
             self._migrate()
         except BaseException:
             db.close()
