@@ -160,6 +160,7 @@ def run(
         raise StoreError(f"cannot make the folder of {db_path}: {error.strerror}") from None
     # The lock comes first: a second run is refused before it verifies or reaps anything.
     with dblock.hold(db_path), Store(db_path) as store:
+        store.check_intact()  # a damaged file, like one that cannot be written: before verify
         _clean_up_after_dead_runs(store, db_path.parent / "work")
         refused = _verify_all(sorted({p.contestant for p in plans})) if verify_first else []
         plans = [plan for plan in plans if plan.contestant not in refused]

@@ -18,7 +18,7 @@ import pytest
 from conftest import REFERENCE_MANIFEST, faulty, write_manifest
 
 from serverlab.base import owner
-from serverlab.results.store import Store
+from serverlab.results.store import RecordedTest, Store
 from serverlab.results.store import Suite as StoredSuite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
@@ -387,6 +387,25 @@ def test_a_database_with_runs_that_cannot_be_written_is_refused_before_any_verif
     assert out.startswith(f"serverlab: error: {db}") and reason in out
     assert len(out.strip().splitlines()) == 1 and "verifying" not in out
     assert run_statuses(tmpfs / "lab.db") == ["finished"]
+
+
+def test_a_run_on_a_damaged_database_is_refused_before_any_verify(contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        run_id = store.start_run(store.add_suite(StoredSuite("t", "suite.toml", "a" * 64)), {}).id
+        for i in range(20):  # a few pages of tests
+            store.commit_test(
+                RecordedTest(run_id, f"p{i}", "reference", 0, "ok", 0.0, 1.0, plan={"x": "y" * 900})
+            )
+    (page,) = rows(db, "SELECT pageno FROM dbstat WHERE name = 'tests' AND pagetype = 'leaf'")[2]
+    with open(db, "r+b") as handle:
+        handle.seek((page - 1) * 4096)
+        handle.write(bytes(4096))
+    run = Run(write_suite(tmp_path, fast(1)), db)
+    out = run.finish()
+    assert run.process.returncode == 2, out
+    assert out.startswith(f"serverlab: error: {db} is damaged (") and "--recover" in out
+    assert len(out.strip().splitlines()) == 1 and "verifying" not in out
 
 
 def test_a_damaged_database_is_one_line_with_the_way_to_recover(tmp_path):
