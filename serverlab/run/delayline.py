@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import threading
 import time
@@ -34,6 +35,9 @@ SERVER_TUN = "dl-server"
 LINK_MTU = 1500
 READY_S = 10.0
 PROBES = 5
+# struct tcp_info: tcpi_rtt (microseconds) follows 8 bytes of flags and 15 u32 fields.
+TCPI_RTT_OFFSET = 68
+TCP_INFO_BYTES = 104
 
 
 def binary() -> Path | None:
@@ -53,15 +57,16 @@ class Forwarder:
 
     process: subprocess.Popen
     counts: dict[str, Any] = field(default_factory=dict)
+    stderr: str = ""
 
     def stop(self) -> dict[str, Any]:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            out, _ = self.process.communicate(timeout=10)
+            out, self.stderr = self.process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            out, _ = self.process.communicate()
+            out, self.stderr = self.process.communicate()
         lines = [line for line in (out or "").splitlines() if line.startswith("{")]
         self.counts = json.loads(lines[-1]) if lines else {}
         return _with_cost(self.counts)
@@ -97,7 +102,7 @@ def start(
     forwarder = Forwarder(process)
     if not _ready(process):
         forwarder.stop()
-        raise NetnsError(f"delay line did not start: {process.stderr.read().strip()[:500]}")
+        raise NetnsError(f"delay line did not start: {forwarder.stderr.strip()[:500]}")
     _address(client, CLIENT_TUN, CLIENT_ADDRESS, SERVER_ADDRESS)
     _address(server, SERVER_TUN, SERVER_ADDRESS, CLIENT_ADDRESS)
     return forwarder
@@ -114,18 +119,26 @@ def _ready(process: subprocess.Popen) -> bool:
 
 def _address(namespace: Namespace, device: str, local: str, peer: str) -> None:
     ip(namespace.command(["ip", "addr", "add", local, "peer", f"{peer}/32", "dev", device]))
-    ip(namespace.command(["ip", "link", "set", device, "mtu", str(LINK_MTU), "up"]))
+    # An Ethernet device's queue (1000), not TUN's 500: room for a burst while the
+    # forwarder wakes.
+    link = ["ip", "link", "set", device, "mtu", str(LINK_MTU), "txqueuelen", "1000", "up"]
+    ip(namespace.command(link))
 
 
-def connect_rtt_ms(client: Namespace, server: Namespace, address: str) -> float:
-    """The link's round trip, as a TCP connect sees it (SYN out, SYN-ACK back): the median
-    of PROBES connects from the client's namespace to a listener in the server's."""
+def connect_rtt_ms(client: Namespace, server: Namespace, address: str) -> dict[str, float]:
+    """The link's round trip as a TCP connect sees it (SYN out, SYN-ACK back), the median
+    of PROBES connects from the client's namespace to a listener in the server's:
+    `rtt_ms`, the kernel's own RTT sample of the handshake (TCP_INFO), and `connect_ms`,
+    the connect call's wall time, which adds the prober's wake-up latency on a busy CPU."""
     listener = server.call(_listen, address)
     try:
-        samples = [client.call(_connect_s, listener.getsockname()) for _ in range(PROBES)]
+        samples = [client.call(_connect, listener.getsockname()) for _ in range(PROBES)]
     finally:
         listener.close()
-    return round(statistics.median(samples) * 1000, 3)
+    return {
+        "rtt_ms": round(statistics.median(kernel for kernel, _ in samples) * 1000, 3),
+        "connect_ms": round(statistics.median(wall for _, wall in samples) * 1000, 3),
+    }
 
 
 def _listen(address: str) -> socket.socket:
@@ -135,7 +148,10 @@ def _listen(address: str) -> socket.socket:
     return listener
 
 
-def _connect_s(where: tuple[str, int]) -> float:
+def _connect(where: tuple[str, int]) -> tuple[float, float]:
+    """The kernel's handshake RTT and the connect's wall time, in seconds."""
     started = time.perf_counter()
-    with socket.create_connection(where, timeout=10):
-        return time.perf_counter() - started
+    with socket.create_connection(where, timeout=10) as conn:
+        wall = time.perf_counter() - started
+        info = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
+    return struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1e6, wall

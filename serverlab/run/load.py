@@ -57,8 +57,10 @@ class LocalLoad:
 
     target_host = "127.0.0.1"
 
-    def __init__(self, cpus: str | None, netns: str | None = None):
+    def __init__(self, cpus: str | None, netns: str | None = None, target_host: str = ""):
         self.cpus, self.netns = cpus, netns
+        if target_host:  # the server's address behind a delay line
+            self.target_host = target_host
 
     def begin(self, plan, workdir, tag, on_interval=None) -> Running:
         path = write_plan(plan, Path(workdir) / f"{tag}.json")

@@ -49,7 +49,8 @@ class ShapedNamespace(Namespace):
     delay_by: str | None = None  # "netem", "delayline", or None: nothing delays
     client_netns: str | None = None
     server_address: str = LOOPBACK
-    rtt_ms: float | None = None  # the TCP-connect round trip measured at setup
+    rtt_ms: float | None = None  # the TCP-connect round trip measured at setup (kernel)
+    connect_ms: float | None = None  # the same connects' wall time
     forwarder: dict[str, Any] = field(default_factory=dict)  # the delay line's own counts
 
     @property
@@ -61,7 +62,7 @@ class ShapedNamespace(Namespace):
         meta: dict[str, Any] = {"netns": self.name, "rate_mbit": self.rate_mbit}
         if self.delay_ms or self.loss_pct:
             meta.update(delay_ms=self.delay_ms, delay_applied=self.delay_applied)
-            meta.update(delay_by=self.delay_by, rtt_ms=self.rtt_ms)
+            meta.update(delay_by=self.delay_by, rtt_ms=self.rtt_ms, connect_ms=self.connect_ms)
         if self.loss_pct:
             meta["loss_pct"] = self.loss_pct
         if self.client_netns:
@@ -103,7 +104,8 @@ def shaped_namespace(
             _tbf(namespace, namespace.command(["tc", "qdisc", "add", "dev", "lo", "root"]))
         namespace.delay_applied = namespace.delay_by is not None
         if namespace.delay_applied:
-            namespace.rtt_ms = _probe(namespace, made[-1] if made else namespace)
+            probe = _probe(namespace, made[-1] if made else namespace)
+            namespace.rtt_ms, namespace.connect_ms = probe["rtt_ms"], probe["connect_ms"]
         yield namespace
     finally:
         if forwarder is not None:
@@ -154,12 +156,12 @@ def _delay_line(namespace: ShapedNamespace, client: Namespace, cpus: str | None)
     return forwarder
 
 
-def _probe(namespace: ShapedNamespace, client: Namespace) -> float | None:
+def _probe(namespace: ShapedNamespace, client: Namespace) -> dict[str, float | None]:
     """The TCP-connect RTT across the link (None if loss ate every try)."""
     try:
         return delayline.connect_rtt_ms(client, namespace, namespace.server_address)
     except OSError:
-        return None
+        return {"rtt_ms": None, "connect_ms": None}
 
 
 def reap_stale() -> list[str]:

@@ -30,6 +30,8 @@ const QUEUE_S: f64 = 0.1;
 const MIN_QUEUE_BYTES: f64 = 65536.0;
 // Packets read per device per wake, so that one busy direction cannot starve the other.
 const READ_BATCH: usize = 64;
+// Low among real-time priorities: above every normal process, below the kernel's own threads.
+const RT_PRIORITY: c_int = 10;
 
 struct Config {
     client_ns: String,
@@ -182,15 +184,13 @@ impl Direction {
             .push_back((self.link_free_ns + link.delay_ns, packet));
     }
 
-    fn read_ready(&mut self, link: &Link, random: &mut Random) {
+    fn read_ready(&mut self, link: &Link, random: &mut Random, buffer: &mut [u8]) {
         for _ in 0..READ_BATCH {
-            let mut buffer = vec![0u8; MAX_PACKET];
-            let n = unsafe { libc::read(self.from, buffer.as_mut_ptr().cast(), MAX_PACKET) };
+            let n = unsafe { libc::read(self.from, buffer.as_mut_ptr().cast(), buffer.len()) };
             if n <= 0 {
                 return; // EAGAIN: drained
             }
-            buffer.truncate(n as usize);
-            self.admit(buffer, now_ns(), link, random);
+            self.admit(buffer[..n as usize].to_vec(), now_ns(), link, random);
         }
     }
 
@@ -332,22 +332,34 @@ fn cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-fn report(up: &Direction, down: &Direction) {
+/// Asks for a real-time priority, as netem has by running in the kernel's softirq: on a
+/// loaded machine a normal process is woken late, so its packets wait in the TUN queue
+/// (delaying them more than asked, or overflowing it). Returns whether it was granted.
+fn realtime() -> bool {
+    let param = libc::sched_param {
+        sched_priority: RT_PRIORITY,
+    };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
+fn report(up: &Direction, down: &Direction, realtime: bool) {
     println!(
-        "{{\"forwarded\": [{}, {}], \"lost\": [{}, {}], \"overflowed\": [{}, {}], \"cpu_s\": {:.6}}}",
+        "{{\"forwarded\": [{}, {}], \"lost\": [{}, {}], \"overflowed\": [{}, {}], \"cpu_s\": {:.6}, \"realtime\": {}}}",
         up.forwarded,
         down.forwarded,
         up.lost,
         down.lost,
         up.overflowed,
         down.overflowed,
-        cpu_seconds()
+        cpu_seconds(),
+        realtime
     );
 }
 
 fn run(config: Config) -> io::Result<()> {
     // Timers fire when asked, not up to 50 us late (the default slack).
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let realtime = realtime();
     let client = open_tun_in(&config.client_ns, &config.client_tun)?;
     let server = open_tun_in(&config.server_ns, &config.server_tun)?;
     let link = Link::new(&config);
@@ -355,19 +367,21 @@ fn run(config: Config) -> io::Result<()> {
     let mut up = Direction::new(client, server);
     let mut down = Direction::new(server, client);
     let waker = Waker::new([client, server])?;
+    // One buffer for every read; each packet keeps only its own bytes.
+    let mut buffer = vec![0u8; MAX_PACKET];
     println!("ready");
     io::stdout().flush()?;
     loop {
         let ready = waker.wait();
         if ready.contains(&waker.signals) {
-            report(&up, &down);
+            report(&up, &down, realtime);
             return Ok(());
         }
         if ready.contains(&client) {
-            up.read_ready(&link, &mut random);
+            up.read_ready(&link, &mut random, &mut buffer);
         }
         if ready.contains(&server) {
-            down.read_ready(&link, &mut random);
+            down.read_ready(&link, &mut random, &mut buffer);
         }
         let now = now_ns();
         let next = [up.release_due(now), down.release_due(now)];
