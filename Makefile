@@ -11,11 +11,11 @@ DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-ut
 # Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
 BENCH_PACKAGES := tsung curl
 
-.PHONY: all build deps venv engine contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
+.PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
 
 all: build
 
-build: venv engine contestants
+build: venv engine delayline contestants
 
 deps:
 	@scripts/apt-ensure $(DEBIAN_PACKAGES)
@@ -32,6 +32,10 @@ engine:
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo build --release --locked; \
 	 else echo "engine: not yet available"; fi
 
+# The shaped links' own delay line, for kernels without netem (serverlab.run.delayline).
+delayline:
+	cd tools/delayline && cargo build --release --locked
+
 contestants: venv deps
 	$(SERVERLAB) build
 
@@ -40,6 +44,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check serverlab tests
 	$(VENV)/bin/lint-imports
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings; fi
+	cd tools/delayline && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings
 
 test: build lint test-python test-engine test-contestants verify
 

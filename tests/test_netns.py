@@ -7,7 +7,7 @@ import threading
 import time
 
 from serverlab.base import owner
-from serverlab.run import netns
+from serverlab.run import delayline, netns
 
 PAYLOAD_BYTES = 2_000_000
 
@@ -77,14 +77,25 @@ def test_the_namespace_has_its_own_loopback_and_is_deleted_after():
     assert ns.name not in netns.existing()
 
 
-def test_a_delay_this_kernel_cannot_apply_is_reported_not_fatal():
+def test_a_delay_nothing_here_can_apply_is_reported_not_fatal(monkeypatch, tmp_path):
+    # No delay line built: only netem, if this kernel has it, can delay.
+    monkeypatch.setenv(delayline.DELAYLINE_ENV, str(tmp_path / "not-built"))
     with netns.shaped_namespace(rate_mbit=10, delay_ms=50) as ns:
         qdisc = subprocess.run(
             ns.command(["tc", "qdisc", "show", "dev", "lo"]), capture_output=True, text=True
         ).stdout
-        assert ns.delay_applied == ("netem" in qdisc)
+        assert ns.delay_applied == ("netem" in qdisc) == (ns.delay_by == "netem")
         assert "tbf" in qdisc
         assert ns.metadata()["delay_applied"] == ns.delay_applied
+    assert netns.delay_method() == ("netem" if netns.netem_available() else None)
+
+
+def test_a_delay_is_applied_by_netem_or_else_by_the_delay_line():
+    with netns.shaped_namespace(rate_mbit=10, delay_ms=25) as ns:
+        meta = ns.metadata()
+    assert meta["delay_applied"] and meta["delay_by"] == netns.delay_method()
+    assert meta["delay_by"] == ("netem" if netns.netem_available() else "delayline")
+    assert 45 <= meta["rtt_ms"] <= 55, meta
 
 
 def test_an_exception_inside_still_deletes_the_namespace():

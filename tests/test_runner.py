@@ -310,6 +310,10 @@ def test_a_shaped_link_limits_what_the_server_can_send(contestants_dir, tmp_path
     assert ("link_delay_unavailable" in test.validity) == (
         not runs[0].machine["link_delay_available"]
     )
+    link = test.run_info["link"]
+    assert link["delay_by"] == runs[0].machine["link_delay_by"]
+    if link["delay_applied"]:  # the round trip proves the delay: 2 x 50 ms
+        assert 90 <= link["rtt_ms"] <= 110, link
     assert not [n for n in netns.existing() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
 
 

@@ -259,6 +259,8 @@ def _swap(text: str, old: str, new: str) -> str:
         ("tcp_tw_reuse = 1", "tcp_tw_reuse = -1", 7, "non-negative"),
         ("rate_mbit = 10", "rate_mbit = 0", 10, "rate_mbit must be a number"),
         ("delay_ms = 50", "jitter_ms = 5", 11, "unknown key 'jitter_ms'"),
+        ("delay_ms = 50", "loss_pct = 101", 11, "loss_pct > 100"),
+        ("delay_ms = 50", "loss_pct = -1", 11, "loss_pct must be a number >= 0"),
         ("max_bytes = 50000", "max_bytes = 5", 16, "max_bytes < min_bytes"),
         ("count = 20", 'popularity = "pareto"', 15, "popularity must be one of"),
         ("count_scale = 0.01", "count_scal = 0.01", 20, "unknown key 'count_scal'"),

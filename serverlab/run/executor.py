@@ -79,7 +79,10 @@ def execute(plan: TestPlan, env: Environment) -> RecordedTest:
     if plan.link is None:
         return _execute(plan, env, None)
     try:
-        with netns.shaped_namespace(plan.link.rate_mbit, plan.link.delay_ms) as namespace:
+        link = plan.link
+        with netns.shaped_namespace(
+            link.rate_mbit, link.delay_ms, link.loss_pct, cpus=env.pinning.engine
+        ) as namespace:
             test = _execute(plan, env, namespace)
     except NetnsError as err:
         test = new_test(plan, env)
@@ -89,7 +92,8 @@ def execute(plan: TestPlan, env: Environment) -> RecordedTest:
     test.run_info["link"] = namespace.metadata()
     if plan.link.delay_ms and not namespace.delay_applied:
         test.validity["link_delay_unavailable"] = (
-            f"{plan.link.delay_ms} ms not applied (no sch_netem); rate {plan.link.rate_mbit} Mbit/s"
+            f"{plan.link.delay_ms} ms not applied (no sch_netem, no delay line built); "
+            f"rate {plan.link.rate_mbit} Mbit/s"
         )
     return test
 
@@ -123,7 +127,8 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         "cpus": env.pinning.server,
         "workdir": workdir,
         "docroot": files.root if files else None,
-        "host": env.host,
+        # Behind the delay line the load arrives at the server namespace's link address.
+        "host": namespace.server_address if namespace and namespace.client_netns else env.host,
     }
     try:
         server = _server(env.manifest_of(plan.contestant), namespace, options)
@@ -175,13 +180,22 @@ def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, A
     }
 
 
+def _local_load(env: Environment, server: ContestantServer) -> LocalLoad:
+    """The engine on this machine: in the shaped link's client namespace when it has one."""
+    if not isinstance(server, netns.NamespacedServer):
+        return LocalLoad(env.pinning.engine)
+    ns = server.namespace
+    if isinstance(ns, netns.ShapedNamespace):
+        return LocalLoad(env.pinning.engine, ns.load_netns, ns.server_address)
+    return LocalLoad(env.pinning.engine, ns.name)
+
+
 class _Measurement:
     """The part of a test between a ready server and its stop."""
 
     def __init__(self, plan, env, server, test: RecordedTest, paths: list | None):
         self.plan, self.env, self.server, self.test = plan, env, server, test
-        namespace = server.namespace.name if isinstance(server, netns.NamespacedServer) else None
-        self.load = env.load or LocalLoad(env.pinning.engine, namespace)
+        self.load = env.load or _local_load(env, server)
         self.where = {
             "host": self.load.target_host,
             "port": server.port,

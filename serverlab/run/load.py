@@ -57,10 +57,15 @@ class LocalLoad:
 
     target_host = "127.0.0.1"
 
-    def __init__(self, cpus: str | None, netns: str | None = None):
+    def __init__(self, cpus: str | None, netns: str | None = None, target_host: str = ""):
         self.cpus, self.netns = cpus, netns
+        if target_host:  # the server's address behind a delay line
+            self.target_host = target_host
 
     def begin(self, plan, workdir, tag, on_interval=None) -> Running:
+        if self.target_host != LocalLoad.target_host:
+            # The delay line's server end: the one address besides loopback it may load.
+            plan = {**plan, "allowed_hosts": [self.target_host]}
         path = write_plan(plan, Path(workdir) / f"{tag}.json")
         engine = EngineRun(engine_command(path, self.cpus, self.netns), on_interval=on_interval)
         engine.start()

@@ -167,7 +167,9 @@ def _machine(session: Session) -> dict:
     if session.placement:
         info["placement"] = session.placement
     if any(link.get("delay_ms") for link in suite.links.values()):
-        info["link_delay_available"] = netns.netem_available()
+        method = netns.delay_method()
+        info["link_delay_available"] = method is not None
+        info["link_delay_by"] = method
     names = sorted({plan.contestant for plan in session.plans})
     manifests = {name: session.env.manifest_of(name) for name in names}
     info["contestant_versions"] = {name: version_of(m) for name, m in manifests.items()}

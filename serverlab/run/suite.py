@@ -51,7 +51,7 @@ SUITE_KEYS = {
 SEEDS = ("000", "001", "002", "003", "004")
 # [needs] key -> what it asks of the machine (serverlab/run/tune.py checks and sets them).
 NEEDS_KEYS = ("nofile", "somaxconn", "local_ports", "max_map_count", "tcp_tw_reuse")
-LINK_KEYS = {"rate_mbit": True, "delay_ms": False}  # key -> required
+LINK_KEYS = {"rate_mbit": True, "delay_ms": False, "loss_pct": False}  # key -> required
 FILESET_DEFAULTS: dict[str, Any] = {
     "seed": 1,
     "count": 100,
@@ -419,6 +419,10 @@ def _link(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, floa
     link = {"rate_mbit": _number(path, lines, header, table, "rate_mbit", 0.001)}
     if "delay_ms" in table:
         link["delay_ms"] = _number(path, lines, header, table, "delay_ms", 0)
+    if "loss_pct" in table:
+        link["loss_pct"] = _number(path, lines, header, table, "loss_pct", 0)
+        if link["loss_pct"] > 100:
+            raise SuiteError(path, lines.in_table(header, "loss_pct"), f"{header}.loss_pct > 100")
     return link
 
 

@@ -54,7 +54,8 @@ class Link:
     """A shaped link between the engine and the server (a namespace of its own)."""
 
     rate_mbit: float
-    delay_ms: float = 0.0
+    delay_ms: float = 0.0  # one way: the round trip is twice this
+    loss_pct: float = 0.0
 
 
 @dataclass(frozen=True)
