@@ -27,7 +27,7 @@ from rich.table import Table
 
 interrupts.checkpoint("imports")
 
-from serverlab import commands
+from serverlab import commands, history_commands
 from serverlab.base import owner, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
@@ -50,9 +50,11 @@ from serverlab.contestant.placeholders import PlaceholderError
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
 from serverlab.lab.topology import LabError
 from serverlab.results.compare import DEFAULT_METRICS
+from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
 from serverlab.run.engine import EngineError
+from serverlab.run.paired import PairedError
 from serverlab.run.suite import SuiteError
 
 USER_ERRORS = (
@@ -68,6 +70,7 @@ USER_ERRORS = (
     LabError,
     ClusterError,
     NetnsError,
+    PairedError,
 )
 STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "red"}
 DB_OPTION = click.option(
@@ -380,14 +383,51 @@ def report(selection, db, output, summary, as_json):
 @click.argument("side_b")
 @DB_OPTION
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
+@click.option(
+    "--paired",
+    "suite_file",
+    metavar="SUITE",
+    type=click.Path(dir_okay=False),
+    help="run SUITE now with A and B as configurations (name=value,... or engine=PATH or "
+    "contestants=DIR), interleaved A, B, A' in one sitting",
+)
+@click.option("--rounds", type=click.IntRange(min=2), default=4, show_default=True)
+@click.option(
+    "--fail-on-regression",
+    "threshold",
+    type=click.FloatRange(min=0),
+    metavar="PCT",
+    help="exit 1 if a regression over PCT % is supported, 0 if none, 3 if inconclusive",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
-def compare(side_a, side_b, db, metrics, as_json):
-    """Compare two selections: medians, intervals, and whether each difference is significant."""
+def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json):
+    """Compare two selections: medians, intervals, and whether each difference is significant.
+
+    With --paired SUITE, A and B are configurations run now, interleaved with A again for an
+    A/A noise floor. With --fail-on-regression PCT, a gate: exit 1 if a regression over PCT %
+    stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged."""
     if as_json:
+        if suite_file or threshold is not None:
+            raise UserError("--json goes without --paired and --fail-on-regression")
         data = commands.compare_json(db, side_a, side_b, metrics or DEFAULT_METRICS)
         click.echo(json.dumps(data, indent=2))
         return
-    commands.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
+    sys.exit(history_commands.compare(side_a, side_b, db, metrics, suite_file, rounds, threshold))
+
+
+@cli.command()
+@click.argument("selection", nargs=-1)
+@DB_OPTION
+@click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
+@click.option("--max-pvalue", type=float, default=0.001, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="the series as JSON")
+@click.option("--mix-machines", is_flag=True, help="let a series cross machine fingerprints")
+def history(selection, db, metrics, max_pvalue, as_json, mix_machines):
+    """Every series (suite, scenario, contestant, figure, machine) over the selected runs
+    (default: latest; or all, run:N,M, suite:NAME, contestant:NAME), with change points."""
+    history_commands.history(
+        db, selection, metrics or HISTORY_METRICS, max_pvalue, as_json, mix_machines
+    )
 
 
 @cli.command()

@@ -151,7 +151,9 @@ def run(
     verify_first: bool,
     spread: Spread | None = None,
     rerun_busy: int = 0,
+    execute=None,
 ) -> LabOutcome:
+    """``execute``: another executor for each plan (a paired run's: serverlab.run.paired)."""
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
     if spread:
@@ -183,6 +185,8 @@ def run(
         session = Session(
             suite, plans, store, env, resume=resume, limits=limits, rerun_busy=rerun_busy
         )
+        if execute is not None:
+            session.execute = execute
         try:
             with _spread(session, spread):
                 outcome.run = run_suite(session)

@@ -756,3 +756,58 @@ def test_every_command_on_a_damaged_database_prints_one_line_and_exits_2(db_path
         assert len(done.stderr.splitlines()) == 1 and "--recover" in done.stderr
     assert not (tmp_path / "csv" / "tests.csv").exists()
     assert not [p for p in (tmp_path / "csv").iterdir() if p.name.startswith(".")]
+
+
+def test_older_runs_get_a_fingerprint_and_versions_from_what_their_machine_said(db_path):
+    """Schema 7: a run recorded before fingerprints gets one from its machine metadata (its
+    governor unknown); its versions go beside it; a run with no metadata gets neither."""
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path)
+    old.executescript("".join(step + "\n" for step in migration_steps()[:6]))
+    old.execute("PRAGMA user_version = 6")
+    old.execute(
+        "INSERT INTO suites (id, name, path, sha256, scale, created_at)"
+        " VALUES (1, 'quick', 'q.toml', 'abc', 1.0, 0)"
+    )
+    machine = {
+        "cpu_model": "Xeon",
+        "cpus": 2,
+        "kernel": "6.1.0",
+        "memory_bytes": 24 * 1024**3 - 5 * 1024**2,
+        "contestant_versions": {"node-http": "v20.20.0"},
+        "tools": {"node": "v20.20.0"},
+    }
+    for run_id, text in ((1, json.dumps(machine)), (2, "{}")):
+        old.execute(
+            "INSERT INTO runs (id, suite_id, started_at, status, machine_json)"
+            " VALUES (?, 1, 0, 'finished', ?)",
+            (run_id, text),
+        )
+    old.commit()
+    old.close()
+    with Store(db_path) as store:
+        first, second = store.runs()
+    assert first.fingerprint == {
+        "cpu_model": "Xeon",
+        "cpus": 2,
+        "kernel": "6.1.0",
+        "memory_gib": 24,
+        "governor": None,
+    }
+    assert first.versions == {
+        "contestants": {"node-http": "v20.20.0"},
+        "tools": {"node": "v20.20.0"},
+    }
+    assert len(first.fingerprint_id) == 10
+    assert (second.fingerprint, second.versions, second.fingerprint_id) == ({}, {}, "")
+
+
+def test_a_run_keeps_its_fingerprint_apart_from_its_versions(db_path):
+    print_ = {"cpu_model": "X", "cpus": 2, "kernel": "6.1", "memory_gib": 24, "governor": None}
+    with Store(db_path) as store:
+        run = store.start_run(
+            stored_suite(store), {}, fingerprint=print_, versions={"engine": "e 1 (sha256 ab)"}
+        )
+        (stored,) = store.runs()
+    assert (stored.fingerprint, stored.versions) == (print_, {"engine": "e 1 (sha256 ab)"})
+    assert stored.fingerprint_id == run.fingerprint_id != ""

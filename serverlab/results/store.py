@@ -161,6 +161,17 @@ class Run:
     pid: int | None = None
     pid_start: int | None = None
     host: str | None = None
+    # What makes runs comparable (hardware, kernel) and, kept apart, the software they ran.
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint_id(self) -> str:
+        """A short stable name of the fingerprint ('' for a run recorded before them)."""
+        if not self.fingerprint:
+            return ""
+        text = json.dumps(self.fingerprint, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 @dataclass
@@ -398,19 +409,27 @@ class Store:
 
     @_sqlite_errors("record the start of the run")
     def start_run(
-        self, suite: Suite | int, machine: dict[str, Any], started_at: float | None = None
+        self,
+        suite: Suite | int,
+        machine: dict[str, Any],
+        started_at: float | None = None,
+        *,
+        fingerprint: dict[str, Any] | None = None,
+        versions: dict[str, Any] | None = None,
     ) -> Run:
         suite_id = _suite_id(suite)
         started_at = time.time() if started_at is None else started_at
+        prints = (fingerprint or {}, versions or {})
         me = os.getpid()
         mine = (me, owner.start_ticks(me), socket.gethostname())
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO runs (suite_id, started_at, status, machine_json, pid, pid_start,"
-                " host) VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                (suite_id, started_at, _to_json(machine), *mine),
+                " host, fingerprint_json, versions_json) VALUES (?, ?, 'running', ?, ?, ?, ?,"
+                " ?, ?)",
+                (suite_id, started_at, _to_json(machine), *mine, *_to_json_each(prints)),
             )
-        return Run(cursor.lastrowid, suite_id, started_at, "running", machine, None, *mine)
+        return Run(cursor.lastrowid, suite_id, started_at, "running", machine, None, *mine, *prints)
 
     @_sqlite_errors("mark dead runs as abandoned")
     def mark_abandoned(self) -> list[int]:
@@ -649,6 +668,10 @@ def _to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _to_json_each(values: Iterable[Any]) -> list[str]:
+    return [_to_json(v) for v in values]
+
+
 def _without_test_id(row: sqlite3.Row) -> dict[str, Any]:
     columns = dict(row)
     del columns["test_id"]
@@ -741,6 +764,8 @@ def _run_from_row(row: sqlite3.Row) -> Run:
         pid=row["pid"],
         pid_start=row["pid_start"],
         host=row["host"],
+        fingerprint=json.loads(row["fingerprint_json"]),
+        versions=json.loads(row["versions_json"]),
     )
 
 

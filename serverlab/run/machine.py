@@ -3,6 +3,7 @@ to the kernel, CPU, limits and tool versions behind it (DESIGN.md §5)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import resource
@@ -10,6 +11,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from serverlab import __version__
+from serverlab.base.paths import REPO_ROOT
 
 SYSCTLS = (
     "net.core.somaxconn",
@@ -123,3 +127,51 @@ def _os_release() -> str:
     except OSError:
         pass
     return platform.platform()
+
+
+GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+GIB = 1024**3
+
+
+def fingerprint() -> dict:
+    """What makes two runs comparable at all: the hardware and kernel they ran on (DESIGN.md
+    §11). Memory is in whole GiB so that a kernel's reserve does not split a series; the
+    governor is None where the machine does not expose it (most VMs and containers)."""
+    try:
+        governor: str | None = GOVERNOR.read_text().strip() or None
+    except OSError:
+        governor = None
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "memory_gib": int(memory / GIB + 0.5),
+        "governor": governor,
+    }
+
+
+def software_versions(engine: Path | None, contestants: dict[str, str], tools: dict) -> dict:
+    """The software behind a run, kept beside the fingerprint and never in it, so that a
+    series can cross a version change and show it. The engine is named by its binary's hash
+    too: two builds of one version are two engines."""
+    return {
+        "serverlab": _serverlab_version(),
+        "engine": _engine_version(engine) if engine else None,
+        "contestants": dict(contestants),
+        "tools": {name: line for name, line in tools.items() if line},
+    }
+
+
+def _serverlab_version() -> str:
+    commit = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    return f"{__version__} ({commit})" if commit else __version__
+
+
+def _engine_version(binary: Path) -> str | None:
+    line = _first_line([str(binary), "--version"])
+    try:
+        digest = hashlib.sha256(binary.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return line
+    return f"{line or binary.name} (sha256 {digest})"

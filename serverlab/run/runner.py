@@ -15,13 +15,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
 from serverlab.results.store import RecordedTest, Store, StoreError, make_test_key
 from serverlab.results.store import Suite as StoredSuite
 from serverlab.run import netns
+from serverlab.run.engine import EngineError, engine_binary
 from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import describe
+from serverlab.run.machine import describe, fingerprint, software_versions
 from serverlab.run.monitor import FIGURE_SOURCES
 from serverlab.run.suite import Suite
 from serverlab.run.testplan import TestPlan
@@ -67,7 +69,11 @@ def run_suite(session: Session) -> RunOutcome:
     done = store.finished_test_keys(stored) if session.resume else set()
     # Resumed with --rerun-busy: a kept machine-busy repeat with re-runs left is run again.
     busy = store.busy_tests(stored) if session.resume and session.rerun_busy else {}
-    run = store.start_run(stored, _machine(session))
+    machine = _machine(session)
+    versions = software_versions(
+        _engine_or_none(), machine["contestant_versions"], machine.get("tools", {})
+    )
+    run = store.start_run(stored, machine, fingerprint=fingerprint(), versions=versions)
     session.env.run_id = run.id
     again = {key: previous for key, previous in busy.items() if previous[1] < session.rerun_busy}
     todo = [
@@ -130,6 +136,14 @@ def _close_run(store: Store, run_id: int, status: str) -> None:
     marked abandoned by the next one."""
     with contextlib.suppress(StoreError):
         store.finish_run(run_id, status, wait_s=CLOSE_WAIT_S)
+
+
+def _engine_or_none() -> Path | None:
+    """The engine binary, if there is one here (a spread run's engines are elsewhere)."""
+    try:
+        return engine_binary()
+    except EngineError:
+        return None
 
 
 def _machine(session: Session) -> dict:

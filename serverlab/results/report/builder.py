@@ -17,6 +17,7 @@ from serverlab.results import stats
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.results.report.glance import at_a_glance
+from serverlab.results.report.history import history_section
 from serverlab.results.report.metrics import (
     METRICS,
     METRICS_BY_NAME,
@@ -110,6 +111,8 @@ def render_report(
     cells = section_cells(sections)
     transports = transport_section(tests, runs, labels or {})
     charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
+    history = history_section(tests, runs, suites)
+    charts += history.charts if history else []
     figures = {c.key: c.figure for c in charts if c.figure is not None}
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -122,6 +125,7 @@ def render_report(
         sections=sections,
         seed_sections=seed_sections(tests, runs, suites),
         transports=transports,
+        history=history,
         transport_figures=FIGURES,
         figures=figures,
         plot_template=shared_template(),

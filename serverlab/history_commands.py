@@ -1,0 +1,96 @@
+"""The commands behind ``serverlab history`` and ``serverlab compare --paired`` /
+``--fail-on-regression``: they read the results database (history, the gate) or run a
+paired sitting through ``serverlab.commands.run`` and judge what it stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from serverlab import commands
+from serverlab.base import terminal
+from serverlab.contestant.manifest import find
+from serverlab.results import gate
+from serverlab.results import history as histories
+from serverlab.results.report.metrics import METRICS_BY_NAME
+from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
+from serverlab.run import paired
+
+
+def history(
+    db: str,
+    selection: Sequence[str],
+    metrics: Sequence[str],
+    max_pvalue: float,
+    as_json: bool,
+    mix_machines: bool = False,
+) -> list[histories.Series]:
+    unknown = [m for m in metrics if m not in METRICS_BY_NAME]
+    if unknown:
+        raise SelectionError(f"unknown metric {', '.join(unknown)}")
+    if not 0 < max_pvalue < 1:
+        raise SelectionError(f"--max-pvalue {max_pvalue:g}: a p-value is between 0 and 1")
+    found = load_selected(db, parse_selection(list(selection) or None))
+    series = histories.build_series(
+        found.tests, found.runs, found.suites, metrics, max_pvalue, mix_machines
+    )
+    if as_json:
+        terminal.console().print_json(histories.dumps(series))
+    else:
+        histories.print_history(series)
+    return series
+
+
+def gate_selections(db: str, side_a: str, side_b: str, metrics, threshold: float) -> int:
+    """The gate over two stored selections; returns its exit code."""
+    rows = gate.selection_gate(db, side_a, side_b, metrics, threshold)
+    if not rows:
+        raise SelectionError("the two sides measured no series in common")
+    title = f"gate: B = {side_b} against A = {side_a}, fail on a regression over {threshold:g} %"
+    gate.print_gate(rows, title, threshold)
+    return gate.exit_code(rows)
+
+
+def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: int) -> int:
+    """Run A, B, A' interleaved in one sitting and store it in ``db``; returns the run id."""
+    a, b = paired.parse_config(side_a), paired.parse_config(side_b)
+    planned = commands.load(suite_file, 1.0, None, None)
+    manifests = {name: find(name) for name in sorted({p.contestant for p in planned.plans})}
+    for config in (a, b):
+        paired.check_config(config, manifests)
+    planned.plans = paired.interleave(planned.plans, a, b, rounds, manifests)
+    outcome = commands.run(planned, db, False, False, execute=paired.paired_execute(a, b))
+    if outcome.run is None:
+        raise SelectionError("nothing ran: every contestant was refused")
+    return outcome.run.run_id
+
+
+def paired_run(
+    suite_file: str,
+    side_a: str,
+    side_b: str,
+    db: str,
+    rounds: int,
+    metrics,
+    threshold: float | None,
+) -> int:
+    """A paired sitting recorded and judged; returns the gate's exit code (0 with no gate)."""
+    run_id = record_paired(suite_file, side_a, side_b, db, rounds)
+    rows = gate.paired_gate(db, run_id, metrics, threshold or 0.0)
+    title = (
+        f"paired run {run_id}: B = {side_b} against A = {side_a} (A' = A again), {rounds} rounds"
+    )
+    gate.print_gate(rows, title, threshold)
+    return gate.exit_code(rows) if threshold is not None else 0
+
+
+def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold) -> int:
+    """``serverlab compare``: the plain comparison of two selections, a paired run with
+    ``suite_file``, and the gate with ``threshold``; returns the exit code."""
+    if suite_file:
+        return paired_run(
+            suite_file, side_a, side_b, db, rounds, metrics or gate.GATE_METRICS, threshold
+        )
+    commands.compare(db, side_a, side_b, metrics or commands.comparing.DEFAULT_METRICS)
+    if threshold is None:
+        return 0
+    return gate_selections(db, side_a, side_b, metrics or gate.GATE_METRICS, threshold)
