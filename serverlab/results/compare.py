@@ -91,6 +91,8 @@ def compare(
         for name in metrics:
             metric = METRICS_BY_NAME[name]
             values_a, values_b = _values(groups_a[key], metric), _values(groups_b[key], metric)
+            if not values_a and not values_b:
+                continue  # a figure the scenario has not (a push test's requests/s)
             outcome, test = stats.verdict(values_a, values_b, metric.higher_is_better, alpha)
             summaries = stats.summarize(values_a), stats.summarize(values_b)
             ratio = stats.ratio(values_a, values_b)

@@ -25,6 +25,7 @@ from serverlab.results.report.metrics import (
     Metric,
     validity_flags,
 )
+from serverlab.results.report.push import is_push
 from serverlab.results.store import RecordedTest
 
 TEMPLATE_NAME = "plotly_white"
@@ -425,8 +426,10 @@ def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
 def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Metric], prefix: str):
     """Every chart of one scenario, in reading order."""
     keyed = f"{prefix}-"
+    # A push scenario has no rate of its own: its events per second are its plan's.
+    rates = [] if all(is_push(t) for t in tests) else [keyed + "rps"]
     return [
-        median_bars(keyed + "rps", tests, [metrics["rps"]], "Requests/s per contestant"),
+        *[median_bars(key, tests, [metrics["rps"]], "Requests/s per contestant") for key in rates],
         median_bars(keyed + "lat", tests, [metrics["p50"], metrics["p99"]], "Latency p50, p99"),
         percentile_curves(keyed + "pct", tests),
         time_series(

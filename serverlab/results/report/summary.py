@@ -24,6 +24,7 @@ from serverlab.results.report.metrics import (
     scenario_labels,
     validity_flags,
 )
+from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run
 
@@ -151,7 +152,7 @@ def print_summary(
     for line in details:
         console.print(f"  {line}", highlight=False)
     console.print(coverage_note(repeats))
-    if any(t.params.get("behaviour") == "comet" for t in tests):
+    if any(is_push(t) for t in tests):
         console.print(COMET_NOTE)
 
 
