@@ -1,0 +1,91 @@
+"""Issue 19's test of the figures themselves: real push runs against the reference server
+(the real engine, the real store) with a control call served late and with `sent` stamped
+early. The flags fire, and the figures stay those of the cycles between the end of the ramp
+and the emitters' intended stop."""
+
+from test_runner import run_in_process, write_suite
+
+from serverlab.results.report import push
+from serverlab.results.report.metrics import flags_for, validity_flags
+
+CLIENTS = 50
+# Ramp 0.5 s, held 5 s, emitters cleared at 3 s: five 500 ms cycles in the window.
+COMET = """
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 50
+ramp_up_s = 0.5
+duration_s = 4.5
+emit_interval_ms = 500
+[scenario.tunables.reference]
+fault = "{fault}"
+"""
+
+
+def comet_run(tmp_path, fault):
+    _, (test,), _ = run_in_process(
+        write_suite(tmp_path, COMET.format(fault=fault)), tmp_path / "lab.db"
+    )
+    assert test.status == "ok", test.validity
+    return test
+
+
+def codes(test) -> set[str]:
+    return {flag.code for flag in validity_flags(test)}
+
+
+def assert_in_window_figures(test) -> None:
+    window = push.in_window(test)
+    assert len(window) >= 4, [c.seq for c in push.cycles(test)]
+    assert push.admitted(test) == CLIENTS
+    assert [share for _, share in push.completeness(test)] == [1.0] * len(window)
+    assert all(cycle.total == CLIENTS for cycle in window), "the server's snapshot beside it"
+    assert push.delivered_to_nobody(test) == 0
+
+
+def test_a_correct_server_has_every_cycle_in_its_window_and_no_late_call(contestants_dir, tmp_path):
+    test = comet_run(tmp_path, "none")
+    (clear,) = test.run_info["control_calls"]
+    assert (clear["method"], clear["path"], clear["status"]) == ("POST", "/event/clear", 200)
+    assert clear["due_ms"] <= clear["sent_ms"] <= clear["answered_ms"]
+    assert_in_window_figures(test)
+    assert push.after_window(test) == []
+    assert push.emitted_after_window(test) == 0
+    assert "control-late" not in codes(test)
+
+
+def test_a_clear_served_late_flags_control_late_and_its_cycles_stay_out_of_the_figures(
+    contestants_dir, tmp_path
+):
+    test = comet_run(tmp_path, "late_control")
+    (clear,) = test.run_info["control_calls"]
+    # Sent when due, on its own thread; answered a second later.
+    assert clear["sent_ms"] - clear["due_ms"] < 100
+    assert clear["late_ms"] >= 900 and clear["status"] == 200
+    (late,) = [flag for flag in validity_flags(test) if flag.code == "control-late"]
+    assert late.text.startswith("control-late (")
+    assert "POST /event/clear answered" in late.text
+    assert "created after the emitters' stop" in late.text
+    # The emitter went on for the second the clear took: those cycles are apart.
+    after = push.after_window(test)
+    assert after, "cycles created after the intended stop"
+    stop = push.window_ms(test)[1]
+    assert all(cycle.created_ms > stop for cycle in after)
+    assert push.emitted_after_window(test) >= CLIENTS
+    assert_in_window_figures(test)
+
+
+def test_sent_stamped_early_leaves_the_client_measured_delays_and_the_window_standing(
+    contestants_dir, tmp_path
+):
+    test = comet_run(tmp_path, "early_sent")
+    # The server claims no delay at all; its clients waited the 150 ms hold.
+    assert {row.duration_ms for row in test.emits} == {0}
+    assert test.summary["event_delay_us"]["p50"] >= 150_000
+    assert_in_window_figures(test)
+    assert "control-late" not in codes(test)
+    # Delays pool every cycle until the engine reports them per cycle: said on p50/p99 only.
+    pooled = [f for f in flags_for(test, "p99") if f.code == "delay-includes-ramp"]
+    assert pooled and not [f for f in flags_for(test, "rss") if f.code == "delay-includes-ramp"]
