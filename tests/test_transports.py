@@ -163,3 +163,18 @@ def test_capacity_is_the_largest_rung_held_and_says_when_the_descriptor_cap_stop
 def test_no_push_test_no_section():
     keepalive = recorded(1, "fast", {"behaviour": "keepalive"}, "node-http", 0, random.Random(1))
     assert transport_section([keepalive], [Run(1, 1, 0.0, "finished", {})], {}) is None
+
+
+def test_the_emit_duration_chart_shows_the_clients_delay_beside_the_servers_stamps():
+    from serverlab.results.report.charts import emit_duration_by_place
+
+    test = windowed()
+    test.summary["event_delay_us"] = {"p50": 26000, "p99": 42000}
+    chart = emit_duration_by_place("e", [test])
+    names = [trace["name"] for trace in chart.figure["data"]]
+    assert "java-tomcat-blocking median" in names
+    clients = {t["name"]: t["y"] for t in chart.figure["data"] if "clients" in t["name"]}
+    assert clients == {
+        "java-tomcat-blocking clients' delay p50": [26.0, 26.0],
+        "java-tomcat-blocking clients' delay p99": [42.0, 42.0],
+    }
