@@ -47,8 +47,16 @@ def assert_in_window_figures(test) -> None:
 
 def test_a_correct_server_has_every_cycle_in_its_window_and_no_late_call(contestants_dir, tmp_path):
     test = comet_run(tmp_path, "none")
-    (clear,) = test.run_info["control_calls"]
-    assert (clear["method"], clear["path"], clear["status"]) == ("POST", "/event/clear", 200)
+    calls = test.run_info["control_calls"]
+    # Every control call stamped: /logging and /event/set before, the timed clear, the clear after.
+    assert [(c["phase"], c["path"], c["status"]) for c in calls] == [
+        ("before", "/logging", 200),
+        ("before", "/event/set", 200),
+        ("during", "/event/clear", 200),
+        ("after", "/event/clear", 200),
+    ]
+    assert all(c["sent_ms"] <= c["answered_ms"] for c in calls)
+    (clear,) = [c for c in calls if c["phase"] == "during"]
     assert clear["due_ms"] <= clear["sent_ms"] <= clear["answered_ms"]
     assert_in_window_figures(test)
     assert push.after_window(test) == []
@@ -60,7 +68,7 @@ def test_a_clear_served_late_flags_control_late_and_its_cycles_stay_out_of_the_f
     contestants_dir, tmp_path
 ):
     test = comet_run(tmp_path, "late_control")
-    (clear,) = test.run_info["control_calls"]
+    (clear,) = [c for c in test.run_info["control_calls"] if c["phase"] == "during"]
     # Sent when due, on its own thread; answered a second later.
     assert clear["sent_ms"] - clear["due_ms"] < 100
     assert clear["late_ms"] >= 900 and clear["status"] == 200

@@ -42,7 +42,7 @@ from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.testplan import ControlCall, TestPlan, bind
-from serverlab.run.timed import TimedCalls, failures
+from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.validity import assess
 
 # Polls of a dying server give the engine this long to see the refused connections.
@@ -207,7 +207,7 @@ class _Measurement:
         if plan.warmup is not None:
             warmup = bind(plan.warmup, **self.where)
             self._load(warmup, "warmup", plan.warmup_s + plan.grace_s)
-        self._control(plan.control)
+        self._control(plan.control, "before")
         if plan.read_stats:
             self._read_stats("start")
         progress = self.env.progress
@@ -288,8 +288,8 @@ class _Measurement:
 
     def _stamped(self, timed: TimedCalls) -> None:
         """The timed calls' stamps in run_info, the window they bound, and their failures."""
-        records = timed.finish()
-        self.test.run_info["control_calls"] = records
+        records = [{**record, "phase": "during"} for record in timed.finish()]
+        self.test.run_info.setdefault("control_calls", []).extend(records)
         if self.plan.emit_window_s is not None and timed.pending:
             # The emitters' intended stop: when the plan's clear was due, on this host's clock.
             stop = timed.due_wall(timed.pending[-1])
@@ -298,11 +298,16 @@ class _Measurement:
         if failed:
             self.test.validity["control_call_failed"] = "; ".join(failed)
 
-    def _control(self, calls: tuple[ControlCall, ...]) -> None:
+    def _control(self, calls: tuple[ControlCall, ...], phase: str) -> None:
+        """Calls made at once, before or after the load: stamped too (no due time: the plan
+        gives them none), and the first that fails stops the test."""
         for call in calls:
-            port = self.server.port
-            answer = _call(
-                self.server, httpclient.call_json, port, call.method, call.path, call.body
+            sent = time.time()
+            answer = self._send(call, CALL_TIMEOUT_S)
+            stamp = {"method": call.method, "path": call.path, "phase": phase}
+            stamp.update(sent_ms=round(sent * 1000, 1), answered_ms=round(time.time() * 1000, 1))
+            self.test.run_info.setdefault("control_calls", []).append(
+                {**stamp, "status": answer.status}
             )
             if answer.status != 200:
                 raise ServerError(f"{call.method} {call.path} answered {answer.status}")
@@ -316,7 +321,7 @@ class _Measurement:
         if not self._read_stats_until(STATS_LIMIT_S):
             return
         try:
-            self._control(self.plan.after)
+            self._control(self.plan.after, "after")
         except (httpclient.HttpError, OSError, ValueError, ServerError) as err:
             self.test.validity["control_call_failed"] = f"after the load: {err}"
 

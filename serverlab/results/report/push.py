@@ -144,6 +144,7 @@ def plan_events_per_s(test: RecordedTest) -> float | None:
 
 
 def late_calls(test: RecordedTest) -> list[dict[str, Any]]:
+    """Timed calls (the plan gave them a due time) answered more than LATE_MS after it."""
     calls = test.run_info.get("control_calls") or []
     return [c for c in calls if c.get("made", 1) and (c.get("late_ms") or 0) > LATE_MS]
 
