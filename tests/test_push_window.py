@@ -97,3 +97,28 @@ def test_sent_stamped_early_leaves_the_client_measured_delays_and_the_window_sta
     # Delays pool every cycle until the engine reports them per cycle: said on p50/p99 only.
     pooled = [f for f in flags_for(test, "p99") if f.code == "delay-includes-ramp"]
     assert pooled and not [f for f in flags_for(test, "rss") if f.code == "delay-includes-ramp"]
+
+
+def test_an_unanswered_stats_is_explained_in_the_servers_terms():
+    from pathlib import Path
+
+    from serverlab.base.httpclient import HttpError
+    from serverlab.contestant.manifest import find
+    from serverlab.run.executor import stats_silence
+    from serverlab.run.planner import plan_tests
+    from serverlab.run.suite import load_suite
+
+    root = Path(__file__).resolve().parents[1]
+    suite = load_suite(root / "suites" / "quick.toml")
+    plans = plan_tests(suite, lambda name: find(name, root / "contestants"))
+    longpoll = [p for p in plans if p.scenario == "longpoll-1s" and p.repeat == 0]
+    tomcat = next(p for p in longpoll if p.contestant == "java-tomcat-blocking")
+    node = next(p for p in longpoll if p.contestant == "node-http")
+    error = HttpError("timed out")
+    text = stats_silence(tomcat, find("java-tomcat-blocking", root / "contestants"), 15, error)
+    assert text.startswith(
+        "all 1,000 request threads (thread per request (Tomcat, blocking servlet)) held by the "
+        "plan's 1,000 long polls until their 30 s timeout; GET /stats unanswered for 15 s"
+    )
+    plain = stats_silence(node, find("node-http", root / "contestants"), 15, error)
+    assert plain == "GET /stats unanswered for 15 s after the load (timed out)"
