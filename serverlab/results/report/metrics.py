@@ -219,6 +219,18 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
 STATS_FIGURES = frozenset({"after"})
 # Figures that pool every cycle's delay while the engine reports no delay per cycle.
 POOLED_DELAY_FIGURES = frozenset({"p50", "p99"})
+# What a late control call touches: the figures taken over the whole load, which the cycles
+# emitted after the intended stop are part of. The in-window figures (subscribers admitted,
+# completeness, delivered to nobody) leave those cycles out, and "after" is their measure.
+CONTROL_LATE_FIGURES = POOLED_DELAY_FIGURES | {
+    "cpu",
+    "rss",
+    "memory",
+    "errors",
+    "lost",
+    "duplicated",
+    "reordered",
+}
 
 
 def _push_flags(test: RecordedTest) -> list[Flag]:
@@ -229,7 +241,7 @@ def _push_flags(test: RecordedTest) -> list[Flag]:
     flags = []
     late = push.control_late_ms(test)
     if late is not None:
-        flags.append(Flag("control-late", _late_text(test, late)))
+        flags.append(Flag("control-late", _late_text(test, late), CONTROL_LATE_FIGURES))
     unreadable = test.validity.get("stats_unreadable")
     if unreadable:
         text = _flag_text("stats_unreadable", unreadable)
