@@ -181,3 +181,17 @@ def test_the_emit_duration_chart_shows_the_clients_delay_beside_the_servers_stam
         "java-tomcat-blocking clients' delay p50": [26.0, 26.0],
         "java-tomcat-blocking clients' delay p99": [42.0, 42.0],
     }
+
+
+def test_a_long_polls_percentile_curve_is_its_delivery_delay_not_its_wait_for_the_emit():
+    from serverlab.results.report.histogram import latency_histogram
+
+    poll = windowed()
+    poll.params["behaviour"] = "longpoll"
+    poll.histograms = {"latency_us": "the answer times"}
+    poll.summary["event_delay_histogram"] = "the delivery delays"
+    assert latency_histogram(poll) == "the delivery delays"
+    plain = pushed(behaviour="keepalive")
+    plain.histograms = {"latency_us": "the answer times"}
+    plain.summary["event_delay_histogram"] = "the delivery delays"
+    assert latency_histogram(plain) == "the answer times"

@@ -190,7 +190,8 @@ def percentile_curves(key: str, tests: list[RecordedTest]) -> Chart:
     chart = _chart(
         key,
         "Latency percentile curves",
-        "From the engine's HdrHistogram of each test; the x axis stretches the tail.",
+        "From the engine's HdrHistogram of each test (for push, the delivery delay from the "
+        "server's created stamp); the x axis stretches the tail.",
         tests,
         fig,
         ("percentile", "latency (ms, log scale)"),
