@@ -122,3 +122,15 @@ def test_an_unanswered_stats_is_explained_in_the_servers_terms():
     )
     plain = stats_silence(node, find("node-http", root / "contestants"), 15, error)
     assert plain == "GET /stats unanswered for 15 s after the load (timed out)"
+
+
+def test_a_server_that_dies_before_the_clear_is_due_is_a_crash_and_the_clear_is_not_made(
+    contestants_dir, tmp_path
+):
+    body = COMET.format(fault="none") + 'die_after = "1.5"\n'
+    _, (test,), _ = run_in_process(write_suite(tmp_path, body), tmp_path / "lab.db")
+    assert test.status == "crashed"
+    (clear,) = [c for c in test.run_info["control_calls"] if c["phase"] == "during"]
+    assert clear["made"] == 0 and "sent_ms" not in clear
+    noticed_ms = (test.started_at + test.crash.time) * 1000
+    assert noticed_ms < clear["due_ms"], "noticed while the timed call waited for its time"
