@@ -7,6 +7,14 @@ started is stopped, a run is marked interrupted, and the exit code is 128 + the 
 (130 for Ctrl-C).
 """
 
+# ruff: noqa: E402
+# Ctrl-C while the imports below run (a third of a second, seconds on a busy machine) ends
+# the command as quietly as later: the guard comes before them, main() replaces it.
+from serverlab.base import interrupts
+
+_BEFORE_GUARD = interrupts.guard_start()
+interrupts.checkpoint("import")
+
 import contextlib
 import json
 import os
@@ -17,10 +25,13 @@ import time
 import click
 from rich.table import Table
 
+interrupts.checkpoint("imports")
+
 from serverlab import commands
-from serverlab.base import interrupts, owner, terminal
+from serverlab.base import owner, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.base.terminal import literal
 from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
 from serverlab.conformance.outcome import FAIL, PASS, WARN
@@ -77,7 +88,8 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None) -> None:
-        click.echo(f"serverlab: error: {self.message}", err=True)
+        # The message may quote a suite, a manifest or a server's log: shown as written.
+        click.echo(f"serverlab: error: {_plain(self.message)}", err=True)
 
 
 @click.group()
@@ -99,9 +111,11 @@ def contestants():
     table = Table("name", "language", "architecture", "version", "built")
     for row in contestant_rows():
         if row.error:
-            table.add_row(row.name, "[red]invalid manifest[/red]", row.error, "", "")
+            error = literal(row.error)
+            table.add_row(literal(row.name), "[red]invalid manifest[/red]", error, "", "")
         else:
-            table.add_row(row.name, row.language, row.architecture, row.version, row.built)
+            cells = (row.name, row.language, row.architecture, row.version, row.built)
+            table.add_row(*(literal(cell) for cell in cells))
     terminal.console().print(table)
 
 
@@ -114,14 +128,15 @@ def build(names):
     else:
         manifests, failed = _split_broken(discover())
     for manifest in manifests:
-        click.echo(f"building {manifest.name} ...")
+        name = _plain(manifest.name)
+        click.echo(f"building {name} ...")
         result = build_contestant(manifest)
         if result.ok:
-            click.secho(f"built   {manifest.name} in {result.seconds:.1f} s", fg="green")
+            click.secho(f"built   {name} in {result.seconds:.1f} s", fg="green")
         else:
             failed.append(manifest.name)
             click.secho(
-                f"FAILED  {manifest.name} after {result.seconds:.1f} s: {result.detail}",
+                f"FAILED  {name} after {result.seconds:.1f} s: {_plain(result.detail)}",
                 fg="red",
                 err=True,
             )
@@ -137,12 +152,13 @@ def check(names):
     manifests, failed = _split_broken(discover()) if not names else ([find(n) for n in names], [])
     for manifest in manifests:
         result = check_contestant(manifest)
+        name, detail = _plain(manifest.name), _plain(result.detail)
         if result.ok:
-            note = f" ({result.detail})" if result.detail else ""
-            click.secho(f"passed  {manifest.name} in {result.seconds:.1f} s{note}", fg="green")
+            note = f" ({detail})" if result.detail else ""
+            click.secho(f"passed  {name} in {result.seconds:.1f} s{note}", fg="green")
         else:
             failed.append(manifest.name)
-            click.secho(f"FAILED  {manifest.name}: {result.detail}", fg="red", err=True)
+            click.secho(f"FAILED  {name}: {detail}", fg="red", err=True)
     if failed:
         raise UserError(f"checks failed for {', '.join(failed)}")
 
@@ -209,22 +225,25 @@ def verify(names, all_contestants, pattern, assignments, as_json):
 
 def _verify_one(name, pattern, settings, as_json):
     def show(result):
+        # What was observed and why it failed quote the server's answers.
         style = STATUS_STYLE[result.status]
-        line = f"{click.style(result.status, fg=style)}  {result.case_id}"
+        line = f"{click.style(result.status, fg=style)}  {_plain(result.case_id)}"
         if result.observed:
-            line += click.style(f" [{result.observed}]", dim=True)
-        click.echo(line + (f"  {result.reason}" if result.reason else ""), err=as_json)
+            line += click.style(f" [{_plain(result.observed)}]", dim=True)
+        reason = f"  {_plain(result.reason)}" if result.reason else ""
+        click.echo(line + reason, err=as_json)
 
-    click.echo(click.style(f"== {name}", bold=True), err=as_json)
+    click.echo(click.style(f"== {_plain(name)}", bold=True), err=as_json)
     try:
         report = verify_contestant(find(name), pattern=pattern, settings=settings, on_result=show)
     except (ManifestError, UnknownContestantError, ServerError) as error:
         report = VerifyReport(name, error=str(error))
     if report.error:
-        click.secho(f"FAIL  {name}: {report.error}", fg="red", err=as_json)
+        click.secho(f"FAIL  {_plain(name)}: {_plain(report.error)}", fg="red", err=as_json)
     for crash in report.crashes:
-        click.secho(f"CRASH {crash}", fg="red", err=as_json)
-    click.secho(report.summary(), fg="green" if report.ok else "red", bold=True, err=as_json)
+        click.secho(f"CRASH {_plain(crash)}", fg="red", err=as_json)
+    summary = _plain(report.summary())
+    click.secho(summary, fg="green" if report.ok else "red", bold=True, err=as_json)
     return report
 
 
@@ -241,6 +260,13 @@ def _verify_one(name, pattern, settings, as_json):
 )
 @click.option("--resume", is_flag=True, help="skip tests this suite already finished in --db")
 @click.option("--skip-verify", is_flag=True, help="no full conformance check before the suite")
+@click.option(
+    "--rerun-busy",
+    type=int,
+    default=0,
+    metavar="N",
+    help="re-run a repeat flagged machine-busy up to N times (the flagged one stays, superseded)",
+)
 @click.option(
     "--ray",
     "ray_address",
@@ -263,6 +289,7 @@ def run(
     as_json,
     resume,
     skip_verify,
+    rerun_busy,
     ray_address,
     generators,
     cluster_hosts,
@@ -270,6 +297,8 @@ def run(
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
     if as_json and not dry_run:
         raise UserError("--json goes with --dry-run")
+    if rerun_busy < 0:
+        raise UserError(f"--rerun-busy {rerun_busy}: give 0 or more re-runs")
     if (generators or cluster_hosts) and not ray_address:
         raise UserError("--generators and --cluster-hosts go with --ray")
     hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
@@ -279,7 +308,7 @@ def run(
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return
-    outcome = commands.run(planned, db, resume, not skip_verify, spread)
+    outcome = commands.run(planned, db, resume, not skip_verify, spread, rerun_busy)
     if outcome.interrupted:
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
         sys.exit(128 + interrupts.last_signal())
@@ -334,9 +363,15 @@ def tune(suite_file, profile, apply_changes):
     show_default=True,
 )
 @click.option("--summary", is_flag=True, help="also print the summary table")
-def report(selection, db, output, summary):
+@click.option(
+    "--json", "as_json", is_flag=True, help="print the report's cells as JSON instead of HTML"
+)
+def report(selection, db, output, summary, as_json):
     """Write the HTML report of the selected runs (default: latest; or all, run:N,
     suite:NAME, contestant:NAME)."""
+    if as_json:
+        click.echo(json.dumps(commands.report_json(db, selection), indent=2))
+        return
     click.echo(commands.report(db, selection, output, summary))
 
 
@@ -345,8 +380,13 @@ def report(selection, db, output, summary):
 @click.argument("side_b")
 @DB_OPTION
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(DEFAULT_METRICS))
-def compare(side_a, side_b, db, metrics):
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
+def compare(side_a, side_b, db, metrics, as_json):
     """Compare two selections: medians, intervals, and whether each difference is significant."""
+    if as_json:
+        data = commands.compare_json(db, side_a, side_b, metrics or DEFAULT_METRICS)
+        click.echo(json.dumps(data, indent=2))
+        return
     commands.compare(db, side_a, side_b, metrics or DEFAULT_METRICS)
 
 
@@ -395,18 +435,40 @@ def _split_broken(entries):
     """(valid manifests, names of broken ones), each broken one reported on stderr."""
     broken = [entry for entry in entries if isinstance(entry, BrokenManifest)]
     for entry in broken:
-        click.secho(f"invalid manifest: {entry.error}", fg="red", err=True)
+        click.secho(f"invalid manifest: {_plain(entry.error)}", fg="red", err=True)
     return [e for e in entries if isinstance(e, Manifest)], [e.name for e in broken]
 
 
+def _plain(text) -> str:
+    """A name or a message from outside, for click.echo: as written, control characters
+    shown (serverlab.base.terminal.literal), line breaks kept."""
+    return literal(text, markup=False, newlines=True)
+
+
 def main() -> None:
-    # Everything started from here, however, carries this process's mark (serverlab.base.owner).
-    os.environ[owner.OWNER_ENV] = owner.token()
-    interrupts.install()
     try:
-        _main()
-    finally:
-        owner.reap_mine()
+        interrupts.checkpoint("main")
+        interrupts.install()
+        # Everything started from here, however, carries this process's mark
+        # (serverlab.base.owner).
+        os.environ[owner.OWNER_ENV] = owner.token()
+        interrupts.checkpoint("command")
+        try:
+            _main()
+        finally:
+            _leave()
+    except KeyboardInterrupt as interrupt:
+        # Before the command ran, or on the way out: what it started is reaped all the same.
+        _leave()
+        _exit_interrupted(interrupt)
+
+
+def _leave() -> None:
+    """The way out: what this process started and still runs is killed, and a Ctrl-C from
+    here on no longer cuts that short."""
+    interrupts.checkpoint("exit")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    owner.reap_mine()
 
 
 def _main() -> None:
@@ -437,3 +499,6 @@ def _exit_interrupted(cause) -> None:
         with contextlib.suppress(OSError):
             click.echo("serverlab: interrupted", err=True)
     sys.exit(128 + signum)
+
+
+interrupts.end_guard(_BEFORE_GUARD)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.base.netns import Namespace, enter
+from serverlab.base.terminal import literal
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import Manifest, discover, find
 from serverlab.contestant.server import ServerError
@@ -21,6 +22,7 @@ from serverlab.results import dblock
 from serverlab.results.export import export_csv
 from serverlab.results.export import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
+from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
 from serverlab.run import leftovers
 from serverlab.run import tune as tuning
@@ -101,15 +103,18 @@ def print_plans(planned: Planned) -> None:
 def print_plan(planned: Planned) -> None:
     suite = planned.suite
     table = Table(
-        title=f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
-        f"counts x{suite.count_scale:g})"
+        title=literal(
+            f"{suite.name}: {suite.path} (profile {suite.profile}, scale {suite.scale:g}, "
+            f"counts x{suite.count_scale:g})"
+        )
     )
     for column in ("#", "scenario", "contestant", "parameters", "tunables"):
         table.add_column(column, overflow="fold")
     for i, perm in enumerate(suite.permutations, 1):
         params = " ".join(f"{k}={v}" for k, v in perm.params.items())
         tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
-        table.add_row(str(i), perm.scenario, perm.contestant, params, tunables)
+        cells = (perm.scenario, perm.contestant, params, tunables)
+        table.add_row(str(i), *(literal(cell) for cell in cells))
     out = terminal.console()
     out.print(table)
     minutes = suite.estimated_seconds() / 60
@@ -139,7 +144,12 @@ class Spread:
 
 
 def run(
-    planned: Planned, db: str, resume: bool, verify_first: bool, spread: Spread | None = None
+    planned: Planned,
+    db: str,
+    resume: bool,
+    verify_first: bool,
+    spread: Spread | None = None,
+    rerun_busy: int = 0,
 ) -> LabOutcome:
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
@@ -168,7 +178,9 @@ def run(
             workdir=db_path.parent / "work",
             progress=progress,
         )
-        session = Session(suite, plans, store, env, resume=resume, limits=limits)
+        session = Session(
+            suite, plans, store, env, resume=resume, limits=limits, rerun_busy=rerun_busy
+        )
         try:
             with _spread(session, spread):
                 outcome.run = run_suite(session)
@@ -177,7 +189,9 @@ def run(
     r = outcome.run
     console.print(
         f"run {r.run_id}: {r.finished} tests finished ({r.crashed} crashed, {r.invalid} "
-        f"invalid), {r.skipped} kept from before" + (" — interrupted" if r.interrupted else "")
+        f"invalid), {r.skipped} kept from before"
+        + (f", {r.rerun} re-run on a busy machine" if r.rerun else "")
+        + (" — interrupted" if r.interrupted else "")
     )
     return outcome
 
@@ -240,7 +254,7 @@ def _clean_up_after_dead_runs(store: Store, workdir: Path) -> None:
         console.print(f"removed what dead runs left behind: {reaped.describe()}")
     stale = manage.reap_stale()
     if stale:
-        console.print(f"removed half-made or forgotten virtual labs: {', '.join(stale)}")
+        console.print(f"removed half-made or forgotten virtual labs: {literal(', '.join(stale))}")
 
 
 def prepare_limits(suite: Suite) -> dict:
@@ -274,16 +288,18 @@ def _verify_all(names: list[str]) -> list[str]:
     """Conformance before any benchmark: contestants that fail are left out of the run."""
     refused = []
     for name in names:
-        console.print(f"verifying {name} against the spec ...")
+        console.print(f"verifying {literal(name)} against the spec ...")
         report = verify_contestant(find(name))
-        console.print(f"  {report.summary()}")
+        console.print(f"  {literal(report.summary())}")
         if not report.ok:
             refused.append(name)
             failed = [r for r in report.results if r.status == "FAIL"][:5]
             for result in failed:
-                console.print(f"  FAIL {result.case_id}: {result.reason}", highlight=False)
+                # The reason may quote the server's own answer.
+                said = literal(f"{result.case_id}: {result.reason}")
+                console.print(f"  FAIL {said}", highlight=False)
             if report.error:
-                console.print(f"  {report.error}", highlight=False)
+                console.print(f"  {literal(report.error, newlines=True)}", highlight=False)
     return refused
 
 
@@ -296,9 +312,20 @@ def report(db: str, selection, output: str, summary: bool) -> Path:
     return path
 
 
+def report_json(db: str, selection) -> dict:
+    labels = {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
+    return report_data(db, selection or None, labels)
+
+
 def compare(db: str, side_a: str, side_b: str, metrics) -> None:
     rows = comparing.compare(db, side_a, side_b, metrics)
     comparing.print_comparison(rows, side_a, side_b)
+
+
+def compare_json(db: str, side_a: str, side_b: str, metrics) -> dict:
+    """`compare --json`: the same rows, their cells, flags, n, intervals and verdicts."""
+    rows = comparing.compare(db, side_a, side_b, metrics)
+    return {"a": side_a, "b": side_b, "rows": [row.as_dict() for row in rows]}
 
 
 def export(db: str, csv_dir: str) -> list[Path]:

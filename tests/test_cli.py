@@ -1,17 +1,23 @@
 """The `serverlab` command as a user runs it: exit codes, one-line errors, serve and Ctrl-C."""
 
+import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 
+import click
 import psutil
+import pytest
 from conftest import write_manifest
 
-from serverlab.base import httpclient
+from serverlab import cli
+from serverlab.base import httpclient, interrupts
 from serverlab.base.ports import free_port
+from serverlab.lab import manage
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 
@@ -93,6 +99,105 @@ def test_serve_runs_until_ctrl_c_and_stops_cleanly(contestants_dir, tmp_path):
             process.wait()
 
 
+# Named points of a command's start, in order (serverlab.base.interrupts.checkpoint): in the
+# entry module's imports, at main, as the command begins, on the way out.
+STARTING_POINTS = ["import", "imports", "main", "command", "exit"]
+
+
+@contextlib.contextmanager
+def stopped(argv: list[str], env: dict | None = None):
+    """A process that stops itself (SIGSTOP) at a chosen point; killed if the test leaves
+    it running."""
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        _, status = os.waitpid(process.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), "ended before the point"
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def stopped_at(point: str, *args: str):
+    """`serverlab ARGS`, stopped at the named point of its start."""
+    return stopped([*SERVERLAB, *args], env={**os.environ, interrupts.STOP_ENV: point})
+
+
+def interrupted_now(command: subprocess.Popen) -> str:
+    """Ctrl-C to a stopped command, then on with it; its stderr once it has ended. Pending
+    while the process is stopped, the real SIGINT is handled right where it stopped."""
+    command.send_signal(signal.SIGINT)
+    command.send_signal(signal.SIGCONT)
+    _, err = command.communicate(timeout=60)
+    return err
+
+
+# `serverlab contestants`, stopped as its entry module starts to import a module: no hook of
+# serverlab's own, so the same program shows what any version of serverlab does there.
+STOP_ON_IMPORT = """
+import os, signal, sys
+def stop(event, args):
+    if event == "import" and args[0] == {module!r} and not stop.done:
+        stop.done = True
+        os.kill(os.getpid(), signal.SIGSTOP)
+stop.done = False
+sys.addaudithook(stop)
+from serverlab.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "rich.table", "serverlab.commands"])
+def test_ctrl_c_while_the_command_imports_exits_130_quietly(contestants_dir, module):
+    program = STOP_ON_IMPORT.format(module=module)
+    with stopped([sys.executable, "-c", program, "contestants"]) as command:
+        err = interrupted_now(command)
+    assert command.returncode == 130
+    assert err == "serverlab: interrupted\n"
+
+
+@pytest.mark.parametrize("point", STARTING_POINTS)
+def test_ctrl_c_at_each_point_of_a_commands_start_exits_130_quietly(contestants_dir, point):
+    with stopped_at(point, "contestants") as command:
+        err = interrupted_now(command)
+    assert command.returncode == 130
+    assert err == "serverlab: interrupted\n"
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.05, 0.1, 0.2, 0.3])
+def test_ctrl_c_in_a_commands_first_moments_exits_130_quietly(contestants_dir, tmp_path, delay_s):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(
+        'contestants = ["reference"]\n[[scenario]]\nname = "long"\nbehaviour = "keepalive"\n'
+        "clients = 2\nduration_s = 60\n"
+    )
+    # From the first line of serverlab's own code: Python's start-up before it is not ours.
+    with stopped_at("import", "run", str(suite), "--db", str(tmp_path / "lab.db")) as command:
+        command.send_signal(signal.SIGCONT)
+        time.sleep(delay_s)
+        command.send_signal(signal.SIGINT)
+        _, err = command.communicate(timeout=60)
+    assert command.returncode == 130, err
+    assert "Traceback" not in err and err.endswith("interrupted\n")
+
+
+def test_a_program_that_imports_the_cli_keeps_its_own_ctrl_c(tmp_path):
+    (tmp_path / "uses_cli.py").write_text("from serverlab import cli\n")
+    program = (
+        "import signal, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import uses_cli\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "True\n"
+
+
 def test_build_reports_each_contestant_and_fails_if_any_failed(tmp_path, monkeypatch):
     base = """
 language = "sh"
@@ -115,3 +220,39 @@ start = "true {port} {host}"
     assert "FAILED  lazy" in done.stderr and "left no x" in done.stderr
     assert "build failed for bad, lazy" in done.stderr
     assert serverlab("build", "good").returncode == 0
+
+
+def parse_as_serverlab(argv: list[str]) -> click.Context:
+    """What `serverlab ARGV` would run, its options parsed by click as the command parses
+    them; nothing is run. A bad option or command is a click.UsageError."""
+    command, context = cli.cli, None
+    while isinstance(command, click.Group):
+        name, *argv = argv
+        context = click.Context(command, info_name=command.name, parent=context)
+        command = command.get_command(context, name)
+        if command is None:
+            raise click.UsageError(f"no command {name!r}")
+    return command.make_context(name, argv, parent=context)
+
+
+@pytest.mark.parametrize("lab_name", [manage.DEFAULT_NAME, "t-other lab"])
+def test_the_advice_of_a_second_lab_up_is_a_command_lab_down_takes(lab_name):
+    advice = shlex.split(manage.down_command(lab_name))
+    env = dict(word.split("=", 1) for word in advice if "=" in word and not word.startswith("-"))
+    argv = advice[len(env) :]
+    assert argv[0] == "serverlab"
+    assert parse_as_serverlab(argv[1:]).command is cli.lab_down
+    # And the lab it names is the one that is up: lab down reads its name where lab up did.
+    named = subprocess.run(
+        [sys.executable, "-c", "from serverlab.lab import manage; print(manage.DEFAULT_NAME)"],
+        env={k: v for k, v in os.environ.items() if k != "SERVERLAB_LAB"} | env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert named.stdout.strip() == (lab_name if env else "main")
+
+
+def test_the_old_advice_would_not_have_parsed():
+    with pytest.raises(click.UsageError, match="--name"):
+        parse_as_serverlab(["lab", "down", "--name", "main"])

@@ -1,5 +1,9 @@
+import json
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -7,6 +11,7 @@ from test_report import fill_realistic_db, recorded
 
 from serverlab.results.compare import compare, print_comparison
 from serverlab.results.report import SelectionError
+from serverlab.results.report.metrics import compact_number
 from serverlab.results.stats import Verdict
 from serverlab.results.store import Store, Suite
 
@@ -20,31 +25,83 @@ def rows_by(rows, scenario, metric):
     return next(r for r in rows if r.scenario == scenario and r.metric.name == metric)
 
 
-def test_contestants_compared_scenario_by_scenario(db):
-    rows = compare(db, "node-http", "java-tomcat-blocking")
+@pytest.fixture(scope="module")
+def db6(tmp_path_factory):
+    return fill_realistic_db(tmp_path_factory.mktemp("compare6") / "lab.db", repeats=6)
+
+
+def test_contestants_compared_scenario_by_scenario(db6):
+    rows = compare(db6, "node-http", "java-tomcat-blocking")
     assert {r.scenario for r in rows} == {"keepalive", "longpoll"}
-    throughput = rows_by(rows, "keepalive", "rps")
-    # node-http is built twice as fast in the fixture, over five repeats against five.
-    assert throughput.verdict is Verdict.BETTER and throughput.words == "faster"
-    assert throughput.test.p_value == pytest.approx(2 / 252)
-    assert throughput.a.median > 1.8 * throughput.b.median
-    # Long poll's latency is the event delay; it has no requests/s to compare (issue 19).
+    # Long poll has no requests/s (a push test's events/s are its plan's): its latency is
+    # the event delay, which node-http's fixture halves.
+    assert not [r for r in rows if r.scenario == "longpoll" and r.metric.name == "rps"]
+    delay = rows_by(rows, "longpoll", "p50")
+    # Six repeats against six: the smallest p there is (2/924), times the five tests of this
+    # comparison, stays under 0.05.
+    assert delay.verdict is Verdict.BETTER and delay.words == "faster"
+    assert delay.test.p_value == pytest.approx(2 / 924)
+    assert delay.judgement.adjusted_p == pytest.approx(5 * 2 / 924)
+    assert delay.a.median < 0.6 * delay.b.median
     latency = rows_by(rows, "longpoll", "p99")
     assert latency.words == "faster"
-    assert not [r for r in rows if r.scenario == "longpoll" and r.metric.name == "rps"]
-    # The crashed fifth repeat of java-tomcat-blocking is not summarized.
-    assert latency.b.n == 4
-    reverse = rows_by(compare(db, "java-tomcat-blocking", "node-http"), "keepalive", "rps")
+    # The crashed seventh repeat of java-tomcat-blocking is not summarized.
+    assert delay.b.n == 6
+    reverse = rows_by(compare(db6, "java-tomcat-blocking", "node-http"), "longpoll", "p50")
     assert reverse.words == "slower"
+
+
+def test_holm_takes_back_a_verdict_that_the_raw_p_would_have_made(db):
+    rows = compare(db, "node-http", "java-tomcat-blocking")
+    delay = rows_by(rows, "longpoll", "p50")
+    # Four against four, fully separated: p = 2/70 = 0.029 alone would say "faster", but
+    # this comparison makes five tests (long poll's figures; keep-alive's are flagged, see
+    # below), and Holm multiplies the smallest p by five.
+    assert delay.test.p_value == pytest.approx(2 / 70)
+    assert delay.test.p_value < 0.05
+    tested = [r for r in rows if r.test is not None]
+    assert len(tested) == 5
+    assert delay.judgement.adjusted_p == pytest.approx(5 * 2 / 70)
+    assert delay.verdict is Verdict.NO_DIFFERENCE
+    assert delay.words == "no significant difference"
+
+
+def test_a_flagged_cell_gets_no_verdict_and_its_flag_is_printed(db6):
+    rows = compare(db6, "node-http", "java-tomcat-blocking")
+    # java-tomcat-blocking's seventh keep-alive repeat was generator-bound (engine CPU 97 %):
+    # a flag with no figure list, so every keep-alive cell of that side carries it.
+    for row in (r for r in rows if r.scenario == "keepalive"):
+        assert row.verdict is Verdict.FLAGGED and row.test is None
+        assert row.words == "no verdict: flagged (generator-bound)"
+        assert [f.code for f in row.judgement.b.flags] == ["generator-bound"]
+        assert row.judgement.b.flags[0].repeats == ("r7",)
+        assert not row.judgement.a.flagged
+    console = Console(record=True, width=120)
+    print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
+    text = console.export_text()
+    said = "! keepalive, B (java-tomcat-blocking): generator-bound (engine CPU 97 %) (r7); on "
+    on = "throughput, latency p50, latency p99, errors, server CPU over the load, server RSS peak"
+    assert said + on in " ".join(text.split())
+    assert text.count("no verdict: flagged") == 6
+    # A flagged test leaves no holes in the family of the others: six tests, Holm over six.
+    assert all(r.judgement.adjusted_p is not None for r in rows if r.scenario == "longpoll")
 
 
 def test_equal_contestants_are_not_significantly_different(tmp_path):
     db = tmp_path / "lab.db"
     fill_realistic_db(db, odd_contestant="java-tomcat-async")
-    rows = compare(db, "java-tomcat-async", "java-tomcat-blocking", metrics=["rps"])
-    # Same speed in the fixture: only noise separates them.
-    assert all(r.verdict is Verdict.NO_DIFFERENCE for r in rows)
-    assert all(r.words == "no significant difference" for r in rows)
+    rows = compare(db, "java-tomcat-async", "java-tomcat-blocking", metrics=["rps", "p50"])
+    rows = [
+        r
+        for r in rows
+        if (r.scenario, r.metric.name) in (("keepalive", "rps"), ("longpoll", "p50"))
+    ]
+    # Same speed in the fixture: only noise separates them. Keep-alive's blocking side had a
+    # generator-bound repeat, so that cell is not compared at all.
+    by_scenario = {r.scenario: r for r in rows}
+    assert by_scenario["longpoll"].verdict is Verdict.NO_DIFFERENCE
+    assert by_scenario["longpoll"].words == "no significant difference"
+    assert by_scenario["keepalive"].verdict is Verdict.FLAGGED
 
 
 def test_runs_compared_contestant_by_contestant(tmp_path):
@@ -64,14 +121,14 @@ def test_runs_compared_contestant_by_contestant(tmp_path):
         compare(db, "run:2", "run:1 java-tomcat-blocking")
 
 
-def test_the_table_fits_120_columns_with_medians_ratios_and_verdicts(db):
+def test_the_table_fits_120_columns_with_medians_ratios_and_verdicts(db6):
     console = Console(record=True, width=120)
-    rows = compare(db, "node-http", "java-tomcat-blocking", metrics=["rps", "p50"])
+    rows = compare(db6, "node-http", "java-tomcat-blocking", metrics=["rps", "p50"])
     print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "A = node-http" in text and "java-tomcat-blocking" in text
-    assert "faster" in text and "n=5" in text
+    assert "faster" in text and "n=7" in text and "n=6" in text
     assert re.search(r"\d\.\d\d×", text), "the ratio of the medians"
     assert "Mann-Whitney" in " ".join(text.split())
 
@@ -100,3 +157,32 @@ def test_sides_with_nothing_in_common_or_unknown_metrics_are_errors(db):
         compare(db, "node-http", "x run:1")
     with pytest.raises(SelectionError, match="unknown metric"):
         compare(db, "node-http", "java-tomcat-blocking", metrics=["speed"])
+
+
+def test_compare_json_and_the_table_give_the_same_cells_and_verdicts(db6):
+    serverlab = str(Path(sys.executable).parent / "serverlab")
+    argv = [serverlab, "compare", "node-http", "java-tomcat-blocking", "--db", str(db6)]
+    data = json.loads(subprocess.run([*argv, "--json"], check=True, capture_output=True).stdout)
+    rows = compare(db6, "node-http", "java-tomcat-blocking")
+    console = Console(record=True, width=200)
+    print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
+    text = console.export_text()
+    assert [(r["scenario"], r["metric"]) for r in data["rows"]] == [
+        (r.scenario, r.metric.name) for r in rows
+    ]
+    for shown, row in zip(data["rows"], rows, strict=True):
+        assert shown["words"] == row.words and shown["adjusted_p"] == row.judgement.adjusted_p
+        assert (shown["a"]["n"], shown["b"]["n"]) == (row.a.n, row.b.n)
+        assert shown["a"]["median"] == row.a.median
+        assert [f["code"] for f in shown["b"]["flags"]] == [f.code for f in row.judgement.b.flags]
+        # The table's line for the row: its scenario, metric, both medians and its verdict.
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.split()[:1] == [row.scenario] and row.metric.label in line
+        )
+        assert compact_number(shown["a"]["median"]) in line and row.words.split()[0] in line
+        if shown["p"] is not None:
+            assert f"{shown['p']:.2g}" in line
+    flagged = [r for r in data["rows"] if r["verdict"] == "flagged"]
+    assert len(flagged) == 6 and all(r["p"] is None for r in flagged)

@@ -29,3 +29,19 @@ def test_held_streams_show_events_per_second_not_zero_requests(behaviour):
 
 def test_requests_show_requests_per_second():
     assert finished_line("keepalive").endswith(": 0 req/s")
+
+
+@pytest.mark.parametrize("on_terminal", [False, True])
+def test_a_hostile_scenario_name_is_shown_as_written_live_or_not(on_terminal):
+    out = io.StringIO()
+    progress = Progress(Console(file=out, width=200, force_terminal=on_terminal))
+    plan = SimpleNamespace(
+        scenario="x[/] [red]e\x1b[2Jx", contestant="c", repeat=0, estimate_s=1.0, params={}
+    )
+    progress.begin([plan], skipped=0)
+    progress.test_started(0, plan)
+    progress.interval({"rps": 10, "open_connections": 1})
+    progress.test_finished(RecordedTest(1, "k", "c", 0, "ok", 0.0, 4.0, summary={"rps": 10}))
+    progress.end()
+    assert "x[/] [red]e\\x1b[2Jx c" in out.getvalue()
+    assert "\x1b[2J" not in out.getvalue()

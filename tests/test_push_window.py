@@ -9,7 +9,7 @@ from serverlab.results.report import push
 from serverlab.results.report.metrics import flags_for, validity_flags
 
 CLIENTS = 50
-# Ramp 0.5 s, held 5 s, emitters cleared at 3 s: five 500 ms cycles in the window.
+# Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.
 COMET = """
 [[scenario]]
 name = "comet"

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from serverlab.base.paths import REPO_ROOT
 from serverlab.results.report import SelectionError, build_report, parse_selection, print_summary
+from serverlab.results.report.builder import report_data
 from serverlab.results.report.charts import thinned
 from serverlab.results.report.histogram import (
     HistogramError,
@@ -21,7 +22,8 @@ from serverlab.results.report.histogram import (
     percentile_curve,
     values_at_quantiles,
 )
-from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.metrics import _number, compact_number, validity_flags
+from serverlab.results.report.summary import TERMINAL_METRICS
 from serverlab.results.store import (
     Crash,
     EmitRecord,
@@ -158,9 +160,10 @@ def recorded(run_id, scenario, params, contestant, repeat, rng, **overrides) -> 
     return test
 
 
-def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp") -> Path:
-    """A quick-suite database: two scenarios x three contestants x four repeats, with a crash,
-    a test without monitor samples, a generator-bound test and a missing histogram."""
+def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp", repeats: int = 4) -> Path:
+    """A quick-suite database: two scenarios x three contestants x four repeats (or
+    `repeats`), with a crash, a test without monitor samples, a generator-bound test and a
+    missing histogram."""
     rng = random.Random(4)
     scenarios = {
         "keepalive": {"behaviour": "keepalive", "pacer": "closed", "clients": 50},
@@ -171,18 +174,20 @@ def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp") -> Path
         labels = {"node-http": "single event loop"}
         machine = {"kernel": "6.1.0-28-amd64", "cpu_count": 2, "contestant_architectures": labels}
         run = store.start_run(suite, machine)
-        for repeat in range(4):
+        for repeat in range(repeats):
             for scenario, params in scenarios.items():
                 for contestant in ("node-http", "java-tomcat-blocking", odd_contestant):
                     store.commit_test(recorded(run.id, scenario, params, contestant, repeat, rng))
         java = "java-tomcat-blocking"
-        crashed = recorded(run.id, "longpoll", scenarios["longpoll"], java, 4, rng)
+        crashed = recorded(run.id, "longpoll", scenarios["longpoll"], java, repeats, rng)
         crashed.status, crashed.summary, crashed.intervals = "crashed", None, []
         crashed.crash = Crash(time=3.5, exit_code=None, signal=9, oom=True)
         crashed.samples = crashed.samples[:35]
         store.commit_test(crashed)
         store.commit_test(
-            recorded(run.id, "keepalive", scenarios["keepalive"], "node-http", 4, rng, samples=[])
+            recorded(
+                run.id, "keepalive", scenarios["keepalive"], "node-http", repeats, rng, samples=[]
+            )
         )
         store.commit_test(
             recorded(
@@ -190,7 +195,7 @@ def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp") -> Path
                 "keepalive",
                 scenarios["keepalive"],
                 "java-tomcat-blocking",
-                4,
+                repeats,
                 rng,
                 engine_cpu=97.0,
                 histograms={},
@@ -247,7 +252,9 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] n=\d'
     assert re.search(median_cell, summary)
     # The intervals' real coverage is said once, above the table, not in every cell.
-    assert "%" not in re.sub(r"<td>.*?</td>", "", summary.split("</thead>")[1])
+    # (A flag's text, in its cell's hover title and in the flags column, may hold a %.)
+    figures = re.sub(r'<td>.*?</td>| title="[^"]*"', "", summary.split("</thead>")[1])
+    assert "%" not in figures
     intro = report_html[: report_html.index('<table class="summary">')]
     assert "n=4: 87.5%" in intro and "n=5: 93.8%" in intro
     assert "crashed (at 3.5 s, signal 9, out of memory) (r5)" in summary
@@ -537,6 +544,183 @@ def test_a_permutations_repeats_make_one_row_whatever_happened_when_they_ran(
     summary = html[html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 1
-    assert summary.count("n=2") == 6
+    assert summary.count("n=2") == 7  # one per metric
     nav = html[html.index("<nav>") : html.index("</nav>")]
     assert ">primed</a>" in nav and "{" not in nav and "priming" not in nav
+
+
+def steady_test(rates: list[float], last_line_s: float = 1.0) -> RecordedTest:
+    """A keep-alive test whose engine interval lines have the given rates; the last line
+    lasts `last_line_s` (a run's final line is usually cut short)."""
+    params = {"behaviour": "keepalive", "clients": 50}
+    test = recorded(1, "keepalive", params, "node-http", 0, random.Random(5))
+    test.intervals = [engine_interval(i, rate, params) for i, rate in enumerate(rates)]
+    test.intervals[-1].data["interval_s"] = last_line_s
+    return test
+
+
+def test_a_request_rate_that_rises_across_the_window_is_flagged_not_steady(tmp_path):
+    # 8,000/s then 9,500/s: +18.8 % from the first half to the second.
+    rising = steady_test([8000, 8000, 9500, 9500])
+    (flag,) = [f for f in validity_flags(rising) if f.code == "not-steady"]
+    assert flag.text == "not steady: request rate +18.8% from the first to the second half"
+    # Rate and latency carry it; CPU and RSS, figures of the window they cover, do not.
+    assert flag.figures == {"rps", "p50", "p99"}
+    # Within 10 %, and a short last line that would have looked like a collapse: steady.
+    steady = steady_test([9000, 9100, 9300, 9200, 800], last_line_s=0.1)
+    assert not [f for f in validity_flags(steady) if f.code == "not-steady"]
+    with Store(tmp_path / "lab.db") as store:
+        run = store.start_run(store.add_suite(Suite("q", "q.toml", "4" * 64)), {})
+        rising.run_id = run.id
+        store.commit_test(rising)
+    data = report_data(tmp_path / "lab.db")
+    flagged = {c["metric"]: [f["code"] for f in c["flags"]] for c in data["cells"]}
+    assert flagged["rps"] == flagged["p99"] == ["not-steady"]
+    assert flagged["cpu"] == flagged["rss"] == []
+
+
+def test_the_engines_read_delay_above_a_quarter_of_latency_p99_is_flagged():
+    test = steady_test([9000] * 4)
+    test.summary["latency_us"]["p99"] = 2000.0
+    test.summary["notice_us"] = {"p50": 40, "p99": 600, "count": 2000}
+    (flag,) = [f for f in validity_flags(test) if f.code == "engine-floor"]
+    assert flag.text == (
+        "engine read delay p99 600 µs is 30% of latency p99 (2,000 µs; over 25% measures the "
+        "engine)"
+    )
+    assert flag.figures == {"p50", "p99"}
+    test.summary["notice_us"]["p99"] = 500
+    assert not [f for f in validity_flags(test) if f.code == "engine-floor"]
+
+
+def test_a_few_errors_qualify_no_figure_and_many_qualify_every_other_one():
+    test = steady_test([9000] * 4)
+    test.summary["errors"] = {"timeout": 3}
+    (few,) = [f for f in validity_flags(test) if f.code == "errors"]
+    assert few.figures == frozenset()
+    test.summary["errors"] = {"timeout": test.summary["requests"] // 10}
+    (many,) = [f for f in validity_flags(test) if f.code == "errors"]
+    assert many.figures == {"rps", "p50", "p99", "cpu", "rss"}
+
+
+def test_a_chart_whose_every_value_is_zero_is_one_sentence(report_html):
+    card = report_html[report_html.index('data-chart="transports-lost"') :]
+    card = card[: card.index("</div>")]
+    assert '<p class="zero">no event lost in any test</p>' in card
+    assert 'id="transports-lost"' not in card
+    assert "transports-lost" not in json.loads(figure_data(report_html))
+
+
+def html_cells(html: str) -> dict:
+    """(scenario, contestant, metric) -> (median, interval text, n, flag codes) from the
+    HTML summary table."""
+    table = html[html.index('<table class="summary">') : html.index("</table>")]
+    cells = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S):
+        scenario = re.search(r'<a href="#s\d+">(.*?)</a>', row).group(1)
+        contestant = re.search(r'<span class="name">(.*?)</span>', row).group(1)
+        pattern = (
+            r'data-metric="(\w+)" data-n="(\d+)" data-flags="([^"]*)"><b>(.*?)</b>.*?'
+            r'<span class="meta">(.*?)</span>'
+        )
+        for metric, n, flags, median, detail in re.findall(pattern, row, re.S):
+            cells[(scenario, contestant, metric)] = (median, detail, int(n), flags.split())
+    return cells
+
+
+def terminal_rows(text: str, scenarios: set[str]) -> dict:
+    """(scenario, contestant) -> (medians with "!" when flagged, the n's) from the
+    terminal table: a row's first line starts with its scenario, later lines do not."""
+    rows, current = {}, None
+    for line in text.split("\n  keepalive, ")[0].splitlines():
+        words = line.split()
+        if words and words[0] in scenarios:
+            current = (words[0], words[1])
+            rows[current] = ([], [])
+            medians = rows[current][0]
+            for word in words[2:]:
+                if word == "!":
+                    medians[-1] += " !"
+                elif re.fullmatch(r"[\d.,]+[kM]?|-", word):
+                    medians.append(word)
+        if current:
+            rows[current][1].extend(int(n) for n in re.findall(r"\bn=(\d+)\b", line))
+    return rows
+
+
+def test_json_the_terminal_table_and_the_html_show_the_same_cells(tmp_path):
+    db = fill_realistic_db(tmp_path / "lab.db")
+    serverlab = str(Path(sys.executable).parent / "serverlab")
+    out = subprocess.run(
+        [serverlab, "report", "--json", "--db", str(db)], check=True, capture_output=True
+    )
+    data = json.loads(out.stdout)
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    console = Console(record=True, width=200)
+    print_summary(db, None, console=console)
+    shown = html_cells(html)
+    printed = console.export_text()
+    terminal = terminal_rows(printed, {"keepalive", "longpoll"})
+    assert len(data["cells"]) == len(shown) == 2 * 3 * 6
+    for cell in data["cells"]:
+        key = (cell["scenario"], cell["contestant"], cell["metric"])
+        median, detail, n, codes = shown[key]
+        assert n == cell["n"] and codes == [f["code"] for f in cell["flags"]]
+        assert median == _number(cell["median"])
+        low, high = cell["interval"]["low"], cell["interval"]["high"]
+        assert detail == f"[{_number(low)}, {_number(high)}] n={n}"
+    for (scenario, contestant), (medians, ns) in terminal.items():
+        mine = [
+            c
+            for c in data["cells"]
+            if (c["scenario"], c["contestant"]) == (scenario, contestant)
+            and c["metric"] in TERMINAL_METRICS
+        ]
+        expected = [compact_number(c["median"]) + (" !" if c["flags"] else "") for c in mine]
+        assert medians == expected and ns == [c["n"] for c in mine]
+    # Each cell has its own n: node-http's fifth keep-alive repeat has no monitor samples,
+    # so its CPU figure stands on four repeats beside a throughput on five.
+    node = {
+        c["metric"]: c["n"]
+        for c in data["cells"]
+        if (c["scenario"], c["contestant"]) == ("keepalive", "node-http")
+    }
+    assert (node["rps"], node["cpu"]) == (5, 4)
+    assert shown[("keepalive", "node-http", "cpu")][2] == 4
+    # The at-a-glance lines are the JSON's, word for word, on the terminal as in the HTML.
+    said = " ".join(printed.split())
+    for glance in data["at_a_glance"]:
+        line = "; ".join(glance["sentences"])
+        assert f"{glance['scenario']}: {line}" in said
+        assert html.count(line.replace("'", "&#39;")) == 1
+    # The generator-bound repeat qualifies every figure of its row, in all three.
+    blocking = [c for c in data["cells"] if c["contestant"] == "java-tomcat-blocking"]
+    assert {bool(c["flags"]) for c in blocking if c["scenario"] == "keepalive"} == {True}
+    assert len(terminal) == 6
+
+
+def test_at_a_glance_states_only_supported_differences_as_ratios(tmp_path):
+    db = fill_realistic_db(tmp_path / "lab.db", repeats=6)
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    glance = html[html.index('id="glance"') : html.index("</section>")]
+    assert html.index('id="glance"') < html.index('<table class="summary">')
+    longpoll = re.search(r'<li data-scenario="longpoll">(.*?)</li>', glance, re.S).group(1)
+    # node-http is twice as fast in the fixture, six repeats against six, fully separated.
+    ratio = re.search(
+        r"node-http has ([\d.]+)× java-tomcat-blocking \(threads=200\)&#39;s throughput "
+        r"\[([\d.]+)–([\d.]+)\]",
+        longpoll,
+    )
+    assert ratio, longpoll
+    assert float(ratio.group(2)) <= float(ratio.group(1)) <= float(ratio.group(3))
+    assert 1.8 < float(ratio.group(1)) < 2.2
+    # Its keep-alive figures are flagged (a generator-bound repeat): no sentence on them.
+    keepalive = re.search(r'<li data-scenario="keepalive">(.*?)</li>', glance, re.S).group(1)
+    assert "java-tomcat-blocking" not in keepalive
+    data = report_data(db)
+    stated = [d for g in data["at_a_glance"] for d in g["differences"]]
+    assert stated and all(d["adjusted_p"] < 0.05 for d in stated)
+    # Four repeats a side can support nothing: said in words, not left blank.
+    few = build_report(fill_realistic_db(tmp_path / "four.db"), None, tmp_path / "f.html")
+    text = few.read_text()
+    assert "No difference is supported by the data (18 figures:" in text

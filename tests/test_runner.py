@@ -224,6 +224,7 @@ def test_dry_run_json_prints_each_tests_plan_in_run_order(contestants_dir, tmp_p
         (["--contestants", "nobody"], "names no test"),
         (["--scale", "0"], "--scale must be positive"),
         (["--json"], "--json goes with --dry-run"),
+        (["--rerun-busy", "-1"], "--rerun-busy -1: give 0 or more re-runs"),
     ],
 )
 def test_bad_run_arguments_are_one_line_errors(contestants_dir, tmp_path, args, message):

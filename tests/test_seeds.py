@@ -124,6 +124,22 @@ def test_seed_000_fails_when_em_is_as_fast_as_node_sequentially():
     assert "Test 1, 6,000 sequential connections" in section.sentence
 
 
+def test_a_check_whose_interval_straddles_its_threshold_says_not_enough_data():
+    tests = seed_000_tests(em_test_1_ms=15.0)
+    em_test_1 = [t for t in tests if t.contestant == EM and t.scenario == SEED_000_TESTS[0]]
+    # Medians 6 ms against about 3: a ratio of 2, above the seed's 1.5 on its own; but the
+    # repeats spread from 2 to 10 ms, and the interval of the ratio reaches below 1.5.
+    for test, mean_ms in zip(em_test_1, (2.0, 6.0, 10.0), strict=True):
+        test.summary["latency_us"]["mean"] = mean_ms * 1000
+    section = one_section(tests)
+    first = section.rows[0]
+    assert first.ratio == pytest.approx(2.0, rel=0.1)
+    assert first.state == NO_DATA
+    assert first.check.startswith("not enough data (expected above 1.5; interval 0.6")
+    assert section.verdict == NO_DATA
+    assert "not enough data (Test 1, 6,000 sequential connections" in section.sentence
+
+
 def test_missing_or_crashed_tests_leave_the_verdict_open():
     missing = one_section(seed_000_tests(15.0, present=SEED_000_TESTS[:1]))
     assert missing.verdict == NO_DATA

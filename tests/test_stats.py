@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from serverlab.results import stats
 from serverlab.results.stats import (
     Verdict,
     _u_null_cdf,
@@ -144,3 +145,19 @@ def test_verdict_direction_follows_what_is_better():
 
 def test_verdict_with_an_empty_side_has_no_test():
     assert verdict([], [1, 2], higher_is_better=True) == (Verdict.TOO_FEW, None)
+
+
+def test_holm_multiplies_the_smallest_p_by_the_count_and_keeps_the_order():
+    # The textbook example (R's p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm")).
+    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.holm([]) == []
+
+
+def test_an_adjusted_p_decides_the_verdict_and_u_its_direction():
+    test = stats.mann_whitney([10, 11, 12, 13], [1, 2, 3, 4])
+    assert stats.decided(test, test.p_value, 4, 4, higher_is_better=True) is Verdict.BETTER
+    assert stats.decided(test, test.p_value, 4, 4, higher_is_better=False) is Verdict.WORSE
+    adjusted = stats.holm([test.p_value] * 6)[0]
+    assert stats.decided(test, adjusted, 4, 4, True) is Verdict.NO_DIFFERENCE

@@ -419,6 +419,62 @@ def test_a_suite_that_multiplies_past_the_limit_is_refused_before_expanding(tmp_
     assert MAX_TESTS == 100_000
 
 
+@pytest.mark.parametrize("chosen", [None, "full", "quick"])
+@pytest.mark.parametrize(
+    ("old", "new", "line", "reason"),
+    [
+        ("count_scale = 0.01", "count_scal = 0.01", 20, "unknown key 'count_scal'"),
+        ("clients = [1000]\n", "client = [1000]\n", 22, "no test has 'client'"),
+        ("[profiles.quick]\n", "[profiles.slow]\nrepeat = 2\n[profiles.quick]\n", 19, "'repeat'"),
+        ("[profiles.quick]\n", "[profiles]\nslow = 3\n[profiles.quick]\n", 19, "must be a table"),
+    ],
+)
+def test_every_profiles_keys_are_checked_whether_it_is_chosen_or_not(
+    tmp_path, chosen, old, new, line, reason
+):
+    path = write(tmp_path, _swap(SEED_SUITE, old, new))
+    with pytest.raises(SuiteError, match=re.escape(reason)) as caught:
+        load_suite(path, profile=chosen)
+    assert caught.value.line == line
+
+
+DEEP = {
+    "arrays": "x = " + "[" * 500 + "]" * 500,
+    "inline tables": "x = " + "{a = " * 500 + "1" + "}" * 500,
+    "dotted keys": ".".join(f"k{i}" for i in range(3000)) + " = 1",
+    "a table header": "[" + ".".join(f"k{i}" for i in range(3000)) + "]",
+    "tunables": '[scenario.tunables."*"]\n' + ".".join("k" * 3000) + " = 1",
+}
+
+
+@pytest.mark.parametrize("how", DEEP)
+def test_toml_nested_past_the_limit_is_refused_in_one_line_at_its_line(tmp_path, how):
+    scenario = '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\n'
+    text = f'contestants = ["node-http"]\n{scenario}{DEEP[how]}\n'
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError, match="nested deeper than 100 levels") as caught:
+        load_suite(path)
+    assert caught.value.line == len(text.splitlines())
+    done = subprocess.run(
+        [sys.executable, "-c", "from serverlab.cli import main; main()", "run", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"serverlab: error: {caught.value}\n"
+
+
+def test_brackets_in_strings_and_comments_are_not_nesting(tmp_path):
+    deep = "[" * 500 + "{" * 500
+    body = (
+        f'[[scenario]]\nname = "a{deep}"  # {deep}\nbehaviour = "keepalive"\n'
+        f"description = '''\n{deep}\n'''\nduration_s = 1\n"
+    )
+    (perm,) = load_suite(write(tmp_path, f'contestants = ["node-http"]\n{body}')).permutations
+    assert perm.scenario == f"a{deep}"
+
+
 PUSH_SUITE = """name = "p"
 contestants = ["node-http"]
 
@@ -436,26 +492,20 @@ emit_interval_ms = 1000
 def test_a_push_scenario_leaving_fewer_than_three_window_cycles_is_refused_at_its_line(
     tmp_path,
 ):
-    path = write(tmp_path, PUSH_SUITE.format(duration=4))
+    path = write(tmp_path, PUSH_SUITE.format(duration=3))
     with pytest.raises(SuiteError, match=r"leaves 2 emit cycle\(s\).*at least 3") as caught:
         load_suite(path, known_contestants=KNOWN)
     assert str(caught.value).startswith(f"{path}:10:")
     # One more second of hold leaves three cycles between the ramp and the emitters' stop.
-    path.write_text(PUSH_SUITE.format(duration=5))
+    path.write_text(PUSH_SUITE.format(duration=4))
     assert len(load_suite(path, known_contestants=KNOWN).permutations) == 1
 
 
 def test_the_dry_run_refuses_a_push_scenario_without_three_window_cycles(tmp_path):
-    path = write(tmp_path, PUSH_SUITE.format(duration=3))
+    path = write(tmp_path, PUSH_SUITE.format(duration=2))
     result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from serverlab.cli import main; main()",
-            "run",
-            str(path),
-            "--dry-run",
-        ],
+        [sys.executable, "-c", "from serverlab.cli import main; main()", "run", str(path)]
+        + ["--dry-run"],
         capture_output=True,
         text=True,
         timeout=60,

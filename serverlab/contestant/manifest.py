@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serverlab.base import tomltext
 from serverlab.base.paths import contestants_root
 from serverlab.contestant.placeholders import (
     BUILTIN_PLACEHOLDERS,
@@ -121,7 +122,7 @@ class BrokenManifest:
 def load_manifest(path: Path) -> Manifest:
     """Reads and validates one manifest; ManifestError says what is wrong and where."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomltext.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ManifestError(f"{path}: cannot read: {error}") from None
     return _validate(path, raw)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 
 from serverlab.base import owner
@@ -23,6 +24,13 @@ DEFAULT_NAME = os.environ.get("SERVERLAB_LAB", "main")
 BUILDING, UP = "building", "up"
 
 
+def down_command(name: str) -> str:
+    """The command that takes the lab `name` down, as a user would type it: `lab down`
+    takes no name, it reads SERVERLAB_LAB as every lab command does."""
+    prefix = "" if name == DEFAULT_NAME else f"SERVERLAB_LAB={shlex.quote(name)} "
+    return f"{prefix}serverlab lab down"
+
+
 def up(
     generators: int,
     rate_mbit: float | None = None,
@@ -33,7 +41,7 @@ def up(
     lab = plan_lab(name, generators, rate_mbit)
     reap_stale()
     if owner.lab_state_file(name).is_file():
-        raise LabError(f"lab {name!r} is already up (serverlab lab down --name {name} first)")
+        raise LabError(f"lab {name!r} is already up (run `{down_command(name)}` first)")
     _write_state(lab, BUILDING)
     try:
         network.build(lab)

@@ -3,14 +3,14 @@
 A and B are selections (see ``serverlab.results.report.selection``): two contestant names
 compare contestants scenario by scenario within the latest suite; ``run:3 run:5`` compares
 each contestant with itself across two runs. Figures are medians over repeats, never
-best-of-N; the ratio A/B comes with its distribution-free interval, and the verdict from a
-two-sided Mann-Whitney test where both sides have enough repeats for it to say anything
-(``serverlab.results.stats``).
+best-of-N; the ratio A/B comes with its distribution-free interval. Each side's figure is a
+cell (``serverlab.results.report.cells``) with its own n and flags; the verdicts come from
+``serverlab.results.report.verdicts``: none on a flagged cell, a two-sided Mann-Whitney
+test where both sides have enough repeats, Holm-adjusted across the whole comparison.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,44 +21,67 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results import stats
+from serverlab.results.report.cells import cells_of
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
-    SUMMARIZED_STATUSES,
     Metric,
-    comparison_key,
     coverage_note,
-    format_cell,
-    scenario_key,
     scenario_labels,
 )
 from serverlab.results.report.selection import SelectionError, parse_selection, select_tests
-from serverlab.results.store import RecordedTest, Store
+from serverlab.results.report.summary import terminal_cell
+from serverlab.results.report.verdicts import Judgement, judge
+from serverlab.results.store import Store
 
 DEFAULT_METRICS = ("rps", "p50", "p99", "errors", "cpu", "rss")
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
+    """One scenario (and contestant, when runs are the sides) and metric: A's cell, B's
+    cell and their judgement."""
+
     scenario: str
     contestants: str
-    metric: Metric
-    a: stats.Summary
-    b: stats.Summary
-    verdict: stats.Verdict
-    test: stats.MannWhitney | None
-    ratio: stats.Ratio | None = None
+    judgement: Judgement
+
+    @property
+    def metric(self) -> Metric:
+        return self.judgement.metric
+
+    @property
+    def a(self) -> stats.Summary:
+        return self.judgement.a.summary
+
+    @property
+    def b(self) -> stats.Summary:
+        return self.judgement.b.summary
+
+    @property
+    def verdict(self) -> stats.Verdict:
+        return self.judgement.verdict
+
+    @property
+    def test(self) -> stats.MannWhitney | None:
+        return self.judgement.test
+
+    @property
+    def ratio(self) -> stats.Ratio | None:
+        return self.judgement.ratio
 
     @property
     def words(self) -> str:
-        if self.verdict is stats.Verdict.BETTER:
-            return self.metric.better
-        if self.verdict is stats.Verdict.WORSE:
-            return self.metric.worse
-        if self.verdict is stats.Verdict.TOO_FEW:
-            ns = "each" if self.a.n == self.b.n else "and"
-            counts = f"n={self.a.n} {ns}" if ns == "each" else f"n={self.a.n} and {self.b.n}"
-            return f"{self.verdict.value} ({counts}; {stats.MIN_REPEATS_TO_TEST} or more needed)"
-        return self.verdict.value
+        return self.judgement.words
+
+    def as_dict(self) -> dict:
+        return {
+            "scenario": self.scenario,
+            "contestant": self.contestants,
+            "metric": self.metric.name,
+            "a": self.judgement.a.as_dict(),
+            "b": self.judgement.b.as_dict(),
+            **self.judgement.as_dict(),
+        }
 
 
 def compare(
@@ -76,78 +99,88 @@ def compare(
     with Store(db_path, create=False) as store:
         tests_a = select_tests(store, selection_a)
         tests_b = select_tests(store, selection_b)
-    sides_are_contestants = len(selection_a.contestants) == len(selection_b.contestants) == 1
-    groups_a = _grouped(tests_a, not sides_are_contestants)
-    groups_b = _grouped(tests_b, not sides_are_contestants)
-    shared = [key for key in groups_a if key in groups_b]
-    if not shared:
-        raise SelectionError("the two sides ran no scenario in common")
+    by_contestant = not (len(selection_a.contestants) == len(selection_b.contestants) == 1)
     labels = scenario_labels(tests_a + tests_b)
-    rows = []
-    for key in shared:
-        first = groups_a[key][0]
-        scenario = labels[scenario_key(first)]
-        contestant = "" if sides_are_contestants else first.contestant
-        for name in metrics:
-            metric = METRICS_BY_NAME[name]
-            values_a, values_b = _values(groups_a[key], metric), _values(groups_b[key], metric)
-            if not values_a and not values_b:
-                continue  # a figure the scenario has not (a push test's requests/s)
-            outcome, test = stats.verdict(values_a, values_b, metric.higher_is_better, alpha)
-            summaries = stats.summarize(values_a), stats.summarize(values_b)
-            ratio = stats.ratio(values_a, values_b)
-            rows.append(
-                ComparisonRow(scenario, contestant, metric, *summaries, outcome, test, ratio)
-            )
-    return rows
-
-
-def _grouped(tests: list[RecordedTest], with_contestant: bool) -> dict[str, list[RecordedTest]]:
-    groups: dict[str, list[RecordedTest]] = {}
-    for test in tests:
-        groups.setdefault(comparison_key(test, with_contestant), []).append(test)
-    return groups
-
-
-def _values(tests: list[RecordedTest], metric: Metric) -> list[float]:
-    values = [metric.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
-    return [v for v in values if v is not None and not math.isnan(v)]
+    chosen = [METRICS_BY_NAME[name] for name in metrics]
+    cells_a = {(c.key, c.metric.name): c for c in cells_of(tests_a, chosen, by_contestant, labels)}
+    cells_b = {(c.key, c.metric.name): c for c in cells_of(tests_b, chosen, by_contestant, labels)}
+    # A figure neither side has (a push test's requests/s) is not compared.
+    pairs = [
+        (cell, cells_b[key])
+        for key, cell in cells_a.items()
+        if key in cells_b and (cell.values or cells_b[key].values)
+    ]
+    if not pairs:
+        raise SelectionError("the two sides ran no scenario in common")
+    return [
+        ComparisonRow(j.a.scenario, j.a.contestant if by_contestant else "", j)
+        for j in judge(pairs, alpha)
+    ]
 
 
 def print_comparison(
     rows: list[ComparisonRow], label_a: str, label_b: str, console: Console | None = None
 ) -> None:
     """The comparison as a rich table: median [interval] per side, their ratio with its
-    interval, the test's p and the verdict. Cells wrap between words only."""
+    interval, the test's p and its Holm-adjusted p, and the verdict; then every flag of
+    a cell the table shows. Cells wrap between words only."""
     console = console or terminal.console()
     with_contestant = any(row.contestants for row in rows)
     table = Table(
-        title=f"A = {label_a}   vs   B = {label_b}", title_justify="left", box=box.SIMPLE_HEAD
+        title=f"A = {terminal.literal(label_a)}   vs   B = {terminal.literal(label_b)}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
-    columns = ["scenario", "contestant", "metric", "A", "B", "A / B", "p", "A is"]
+    columns = ["scenario", "contestant", "metric", "A", "B", "A / B", "p (Holm)", "A is"]
     if not with_contestant:
         columns.remove("contestant")
     for column in columns:
         table.add_column(column)
     for row in rows:
-        p_value = "-" if row.test is None else f"{row.test.p_value:.2g}"
         unit = f" ({row.metric.unit})" if row.metric.unit else ""
-        cells = [row.scenario, row.contestants, row.metric.label + unit]
+        cells = [terminal.literal(row.scenario), terminal.literal(row.contestants)]
+        cells.append(row.metric.label + unit)
         if not with_contestant:
             del cells[1]
-        sides = ["\n".join(format_cell(side, compact=True)) for side in (row.a, row.b)]
-        table.add_row(*cells, *sides, _ratio_text(row.ratio), p_value, row.words)
+        sides = [terminal_cell(cell) for cell in (row.judgement.a, row.judgement.b)]
+        table.add_row(*cells, *sides, _ratio_text(row.ratio), _p_text(row), row.words)
     console.print(table)
-    console.print(coverage_note([side.n for row in rows for side in (row.a, row.b)]))
+    for line in flag_lines(rows):
+        # A flag may quote what a server or the engine said, beside names from the suite.
+        console.print(f"  {terminal.literal(line)}", highlight=False)
+    cells = [cell for row in rows for cell in (row.judgement.a, row.judgement.b)]
+    console.print(coverage_note([cell.summary.n for cell in cells]))
     console.print(STATISTICS_NOTE)
 
 
+def _p_text(row: ComparisonRow) -> str:
+    if row.test is None:
+        return "-"
+    return f"{row.test.p_value:.2g}\n({row.judgement.adjusted_p:.2g})"
+
+
+def flag_lines(rows: list[ComparisonRow]) -> list[str]:
+    """Each flag of a cell the comparison shows, once per scenario and side, with its
+    repeats and the figures it qualifies there."""
+    figures: dict[str, list[str]] = {}
+    for row in rows:
+        where = ", ".join(filter(None, (row.scenario, row.contestants)))
+        for side, cell in (("A", row.judgement.a), ("B", row.judgement.b)):
+            for flag in cell.flags:
+                repeats = ", ".join(flag.repeats)
+                said = f"{where}, {side} ({cell.contestant}): {flag.text} ({repeats})"
+                figures.setdefault(said, []).append(row.metric.label)
+    return [f"! {said}; on {', '.join(labels)}" for said, labels in figures.items()]
+
+
 STATISTICS_NOTE = (
-    f"A / B: the ratio of the medians, with the interval of the ratio from every pair of "
-    f"repeats (its coverage in brackets when under 95 %). The verdict is a two-sided "
-    f"Mann-Whitney U test at p < 0.05, run where both sides have "
-    f"{stats.MIN_REPEATS_TO_TEST} or more repeats; with fewer no p could fall below 0.05, so "
-    f"the table says so instead of finding no difference."
+    "A / B: the ratio of the medians, with the interval of the ratio from every pair of "
+    "repeats (its coverage in brackets when under 95 %). The verdict is a two-sided "
+    "Mann-Whitney U test, run where both sides have "
+    f"{stats.MIN_REPEATS_TO_TEST} or more repeats (with fewer no p could fall below 0.05, so "
+    "the table says so instead of finding no difference), its p adjusted by Holm-Bonferroni "
+    "across every verdict of this comparison (in brackets) and judged at 0.05. A figure "
+    "marked ! is flagged (listed above): no verdict is given on it."
 )
 
 

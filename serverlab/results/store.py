@@ -249,6 +249,8 @@ class RecordedTest:
     plan: dict[str, Any] | None = None
     run_info: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+    # The re-run that replaced this test in the figures (`serverlab run --rerun-busy`).
+    superseded_by: int | None = None
 
     @property
     def key(self) -> str:
@@ -431,8 +433,10 @@ class Store:
                 (status, time.time() if ended_at is None else ended_at, run_id),
             )
 
-    def commit_test(self, test: RecordedTest) -> int:
+    def commit_test(self, test: RecordedTest, supersedes: int | None = None) -> int:
         """Store a test and everything measured in it in one transaction; returns its id.
+        `supersedes`: the stored test this one re-runs, marked superseded in the same
+        transaction.
 
         Either all of it lands or none of it does: an exception (or a killed process)
         part-way leaves no trace of this test, so --resume runs it again.
@@ -443,6 +447,10 @@ class Store:
             with self._transaction() as db:
                 test_id = _insert_test_row(db, test)
                 _insert_details(db, test_id, test)
+                if supersedes is not None:
+                    db.execute(
+                        "UPDATE tests SET superseded_by = ? WHERE id = ?", (test_id, supersedes)
+                    )
         except sqlite3.Error as error:
             raise _explain(self.path, error, f"store test {test.key}") from error
         test.id = test_id
@@ -477,6 +485,22 @@ class Store:
         )
         return {make_test_key(row[0], row[1]) for row in rows}
 
+    @_sqlite_errors("read the machine-busy tests")
+    def busy_tests(self, suite: Suite | int) -> dict[str, tuple[int, int]]:
+        """This suite version's standing tests flagged machine-busy, by key
+        (``make_test_key``): (test id, how many re-runs it already replaced)."""
+        rows = self._db.execute(
+            "SELECT t.id, t.permutation_key, t.repeat_index,"
+            " (SELECT COUNT(*) FROM tests s JOIN runs sr ON sr.id = s.run_id"
+            "  WHERE sr.suite_id = r.suite_id AND s.permutation_key = t.permutation_key"
+            "  AND s.repeat_index = t.repeat_index AND s.superseded_by IS NOT NULL)"
+            " FROM tests t JOIN runs r ON r.id = t.run_id"
+            " WHERE r.suite_id = ? AND t.superseded_by IS NULL"
+            " AND json_extract(t.validity_json, '$.machine_busy') IS NOT NULL",
+            (_suite_id(suite),),
+        )
+        return {make_test_key(row[1], row[2]): (row[0], row[3]) for row in rows}
+
     @_sqlite_errors("read the suites")
     def suites(self) -> list[Suite]:
         return [_suite_from_row(r) for r in self._db.execute("SELECT * FROM suites ORDER BY id")]
@@ -495,9 +519,15 @@ class Store:
         return [_run_from_row(r) for r in rows if wanted is None or r["suite_id"] in wanted]
 
     @_sqlite_errors("read the tests")
-    def tests(self, run_ids: Iterable[int] | None = None) -> list[RecordedTest]:
-        """Tests with their own columns only; ``load_details`` fills the measurement lists."""
-        rows = self._db.execute("SELECT * FROM tests ORDER BY id").fetchall()
+    def tests(
+        self, run_ids: Iterable[int] | None = None, superseded: bool = False
+    ) -> list[RecordedTest]:
+        """Tests with their own columns only; ``load_details`` fills the measurement lists.
+        The figures' tests by default; ``superseded``: the ones re-runs replaced instead."""
+        rows = self._db.execute(
+            "SELECT * FROM tests WHERE (superseded_by IS NOT NULL) = ? ORDER BY id",
+            (int(superseded),),
+        ).fetchall()
         wanted = None if run_ids is None else set(run_ids)
         return [_test_from_row(r) for r in rows if wanted is None or r["run_id"] in wanted]
 
@@ -682,4 +712,5 @@ def _test_from_row(row: sqlite3.Row) -> RecordedTest:
         summary=None if row["summary_json"] is None else json.loads(row["summary_json"]),
         plan=None if row["plan_json"] is None else json.loads(row["plan_json"]),
         run_info=json.loads(row["run_info_json"]),
+        superseded_by=row["superseded_by"],
     )

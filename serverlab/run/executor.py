@@ -35,7 +35,7 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
 )
-from serverlab.run import fileset, netns
+from serverlab.run import fileset, netns, sockdiag
 from serverlab.run.leftovers import work_folder
 from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
@@ -211,7 +211,13 @@ class _Measurement:
         if plan.read_stats:
             self._read_stats("start")
         progress = self.env.progress
-        monitor = Monitor(server.process.pid, on_sample=progress and progress.sample)
+        monitor = Monitor(
+            server.process.pid,
+            on_sample=progress and progress.sample,
+            cpus=self.env.pinning.engine,  # the generator's CPUs, never the server's
+            port=server.port,
+            diag_socket=lambda: _call(server, sockdiag.open_socket),
+        )
         with monitor:
             # Priming runs load the server exactly as the measured run will, with the
             # monitor on so that the peak RSS includes them (seed 003's first `ab` run).
@@ -255,6 +261,8 @@ class _Measurement:
         their time comes; returns what it produced and the server's crash, if the server died
         meanwhile (the load then sees the refused connections for a moment: they are part of
         the result)."""
+        if monitor is not None:
+            monitor.open_window()  # the exact figures cover the engine's run, no more
         running = self.load.begin(plan, self.server.workdir, tag, on_interval)
         if monitor is not None and running.local_pid is not None:
             monitor.watch_engine(running.local_pid)
@@ -274,10 +282,13 @@ class _Measurement:
                 time.sleep(0.1)
         except KeyboardInterrupt:
             running.stop()
+            timed.abandon()
             raise
-        finally:
-            if during:
-                self._stamped(timed)
+        if monitor is not None:
+            monitor.close_window()
+        if during:
+            # After the window: a call still blocked on a busy server is waited for here.
+            self._stamped(timed)
         return running.finish(), crash
 
     def _send(self, call: ControlCall, timeout_s: float) -> httpclient.Response:
@@ -423,6 +434,9 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
         for i, r in enumerate(result.intervals)
     ]
     test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
+    if monitor.window.figures is not None:
+        test.run_info["kernel"] = monitor.window.figures
+    test.run_info["monitor"] = monitor.own_cpu
     if result.summary and result.summary.get("histogram"):
         test.histograms["latency_us"] = result.summary["histogram"]
     if result.summary is None and result.stderr_tail:

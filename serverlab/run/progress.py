@@ -59,7 +59,9 @@ class Progress:
     def test_started(self, index: int, plan: TestPlan) -> None:
         self.index = index
         dims = " ".join(f"{k}={v}" for k, v in plan.params.items() if k != "pacer")
-        self.label = f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
+        # Printed without markup (`_say`, a Text when live): only control characters to hide.
+        label = f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
+        self.label = terminal.literal(label, markup=False)
         self.estimate = plan.estimate_s
         # A held stream's answers are its events; its requests stay open all test long.
         self.unit = "events/s" if plan.params.get("behaviour") in STREAMS else "req/s"
@@ -81,7 +83,7 @@ class Progress:
         self._say(line)
 
     def _say(self, line: str) -> None:
-        self.console.print(line, highlight=False)
+        self.console.print(line, markup=False, highlight=False)
 
     def interval(self, record: dict) -> None:
         if self.unit == "events/s":

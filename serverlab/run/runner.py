@@ -4,6 +4,10 @@ The runner owns the run (its row in the database, its machine metadata, `--resum
 plan goes to an executor (`serverlab.run.executor.execute` on this machine) and comes back
 as a recorded test, which is committed in one transaction before the next plan starts.
 Ctrl-C abandons the test in hand and keeps every finished one.
+
+With `rerun_busy` N, a test flagged machine-busy (other processes used the machine during
+its load) is run again, up to N times: each re-run replaces the one before in the figures,
+which stays stored, marked superseded by it.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from serverlab.results.store import Suite as StoredSuite
 from serverlab.run import netns
 from serverlab.run.executor import Environment, execute
 from serverlab.run.machine import describe
+from serverlab.run.monitor import FIGURE_SOURCES
 from serverlab.run.suite import Suite
 from serverlab.run.testplan import TestPlan
+
+BUSY_FLAG = "machine_busy"  # serverlab.run.validity.kernel_flags
 
 # How long an interrupted or failed run waits to record that in a busy database.
 CLOSE_WAIT_S = 2.0
@@ -38,6 +45,7 @@ class Session:
     execute: Callable[[TestPlan, Environment], RecordedTest] = execute
     # What else the run's metadata should say (a distributed run's nodes, say).
     placement: dict = field(default_factory=dict)
+    rerun_busy: int = 0  # re-runs allowed per machine-busy repeat
 
 
 @dataclass
@@ -48,6 +56,7 @@ class RunOutcome:
     crashed: int
     invalid: int
     interrupted: bool
+    rerun: int = 0  # re-runs of machine-busy repeats
 
 
 def run_suite(session: Session) -> RunOutcome:
@@ -56,33 +65,64 @@ def run_suite(session: Session) -> RunOutcome:
         StoredSuite(name=suite.name, path=str(suite.path), sha256=suite.sha256, scale=suite.scale)
     )
     done = store.finished_test_keys(stored) if session.resume else set()
+    # Resumed with --rerun-busy: a kept machine-busy repeat with re-runs left is run again.
+    busy = store.busy_tests(stored) if session.resume and session.rerun_busy else {}
     run = store.start_run(stored, _machine(session))
     session.env.run_id = run.id
-    todo = [plan for plan in session.plans if make_test_key(plan.key, plan.repeat) not in done]
+    again = {key: previous for key, previous in busy.items() if previous[1] < session.rerun_busy}
+    todo = [
+        plan
+        for plan in session.plans
+        if make_test_key(plan.key, plan.repeat) not in done
+        or make_test_key(plan.key, plan.repeat) in again
+    ]
     skipped = len(session.plans) - len(todo)
     counts = {"ok": 0, "crashed": 0, "invalid": 0}
-    if progress:
-        progress.begin(todo, skipped=skipped)
+    rerun = 0
     try:
+        if progress:
+            progress.begin(todo, skipped=skipped)
         for index, plan in enumerate(todo):
             if progress:
                 progress.test_started(index, plan)
-            recorded = session.execute(plan, session.env)
-            store.commit_test(recorded)
+            previous = again.get(make_test_key(plan.key, plan.repeat))
+            recorded, reruns = _run_one(session, plan, previous)
+            rerun += reruns
             counts[recorded.status] = counts.get(recorded.status, 0) + 1
             if progress:
                 progress.test_finished(recorded)
     except KeyboardInterrupt:
         _close_run(store, run.id, "interrupted")
         interrupted = True
-    except StoreError:
+    except BaseException:
+        # A full disk, or a bug on the way (printing a progress line, say): the run is over,
+        # and says so, rather than stay 'running' until a later run finds it abandoned.
         _close_run(store, run.id, "failed")
         raise
     else:
         store.finish_run(run.id, "finished")
         interrupted = False
     finished = sum(counts.values())
-    return RunOutcome(run.id, finished, skipped, counts["crashed"], counts["invalid"], interrupted)
+    return RunOutcome(
+        run.id, finished, skipped, counts["crashed"], counts["invalid"], interrupted, rerun
+    )
+
+
+def _run_one(
+    session: Session, plan: TestPlan, previous: tuple[int, int] | None = None
+) -> tuple[RecordedTest, int]:
+    """Runs and commits one test, then re-runs it while it is flagged machine-busy, up to
+    `rerun_busy` times; returns the test that stands and how many re-runs it took.
+    `previous`: a stored machine-busy test this one re-runs, and the re-runs before it."""
+    supersedes, before = previous or (None, 0)
+    recorded = session.execute(plan, session.env)
+    session.store.commit_test(recorded, supersedes=supersedes)
+    reruns = int(supersedes is not None)
+    while before + reruns < session.rerun_busy and BUSY_FLAG in recorded.validity:
+        again = session.execute(plan, session.env)
+        session.store.commit_test(again, supersedes=recorded.id)
+        recorded, reruns = again, reruns + 1
+    return recorded, reruns
 
 
 def _close_run(store: Store, run_id: int, status: str) -> None:
@@ -107,6 +147,9 @@ def _machine(session: Session) -> dict:
         "filesets": suite.filesets,
     }
     info["limits"] = session.limits
+    info["figure_sources"] = FIGURE_SOURCES
+    if session.rerun_busy:
+        info["rerun_busy"] = session.rerun_busy
     if session.placement:
         info["placement"] = session.placement
     if any(link.get("delay_ms") for link in suite.links.values()):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from serverlab.base import tomltext
 from serverlab.contestant.tunables import TunableValueError
 
 if TYPE_CHECKING:
@@ -108,9 +109,9 @@ DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
 SETUP_ESTIMATE_S = 6.0
 # A suite whose lists multiply past this many tests is refused before it is expanded.
 MAX_TESTS = 100_000
-# The last seconds of a push test run with the emitters stopped, so that an event in flight
-# when the load ends is not counted as delivered to nobody.
-QUIET_END_S = 2.0
+# The last second of a push test runs with the emitters stopped, so that the last cycle of
+# the window reaches clients that are still there (a cycle after the stop is reported apart).
+QUIET_END_S = 1.0
 # A push test's figures come from the emit cycles of its window; fewer than this is no figure.
 MIN_WINDOW_CYCLES = 3
 
@@ -274,11 +275,14 @@ def load_suite(
     scenarios = doc.get("scenario")
     if not isinstance(scenarios, list) or not scenarios:
         raise SuiteError(path, None, "a suite needs at least one [[scenario]] table")
-    chosen = _profile(path, lines, doc.get("profiles", {}), profile)
+    profiles = _profiles(path, lines, doc.get("profiles", {}))
+    chosen = _chosen(path, profiles, profile)
     suite = _suite(path, raw, doc, lines, scale, chosen)
     default_contestants = _get(path, lines, doc, "contestants", list, None, default=[])
     expanded = _expand(suite, scenarios, default_contestants, known_contestants)
-    _check_only_dimensions(path, lines, chosen, [perm for _, perm, _ in expanded])
+    # Every profile, chosen or not: a typo in one is found now, not on the day it is chosen.
+    for each in profiles.values():
+        _check_only_dimensions(path, lines, each, [perm for _, perm, _ in expanded])
     suite.permutations = _selected(suite, expanded, chosen, only)
     return suite
 
@@ -290,7 +294,7 @@ def _read(path: Path) -> tuple[bytes, dict, _Lines]:
         raise SuiteError(path, None, f"cannot read: {err.strerror}") from err
     text = raw.decode("utf-8", errors="replace")
     try:
-        doc = tomllib.loads(text)
+        doc = tomltext.loads(text)  # nesting refused past tomltext.MAX_DEPTH, at its line
     except tomllib.TOMLDecodeError as err:
         line = getattr(err, "lineno", None) or _toml_error_line(str(err))
         raise SuiteError(path, line, f"not valid TOML: {err}") from err
@@ -461,16 +465,26 @@ def _fileset(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, A
     return spec
 
 
-def _profile(path: Path, lines: _Lines, profiles: Any, name: str | None) -> Profile:
+def _profiles(path: Path, lines: _Lines, profiles: Any) -> dict[str, Profile]:
+    """Every [profiles.NAME] of the suite, each checked whether it is chosen or not."""
     if not isinstance(profiles, dict):
         raise SuiteError(path, lines.of("profiles"), "profiles must be [profiles.NAME] tables")
+    return {name: _profile(path, lines, name, table) for name, table in profiles.items()}
+
+
+def _chosen(path: Path, profiles: dict[str, Profile], name: str | None) -> Profile:
     if name is None or (name == FULL_PROFILE and name not in profiles):
         return Profile()
     if name not in profiles:
         known = ", ".join(sorted({FULL_PROFILE, *profiles}))
         raise SuiteError(path, None, f"no profile {name!r} in this suite ({known})")
+    return profiles[name]
+
+
+def _profile(path: Path, lines: _Lines, name: str, table: Any) -> Profile:
     header = f"profiles.{name}"
-    table = profiles[name]
+    if not isinstance(table, dict):
+        raise SuiteError(path, lines.in_table("profiles", name), f"{header} must be a table")
     _unknown_keys(path, lines, header, table, PROFILE_KEYS)
     scales = {
         key: _number(path, lines, header, table, key, 1e-6)

@@ -70,6 +70,10 @@ class TimedCalls:
                 continue
             self.records.append(stamp(self.send, timed.call, self.due_wall(timed)))
 
+    def abandon(self) -> None:
+        """No further call, and no wait for the one under way (the run is interrupted)."""
+        self._ended.set()
+
     def finish(self) -> list[dict[str, Any]]:
         """No further call; waits for the one under way, at most its timeout."""
         self._ended.set()

@@ -14,7 +14,9 @@ import jinja2
 import plotly.offline
 
 from serverlab.results import stats
+from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
+from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.metrics import (
     METRICS,
     METRICS_BY_NAME,
@@ -28,6 +30,7 @@ from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.summary import (
     SummaryRow,
     architectures,
+    rerun_note,
     scenario_groups,
     status_counts,
     summary_rows,
@@ -68,8 +71,30 @@ def build_report(
         parsed.describe(),
         str(db_path),
         architectures(found.runs, labels),
+        rerun_note(found.superseded),
     )
     return _write_atomically(Path(out_path), html)
+
+
+def report_data(
+    db_path: str | Path,
+    selection: Iterable[str] | str | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict:
+    """``report --json``: the cells the report's tables are drawn from and its "at a glance"
+    judgements, as data (the same computation as the HTML and the terminal summary)."""
+    parsed = parse_selection(selection)
+    found = load_selected(db_path, parsed)
+    sections = _sections(found.tests, architectures(found.runs, labels))
+    return {
+        "selection": parsed.describe(),
+        "cells": [cell.as_dict() for cell in section_cells(sections)],
+        "at_a_glance": [glance.as_dict() for glance in at_a_glance(section_cells(sections))],
+    }
+
+
+def section_cells(sections: list[ScenarioSection]) -> list[Cell]:
+    return [cell for s in sections for row in s.summary for cell in row.figures]
 
 
 def render_report(
@@ -79,8 +104,10 @@ def render_report(
     selection_text: str,
     db_text: str,
     labels: dict[str, str] | None = None,
+    reruns: str = "",
 ) -> str:
     sections = _sections(tests, labels or {})
+    cells = section_cells(sections)
     transports = transport_section(tests, runs, labels or {})
     charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
     figures = {c.key: c.figure for c in charts if c.figure is not None}
@@ -98,10 +125,12 @@ def render_report(
         transport_figures=FIGURES,
         figures=figures,
         plot_template=shared_template(),
-        coverage_note=coverage_note(row.summarized for s in sections for row in s.summary),
+        coverage_note=coverage_note(cell.summary.n for cell in cells),
+        glances=at_a_glance(cells),
         min_repeats_to_test=stats.MIN_REPEATS_TO_TEST,
         test_count=len(tests),
         status_counts=status_counts(tests),
+        rerun_note=reruns,
         plotly_js=plotly.offline.get_plotlyjs(),
     )
 
@@ -130,7 +159,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 params=", ".join(
                     f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
                 ),
-                summary=summary_rows(group, names),
+                summary=summary_rows(group, names, scenarios=labels),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],

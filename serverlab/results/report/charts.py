@@ -45,6 +45,35 @@ class Chart:
     figure: dict | None = None
     empty: str = ""
     flags: list[tuple[str, Flag]] = field(default_factory=list)
+    # In place of a chart whose every value is zero: an axis from -1 to 1 says nothing.
+    sentence: str = ""
+
+
+# What a chart whose every value is zero says, by its title; others get ZERO_DEFAULT.
+ZERO_SENTENCES = {"events lost by transport": "no event lost in any test"}
+ZERO_DEFAULT = "{title}: zero in every test"
+
+
+def all_zero(fig: go.Figure) -> bool:
+    """Whether the figure has data and every value it plots is zero."""
+    values = [v for trace in fig.data for v in (trace.y if trace.y is not None else ())]
+    return bool(values) and all(v == 0 for v in values if v is not None)
+
+
+def zero_sentence(title: str) -> str:
+    key = title.lower()
+    return ZERO_SENTENCES.get(key, ZERO_DEFAULT.format(title=title))
+
+
+def finish(chart: Chart, fig: go.Figure, axes: tuple[str, str], empty: str) -> Chart:
+    """The chart's figure; or its one sentence when every value is zero; or why it has none."""
+    if fig.data and all_zero(fig):
+        chart.sentence = zero_sentence(chart.title)
+    elif fig.data:
+        chart.figure = _figure(fig, *axes)
+    else:
+        chart.empty = empty
+    return chart
 
 
 def contestant_colours(tests: list[RecordedTest]) -> dict[str, str]:
@@ -82,12 +111,7 @@ def shared_template() -> dict:
 
 
 def _chart(key, title, caption, tests, fig, axes, empty) -> Chart:
-    chart = Chart(key, title, caption, flags=flags_of(tests))
-    if fig.data:
-        chart.figure = _figure(fig, *axes)
-    else:
-        chart.empty = empty
-    return chart
+    return finish(Chart(key, title, caption, flags=flags_of(tests)), fig, axes, empty)
 
 
 def median_bars(key: str, tests: list[RecordedTest], metrics: list[Metric], title: str) -> Chart:

@@ -25,6 +25,19 @@ RUN_SPECIFIC_PARAMS = ("engine_plan",)
 FLAG_TEXT_LIMIT = 160
 # Delivery delays from a generator whose clock is known only this well are flagged.
 CLOCK_UNCERTAINTY_MS = 1.0
+# A request test whose rate moved more than this between the halves of its window.
+STEADY_TOLERANCE = 0.10
+# The engine's read delay at p99 above this share of latency p99 is flagged.
+TAIL_FLOOR_SHARE = 0.25
+# Failed attempts above this share of all attempts put every figure of a test in doubt;
+# fewer are reported (the errors figure counts them) but qualify no other figure.
+ERROR_SHARE_LIMIT = 0.01
+PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
+LATENCY_FIGURES = frozenset({"p50", "p99"})
+# Not-steady touches the figures of the exchange itself: its rate and, through it, its
+# latency (a closed loop's latency is its clients over its rate). CPU and RSS stay the
+# honest figures of the window they cover.
+STEADY_FIGURES = frozenset({"rps", "p50", "p99"})
 
 
 @dataclass(frozen=True)
@@ -78,14 +91,37 @@ def error_count(test: RecordedTest) -> float | None:
     return float(errors) if isinstance(errors, int | float) else None
 
 
+def _kernel(test: RecordedTest, key: str) -> float | None:
+    """A figure of the load window, read from the kernel (serverlab.run.monitor)."""
+    value = (test.run_info.get("kernel") or {}).get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
 def mean_server_cpu(test: RecordedTest) -> float | None:
+    """The server tree's CPU time over the engine's run, as % of a core (kernel). Tests
+    stored before it was measured fall back to the mean of the 10 Hz samples."""
+    if "kernel" in test.run_info:
+        return _kernel(test, "server_cpu_percent")
     values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
     return sum(values) / len(values) if values else None
 
 
 def peak_rss_mib(test: RecordedTest) -> float | None:
+    """The sum of the server processes' VmHWM over the engine's run (kernel); older tests:
+    the largest 10 Hz sample."""
+    if "kernel" in test.run_info:
+        peak = _kernel(test, "peak_rss_bytes")
+        return None if peak is None else peak / MIB
     values = [s.rss_bytes for s in test.samples if s.rss_bytes is not None]
     return max(values) / MIB if values else None
+
+
+def socket_memory_mib(test: RecordedTest) -> float | None:
+    """Kernel memory of the server's own sockets, last read before the engine stopped."""
+    sockets = (test.run_info.get("kernel") or {}).get("sockets") or {}
+    last = sockets.get("last") or {}
+    value = last.get("kernel_bytes")
+    return value / MIB if isinstance(value, int) else None
 
 
 def median_engine_cpu(test: RecordedTest) -> float | None:
@@ -118,9 +154,13 @@ METRICS = (
     Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
     Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
     Metric("errors", "errors", "", False, error_count),
-    Metric("cpu", "server CPU mean", "%", False, mean_server_cpu),
+    Metric("cpu", "server CPU over the load", "%", False, mean_server_cpu),
     Metric("rss", "server RSS peak", "MiB", False, peak_rss_mib),
+    Metric("sockmem", "server socket memory", "MiB", False, socket_memory_mib),
 )
+# Flags the runner stores that touch only some figures (any other touches them all).
+KERNEL_FIGURES = frozenset({"cpu", "rss", "sockmem"})
+RUNNER_FLAG_FIGURES = {"kernel-read-failed": KERNEL_FIGURES}
 METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -146,8 +186,10 @@ def validity_flags(test: RecordedTest) -> list[Flag]:
     for code, detail in sorted(test.validity.items()):
         # A bare number the runner stored is a measurement (e.g. a median CPU), not a flag.
         informational = isinstance(detail, int | float) and not isinstance(detail, bool)
-        if detail and not informational and code.replace("_", "-") not in seen:
-            flags.append(Flag(code.replace("_", "-"), _flag_text(code, detail)))
+        name = code.replace("_", "-")
+        if detail and not informational and name not in seen:
+            text = f"{name} ({detail})" if name == "machine-busy" else _flag_text(code, detail)
+            flags.append(Flag(name, text, RUNNER_FLAG_FIGURES.get(name)))
     return flags
 
 
@@ -196,7 +238,8 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     engine_cpu = median_engine_cpu(test)
     if engine_cpu is not None and engine_cpu > GENERATOR_BOUND_PERCENT:
         flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
-    flags += _spread_flags(test) + _floor_flags(test)
+    flags += _spread_flags(test) + _floor_flags(test) + _tail_floor_flags(test)
+    flags += _steady_flags(test)
     intended = _summary_number(test, "intended_rate")
     achieved = _summary_number(test, "achieved_rate")
     if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
@@ -206,7 +249,8 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     errors = error_count(test)
     if errors:
         noun = "error" if errors == 1 else "errors"
-        flags.append(Flag("errors", f"{errors:,.0f} {noun}{_error_kinds(test)}"))
+        text = f"{errors:,.0f} {noun}{_error_kinds(test)}"
+        flags.append(Flag("errors", text, _error_figures(test, errors)))
     if test.summary is None and test.status != "crashed":
         flags.append(Flag("no-summary", "no engine summary"))
     if test.summary is not None and test.summary.get("valid") is False:
@@ -271,7 +315,60 @@ def _floor_flags(test: RecordedTest) -> list[Flag]:
     if not floor or p50 is None or p50 > FLOOR_RATIO * floor:
         return []
     text = f"latency p50 {p50:,.0f} µs within {FLOOR_RATIO:g}x the engine's floor ({floor:,.0f} µs)"
-    return [Flag("engine-floor", text)]
+    return [Flag("engine-floor", text, LATENCY_FIGURES)]
+
+
+def _tail_floor_flags(test: RecordedTest) -> list[Flag]:
+    """The engine's own read delay (``notice_us``) at p99 above ``TAIL_FLOOR_SHARE`` of
+    latency p99: the tail measures the client's reading as much as the server."""
+    notice = _summary_number(test, "notice_us", "p99")
+    p99 = _summary_number(test, "latency_us", "p99")
+    if test.params.get("behaviour") in PUSH_BEHAVIOURS:
+        return []  # push: the drain-time rule applies there instead
+    if not notice or not p99 or notice <= TAIL_FLOOR_SHARE * p99:
+        return []
+    text = (
+        f"engine read delay p99 {notice:,.0f} µs is {notice / p99:.0%} of latency p99 "
+        f"({p99:,.0f} µs; over {TAIL_FLOOR_SHARE:.0%} measures the engine)"
+    )
+    return [Flag("engine-floor", text, LATENCY_FIGURES)]
+
+
+def steady_change(test: RecordedTest) -> float | None:
+    """The relative change of the request rate from the first to the second half of the
+    measured window, over complete interval lines only (the last line of a run is usually
+    cut short, and a short line's rate is noise); None with fewer than two lines."""
+    lines = [i.data for i in test.intervals if isinstance(i.data.get("rps"), int | float)]
+    nominal = max((float(line.get("interval_s") or 0) for line in lines), default=0.0)
+    complete = [
+        float(line["rps"]) for line in lines if float(line.get("interval_s") or 0) >= 0.99 * nominal
+    ]
+    half = len(complete) // 2
+    if not nominal or half == 0:
+        return None
+    # An odd count leaves the middle line out, so both halves have the same length.
+    first, second = complete[:half], complete[-half:]
+    before = sum(first) / half
+    return (sum(second) / half - before) / before if before else None
+
+
+def _steady_flags(test: RecordedTest) -> list[Flag]:
+    if test.params.get("behaviour") in PUSH_BEHAVIOURS or test.params.get("emit_interval_ms"):
+        return []  # push tests: their rate is the plan's emits, not a request rate
+    change = steady_change(test)
+    if change is None or abs(change) <= STEADY_TOLERANCE:
+        return []
+    text = f"not steady: request rate {change:+.1%} from the first to the second half"
+    return [Flag("not-steady", text, STEADY_FIGURES)]
+
+
+def _error_figures(test: RecordedTest, errors: float) -> frozenset[str] | None:
+    """Failed attempts above ``ERROR_SHARE_LIMIT`` of all put every other figure in doubt;
+    a few stay on the errors figure, which counts them and is not distrusted for it."""
+    attempts = max(_summary_number(test, "requests") or 0.0, errors)
+    if errors > ERROR_SHARE_LIMIT * attempts:
+        return frozenset(m.name for m in METRICS if m.name != "errors")
+    return frozenset()
 
 
 def _spread_flags(test: RecordedTest) -> list[Flag]:

@@ -94,10 +94,12 @@ SEED_METRICS: dict[str, SeedMetric] = {
 
 @dataclass(frozen=True)
 class Figure:
-    """One side's figure and how many tests it stands on."""
+    """One side's figure and how many tests it stands on; ``values``, one per test, when
+    the figure is a median (a count has none: it is exact)."""
 
     value: float
     tests: int
+    values: tuple[float, ...] = ()
 
 
 def fold(metric: str, tests: list[RecordedTest]) -> Figure | None:
@@ -108,4 +110,4 @@ def fold(metric: str, tests: list[RecordedTest]) -> Figure | None:
         return Figure(sum(chosen.of(t) or 0 for t in tests), len(tests)) if tests else None
     values = [chosen.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
     present = [v for v in values if v is not None]
-    return Figure(stats.median(present), len(present)) if present else None
+    return Figure(stats.median(present), len(present), tuple(present)) if present else None

@@ -9,12 +9,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from serverlab.results import stats
+
 # The summary table's number format, so the same figure reads the same in both places.
 from serverlab.results.report.metrics import _number
 from serverlab.results.report.seed_data import (
     EVERY_SCENARIO,
     LARGEST,
     Comparison,
+    Expectation,
     Published,
     PublishedTable,
     Side,
@@ -38,6 +41,7 @@ class ComparisonRow:
     beside: list[str]
     check: str
     ratio: float | None = None
+    state: str = ""  # HOLDS, FAILS or NO_DATA; empty when nothing is expected
 
 
 @dataclass
@@ -109,10 +113,11 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
     top = _side_figure(comparison.numerator, params, tests)
     bottom = _side_figure(comparison.denominator, params, tests) if comparison.denominator else None
     ratio = _ratio(top, bottom) if comparison.denominator else (top.value if top else None)
-    check = ""
+    interval = _interval(top, bottom) if comparison.denominator else _interval(top, None)
+    check, state = "", ""
     if comparison.expect:
-        check = NO_DATA if ratio is None else (HOLDS if comparison.expect.met_by(ratio) else FAILS)
-        check = f"{check} (expected {comparison.expect.text()})"
+        state = checked(comparison.expect, ratio, interval)
+        check = f"{state} (expected {comparison.expect.text()}{_interval_text(interval)})"
     return ComparisonRow(
         label=comparison.label,
         where=", ".join(f"{k}={v}" for k, v in params),
@@ -123,7 +128,48 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
         beside=_beside(comparison, params, tests) if comparison.beside else [],
         check=check,
         ratio=ratio,
+        state=state,
     )
+
+
+def _interval(top: Figure | None, bottom: Figure | None) -> stats.Interval | None:
+    """The interval of a median (no denominator) or of a ratio of medians; None for a
+    count, or where a ratio has no interval (a side at zero)."""
+    if top is None or not top.values:
+        return None
+    if bottom is None:
+        return stats.median_interval(top.values)
+    if not bottom.values:
+        return None
+    ratio = stats.ratio(top.values, bottom.values)
+    return ratio.interval if ratio else None
+
+
+def checked(expect: Expectation, value: float | None, interval: stats.Interval | None) -> str:
+    """Holds when the whole interval meets the expectation, fails when none of it does,
+    and is not enough data when the interval straddles the threshold. Without an interval
+    (a count, a zero side) the figure itself is checked."""
+    if value is None:
+        return NO_DATA
+    if interval is None:
+        return HOLDS if expect.met_by(value) else FAILS
+    ends = expect.met_by(interval.low), expect.met_by(interval.high)
+    if all(ends):
+        return HOLDS
+    outside = (
+        interval.high < expect.bounds[0] or interval.low > expect.bounds[1]
+        if expect.kind == "between"
+        else not any(ends)
+    )
+    return FAILS if outside else NO_DATA
+
+
+def _interval_text(interval: stats.Interval | None) -> str:
+    if interval is None:
+        return ""
+    if interval.coverage <= 0:
+        return "; one repeat a side, no interval"
+    return f"; interval {_number(interval.low)}–{_number(interval.high)}, {interval.coverage:.0%}"
 
 
 def _resolved_params(
@@ -190,10 +236,11 @@ def verdict(
     published: Published, comparisons: tuple[Comparison, ...], rows: list[ComparisonRow]
 ) -> tuple[str, str]:
     """One sentence: holds when every expected comparison holds, fails naming the ones that do
-    not, and not enough data when any expected comparison has no figure."""
+    not, and not enough data when any expected comparison has no figure or an interval
+    that straddles its threshold."""
     judged = [(c, r) for c, r in zip(comparisons, rows, strict=True) if c.expect]
-    missing = [c.label for c, r in judged if r.ratio is None]
-    failed = [c.label for c, r in judged if r.ratio is not None and not c.expect.met_by(r.ratio)]
+    missing = [c.label for c, r in judged if r.state == NO_DATA]
+    failed = [c.label for c, r in judged if r.state == FAILS]
     claim = f"Seed {published.seed}'s conclusion, that {published.claim},"
     if not judged or missing:
         what = "; ".join(missing) or "no comparison to judge"

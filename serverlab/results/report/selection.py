@@ -133,6 +133,8 @@ class Selected:
     tests: list[RecordedTest]
     runs: list[Run]
     suites: dict[int, Suite]
+    # Repeats a re-run replaced in the figures (`serverlab run --rerun-busy`).
+    superseded: list[RecordedTest] = field(default_factory=list)
 
 
 def load_selected(db_path: str | Path, selection: Selection) -> Selected:
@@ -141,4 +143,6 @@ def load_selected(db_path: str | Path, selection: Selection) -> Selected:
         run_ids = {t.run_id for t in tests}
         runs = [r for r in store.runs() if r.id in run_ids]
         suites = {s.id: s for s in store.suites()}
-    return Selected(tests, runs, suites)
+        keys = {t.key for t in tests}
+        superseded = [t for t in store.tests(run_ids, superseded=True) if t.key in keys]
+    return Selected(tests, runs, suites, superseded)

@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from serverlab.base import terminal
-from serverlab.results import stats
+from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
+from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.metrics import (
     COMET_NOTE,
     METRICS,
     SUMMARIZED_STATUSES,
     coverage_note,
-    format_cell,
     scenario_key,
     scenario_labels,
     validity_flags,
@@ -37,10 +37,16 @@ class SummaryRow:
     architecture: str
     tunables: str
     counts: str
-    cells: list[tuple[str, str]]
-    flags: list[str]
+    figures: list[Cell]  # one cell per metric of METRICS, in order
+    flags: list[str]  # every flag of the row's tests, crashed ones too, with its repeats
     summarized: int = 0  # the repeats the medians are over
     codes: list[str] = field(default_factory=list)  # the flags' short codes
+    compact: bool = False
+
+    @property
+    def cells(self) -> list[tuple[str, str]]:
+        """(median, "[low, high] n=N") per metric, as both tables print them."""
+        return [cell.text(self.compact) for cell in self.figures]
 
 
 def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -> dict[str, str]:
@@ -53,29 +59,30 @@ def architectures(runs: Iterable[Run], fallback: dict[str, str] | None = None) -
 
 
 def summary_rows(
-    group: list[RecordedTest], labels: dict[str, str], compact: bool = False
+    group: list[RecordedTest],
+    labels: dict[str, str],
+    compact: bool = False,
+    scenarios: dict[str, str] | None = None,
 ) -> list[SummaryRow]:
     """One row per permutation of one scenario's tests: per contestant and tunables, its
-    repeats summarized. ``labels`` maps contestant names to architecture labels. Each cell
-    is (median, "[low, high] n=N")."""
+    cells (``serverlab.results.report.cells``). ``labels`` maps contestant names to
+    architecture labels, ``scenarios`` scenario keys to their labels."""
+    scenarios = scenarios or scenario_labels(group)
     rows = []
-    permutations = dict.fromkeys((t.contestant, tunable_text(t)) for t in group)
-    for contestant, tunables in permutations:
-        mine = [t for t in group if (t.contestant, tunable_text(t)) == (contestant, tunables)]
-        summarized = [t for t in mine if t.status in SUMMARIZED_STATUSES]
-        cells = [
-            format_cell(stats.summarize([m.of(t) for t in summarized]), compact) for m in METRICS
-        ]
+    for key, mine in grouped(group).items():
+        label = scenarios[scenario_key(mine[0])]
+        first = mine[0]
         rows.append(
             SummaryRow(
-                contestant,
-                labels.get(contestant, ""),
-                tunables,
+                first.contestant,
+                labels.get(first.contestant, ""),
+                tunable_text(first),
                 status_counts(mine),
-                cells,
+                [make_cell(mine, metric, label, key) for metric in METRICS],
                 _flags_with_repeats(mine),
-                len(summarized),
+                len([t for t in mine if t.status in SUMMARIZED_STATUSES]),
                 sorted({flag.code for t in mine for flag in validity_flags(t)}),
+                compact,
             )
         )
     return rows
@@ -90,15 +97,24 @@ def _flags_with_repeats(tests: list[RecordedTest]) -> list[str]:
     return [f"{text} ({', '.join(which)})" for text, which in sorted(repeats.items())]
 
 
-def tunable_text(test: RecordedTest) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
-
-
 def status_counts(tests: list[RecordedTest]) -> str:
     counts: dict[str, int] = {}
     for test in tests:
         counts[test.status] = counts.get(test.status, 0) + 1
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+
+
+def rerun_note(superseded: list[RecordedTest]) -> str:
+    """How many repeats were run again, and why: "2 repeats re-run (machine-busy (58 % of
+    a core), ...); the first attempts are kept, marked superseded"; "" when none was."""
+    if not superseded:
+        return ""
+    reasons = sorted({f.text for t in superseded for f in validity_flags(t)} or {"no flag"})
+    noun = "repeat" if len(superseded) == 1 else "repeats"
+    return (
+        f"{len(superseded)} {noun} re-run ({'; '.join(reasons)}): the re-runs are in the "
+        "figures, the first attempts stay stored, marked superseded."
+    )
 
 
 def scenario_groups(tests: list[RecordedTest]) -> dict[str, list[RecordedTest]]:
@@ -115,23 +131,46 @@ def print_summary(
     console: Console | None = None,
     labels: dict[str, str] | None = None,
 ) -> None:
-    """The summary table of the selected tests on the terminal (for ``make demo``);
-    `labels` are architecture labels for runs that did not record theirs."""
+    """The summary table of the selected tests on the terminal (for ``make demo``), then
+    the report's "at a glance" lines, from the same cells; `labels` are architecture
+    labels for runs that did not record theirs."""
     found = load_selected(db_path, parse_selection(selection))
     tests, runs = found.tests, found.runs
     console = console or terminal.console()
-    shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
-    # No inner borders, and cells that wrap between words only: a name or a figure is never
-    # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
-    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
     scenarios = scenario_labels(tests)
     names = architectures(runs, labels)
     rows = [
-        (key, row)
+        (scenarios[key], row)
         for key, g in scenario_groups(tests).items()
-        for row in summary_rows(g, names, compact=True)
+        for row in summary_rows(g, names, compact=True, scenarios=scenarios)
     ]
-    longest = max((len(r.contestant) for _, r in rows), default=0)
+    shown = [i for i, m in enumerate(METRICS) if m.name in TERMINAL_METRICS]
+    console.print(_table(rows, shown))
+    for scenario, row in rows:
+        for flag in row.flags:
+            # A flag may quote what a server or the engine said.
+            console.print(
+                f"  {terminal.literal(f'{scenario}, {row.contestant}: {flag}')}", highlight=False
+            )
+    console.print(FLAGGED_NOTE)
+    console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
+    if found.superseded:
+        console.print(rerun_note(found.superseded))
+    if any(is_push(t) for t in tests):
+        console.print(COMET_NOTE)
+    console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
+    for glance in at_a_glance([cell for _, row in rows for cell in row.figures]):
+        said = "; ".join(glance.sentences) + "." if glance.sentences else glance.none_note
+        console.print(
+            f"  {terminal.literal(glance.scenario)}: {terminal.literal(said)}", highlight=False
+        )
+
+
+def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
+    # No inner borders, and cells that wrap between words only: a name or a figure is never
+    # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
+    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
+    longest = max((len(terminal.literal(r.contestant, markup=False)) for _, r in rows), default=0)
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
     for i in shown:
@@ -141,19 +180,24 @@ def print_summary(
         )
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
-    repeats, details = [], []
-    for key, row in rows:
-        cells = [f"{row.cells[i][0]}\n{row.cells[i][1]}" for i in shown]
-        who = "\n".join(filter(None, (row.contestant, row.tunables, row.counts)))
-        table.add_row(scenarios[key], who, *cells, "\n".join(row.codes))
-        repeats.append(row.summarized)
-        details += [f"{scenarios[key]}, {row.contestant}: {flag}" for flag in row.flags]
-    console.print(table)
-    for line in details:
-        console.print(f"  {line}", highlight=False)
-    console.print(coverage_note(repeats))
-    if any(is_push(t) for t in tests):
-        console.print(COMET_NOTE)
+    for scenario, row in rows:
+        cells = [terminal_cell(row.figures[i]) for i in shown]
+        who = "\n".join(
+            terminal.literal(part) for part in (row.contestant, row.tunables, row.counts) if part
+        )
+        table.add_row(terminal.literal(scenario), who, *cells, "\n".join(row.codes))
+    return table
+
+
+FLAGGED_NOTE = (
+    "A figure marked ! is qualified by a flag of its row that touches it; it is not compared."
+)
+
+
+def terminal_cell(cell: Cell) -> str:
+    """A cell as the terminal table prints it: median (! when flagged), interval, n."""
+    median, detail = cell.text(compact=True)
+    return f"{median}{' !' if cell.flagged else ''}\n{detail}"
 
 
 def _heading(metric) -> str:

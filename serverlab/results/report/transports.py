@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from serverlab.results import stats
 from serverlab.results.report import push
-from serverlab.results.report.charts import PALETTE, Chart, _figure, flags_of
+from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, format_cell
 from serverlab.results.store import RecordedTest, Run
 
@@ -52,7 +52,15 @@ def is_capacity(test: RecordedTest) -> bool:
 
 
 def memory_per_connection_kb(test: RecordedTest) -> float | None:
-    """(peak RSS - RSS before the load) / clients: what each held connection cost."""
+    """What each held connection cost, user + kernel memory: (the server's peak RSS over
+    the load - its RSS when the load started + its sockets' kernel memory) / the connections
+    established at that socket reading (kernel figures, serverlab.run.monitor). Tests stored
+    before those: (peak RSS sample - first sample) / clients."""
+    kernel = test.run_info.get("kernel") or {}
+    last = (kernel.get("sockets") or {}).get("last") or {}
+    if kernel.get("peak_rss_bytes") is not None and last.get("established"):
+        user = max(0, kernel["peak_rss_bytes"] - kernel.get("rss_at_open_bytes", 0))
+        return (user + last["kernel_bytes"]) / last["established"] / 1024
     rss = [s.rss_bytes for s in test.samples if s.rss_bytes]
     clients = test.params.get("clients")
     if len(rss) < 2 or not clients:
@@ -330,8 +338,5 @@ def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
         "Bar: median over repeats; whisker: the interval of the median.",
         flags=flags_of(tests),
     )
-    if fig.data:
-        chart.figure = _figure(fig, "transport", f"{figure.label} ({figure.unit})")
-    else:
-        chart.empty = "no push test recorded this figure"
-    return chart
+    axes = ("transport", f"{figure.label} ({figure.unit})")
+    return finish(chart, fig, axes, "no push test recorded this figure")

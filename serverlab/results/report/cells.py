@@ -1,0 +1,136 @@
+"""Cells, the one computation every figure of a report or a comparison is rendered from.
+
+A cell is one metric of one scenario for one contestant (and its tunables): the values of
+the tests it summarizes, their median and interval, its n, and the flags of those tests
+that touch that metric (``Flag.figures``). The terminal summary, the HTML summary,
+``report --json``, ``compare`` and ``compare --json`` all render cells made here, so no
+two of them can disagree about a figure, its n or its flags."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from serverlab.results import stats
+from serverlab.results.report.metrics import (
+    METRICS,
+    SUMMARIZED_STATUSES,
+    Metric,
+    comparison_key,
+    format_cell,
+    scenario_key,
+    scenario_labels,
+    validity_flags,
+)
+from serverlab.results.store import RecordedTest
+
+
+@dataclass(frozen=True)
+class CellFlag:
+    """One flag of a cell and the repeats (r1, r2, ...) that carry it."""
+
+    code: str
+    text: str
+    repeats: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "text": self.text, "repeats": list(self.repeats)}
+
+
+@dataclass(frozen=True)
+class Cell:
+    scenario: str  # the scenario's label
+    key: str  # the grouping key: scenario and parameters, and contestant and tunables
+    contestant: str
+    tunables: str
+    metric: Metric
+    values: tuple[float, ...]
+    summary: stats.Summary
+    flags: tuple[CellFlag, ...]
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+    def text(self, compact: bool = False) -> tuple[str, str]:
+        """(median, interval and n) as the tables print them."""
+        return format_cell(self.summary, compact)
+
+    def as_dict(self) -> dict:
+        summary, interval = self.summary, self.summary.interval
+        return {
+            "scenario": self.scenario,
+            "contestant": self.contestant,
+            "tunables": self.tunables,
+            "metric": self.metric.name,
+            "label": self.metric.label,
+            "unit": self.metric.unit,
+            "n": summary.n,
+            "median": None if math.isnan(summary.median) else summary.median,
+            "interval": None
+            if interval is None
+            else {"low": interval.low, "high": interval.high, "coverage": interval.coverage},
+            "values": list(self.values),
+            "flags": [flag.as_dict() for flag in self.flags],
+        }
+
+
+def tunable_text(test: RecordedTest) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
+
+
+def cell_flags(tests: Sequence[RecordedTest], metric: Metric) -> tuple[CellFlag, ...]:
+    """The flags of these tests that touch the metric, each once, with its repeats."""
+    repeats: dict[tuple[str, str], list[str]] = {}
+    for test in tests:
+        for flag in validity_flags(test):
+            if flag.touches(metric.name):
+                repeats.setdefault((flag.code, flag.text), []).append(f"r{test.repeat_index + 1}")
+    return tuple(CellFlag(code, text, tuple(r)) for (code, text), r in sorted(repeats.items()))
+
+
+def metric_values(tests: Sequence[RecordedTest], metric: Metric) -> tuple[float, ...]:
+    values = (metric.of(t) for t in tests)
+    return tuple(v for v in values if v is not None and not math.isnan(v))
+
+
+def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key: str) -> Cell:
+    """The cell of one group of tests: only summarized (ok) tests give values and flags; the
+    others are counted and flagged on their row, not inside a figure they are not part of."""
+    used = [t for t in tests if t.status in SUMMARIZED_STATUSES]
+    values = metric_values(used, metric)
+    return Cell(
+        scenario=scenario,
+        key=key,
+        contestant=", ".join(dict.fromkeys(t.contestant for t in tests)),
+        tunables="; ".join(dict.fromkeys(tunable_text(t) for t in tests)),
+        metric=metric,
+        values=values,
+        summary=stats.summarize(values),
+        flags=cell_flags(used, metric),
+    )
+
+
+def grouped(tests: Sequence[RecordedTest], with_contestant: bool = True) -> dict[str, list]:
+    """Tests by comparison key (scenario and parameters, and contestant and tunables when
+    ``with_contestant``), in the order they first appear."""
+    groups: dict[str, list[RecordedTest]] = {}
+    for test in tests:
+        groups.setdefault(comparison_key(test, with_contestant), []).append(test)
+    return groups
+
+
+def cells_of(
+    tests: Sequence[RecordedTest],
+    metrics: Sequence[Metric] = METRICS,
+    with_contestant: bool = True,
+    labels: dict[str, str] | None = None,
+) -> list[Cell]:
+    """Every cell of the tests: per group (see ``grouped``), one per metric, in order."""
+    labels = labels or scenario_labels(list(tests))
+    return [
+        make_cell(group, metric, labels[scenario_key(group[0])], key)
+        for key, group in grouped(tests, with_contestant).items()
+        for metric in metrics
+    ]
