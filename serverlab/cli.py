@@ -407,8 +407,8 @@ def export(db, csv_dir, recover_to):
         for path in commands.export(db, csv_dir):
             click.echo(path)
         return
-    for table, rows in commands.recover(db, recover_to).items():
-        click.echo(f"{table}: {rows} rows kept")
+    for table in commands.recover(db, recover_to):
+        click.echo(table.describe())
     click.echo(f"recovered into {recover_to}; read it with --db {recover_to}")
 
 

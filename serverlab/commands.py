@@ -20,7 +20,8 @@ from serverlab.lab import manage
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
-from serverlab.results.export import recover as recover_rows
+from serverlab.results.recovery import TableRecovery
+from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
@@ -165,6 +166,7 @@ def run(
         raise StoreError(f"cannot make the folder of {db_path}: {error.strerror}") from None
     # The lock comes first: a second run is refused before it verifies or reaps anything.
     with dblock.hold(db_path), Store(db_path) as store:
+        store.check_intact()  # a damaged file, like one that cannot be written: before verify
         _clean_up_after_dead_runs(store, db_path.parent / "work")
         refused = _verify_all(sorted({p.contestant for p in plans})) if verify_first else []
         plans = [plan for plan in plans if plan.contestant not in refused]
@@ -332,7 +334,7 @@ def export(db: str, csv_dir: str) -> list[Path]:
     return export_csv(db, csv_dir)
 
 
-def recover(db: str, out: str) -> dict[str, int]:
+def recover(db: str, out: str) -> list[TableRecovery]:
     return recover_rows(db, out)
 
 

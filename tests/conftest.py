@@ -1,6 +1,9 @@
 """Shared fixtures: a temporary contestants folder holding the reference server."""
 
+import contextlib
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,34 @@ def contestants_dir(tmp_path, monkeypatch) -> Path:
     write_manifest(root, "reference", REFERENCE_MANIFEST)
     monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(root))
     return root
+
+
+@pytest.fixture
+def tmpfs(tmp_path) -> Path:
+    """A small file system of our own (2 MiB), so that it can be filled or made read-only."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@contextlib.contextmanager
+def faulty(mount: Path, fault: str) -> Iterator[Path]:
+    """The tmpfs `mount` filled ("full disk") or seen through a read-only bind mount
+    ("read-only mount") while the block runs; yields the folder to use."""
+    if fault == "full disk":
+        subprocess.run(["dd", "if=/dev/zero", f"of={mount}/filler", "bs=64k"], capture_output=True)
+        try:
+            yield mount
+        finally:
+            (mount / "filler").unlink(missing_ok=True)
+        return
+    view = mount.parent / "read-only"
+    view.mkdir()
+    subprocess.run(["mount", "--bind", "-o", "ro", str(mount), str(view)], check=True)
+    try:
+        yield view
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=True)

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REFERENCE_MANIFEST, write_manifest
+from conftest import REFERENCE_MANIFEST, faulty, write_manifest
 
 from serverlab.base import owner
+from serverlab.results.store import RecordedTest, Store
+from serverlab.results.store import Suite as StoredSuite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 FAST = """
@@ -48,6 +50,21 @@ def slow_start(contestants_dir):
     )
     write_manifest(contestants_dir, "slow", text)
     return "slow"
+
+
+@pytest.fixture
+def gated_start(contestants_dir, tmp_path):
+    """The reference server, started only once the test creates the file it returns: a run
+    can be held mid-way, its database in use, for as long as the test needs (a timed test
+    would have to outlast the start-up of a second serverlab, seconds on a loaded machine)."""
+    gate = tmp_path / "gate"
+    text = (
+        REFERENCE_MANIFEST.replace('name = "reference"', 'name = "gated"')
+        .replace('start = "', f'start = "while [ ! -e {gate} ]; do sleep 0.05; done; exec ')
+        .replace("ready_timeout_s = 15", "ready_timeout_s = 300")
+    )
+    write_manifest(contestants_dir, "gated", text)
+    return gate
 
 
 class Run:
@@ -163,18 +180,44 @@ def test_kill_9_during_verify_then_resume_leaves_no_orphan(contestants_dir, tmp_
 
 
 def test_a_second_run_on_a_database_in_use_is_refused_and_the_first_is_untouched(
-    contestants_dir, tmp_path
+    gated_start, tmp_path
 ):
-    suite = write_suite(tmp_path, fast(3))
+    suite = write_suite(tmp_path, fast(1), contestant="gated")
     db = tmp_path / "lab.db"
     first = Run(suite, db, "--skip-verify")
-    server = first.wait_for_child("reference_server.py")
+    starting = first.wait_for_child(str(gated_start))
     second = Run(suite, db, "--skip-verify", "--resume")
-    out = second.finish(timeout_s=30)
+    out = second.finish(timeout_s=60)
     assert second.process.returncode == 2, out
     assert out.strip().startswith(f"serverlab: error: {db} is in use by serverlab run (pid ")
     assert len(out.strip().splitlines()) == 1
-    assert server.is_running(), "the second run stopped nothing of the first"
+    assert starting.is_running(), "the second run stopped nothing of the first"
+    gated_start.touch()
+    assert first.finish() and first.process.returncode == 0
+    assert rows(db, "SELECT status FROM tests") == [("ok",)]
+    assert run_statuses(db) == ["finished"]
+
+
+@pytest.mark.parametrize("second_name", ["hard link", "symlink"])
+def test_a_second_run_through_another_name_of_the_database_is_refused(
+    gated_start, tmp_path, second_name
+):
+    suite = write_suite(tmp_path, fast(1), contestant="gated")
+    db = tmp_path / "lab.db"
+    first = Run(suite, db, "--skip-verify")
+    starting = first.wait_for_child(str(gated_start))
+    other = tmp_path / "other.db"
+    if second_name == "hard link":
+        os.link(db, other)
+    else:
+        other.symlink_to(db)
+    second = Run(suite, other, "--skip-verify", "--resume")
+    out = second.finish(timeout_s=60)
+    assert second.process.returncode == 2, out
+    assert out.startswith("serverlab: error: ") and len(out.strip().splitlines()) == 1
+    assert f"is in use by serverlab run (pid {first.process.pid}, started " in out
+    assert starting.is_running(), "the second run stopped nothing of the first"
+    gated_start.touch()
     assert first.finish() and first.process.returncode == 0
     assert rows(db, "SELECT status FROM tests") == [("ok",)]
     assert run_statuses(db) == ["finished"]
@@ -317,6 +360,52 @@ def test_an_immutable_database_refuses_the_run_in_one_line_before_any_server(
     assert out.strip().startswith("serverlab: error: ") and "cannot be written" in out
     assert len(out.strip().splitlines()) == 1
     assert "verifying" not in out
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("immutable", "cannot be written (Operation not permitted)"),
+        ("read-only mount", "cannot be written (Read-only file system)"),
+        ("full disk", "the disk is full"),
+    ],
+)
+def test_a_database_with_runs_that_cannot_be_written_is_refused_before_any_verify(
+    contestants_dir, tmp_path, tmpfs, fault, reason
+):
+    db = tmpfs / "lab.db"
+    with Store(db) as store:  # a database in use: its schema is current, it holds a run
+        suite = store.add_suite(StoredSuite("t", "suite.toml", "a" * 64))
+        store.finish_run(store.start_run(suite, {}).id, "finished")
+    if fault == "immutable":
+        subprocess.run(["chattr", "+i", str(db)], check=True)
+    with contextlib.nullcontext(tmpfs) if fault == "immutable" else faulty(tmpfs, fault) as where:
+        db = where / "lab.db"
+        run = Run(write_suite(tmp_path, fast(1)), db)
+        out = run.finish()
+    assert run.process.returncode == 2, out
+    assert out.startswith(f"serverlab: error: {db}") and reason in out
+    assert len(out.strip().splitlines()) == 1 and "verifying" not in out
+    assert run_statuses(tmpfs / "lab.db") == ["finished"]
+
+
+def test_a_run_on_a_damaged_database_is_refused_before_any_verify(contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        run_id = store.start_run(store.add_suite(StoredSuite("t", "suite.toml", "a" * 64)), {}).id
+        for i in range(20):  # a few pages of tests
+            store.commit_test(
+                RecordedTest(run_id, f"p{i}", "reference", 0, "ok", 0.0, 1.0, plan={"x": "y" * 900})
+            )
+    (page,) = rows(db, "SELECT pageno FROM dbstat WHERE name = 'tests' AND pagetype = 'leaf'")[2]
+    with open(db, "r+b") as handle:
+        handle.seek((page - 1) * 4096)
+        handle.write(bytes(4096))
+    run = Run(write_suite(tmp_path, fast(1)), db)
+    out = run.finish()
+    assert run.process.returncode == 2, out
+    assert out.startswith(f"serverlab: error: {db} is damaged (") and "--recover" in out
+    assert len(out.strip().splitlines()) == 1 and "verifying" not in out
 
 
 def test_a_damaged_database_is_one_line_with_the_way_to_recover(tmp_path):

@@ -9,12 +9,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
+from conftest import faulty
 
+from serverlab.results import dblock
 from serverlab.results.export import export_csv
-from serverlab.results.export import recover as export_recover
 from serverlab.results.migrations import migration_steps
+from serverlab.results.recovery import recover as export_recover
 from serverlab.results.store import (
     Crash,
     EmitRecord,
@@ -385,17 +388,6 @@ def readable_keys(db_path) -> list[str]:
         return [test.permutation_key for test in store.tests()]
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A small file system of our own, so that it can be filled or made read-only."""
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["chattr", "-R", "-i", str(mount)], capture_output=True)
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 def test_a_full_disk_names_the_test_it_could_not_store_and_keeps_the_rest(tmpfs):
     db = tmpfs / "lab.db"
     keys = stored_tests(db)
@@ -481,7 +473,7 @@ def test_a_damaged_database_says_how_to_recover_and_recovery_keeps_the_readable_
     ):
         for test in store.tests():
             store.load_details(test)
-    kept = export_recover(db_path, tmp_path / "saved.db")
+    kept = {found.table: found.kept for found in export_recover(db_path, tmp_path / "saved.db")}
     assert kept["suites"] == 1 and kept["runs"] == 1
     assert 0 < kept["tests"] <= 40 and 0 < kept["monitor_samples"] <= 40 * 5
     saved = readable_keys(tmp_path / "saved.db")
@@ -490,3 +482,277 @@ def test_a_damaged_database_says_how_to_recover_and_recovery_keeps_the_readable_
         assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     with pytest.raises(StoreError, match="exists already"):
         export_recover(db_path, tmp_path / "saved.db")
+
+
+# --- one writer per file, whatever its name ---------------------------------------------
+
+HOLDS_THE_LOCK = """
+import sys
+from pathlib import Path
+from serverlab.results import dblock
+with dblock.hold(Path(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def lock_holder(db_path):
+    """Another process that holds the writer lock of db_path until the test ends."""
+    stored_tests(db_path, count=1)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDS_THE_LOCK, str(db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    yield holder
+    holder.stdin.close()
+    holder.wait(timeout=10)
+
+
+def test_a_symlinked_name_of_a_database_in_use_is_refused_naming_the_holder(
+    db_path, lock_holder, tmp_path
+):
+    other = tmp_path / "other.db"
+    other.symlink_to(db_path)
+    with pytest.raises(dblock.DatabaseBusyError) as refused, dblock.hold(other):
+        pass
+    said = str(refused.value)
+    program = os.path.basename(sys.executable)
+    assert said.startswith(f"{other} is in use by {program} (pid {lock_holder.pid}, started ")
+    assert said.endswith("wait for it to finish, or pass another --db") and "\n" not in said
+
+
+def test_a_hard_linked_database_is_refused_whether_or_not_a_run_holds_it(
+    db_path, lock_holder, tmp_path
+):
+    hard = tmp_path / "hard.db"
+    os.link(db_path, hard)
+    with pytest.raises(dblock.DatabaseBusyError, match=f"pid {lock_holder.pid}"), dblock.hold(hard):
+        pass
+    lock_holder.stdin.close()
+    lock_holder.wait(timeout=10)
+    for name in (db_path, hard):
+        with (
+            pytest.raises(StoreError, match="has 2 hard links.*pass another --db"),
+            dblock.hold(name),
+        ):
+            pass
+    hard.unlink()
+    with dblock.hold(db_path):
+        pass
+
+
+def sqlite_locks_of_this_process(path) -> list[str]:
+    st = os.stat(path)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with open("/proc/locks") as locks:
+        return [line for line in locks if " POSIX " in line and f" {os.getpid()} {inode} " in line]
+
+
+def test_the_lock_never_closes_a_descriptor_that_would_drop_sqlites_own_locks(db_path):
+    with Store(db_path) as store:
+        store.tests()  # in WAL mode a connection holds a shared POSIX lock on the file
+        before = sqlite_locks_of_this_process(db_path)
+        assert before
+        for name in (db_path, db_path.parent / ".." / db_path.parent.name / db_path.name):
+            with dblock.hold(name):
+                pass
+        assert sqlite_locks_of_this_process(db_path) == before
+
+
+# --- recovery keeps every readable row --------------------------------------------------
+
+SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
+TABLES = [
+    *("suites", "runs", "tests", "engine_intervals", "monitor_samples"),
+    *("histograms", "server_stats", "emit_records"),
+]
+
+
+def a_real_database(db_path, tests=12) -> None:
+    """Tests made by the real store, big enough that each table spans several pages."""
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {"kernel": "6.1"})
+        for i in range(tests):
+            test = full_test(run.id, key=f"k{i}|node-http||")
+            test.summary["detail"] = "x" * 1500  # two tests a page
+            test.samples *= 20
+            store.commit_test(test)
+        store.finish_run(run.id, "finished")
+
+
+def pages_of(db_path, table: str, kind: str) -> list[int]:
+    with sqlite3.connect(db_path) as db:
+        query = "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = ? ORDER BY pageno"
+        return [row[0] for row in db.execute(query, (table, kind))]
+
+
+def zero_pages(db_path, pages) -> None:
+    with open(db_path, "r+b") as handle:
+        for page in pages:
+            handle.seek((page - 1) * 4096)
+            handle.write(bytes(4096))
+
+
+def rows_read_one_by_one(db_path, table: str, rowids) -> dict[int, tuple]:
+    """What sqlite3 still reads of each row when asked for it alone."""
+    readable = {}
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as db:
+        for rowid in rowids:
+            try:
+                row = db.execute(f"SELECT rowid, * FROM {table} WHERE rowid = ?", (rowid,))
+                readable.update((r[0], r[1:]) for r in row.fetchall())
+            except sqlite3.DatabaseError:
+                pass
+    return readable
+
+
+def all_rows(db_path, table: str) -> dict[int, tuple]:
+    with sqlite3.connect(db_path) as db:
+        return {r[0]: r[1:] for r in db.execute(f"SELECT rowid, * FROM {table}")}
+
+
+def test_recovery_keeps_every_row_sqlite_can_still_read_one_by_one(db_path, tmp_path):
+    a_real_database(db_path)
+    rowids = {table: sorted(all_rows(db_path, table)) for table in TABLES}
+    tests, samples = (
+        pages_of(db_path, "tests", "leaf"),
+        pages_of(db_path, "monitor_samples", "leaf"),
+    )
+    # Damage inside each table, and the last page of one (no row after it to resume from).
+    zero_pages(db_path, [tests[1], tests[4], samples[2], samples[-1]])
+    readable = {table: rows_read_one_by_one(db_path, table, rowids[table]) for table in TABLES}
+    assert 0 < len(readable["tests"]) < 12
+
+    found = {t.table: t for t in export_recover(db_path, tmp_path / "saved.db")}
+
+    saved = {table: all_rows(tmp_path / "saved.db", table) for table in TABLES}
+    assert saved["tests"] == readable["tests"]
+    kept_tests = set(saved["tests"])
+    for table in TABLES[3:]:
+        wanted = {k: v for k, v in readable[table].items() if v[0] in kept_tests}
+        assert saved[table] == wanted, table
+        assert found[table].kept == len(wanted)
+    assert found["tests"].lost and found["monitor_samples"].lost[-1][1] == 2**63 - 1
+    with sqlite3.connect(tmp_path / "saved.db") as check:
+        assert check.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_recovery_prints_per_table_what_it_kept_and_the_rowids_it_lost(db_path, tmp_path):
+    a_real_database(db_path)
+    first_leaf_of_tests = pages_of(db_path, "tests", "leaf")[0]
+    zero_pages(db_path, [first_leaf_of_tests])
+    done = subprocess.run(
+        [*SERVERLAB, "export", "--db", str(db_path), "--recover", str(tmp_path / "saved.db")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert "tests: 10 rows kept; lost: rowids 1-2 (at most 2 rows)" in said
+    assert "suites: 1 rows kept" in said
+    assert "monitor_samples: 1000 rows kept; 200 rows dropped: their row in tests was lost" in said
+
+
+KILLED_MID_RUN = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from test_store import full_test, stored_suite
+from serverlab.results.store import Store
+store = Store(sys.argv[1])
+run = store.start_run(stored_suite(store), {})
+for i in range(5):
+    store.commit_test(full_test(run.id, key=f"k{i}|node-http||"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def a_run_killed_mid_run(db) -> None:
+    """A real process that stores 5 tests in WAL mode and is killed with -9: they are in
+    the log only, never copied into the database file."""
+    tests_dir = str(Path(__file__).parent)
+    done = subprocess.run([sys.executable, "-c", KILLED_MID_RUN, str(db), tests_dir])
+    assert done.returncode == -signal.SIGKILL
+    assert Path(f"{db}-wal").stat().st_size > 0
+
+
+def a_closed_database(db) -> None:
+    """5 tests stored by a process that ended cleanly: no log and no -shm beside it."""
+    with Store(db) as store:
+        run = store.start_run(stored_suite(store), {})
+        for i in range(5):
+            store.commit_test(full_test(run.id, key=f"k{i}|node-http||"))
+    assert not Path(f"{db}-wal").exists()
+
+
+@pytest.mark.parametrize("fault", ["read-only mount", "full disk"])
+@pytest.mark.parametrize("made_by", [a_run_killed_mid_run, a_closed_database])
+def test_recovery_reads_a_database_on_a_read_only_or_full_disk(tmpfs, tmp_path, fault, made_by):
+    made_by(tmpfs / "lab.db")
+    with faulty(tmpfs, fault) as where:
+        found = {t.table: t.kept for t in export_recover(where / "lab.db", tmp_path / "saved.db")}
+    assert (found["runs"], found["tests"], found["monitor_samples"]) == (1, 5, 25)
+    assert readable_keys(tmp_path / "saved.db") == [f"k{i}|node-http||" for i in range(5)]
+
+
+def test_recovery_into_a_full_disk_leaves_no_file_at_all(db_path, tmpfs):
+    stored_tests(db_path, count=20)
+    subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs}/filler", "bs=64k"], capture_output=True)
+    with pytest.raises(StoreError, match=r"could not write .*saved.db .*nothing was written"):
+        export_recover(db_path, tmpfs / "saved.db")
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["filler"]
+
+
+def test_recovery_that_can_read_nothing_exits_2_and_writes_nothing(tmp_path):
+    db = tmp_path / "lab.db"
+    db.write_bytes(b"SQLite format 3\0" + b"\xa5" * 8192)
+    done = subprocess.run(
+        [*SERVERLAB, "export", "--db", str(db), "--recover", str(tmp_path / "saved.db")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("serverlab: error: ") and len(done.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab.db"]
+
+
+def test_recovery_of_a_database_a_run_is_writing_is_refused(db_path, lock_holder, tmp_path):
+    with pytest.raises(StoreError, match=f"being written by .*pid {lock_holder.pid}"):
+        export_recover(db_path, tmp_path / "saved.db")
+
+
+# --- every command on a damaged database: one line, exit 2 ------------------------------
+
+
+def undecodable_text(db_path) -> None:
+    """Bytes inside stored text changed, the pages themselves intact: SQLite reads the row,
+    Python cannot decode it."""
+    data = db_path.read_bytes()
+    assert b"k3|node-http||" in data
+    db_path.write_bytes(data.replace(b"k3|node-http||", b"k3|\xff\xfede-http||"))
+
+
+@pytest.mark.parametrize("damage", ["undecodable text", "a zeroed page"])
+def test_every_command_on_a_damaged_database_prints_one_line_and_exits_2(db_path, tmp_path, damage):
+    a_real_database(db_path)
+    if damage == "a zeroed page":
+        zero_pages(db_path, pages_of(db_path, "tests", "leaf")[2:3])
+    else:
+        undecodable_text(db_path)
+    for command in (
+        ["export", "--csv", str(tmp_path / "csv")],
+        ["report", "-o", str(tmp_path / "report.html")],
+        ["compare", "run:1", "run:1"],
+    ):
+        done = subprocess.run(
+            [*SERVERLAB, *command, "--db", str(db_path)], capture_output=True, text=True
+        )
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr.startswith(f"serverlab: error: {db_path} is damaged ("), command
+        assert len(done.stderr.splitlines()) == 1 and "--recover" in done.stderr
+    assert not (tmp_path / "csv" / "tests.csv").exists()
+    assert not [p for p in (tmp_path / "csv").iterdir() if p.name.startswith(".")]

@@ -79,7 +79,9 @@ def at_a_glance(cells: Sequence[Cell], alpha: float = stats.DEFAULT_ALPHA) -> li
         by_scenario.setdefault(cell.scenario, {}).setdefault(cell.metric.name, []).append(cell)
     glances = []
     for name, metrics in by_scenario.items():
-        pairs = [pair for same in metrics.values() for pair in combinations(same, 2)]
+        # A figure no test of a side measured (socket memory of an old test) is no pair.
+        measured = [[cell for cell in same if cell.summary.n] for same in metrics.values()]
+        pairs = [pair for same in measured for pair in combinations(same, 2)]
         glance = Glance(name, judgements=judge(pairs, alpha))
         glance.sentences = [sentence(j) for j in glance.judgements if _stated(j)]
         glance.none_note = "" if glance.sentences else _none_note(glance.judgements)
