@@ -32,7 +32,7 @@ from websockets.headers import build_extension, parse_extension
 from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
-SPEC_VERSION = "2.2"
+SPEC_VERSION = "3.0"
 LOOPBACK = "127.0.0.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
@@ -42,6 +42,10 @@ MAX_EVENTS = 16
 REPLAY_BUFFER = 64
 MAX_WS_MESSAGE = 65536
 DEFAULT_HEARTBEAT_MS = 15000
+# The late_control fault's delay before a control call is served, and the early_sent fault's
+# hold between the stamp and the writes (node-http's corked socket, exaggerated).
+LATE_CONTROL_S = 1.0
+EARLY_SENT_HOLD_S = 0.15
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
@@ -70,6 +74,8 @@ FAULTS = {
     "overstrict_framing": "legal framings are refused (tests/reference_framing.py)",
     "double_framing": "GET /perf answers with both Content-Length and Transfer-Encoding",
     "old_spec_version": "GET /stats says spec_version 1.0, the MAJOR before this one",
+    "late_control": "POST /logging, /event/set and /event/clear are served 1 s late",
+    "early_sent": "sent is stamped when a cycle starts, and its writes are held 150 ms after",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -209,17 +215,29 @@ class PushHub:
             (entry["last_seq"], created, data)
         )
         snapshot = list(self.subscribers.get(name, []))
+        held = []
         for share in self._shares(snapshot):
             for place, request in enumerate(share, 1):
                 shown_place = 1 if "fanout_place" in self.faults else place
+                # `sent` is stamped immediately before the write that hands it to the kernel.
                 event = self.event(name, entry["last_seq"], created, data, len(share), shown_place)
-                self._deliver(request, {"event": event})
+                if "early_sent" in self.faults:
+                    held.append((request, {"event": event}))
+                else:
+                    self._deliver(request, {"event": event})
+        if held:
+            # Stamped now, written later: the stamps claim a delay the clients never see.
+            asyncio.get_running_loop().call_later(EARLY_SENT_HOLD_S, self._deliver_all, held)
         duration = now_ms() - created
         entry["deliveries"] += len(snapshot)
         entry["last_emit_duration_ms"] = duration
         entry["max_emit_duration_ms"] = max(entry["max_emit_duration_ms"], duration)
         entry["total_emit_duration_ms"] += duration
         return entry["last_seq"], len(snapshot)
+
+    def _deliver_all(self, held: list) -> None:
+        for request, response in held:
+            self._deliver(request, response)
 
     def _shares(self, snapshot: list) -> list[list]:
         """The snapshot as one share, or dealt into two as round-robin would deal them."""
@@ -228,7 +246,7 @@ class PushHub:
         return [snapshot]
 
     def event(self, name: str, seq: int, created: int, data, total: int, place: int) -> dict:
-        sent = now_ms()
+        sent = created if "early_sent" in self.faults else now_ms()
         event = {
             "name": name,
             "seq": seq,
@@ -551,7 +569,14 @@ class HttpConnection:
             del answer["offset_ms"]
         self.send_json(200, answer)
 
+    async def late(self) -> None:
+        """The late_control fault: a control call served a second late, as by a server whose
+        request threads are all held."""
+        if self.server.has_fault("late_control"):
+            await asyncio.sleep(LATE_CONTROL_S)
+
     async def logging(self, query: str) -> None:
+        await self.late()
         enabled = (await self.read_json()).get("enabled")
         if not isinstance(enabled, bool):
             raise BadRequest(400, "enabled must be true or false")
@@ -563,6 +588,7 @@ class HttpConnection:
         self.send_json(200, self.server.stats_document())
 
     async def event_set(self, query: str) -> None:
+        await self.late()
         body = await self.read_json()
         name, interval = body.get("name"), body.get("interval_ms")
         if not isinstance(name, str) or not EVENT_NAME.match(name):
@@ -573,6 +599,7 @@ class HttpConnection:
         self.send_json(200, {"name": name, "interval_ms": interval, "replaced": replaced})
 
     async def event_clear(self, query: str) -> None:
+        await self.late()
         name = (await self.read_json()).get("name")
         if name is not None and name not in self.server.hub.emitters:
             raise BadRequest(404, "unknown event")

@@ -227,9 +227,12 @@ def test_report_is_one_self_contained_file(report_html):
 
 
 def test_report_has_every_chart_kind_per_scenario(report_html):
-    for chart in ("rps", "lat", "pct", "cpu", "rss", "conn", "resp", "emit", "cycle"):
+    for chart in ("lat", "pct", "cpu", "rss", "conn", "resp", "emit", "cycle"):
         assert f'data-chart="s2-{chart}"' in report_html
         assert f'id="s2-{chart}"' in report_html
+    # The long-poll scenario has no requests/s: a push test's events/s are its plan's.
+    assert 'data-chart="s2-rps"' not in report_html
+    assert 'id="s1-rps"' in report_html
     # The keep-alive scenario has no emitter: the emit charts say so instead of drawing.
     assert 'id="s1-emit"' not in report_html
     assert "No chart: no emit records" in report_html
@@ -473,7 +476,7 @@ def test_long_lines_are_thinned_by_averaging_buckets():
     assert thinned([1.0], [2.0]) == ([1.0], [2.0])
 
 
-def test_comet_figures_are_events_per_second_and_event_delay():
+def test_comet_figures_have_no_events_per_second_and_their_latency_is_the_event_delay():
     from serverlab.results.report.metrics import METRICS_BY_NAME
     from serverlab.results.store import RecordedTest
 
@@ -497,7 +500,7 @@ def test_comet_figures_are_events_per_second_and_event_delay():
         **common,
     )
     of = {name: METRICS_BY_NAME[name].of for name in ("rps", "p50", "p99")}
-    assert [of[n](comet) for n in ("rps", "p50", "p99")] == [500.0, 3.0, 9.0]
+    assert [of[n](comet) for n in ("rps", "p50", "p99")] == [None, 3.0, 9.0]
     assert [of[n](plain) for n in ("rps", "p50", "p99")] == [0.0, 0.0, 0.0]
 
 
@@ -677,8 +680,13 @@ def test_json_the_terminal_table_and_the_html_show_the_same_cells(tmp_path):
             if (c["scenario"], c["contestant"]) == (scenario, contestant)
             and c["metric"] in TERMINAL_METRICS
         ]
-        expected = [compact_number(c["median"]) + (" !" if c["flags"] else "") for c in mine]
-        assert medians == expected and ns == [c["n"] for c in mine]
+        # A figure the cell has not (long poll's requests/s) prints "-".
+        expected = [
+            ("-" if c["median"] is None else compact_number(c["median"]))
+            + (" !" if c["flags"] else "")
+            for c in mine
+        ]
+        assert medians == expected and ns == [c["n"] for c in mine if c["n"]]
     # Each cell has its own n: node-http's fifth keep-alive repeat has no monitor samples,
     # so its CPU figure stands on four repeats beside a throughput on five.
     node = {
@@ -706,15 +714,17 @@ def test_at_a_glance_states_only_supported_differences_as_ratios(tmp_path):
     glance = html[html.index('id="glance"') : html.index("</section>")]
     assert html.index('id="glance"') < html.index('<table class="summary">')
     longpoll = re.search(r'<li data-scenario="longpoll">(.*?)</li>', glance, re.S).group(1)
-    # node-http is twice as fast in the fixture, six repeats against six, fully separated.
+    # node-http is twice as fast in the fixture, six repeats against six, fully separated:
+    # half the event delay (long poll has no throughput: its events/s are the plan's).
     ratio = re.search(
-        r"node-http has ([\d.]+)× java-tomcat-blocking \(threads=200\)&#39;s throughput "
+        r"node-http has ([\d.]+)× java-tomcat-blocking \(threads=200\)&#39;s latency p50 "
         r"\[([\d.]+)–([\d.]+)\]",
         longpoll,
     )
     assert ratio, longpoll
     assert float(ratio.group(2)) <= float(ratio.group(1)) <= float(ratio.group(3))
-    assert 1.8 < float(ratio.group(1)) < 2.2
+    assert 0.45 < float(ratio.group(1)) < 0.55
+    assert "throughput" not in longpoll
     # Its keep-alive figures are flagged (a generator-bound repeat): no sentence on them.
     keepalive = re.search(r'<li data-scenario="keepalive">(.*?)</li>', glance, re.S).group(1)
     assert "java-tomcat-blocking" not in keepalive

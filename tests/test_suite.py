@@ -475,3 +475,43 @@ def test_brackets_in_strings_and_comments_are_not_nesting(tmp_path):
     )
     (perm,) = load_suite(write(tmp_path, f'contestants = ["node-http"]\n{body}')).permutations
     assert perm.scenario == f"a{deep}"
+
+
+PUSH_SUITE = """name = "p"
+contestants = ["node-http"]
+
+[[scenario]]
+name = "comet-short"
+behaviour = "comet"
+pacer = "users"
+clients = 100
+ramp_up_s = 1.5
+duration_s = {duration}
+emit_interval_ms = 1000
+"""
+
+
+def test_a_push_scenario_leaving_fewer_than_three_window_cycles_is_refused_at_its_line(
+    tmp_path,
+):
+    path = write(tmp_path, PUSH_SUITE.format(duration=3))
+    with pytest.raises(SuiteError, match=r"leaves 2 emit cycle\(s\).*at least 3") as caught:
+        load_suite(path, known_contestants=KNOWN)
+    assert str(caught.value).startswith(f"{path}:10:")
+    # One more second of hold leaves three cycles between the ramp and the emitters' stop.
+    path.write_text(PUSH_SUITE.format(duration=4))
+    assert len(load_suite(path, known_contestants=KNOWN).permutations) == 1
+
+
+def test_the_dry_run_refuses_a_push_scenario_without_three_window_cycles(tmp_path):
+    path = write(tmp_path, PUSH_SUITE.format(duration=2))
+    result = subprocess.run(
+        [sys.executable, "-c", "from serverlab.cli import main; main()", "run", str(path)]
+        + ["--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:10: scenario 'comet-short': leaves 1 emit cycle(s)" in result.stderr
+    assert "Traceback" not in result.stderr

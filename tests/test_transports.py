@@ -5,13 +5,15 @@ import random
 
 from test_report import recorded
 
+from serverlab.results.report import push
+from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for, validity_flags
 from serverlab.results.report.transports import (
+    FIGURES,
     capacity_table,
-    delivered_to_nobody,
     memory_per_connection_kb,
     transport_section,
 )
-from serverlab.results.store import MonitorSample, Run
+from serverlab.results.store import EmitRecord, EngineInterval, MonitorSample, Run, ServerStats
 
 PARAMS = {"behaviour": "websocket", "clients": 1000, "emit_interval_ms": 1000}
 
@@ -29,11 +31,90 @@ def test_memory_per_connection_is_the_rise_over_the_load_per_client():
     assert memory_per_connection_kb(test) == 2 * 1024 / 1000
 
 
-def test_deliveries_the_clients_never_got_are_delivered_to_nobody():
-    # The fixture's server counts comet deliveries in responses.push (spec §5).
-    assert delivered_to_nobody(pushed("node-http", behaviour="comet")) == 0
-    assert delivered_to_nobody(pushed("java-tomcat-blocking", behaviour="comet")) == 30
-    assert delivered_to_nobody(pushed("node-http")) is None, "no websocket counter recorded"
+T0 = 1_700_000_000_000  # the engine's start, Unix ms
+
+
+def windowed(late_clear_ms=0.0):
+    """A comet test of 1,000 clients ramped over 1.5 s, emitters due to stop at 4.5 s: one
+    cycle in the ramp, three in the window, and, when the clear came late, one after it
+    that no client saw whole (Tomcat's case in issue 19)."""
+    test = pushed("java-tomcat-blocking", behaviour="comet", ramp_up_s=1.5)
+    test.intervals = [
+        EngineInterval(seq=i, t=t, data={"open_connections": n})
+        for i, (t, n) in enumerate([(1.0, 667), (2.0, 1000), (3.0, 1000)])
+    ]
+    # (seq, created after T0 in ms, received by the clients, the server's snapshot total)
+    rows = [(1, 1000, 663, 663), (2, 2000, 1000, 1000), (3, 3000, 990, 1000), (4, 4000, 1000, 1000)]
+    if late_clear_ms:
+        rows.append((5, 5000, 400, 1000))
+    test.emits = [
+        EmitRecord("e1", seq, place=1, total=total, duration_ms=5, created_ms=T0 + at, received=got)
+        for seq, at, got, total in rows
+    ]
+    test.run_info["emit_window"] = {"start_ms": T0 + 1500.0, "stop_ms": T0 + 4500.0}
+    test.run_info["control_calls"] = [
+        {"method": "POST", "path": "/event/clear", "due_ms": T0 + 4500.0, "status": 200,
+         "late_ms": late_clear_ms},
+    ]  # fmt: skip
+    delivered = sum(total for *_, total in rows) + (2000 if late_clear_ms else 0)
+    test.server_stats = [
+        ServerStats(0, {"responses": {"push": 0}}, "start"),
+        ServerStats(9, {"responses": {"push": delivered}}, "end"),
+    ]
+    return test
+
+
+def test_push_figures_come_from_the_cycles_between_the_ramp_and_the_emitters_stop():
+    test = windowed()
+    assert [c.seq for c in push.in_window(test)] == [2, 3, 4]
+    assert push.admitted(test) == 1000, "open at the first interval line after the ramp"
+    assert [round(share, 3) for _, share in push.completeness(test)] == [1.0, 0.99, 1.0]
+    assert push.worst_completeness_percent(test) == 99.0
+    assert push.delivered_to_nobody(test) == 10, "the ramp's cycle counts: its total is 663"
+    assert push.emitted_after_window(test) == 0
+    assert push.plan_events_per_s(test) == 1000, "3 cycles x 1,000 subscribers / 3 s"
+    assert push.control_late_ms(test) is None
+    assert not [f for f in validity_flags(test) if f.code == "control-late"]
+
+
+def test_a_late_clear_flags_control_late_and_its_cycles_are_apart_not_delivered_to_nobody():
+    test = windowed(late_clear_ms=3512.0)
+    assert [c.seq for c in push.in_window(test)] == [2, 3, 4]
+    assert [c.seq for c in push.after_window(test)] == [5]
+    assert push.delivered_to_nobody(test) == 10, "cycle 5's 600 unseen are not counted"
+    assert push.emitted_after_window(test) == 3000, "cycle 5 and two the clients never saw"
+    (late,) = [f for f in validity_flags(test) if f.code == "control-late"]
+    assert late.text.startswith("control-late (3,512 ms): POST /event/clear answered 3,512 ms")
+    assert "1 cycle(s) created after the emitters' stop" in late.text
+    # On the figures over the whole load, not on those of the window.
+    assert late.touches("p99") and late.touches("cpu")
+    assert not any(late.touches(name) for name in ("admitted", "complete", "nobody", "after"))
+
+
+def test_an_unreadable_stats_flags_only_the_figures_that_read_it():
+    test = windowed()
+    test.server_stats = test.server_stats[:1]
+    test.validity["stats_unreadable"] = "all 1,000 request threads held by long polls"
+    assert push.emitted_after_window(test) is None
+    assert push.delivered_to_nobody(test) == 10, "from the cycles' own totals, not /stats"
+    (flag,) = [f for f in validity_flags(test) if f.code == "stats-unreadable"]
+    assert flag.figures == frozenset({"after"})
+    assert "1,000 request threads" in flag.text
+    assert not [f for f in flags_for(test, "p50") if f.code == "stats-unreadable"]
+
+
+def test_push_rows_have_no_throughput_and_their_latency_is_the_event_delay():
+    test = windowed()
+    test.summary["rps"] = 484.0
+    test.summary["event_delay_us"] = {"p50": 26000, "p99": 42000}
+    assert METRICS_BY_NAME["rps"].of(test) is None
+    assert METRICS_BY_NAME["p50"].of(test) == 26.0
+    poll = windowed()
+    poll.params["behaviour"] = "longpoll"
+    poll.summary["latency_us"] = {"p50": 992000}
+    poll.summary["event_delay_us"] = {"p50": 39000, "p99": 60000}
+    assert METRICS_BY_NAME["p50"].of(poll) == 39.0, "not the poll's wait for the next emit"
+    assert all("/s" not in figure.unit for figure in FIGURES)
 
 
 def test_a_row_per_transport_contestant_and_count_and_the_shared_tomcat_websocket_said():
@@ -53,7 +134,7 @@ def test_a_row_per_transport_contestant_and_count_and_the_shared_tomcat_websocke
     tomcat_ws = section.rows[2]
     assert "JSR 356" in tomcat_ws.architecture
     assert any("not a difference of architecture" in note for note in section.notes)
-    p99 = tomcat_ws.cells[3][0]
+    p99 = tomcat_ws.cells[[f.name for f in FIGURES].index("p99")][0]
     assert p99 == "9", "the p99 delivery delay in ms"
 
 
@@ -85,3 +166,32 @@ def test_capacity_is_the_largest_rung_held_and_says_when_the_descriptor_cap_stop
 def test_no_push_test_no_section():
     keepalive = recorded(1, "fast", {"behaviour": "keepalive"}, "node-http", 0, random.Random(1))
     assert transport_section([keepalive], [Run(1, 1, 0.0, "finished", {})], {}) is None
+
+
+def test_the_emit_duration_chart_shows_the_clients_delay_beside_the_servers_stamps():
+    from serverlab.results.report.charts import emit_duration_by_place
+
+    test = windowed()
+    test.summary["event_delay_us"] = {"p50": 26000, "p99": 42000}
+    chart = emit_duration_by_place("e", [test])
+    names = [trace["name"] for trace in chart.figure["data"]]
+    assert "java-tomcat-blocking median" in names
+    clients = {t["name"]: t["y"] for t in chart.figure["data"] if "clients" in t["name"]}
+    assert clients == {
+        "java-tomcat-blocking clients' delay p50": [26.0, 26.0],
+        "java-tomcat-blocking clients' delay p99": [42.0, 42.0],
+    }
+
+
+def test_a_long_polls_percentile_curve_is_its_delivery_delay_not_its_wait_for_the_emit():
+    from serverlab.results.report.histogram import latency_histogram
+
+    poll = windowed()
+    poll.params["behaviour"] = "longpoll"
+    poll.histograms = {"latency_us": "the answer times"}
+    poll.summary["event_delay_histogram"] = "the delivery delays"
+    assert latency_histogram(poll) == "the delivery delays"
+    plain = pushed(behaviour="keepalive")
+    plain.histograms = {"latency_us": "the answer times"}
+    plain.summary["event_delay_histogram"] = "the delivery delays"
+    assert latency_histogram(plain) == "the answer times"

@@ -75,8 +75,11 @@ FAULTS = [
             "push.fanout",
             "push.seq_continues",
             "push.emitter_replace",
+            "push.sent_stamps",
         },
     ),
+    # Stamped at the cycle's start, written 150 ms later: the clients' last arrival says so.
+    ("early_sent", "push.*", {"push.sent_stamps"}),
     (
         "accept_oversize",
         "*oversize*",
@@ -232,3 +235,15 @@ def test_a_framing_limit_must_name_a_framing_case(contestants_dir):
     report = verify_contestant(find("limited"), pattern="perf.get")
     assert "framing_limits names 'perf.get', not a framing case" in report.error
     assert report.results == [] and not report.ok
+
+
+def test_node_http_stamps_sent_right_before_each_write_and_passes_the_stamp_check():
+    """Issue 19: node-http stamped a whole cycle before its corked sockets flushed, claiming
+    4-7 ms where its clients measured 26-42 ms. Run from this tree's contestants."""
+    from pathlib import Path
+
+    contestants = Path(__file__).resolve().parents[1] / "contestants"
+    report = verify_contestant(find("node-http", contestants), pattern="push.sent_stamps")
+    assert not report.error
+    (result,) = report.results
+    assert result.status == PASS, result.reason

@@ -104,7 +104,12 @@ def compare(
     chosen = [METRICS_BY_NAME[name] for name in metrics]
     cells_a = {(c.key, c.metric.name): c for c in cells_of(tests_a, chosen, by_contestant, labels)}
     cells_b = {(c.key, c.metric.name): c for c in cells_of(tests_b, chosen, by_contestant, labels)}
-    pairs = [(cell, cells_b[key]) for key, cell in cells_a.items() if key in cells_b]
+    # A figure neither side has (a push test's requests/s) is not compared.
+    pairs = [
+        (cell, cells_b[key])
+        for key, cell in cells_a.items()
+        if key in cells_b and (cell.values or cells_b[key].values)
+    ]
     if not pairs:
         raise SelectionError("the two sides ran no scenario in common")
     return [

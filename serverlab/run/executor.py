@@ -42,10 +42,15 @@ from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.testplan import ControlCall, TestPlan, bind
+from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.validity import assess
 
 # Polls of a dying server give the engine this long to see the refused connections.
 CRASH_SETTLE_S = 1.0
+# GET /stats after the load is retried this long (each try at most STATS_TRY_S) before the
+# test says the server could not answer it, and why.
+STATS_LIMIT_S = 15.0
+STATS_TRY_S = 3.0
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
 
@@ -216,7 +221,7 @@ class _Measurement:
         if plan.warmup is not None:
             warmup = bind(plan.warmup, **self.where)
             self._load(warmup, "warmup", plan.warmup_s + plan.grace_s)
-        self._control(plan.control)
+        self._control(plan.control, "before")
         if plan.read_stats:
             self._read_stats("start")
         progress = self.env.progress
@@ -247,6 +252,7 @@ class _Measurement:
             self._after()
         test.crash = crash
         _fill(test, result, monitor, self.measured)
+        _window_start(test, plan, result.summary)
         if plan.count_at_receiver and crash is None:
             put_receiver_figures(test, receiver, server)
         test.status, test.validity = assess(test, self.env.pinning, crash)
@@ -265,21 +271,20 @@ class _Measurement:
         return None
 
     def _load(self, plan, tag, budget_s, monitor=None, on_interval=None, during=()):
-        """Runs one load and waits for it, making the `during` calls when their time comes;
-        returns what it produced and the server's crash, if the server died meanwhile (the
-        load then sees the refused connections for a moment: they are part of the result)."""
+        """Runs one load and waits for it, making the `during` calls on their own thread when
+        their time comes; returns what it produced and the server's crash, if the server died
+        meanwhile (the load then sees the refused connections for a moment: they are part of
+        the result)."""
         if monitor is not None:
             monitor.open_window()  # the exact figures cover the engine's run, no more
         running = self.load.begin(plan, self.server.workdir, tag, on_interval)
         if monitor is not None and running.local_pid is not None:
             monitor.watch_engine(running.local_pid)
         crash = None
-        pending = sorted(during, key=lambda timed: timed.at_s)
+        timed = TimedCalls(during, self._send, running.starts_at).start()
         try:
             deadline = time.monotonic() + budget_s
             while not running.done():
-                while pending and time.monotonic() >= running.starts_at + pending[0].at_s:
-                    self._timed(pending.pop(0).call)
                 if self.server.poll() is not None:
                     crash = _crash(self.server, at_s=time.time() - self.test.started_at)
                     time.sleep(CRASH_SETTLE_S)
@@ -291,22 +296,43 @@ class _Measurement:
                 time.sleep(0.1)
         except KeyboardInterrupt:
             running.stop()
+            timed.abandon()
             raise
         if monitor is not None:
             monitor.close_window()
+        if during:
+            # After the window: a call still blocked on a busy server is waited for here.
+            self._stamped(timed)
         return running.finish(), crash
 
-    def _timed(self, call: ControlCall) -> None:
-        try:
-            self._control((call,))
-        except (httpclient.HttpError, OSError, ValueError, ServerError) as err:
-            self.test.validity["control_call_failed"] = f"{call.method} {call.path}: {err}"
+    def _send(self, call: ControlCall, timeout_s: float) -> httpclient.Response:
+        port = self.server.port
+        return _call(
+            self.server, httpclient.call_json, port, call.method, call.path, call.body, timeout_s
+        )
 
-    def _control(self, calls: tuple[ControlCall, ...]) -> None:
+    def _stamped(self, timed: TimedCalls) -> None:
+        """The timed calls' stamps in run_info, the window they bound, and their failures."""
+        records = [{**record, "phase": "during"} for record in timed.finish()]
+        self.test.run_info.setdefault("control_calls", []).extend(records)
+        if self.plan.emit_window_s is not None and timed.pending:
+            # The emitters' intended stop: when the plan's clear was due, on this host's clock.
+            stop = timed.due_wall(timed.pending[-1])
+            self.test.run_info["emit_window"] = {"stop_ms": round(stop * 1000, 1)}
+        failed = failures(records)
+        if failed:
+            self.test.validity["control_call_failed"] = "; ".join(failed)
+
+    def _control(self, calls: tuple[ControlCall, ...], phase: str) -> None:
+        """Calls made at once, before or after the load: stamped too (no due time: the plan
+        gives them none), and the first that fails stops the test."""
         for call in calls:
-            port = self.server.port
-            answer = _call(
-                self.server, httpclient.call_json, port, call.method, call.path, call.body
+            sent = time.time()
+            answer = self._send(call, CALL_TIMEOUT_S)
+            stamp = {"method": call.method, "path": call.path, "phase": phase}
+            stamp.update(sent_ms=round(sent * 1000, 1), answered_ms=round(time.time() * 1000, 1))
+            self.test.run_info.setdefault("control_calls", []).append(
+                {**stamp, "status": answer.status}
             )
             if answer.status != 200:
                 raise ServerError(f"{call.method} {call.path} answered {answer.status}")
@@ -317,11 +343,54 @@ class _Measurement:
         self.test.server_stats.append(ServerStats(t=at, stats=stats, phase=phase))
 
     def _after(self) -> None:
+        if not self._read_stats_until(STATS_LIMIT_S):
+            return
         try:
-            self._read_stats("end", timeout_s=15)
-            self._control(self.plan.after)
+            self._control(self.plan.after, "after")
         except (httpclient.HttpError, OSError, ValueError, ServerError) as err:
-            self.test.validity["stats_unreadable"] = str(err)
+            self.test.validity["control_call_failed"] = f"after the load: {err}"
+
+    def _read_stats_until(self, limit_s: float) -> bool:
+        """GET /stats, tried again until it answers or `limit_s` passes; when it never does,
+        the test says so in the server's terms (see stats_silence)."""
+        give_up = time.monotonic() + limit_s
+        while True:
+            left = give_up - time.monotonic()
+            try:
+                self._read_stats("end", timeout_s=max(0.5, min(STATS_TRY_S, left)))
+                return True
+            except (httpclient.HttpError, OSError, ValueError) as err:
+                if time.monotonic() + 0.5 >= give_up:
+                    manifest = self.env.manifest_of(self.plan.contestant)
+                    reason = stats_silence(self.plan, manifest, limit_s, err)
+                    self.test.validity["stats_unreadable"] = reason
+                    return False
+                time.sleep(0.5)
+
+
+def stats_silence(plan: TestPlan, manifest: Manifest, limit_s: float, err: Exception) -> str:
+    """Why GET /stats went unanswered, from what the plan and the manifest say: a server with
+    a fixed pool of request threads and at least as many held long polls or streams has none
+    left until the holds end."""
+    text = f"GET /stats unanswered for {limit_s:g} s after the load ({err})"
+    tunable = manifest.tunables.get("threads")
+    threads = plan.tunables.get("threads") or (tunable.default if tunable else None)
+    behaviour = plan.params.get("behaviour")
+    clients = int(plan.params.get("clients", 0))
+    if not threads or not str(threads).isdigit() or behaviour not in HELD_NAMES:
+        return text
+    if clients < int(threads):
+        return text
+    hold = plan.params.get(f"{behaviour}_duration_ms")
+    until = f"until their {hold / 1000:g} s timeout" if hold else "until they end"
+    return (
+        f"all {int(threads):,} request threads ({manifest.architecture}) held by the plan's "
+        f"{clients:,} {HELD_NAMES[behaviour]} {until}; {text}"
+    )
+
+
+# A held request that takes a request thread for its whole hold, by behaviour.
+HELD_NAMES = {"longpoll": "long polls", "comet": "comet streams"}
 
 
 def smoke_check(server: ContestantServer, plan: TestPlan) -> str | None:
@@ -391,6 +460,18 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
         test.run_info["generators"] = result.generators
     if result.lost:
         test.validity["generator_lost"] = result.lost
+
+
+def _window_start(test: RecordedTest, plan: TestPlan, summary: dict | None) -> None:
+    """The end of the ramp, on the server's clock: when the engine's pacers started (its
+    `started_at_ms`, plus its clock offset) and the plan's ramp. With the stop the timed
+    clear was due at (see _Measurement._stamped), the window of the cycles that count."""
+    window = test.run_info.get("emit_window")
+    started = (summary or {}).get("started_at_ms")
+    if window is None or plan.emit_window_s is None or not started:
+        return
+    offset = summary.get("clock_offset_ms") or 0.0
+    window["start_ms"] = round(started + offset + plan.emit_window_s[0] * 1000, 1)
 
 
 def _emit_rows(cycle: dict) -> list[EmitRecord]:

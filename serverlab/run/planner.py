@@ -11,7 +11,7 @@ from typing import Any
 
 from serverlab.base import spec
 from serverlab.contestant.manifest import Manifest
-from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite
+from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite, emit_window_s
 from serverlab.run.testplan import (
     ENGINE_GRACE_S,
     ControlCall,
@@ -26,8 +26,6 @@ PUSH_EVENT = "e1"
 CLIENTS_PER_SOURCE = 20_000
 # Requests (or messages) per second below which a counted run is stopped as hung.
 SLOWEST_COUNTED_RATE = 5000
-# The last seconds of a push test run with the emitters stopped (see _during).
-QUIET_END_S = 2.0
 # A counted run (-n) has no planned end; it is bounded anyway, generously.
 COUNTED_RUN_FLOOR_S = 600.0
 HTTP_TARGET = "http://{host}:{port}"
@@ -59,6 +57,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         priming_runs=int(p.get("priming_runs", 0)),
         control=_control_calls(p) if controlled else (),
         during=_during(p) if controlled else (),
+        emit_window_s=emit_window_s(p) if controlled else None,
         after=(ControlCall("POST", "/event/clear", {}),) if controlled else (),
         read_stats=controlled,
         count_at_receiver=p["behaviour"] == "syslog",
@@ -80,12 +79,12 @@ def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
 
 
 def _during(p: dict[str, Any]) -> tuple[TimedCall, ...]:
-    """Emitters stop before the clients leave, so that an event in flight when the load ends
-    is not counted as delivered to nobody."""
-    held = planned_seconds(p)
-    if not p.get("emit_interval_ms") or held <= 2 * QUIET_END_S:
+    """Emitters stop before the clients leave (suite.emit_window_s), so that an event in
+    flight when the load ends is not counted as delivered to nobody."""
+    window = emit_window_s(p)
+    if window is None:
         return ()
-    return (TimedCall(held - QUIET_END_S, ControlCall("POST", "/event/clear", {})),)
+    return (TimedCall(window[1], ControlCall("POST", "/event/clear", {})),)
 
 
 def planned_seconds(p: dict[str, Any]) -> float:

@@ -109,6 +109,11 @@ DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
 SETUP_ESTIMATE_S = 6.0
 # A suite whose lists multiply past this many tests is refused before it is expanded.
 MAX_TESTS = 100_000
+# The last second of a push test runs with the emitters stopped, so that the last cycle of
+# the window reaches clients that are still there (a cycle after the stop is reported apart).
+QUIET_END_S = 1.0
+# A push test's figures come from the emit cycles of its window; fewer than this is no figure.
+MIN_WINDOW_CYCLES = 3
 
 
 class SuiteError(ValueError):
@@ -344,6 +349,7 @@ def _selected(suite: Suite, expanded: list[tuple], chosen, only) -> list[Permuta
         if perm.key in seen:
             raise SuiteError(path, lines.of("name", index), f"duplicate test {perm.key}")
         seen.add(perm.key)
+        _check_emit_window(suite, index, perm)
         kept.append(perm)
     if only:
         unknown = sorted(set(only) - {p.contestant for p in kept})
@@ -352,6 +358,26 @@ def _selected(suite: Suite, expanded: list[tuple], chosen, only) -> list[Permuta
     if not kept:
         raise SuiteError(path, None, f"profile {chosen.name!r} leaves no test to run")
     return kept
+
+
+def _check_emit_window(suite: Suite, index: int, perm: Permutation) -> None:
+    """A push test's figures come from the cycles emitted between the end of its ramp and
+    the emitters' intended stop: a test that leaves fewer than three has none. Checked on
+    the tests a profile keeps, so that a profile may leave out the ones that would fail."""
+    p = perm.params
+    window = emit_window_s(p)
+    cycles = 0 if window is None else int((window[1] - window[0]) * 1000 // p["emit_interval_ms"])
+    if not p.get("emit_interval_ms") or cycles >= MIN_WINDOW_CYCLES:
+        return
+    stop = f"the emitters' stop ({window[1]:g} s)" if window else "the end (no quiet end fits)"
+    raise SuiteError(
+        suite.path,
+        suite.lines.of("duration_s", index) or suite.lines.of("name", index),
+        f"scenario {perm.scenario!r}: leaves {cycles} emit cycle(s) of "
+        f"{p['emit_interval_ms']} ms between the end of the ramp "
+        f"({float(p.get('ramp_up_s', 0)):g} s) and {stop}; push figures need at least "
+        f"{MIN_WINDOW_CYCLES}: lengthen duration_s",
+    )
 
 
 def _refuse_too_many(path, suite, contexts, scenarios, default_contestants) -> None:
@@ -661,6 +687,17 @@ class _ScenarioContext:
             known = ", ".join(sorted(tables)) or "none"
             table = "links" if key == "link" else "filesets"
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+
+def emit_window_s(p: dict[str, Any]) -> tuple[float, float] | None:
+    """(end of the ramp, the emitters' intended stop), in seconds from the load's start, of a
+    push test whose emitters the runner stops before the clients leave; None otherwise."""
+    if not p.get("emit_interval_ms"):
+        return None
+    held = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
+    if held <= 2 * QUIET_END_S:
+        return None
+    return float(p.get("ramp_up_s", 0)), held - QUIET_END_S
 
 
 def _product(dims: dict[str, list]):

@@ -89,6 +89,9 @@ class TestPlan:
     control: tuple[ControlCall, ...] = ()  # before the measurement
     during: tuple[TimedCall, ...] = ()  # while the measured load runs
     after: tuple[ControlCall, ...] = ()  # after it, once /stats is read
+    # A push test's window, in seconds from the load's start: (end of the ramp, the
+    # emitters' intended stop). Its figures come from the cycles created inside it.
+    emit_window_s: tuple[float, float] | None = None
     read_stats: bool = False  # GET /stats before and after
     count_at_receiver: bool = False  # a syslog flood: rate and loss as the server counted
     link: Link | None = None
@@ -124,6 +127,7 @@ class TestPlan:
                     ),
                     "after": tuple(ControlCall(**c) for c in raw.get("after", ())),
                     "link": Link(**raw["link"]) if raw.get("link") else None,
+                    "emit_window_s": _pair(raw.get("emit_window_s")),
                     "smoke": Smoke(**raw.get("smoke", {})),
                 }
             )
@@ -133,6 +137,10 @@ class TestPlan:
     def engine_plans(self) -> list[dict[str, Any]]:
         """Every engine plan the test runs (warm-up first), templated."""
         return [plan for plan in (self.warmup, self.measured) if plan is not None]
+
+
+def _pair(value) -> tuple[float, float] | None:
+    return None if value is None else (float(value[0]), float(value[1]))
 
 
 def bind(engine_plan: dict[str, Any], **where: Any) -> dict[str, Any]:

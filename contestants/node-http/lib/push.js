@@ -5,7 +5,7 @@
 // them here.
 
 const { counters } = require('./stats');
-const { sendHead, sendBody, sendError, JSON_TYPE } = require('./respond');
+const { sendHead, sendBody, sendError, writeNow, JSON_TYPE } = require('./respond');
 const { isEventName, isIntegerIn } = require('./validate');
 const { DeadlineTimer, cancelTimer } = require('./timers');
 
@@ -54,7 +54,7 @@ class Subscriber {
   deliver(json) {
     counters.responsesPush++;
     if (this.transport === 'comet') {
-      this.res.write(json + '\n');
+      writeNow(this.res, json + '\n');
     } else {
       sendBody(this.res, 200, JSON_TYPE, json);
       unsubscribe(this);

@@ -22,6 +22,16 @@ function sendBody(res, status, contentType, body, extraHeaders) {
   res.end(body);
 }
 
+// Writes a chunk of a held response and hands it to the kernel now. Node's http corks the
+// socket on a response's first write of a tick and uncorks it on the next: a whole emit
+// cycle's writes would wait for the loop to finish, after every `sent` was stamped (spec §6:
+// `sent` is taken immediately before the write that hands the delivery to the kernel).
+function writeNow(res, chunk) {
+  res.write(chunk);
+  const socket = res.socket;
+  if (socket && socket.writableCorked) socket.uncork();
+}
+
 function sendJson(res, status, value, extraHeaders) {
   sendBody(res, status, JSON_TYPE, JSON.stringify(value), extraHeaders);
 }
@@ -58,6 +68,7 @@ function rawErrorResponse(status, statusText, reason, extraHeaders = {}) {
 }
 
 module.exports = {
+  writeNow,
   JSON_TYPE,
   sendHead,
   sendBody,

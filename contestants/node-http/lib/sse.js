@@ -4,7 +4,7 @@
 // missed from each event's replay buffer, or a gap message for what the buffer lost.
 
 const { counters } = require('./stats');
-const { sendHead, sendError, whenAnswered } = require('./respond');
+const { sendHead, sendError, whenAnswered, writeNow } = require('./respond');
 const { isEventName } = require('./validate');
 const { DeadlineTimer } = require('./timers');
 const push = require('./push');
@@ -42,7 +42,7 @@ class SseSubscriber extends push.Subscriber {
   send(json, name, seq, type) {
     this.positions.set(name, seq);
     const event = type ? `event: ${type}\n` : '';
-    this.res.write(`${event}id: ${this.id()}\ndata: ${json}\n\n`);
+    writeNow(this.res, `${event}id: ${this.id()}\ndata: ${json}\n\n`);
   }
 
   timeOut() {

@@ -10,6 +10,7 @@ from serverlab.conformance.checks import (
     http,
     push,
     sse,
+    stamps,
     syslog,
     websocket,
 )
@@ -19,6 +20,7 @@ CHECKS = {
     **framing.CHECKS,
     **control.CHECKS,
     **push.CHECKS,
+    **stamps.CHECKS,
     **gone.CHECKS,
     **sse.CHECKS,
     **websocket.CHECKS,

@@ -25,6 +25,7 @@ from serverlab.results.report.metrics import (
     Metric,
     validity_flags,
 )
+from serverlab.results.report.push import is_push
 from serverlab.results.store import RecordedTest
 
 TEMPLATE_NAME = "plotly_white"
@@ -213,7 +214,8 @@ def percentile_curves(key: str, tests: list[RecordedTest]) -> Chart:
     chart = _chart(
         key,
         "Latency percentile curves",
-        "From the engine's HdrHistogram of each test; the x axis stretches the tail.",
+        "From the engine's HdrHistogram of each test (for push, the delivery delay from the "
+        "server's created stamp); the x axis stretches the tail.",
         tests,
         fig,
         ("percentile", "latency (ms, log scale)"),
@@ -358,6 +360,28 @@ def _emit_max_ms(test: RecordedTest) -> float | None:
     return float(max(durations)) if durations else None
 
 
+def _client_delay_lines(fig, contestant: str, colour: str, tests, span) -> None:
+    """The clients' own delivery delay (the engine's p50 and p99, median over tests) as flat
+    lines across the places: the figure the server's stamps should agree with."""
+    for label, dash in (("p50", "dashdot"), ("p99", "longdash")):
+        values = [((t.summary or {}).get("event_delay_us") or {}).get(label) for t in tests]
+        values = [v / 1000 for v in values if isinstance(v, int | float)]
+        if not values:
+            continue
+        level = statistics.median(values)
+        fig.add_trace(
+            go.Scatter(
+                x=[float(span[0]), float(span[1])],
+                y=[level, level],
+                mode="lines",
+                line={"color": colour, "dash": dash},
+                name=f"{contestant} clients' delay {label}",
+                legendgroup=contestant,
+                hovertemplate=f"{contestant}: clients measured {label} %{{y}} ms<extra></extra>",
+            )
+        )
+
+
 def emit_duration_by_place(key: str, tests: list[RecordedTest]) -> Chart:
     """Seed 004's emit duration against place in the emit list: per contestant, the median
     and the maximum over every emit cycle and repeat at each place."""
@@ -385,10 +409,15 @@ def emit_duration_by_place(key: str, tests: list[RecordedTest]) -> Chart:
                     hovertemplate=f"{contestant} place %{{x}}: {label} %{{y}} ms<extra></extra>",
                 )
             )
+        mine = [t for t in tests if t.contestant == contestant]
+        _client_delay_lines(fig, contestant, colour, mine, (places[0], places[-1]))
     return _chart(
         key,
         "Emit duration against place in the emit list",
-        "Time from the start of an emit cycle to the delivery at each place (seed 004 §3.4).",
+        "Time from the start of an emit cycle to the delivery at each place (seed 004 §3.4), "
+        "as the server stamped it (sent − created); beside it, the delivery delay its clients "
+        "measured (created → arrival, p50 dash-dot, p99 long dash, median over tests). Stamps "
+        "far below the clients' figure were taken before the writes reached the kernel.",
         tests,
         fig,
         ("place in the emit list", "emit duration (ms)"),
@@ -449,8 +478,10 @@ def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
 def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Metric], prefix: str):
     """Every chart of one scenario, in reading order."""
     keyed = f"{prefix}-"
+    # A push scenario has no rate of its own: its events per second are its plan's.
+    rates = [] if all(is_push(t) for t in tests) else [keyed + "rps"]
     return [
-        median_bars(keyed + "rps", tests, [metrics["rps"]], "Requests/s per contestant"),
+        *[median_bars(key, tests, [metrics["rps"]], "Requests/s per contestant") for key in rates],
         median_bars(keyed + "lat", tests, [metrics["p50"], metrics["p99"]], "Latency p50, p99"),
         percentile_curves(keyed + "pct", tests),
         time_series(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
 
+from serverlab.results.report.push import is_push
 from serverlab.results.store import DEFAULT_HISTOGRAM, RecordedTest
 
 # Quantiles drawn on the curve: dense towards the tail, where architectures differ. Written
@@ -71,7 +72,12 @@ def percentile_curve(encoded: str, scale: float = 1.0) -> PercentileCurve:
 
 
 def latency_histogram(test: RecordedTest) -> str | None:
-    """The test's latency histogram: the stored one, else the one inside the engine summary."""
+    """The test's latency histogram: the stored one, else the one inside the engine summary.
+    For push, the delivery delay's: a long poll's answer time is mostly its wait for the next
+    emit, not the server's speed."""
+    delay = (test.summary or {}).get("event_delay_histogram")
+    if is_push(test) and isinstance(delay, str) and delay:
+        return delay
     if DEFAULT_HISTOGRAM in test.histograms:
         return test.histograms[DEFAULT_HISTOGRAM]
     if test.histograms:

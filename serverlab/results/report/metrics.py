@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serverlab.results import stats
+from serverlab.results.report import push
 from serverlab.results.store import RecordedTest
 
 GENERATOR_BOUND_PERCENT = 90.0
@@ -60,21 +61,20 @@ def _summary_number(test: RecordedTest, *path: str) -> float | None:
 
 
 def _is_stream(test: RecordedTest) -> bool:
-    """A comet test: its streams stay open, so its answers are events, not requests."""
-    return test.params.get("behaviour") == "comet"
+    """A push test (long poll, comet, SSE, WebSocket): its answers are events, and a poll's
+    answer time is mostly its wait for the next emit, not the server's speed."""
+    return push.is_push(test)
 
 
 def throughput(test: RecordedTest) -> float | None:
-    if not _is_stream(test):
-        return _summary_number(test, "rps")
-    events = _summary_number(test, "events", "received")
-    duration = _summary_number(test, "duration_s")
-    return events / duration if events is not None and duration else None
+    """Requests per second; none for a push test, whose events per second are the plan's
+    cycles x subscribers (see push.plan_events_per_s), not a property of the server."""
+    return None if _is_stream(test) else _summary_number(test, "rps")
 
 
 def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
     def of(test: RecordedTest) -> float | None:
-        # For comet, the delay from the server's emit to the event's arrival.
+        # For push, the delay from the server's emit to the event's arrival.
         histogram = "event_delay_us" if _is_stream(test) else "latency_us"
         micros = _summary_number(test, histogram, percentile)
         return None if micros is None else micros / 1000
@@ -144,11 +144,12 @@ def _working_share(test: RecordedTest) -> float:
 
 FASTER = ("faster", "slower")
 COMET_NOTE = (
-    "For comet (held streams) throughput counts events received per second and latency is "
-    "the delay from the server's emit to the event's arrival."
+    "For push (long poll, comet, SSE, WebSocket) latency is the delay from the server's emit "
+    "(its created stamp) to the event's arrival, and there is no throughput: events per second "
+    "are the plan's cycles x subscribers; the push section has each test's per-cycle figures."
 )
 METRICS = (
-    # Comet rows: throughput is events/s and latency the event delay (COMET_NOTE).
+    # Push rows: no throughput, latency the event delay (COMET_NOTE).
     Metric("rps", "throughput", "req/s", True, throughput, *FASTER),
     Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
     Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
@@ -180,7 +181,7 @@ class Flag:
 
 
 def validity_flags(test: RecordedTest) -> list[Flag]:
-    flags = _status_flags(test) + _measurement_flags(test)
+    flags = _status_flags(test) + _measurement_flags(test) + _push_flags(test)
     seen = {f.code for f in flags}
     for code, detail in sorted(test.validity.items()):
         # A bare number the runner stored is a measurement (e.g. a median CPU), not a flag.
@@ -256,6 +257,54 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
         reasons = "; ".join(map(str, test.summary.get("invalid_reasons") or [])) or "no reason"
         flags.append(Flag("engine-invalid", f"engine marked the run invalid: {reasons}"))
     return flags
+
+
+# Figures of the push section that read the server's /stats (push.emitted_after_window).
+STATS_FIGURES = frozenset({"after"})
+# Figures that pool every cycle's delay while the engine reports no delay per cycle.
+POOLED_DELAY_FIGURES = frozenset({"p50", "p99"})
+# What a late control call touches: the figures taken over the whole load, which the cycles
+# emitted after the intended stop are part of. The in-window figures (subscribers admitted,
+# completeness, delivered to nobody) leave those cycles out, and "after" is their measure.
+CONTROL_LATE_FIGURES = POOLED_DELAY_FIGURES | {
+    "cpu",
+    "rss",
+    "memory",
+    "errors",
+    "lost",
+    "duplicated",
+    "reordered",
+}
+
+
+def _push_flags(test: RecordedTest) -> list[Flag]:
+    """A late control call or a cycle past the emitters' stop (control-late); an unreadable
+    /stats, only on the figures that read it; delays pooled over the ramp's cycles too."""
+    if not push.is_push(test):
+        return []
+    flags = []
+    late = push.control_late_ms(test)
+    if late is not None:
+        flags.append(Flag("control-late", _late_text(test, late), CONTROL_LATE_FIGURES))
+    unreadable = test.validity.get("stats_unreadable")
+    if unreadable:
+        text = _flag_text("stats_unreadable", unreadable)
+        flags.append(Flag("stats-unreadable", text, STATS_FIGURES))
+    if push.window_ms(test) is not None and test.summary and test.summary.get("event_delay_us"):
+        text = "delivery delays pooled over every cycle, the ramp's too (no per-cycle delay)"
+        flags.append(Flag("delay-includes-ramp", text, POOLED_DELAY_FIGURES))
+    return flags
+
+
+def _late_text(test: RecordedTest, late_ms: float) -> str:
+    parts = [
+        f"{c['method']} {c['path']} answered {c['late_ms']:,.0f} ms after it was due"
+        for c in push.late_calls(test)
+    ]
+    after = push.after_window(test)
+    if after:
+        parts.append(f"{len(after)} cycle(s) created after the emitters' stop")
+    return f"control-late ({late_ms:,.0f} ms): " + "; ".join(parts)
 
 
 def _floor_flags(test: RecordedTest) -> list[Flag]:

@@ -24,6 +24,7 @@ from serverlab.results.report.metrics import (
     scenario_labels,
     validity_flags,
 )
+from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run
 
@@ -155,7 +156,7 @@ def print_summary(
     console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
     if found.superseded:
         console.print(rerun_note(found.superseded))
-    if any(t.params.get("behaviour") == "comet" for t in tests):
+    if any(is_push(t) for t in tests):
         console.print(COMET_NOTE)
     console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
     for glance in at_a_glance([cell for _, row in rows for cell in row.figures]):

@@ -1,10 +1,13 @@
 """The push study's section: which transport (long poll, comet, SSE, WebSocket) on which
-architecture. Per transport, contestant and client count: the server's memory per held
+architecture. Per transport, contestant and client count: the subscribers admitted by the
+end of the ramp, the worst in-window cycle's completeness, the server's memory per held
 connection, its CPU per 1,000 delivered events, the p50 and p99 delivery delay, the events
-lost, and those the server counted as delivered to clients that had gone ("delivered to
-nobody", so that one architecture's dead subscribers do not pass for throughput); and per
-transport and contestant, the capacity: the most clients of a capacity ladder held with
-p99 delay at most 250 ms and nothing lost.
+lost, duplicated and reordered, those the server delivered to clients that had gone
+("delivered to nobody", so that one architecture's dead subscribers do not pass for
+throughput) and those it emitted after the window (a late clear's); per test, each in-window
+cycle's completeness beside the server's own snapshot total; and per transport and
+contestant, the capacity: the most clients of a capacity ladder held with p99 delay at most
+250 ms and nothing lost. Cycles and their window: serverlab.results.report.push.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results import stats
+from serverlab.results.report import push
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, format_cell
 from serverlab.results.store import RecordedTest, Run
@@ -32,13 +36,8 @@ SHARED_WEBSOCKET_NOTE = (
     "implementation (Tomcat's JSR 356 endpoint on the NIO connector): a difference between "
     "them there is not a difference of architecture."
 )
-# The server's own count of deliveries, per transport (spec §5, §10, §11).
-DELIVERY_COUNTERS = {
-    "longpoll": ("responses", "push"),
-    "comet": ("responses", "push"),
-    "sse": ("sse", "deliveries"),
-    "websocket": ("websocket", "deliveries"),
-}
+# Figures counted over a test (summed over a cell's tests), not summarized as a median.
+COUNTS = ("lost", "duplicated", "reordered", "nobody", "after")
 
 
 def is_push_test(test: RecordedTest) -> bool:
@@ -69,26 +68,13 @@ def memory_per_connection_kb(test: RecordedTest) -> float | None:
     return max(0, max(rss) - rss[0]) / clients / 1024
 
 
-def server_deliveries(test: RecordedTest) -> int | None:
-    """Deliveries the server counted during the test (its /stats, end minus start)."""
-    path = DELIVERY_COUNTERS.get(test.params.get("behaviour", ""))
-    phases = {s.phase: s.stats for s in test.server_stats}
-    if path is None or "start" not in phases or "end" not in phases:
-        return None
-    try:
-        group, key = path
-        return int(phases["end"][group][key]) - int(phases["start"][group][key])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 def _events(test: RecordedTest) -> dict:
     return (test.summary or {}).get("events") or {}
 
 
 def cpu_per_thousand_events(test: RecordedTest) -> float | None:
     """Server CPU seconds over the test per 1,000 events delivered."""
-    delivered = server_deliveries(test) or _events(test).get("received")
+    delivered = push.server_deliveries(test) or _events(test).get("received")
     samples = [s for s in test.samples if s.cpu_percent is not None]
     if not delivered or len(samples) < 2:
         return None
@@ -106,17 +92,20 @@ def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
     return of
 
 
-def lost(test: RecordedTest) -> float | None:
-    value = _events(test).get("lost")
+def _event_count(kind: str) -> Callable[[RecordedTest], float | None]:
+    def of(test: RecordedTest) -> float | None:
+        value = _events(test).get(kind)
+        return None if value is None else float(value)
+
+    return of
+
+
+lost = _event_count("lost")
+
+
+def admitted(test: RecordedTest) -> float | None:
+    value = push.admitted(test)
     return None if value is None else float(value)
-
-
-def delivered_to_nobody(test: RecordedTest) -> float | None:
-    server = server_deliveries(test)
-    received = _events(test).get("received")
-    if server is None or received is None:
-        return None
-    return float(max(0, server - received))
 
 
 @dataclass(frozen=True)
@@ -128,13 +117,22 @@ class Figure:
 
 
 FIGURES = (
+    Figure("admitted", "subscribers at the end of the ramp", "", admitted),
+    Figure("complete", "worst in-window cycle complete", "%", push.worst_completeness_percent),
     Figure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
     Figure("cpu", "server CPU per 1,000 events", "s", cpu_per_thousand_events),
     Figure("p50", "delivery delay p50", "ms", delay_ms("p50")),
     Figure("p99", "delivery delay p99", "ms", delay_ms("p99")),
     Figure("lost", "events lost", "", lost),
-    Figure("nobody", "delivered to nobody", "", delivered_to_nobody),
+    Figure("duplicated", "events duplicated", "", _event_count("duplicated")),
+    Figure("reordered", "events reordered", "", _event_count("reordered")),
+    Figure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
+    Figure("after", "emitted after the window", "", push.emitted_after_window),
 )
+
+
+# Figures drawn as charts (the counts are in the table).
+CHARTED = ("complete", "memory", "cpu", "p50", "p99", "lost")
 
 
 # --- the section --------------------------------------------------------------------------
@@ -155,16 +153,49 @@ class TransportSection:
     rows: list[TransportRow]
     capacity: list[tuple[str, str, str]]  # (transport, contestant, "≥ N …")
     charts: list[Chart]
+    cycles: list[CycleRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CycleRow:
+    """One test's in-window cycles: completeness (received / subscribers at the end of the
+    ramp) with the server's snapshot total beside it."""
+
+    transport: str
+    contestant: str
+    repeat: int
+    admitted: str
+    cycles: list[str]
+    plan_rate: str  # cycles x subscribers / window: a property of the plan
+
+
+def cycle_row(test: RecordedTest) -> CycleRow:
+    window = push.window_ms(test)
+    start = window[0] if window else 0.0
+    cells = [
+        f"+{(c.created_ms - start) / 1000:.1f} s: {share:.1%} (server {c.total:,})"
+        for c, share in push.completeness(test)
+    ]
+    subscribers = push.admitted(test)
+    rate = push.plan_events_per_s(test)
+    return CycleRow(
+        test.params.get("behaviour", ""),
+        test.contestant,
+        test.repeat_index,
+        "-" if subscribers is None else f"{subscribers:,}",
+        cells or ["no cycle in the window"],
+        "-" if rate is None else f"{rate:,.0f}",
+    )
 
 
 def transport_section(
     tests: list[RecordedTest], runs: list[Run], labels: dict[str, str]
 ) -> TransportSection | None:
-    push = [t for t in tests if is_push_test(t)]
-    if not push:
+    pushed = [t for t in tests if is_push_test(t)]
+    if not pushed:
         return None
-    study = [t for t in push if not is_capacity(t)]
+    study = [t for t in pushed if not is_capacity(t)]
     rows = [_row(cell, labels) for cell in _cells(study)]
     notes = []
     if any(r.tests == 1 for r in rows):
@@ -173,8 +204,9 @@ def transport_section(
         notes.append(SHARED_WEBSOCKET_NOTE)
     return TransportSection(
         rows=rows,
-        capacity=capacity_table([t for t in push if is_capacity(t)], descriptor_limit(runs)),
-        charts=[_chart(figure, study) for figure in FIGURES if figure.name != "nobody"],
+        capacity=capacity_table([t for t in pushed if is_capacity(t)], descriptor_limit(runs)),
+        charts=[_chart(figure, study) for figure in FIGURES if figure.name in CHARTED],
+        cycles=[cycle_row(t) for t in study if push.window_ms(t) is not None],
         notes=notes,
     )
 
@@ -197,7 +229,7 @@ def _row(cell: list[RecordedTest], labels: dict[str, str]) -> TransportRow:
     cells = []
     for figure in FIGURES:
         values = [v for v in (figure.of(t) for t in kept) if v is not None]
-        if figure.name in ("lost", "nobody"):
+        if figure.name in COUNTS:
             cells.append((f"{sum(values):,.0f}" if values else "-", f"over {len(values)} tests"))
         else:
             cells.append(format_cell(stats.summarize(values)))

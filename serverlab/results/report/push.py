@@ -1,0 +1,160 @@
+"""A push test's figures over its window (report stage): the emit cycles whose `created`
+falls between the end of the ramp and the emitters' intended stop, as the executor stored
+them (`run_info["emit_window"]`, Unix ms on the server's clock), and nothing else.
+
+A cycle emitted after the window (a clear the server served late) reached clients the plan
+no longer measured: its deliveries are reported apart, as "emitted after the window", never
+as throughput or as deliveries to nobody. Per-second counts of a push test are a property
+of its plan (cycles x subscribers / window), not of the server, so none is a headline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from serverlab.results.store import RecordedTest
+
+PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
+# A timed control call answered this much after it was due, or a cycle created this much after
+# the emitters' intended stop, flags the test control-late.
+LATE_MS = 100.0
+# The server's own count of deliveries, per transport (spec §5, §10, §11).
+DELIVERY_COUNTERS = {
+    "longpoll": ("responses", "push"),
+    "comet": ("responses", "push"),
+    "sse": ("sse", "deliveries"),
+    "websocket": ("websocket", "deliveries"),
+}
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One emit cycle as the clients saw it: `received` deliveries, and the server's own
+    snapshot `total` (the subscribers it delivered that cycle to)."""
+
+    event: str
+    seq: int
+    created_ms: int
+    received: int
+    total: int
+
+
+def is_push(test: RecordedTest) -> bool:
+    return test.params.get("behaviour") in PUSH_BEHAVIOURS
+
+
+def cycles(test: RecordedTest) -> list[Cycle]:
+    """One per (event, seq), from the stored rows (one row per sampled place)."""
+    seen: dict[tuple[str, int], Cycle] = {}
+    for row in test.emits:
+        if row.created_ms is None:
+            continue
+        key = (row.event, row.seq)
+        if key not in seen:
+            received = row.received if row.received is not None else 0
+            seen[key] = Cycle(row.event, row.seq, row.created_ms, received, row.total)
+    return sorted(seen.values(), key=lambda c: (c.created_ms, c.event, c.seq))
+
+
+def window_ms(test: RecordedTest) -> tuple[float, float] | None:
+    """(end of the ramp, the emitters' intended stop), Unix ms on the server's clock."""
+    window = test.run_info.get("emit_window") or {}
+    if "start_ms" not in window or "stop_ms" not in window:
+        return None
+    return float(window["start_ms"]), float(window["stop_ms"])
+
+
+def in_window(test: RecordedTest) -> list[Cycle]:
+    window = window_ms(test)
+    if window is None:
+        return []
+    return [c for c in cycles(test) if window[0] <= c.created_ms <= window[1]]
+
+
+def after_window(test: RecordedTest) -> list[Cycle]:
+    """Cycles created after the emitters' intended stop (a late clear's)."""
+    window = window_ms(test)
+    return [] if window is None else [c for c in cycles(test) if c.created_ms > window[1]]
+
+
+def admitted(test: RecordedTest) -> int | None:
+    """Subscribers connected at the end of the ramp: the engine's open connections in its
+    first interval line at or after the ramp's end."""
+    ramp = float(test.params.get("ramp_up_s", 0))
+    for interval in sorted(test.intervals, key=lambda i: i.t):
+        if interval.t >= ramp and isinstance(interval.data.get("open_connections"), int):
+            return int(interval.data["open_connections"])
+    return None
+
+
+def completeness(test: RecordedTest) -> list[tuple[Cycle, float]]:
+    """Per in-window cycle, deliveries received / subscribers admitted by the ramp's end."""
+    subscribers = admitted(test)
+    if not subscribers:
+        return []
+    return [(c, c.received / subscribers) for c in in_window(test)]
+
+
+def worst_completeness_percent(test: RecordedTest) -> float | None:
+    shares = [share for _, share in completeness(test)]
+    return 100 * min(shares) if shares else None
+
+
+def delivered_to_nobody(test: RecordedTest) -> float | None:
+    """Deliveries the server made (its snapshot `total`) in cycles up to the emitters'
+    intended stop that no client received; a late cycle's are reported apart."""
+    window = window_ms(test)
+    if window is None or not test.emits:
+        return None
+    kept = [c for c in cycles(test) if c.created_ms <= window[1]]
+    return float(sum(max(0, c.total - c.received) for c in kept))
+
+
+def server_deliveries(test: RecordedTest) -> int | None:
+    """Deliveries the server counted during the test (its /stats, end minus start)."""
+    path = DELIVERY_COUNTERS.get(test.params.get("behaviour", ""))
+    phases = {s.phase: s.stats for s in test.server_stats}
+    if path is None or "start" not in phases or "end" not in phases:
+        return None
+    try:
+        group, key = path
+        return int(phases["end"][group][key]) - int(phases["start"][group][key])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def emitted_after_window(test: RecordedTest) -> float | None:
+    """Deliveries the server made after the emitters' intended stop: its /stats count less
+    the snapshot totals of the cycles up to the stop (those no client saw included)."""
+    window, counted = window_ms(test), server_deliveries(test)
+    if window is None or counted is None:
+        return None
+    before = sum(c.total for c in cycles(test) if c.created_ms <= window[1])
+    return float(max(0, counted - before))
+
+
+def plan_events_per_s(test: RecordedTest) -> float | None:
+    """In-window cycles x subscribers admitted / the window: what the plan asks for, not
+    what the server achieved."""
+    window, subscribers = window_ms(test), admitted(test)
+    if window is None or not subscribers or window[1] <= window[0]:
+        return None
+    return len(in_window(test)) * subscribers / ((window[1] - window[0]) / 1000)
+
+
+def late_calls(test: RecordedTest) -> list[dict[str, Any]]:
+    """Timed calls (the plan gave them a due time) answered more than LATE_MS after it."""
+    calls = test.run_info.get("control_calls") or []
+    return [c for c in calls if c.get("made", 1) and (c.get("late_ms") or 0) > LATE_MS]
+
+
+def control_late_ms(test: RecordedTest) -> float | None:
+    """How late the server was: its latest-answered timed call, or its latest cycle past the
+    emitters' intended stop, past LATE_MS; None when neither."""
+    lateness = [float(c["late_ms"]) for c in late_calls(test)]
+    window = window_ms(test)
+    if window is not None:
+        lateness += [c.created_ms - window[1] for c in after_window(test)]
+    worst = max(lateness, default=0.0)
+    return worst if worst > LATE_MS else None
