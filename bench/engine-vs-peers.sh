@@ -89,7 +89,7 @@ summary() {
 requests() {
   local f="$WORK/$1.out"
   case "$2" in
-    serverlab) summary "$1" 's["requests"]' ;;
+    serverlab) summary "$1" 's["answered"]' ;;   # answered attempts, as wrk counts
     wrk) awk '/requests in/ {print $1}' "$f" ;;
     h2load) awk '/^requests:/ {print $8}' "$f" ;;   # "requests: N total, N started, N done, N succeeded"
     ab) awk '/^Complete requests:/ {print $3}' "$f" ;;

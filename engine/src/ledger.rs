@@ -53,8 +53,9 @@ impl Ledger {
     pub fn end(&self, units: u64, result: Result<(), ErrorKind>) {
         Counters::add(&self.counters.requests, units);
         self.steps.step();
-        if let Err(kind) = result {
-            self.counters.error(kind);
+        match result {
+            Ok(()) => Counters::add(&self.counters.answered, units),
+            Err(kind) => self.counters.error(kind),
         }
     }
 
@@ -183,7 +184,7 @@ mod tests {
         ledger.begin(64);
         ledger.end(64, Err(ErrorKind::Timeout));
         let s = Snapshot::sum([&*counters]);
-        assert_eq!((s.started, s.requests, s.ok), (66, 66, 1));
+        assert_eq!((s.started, s.requests, s.answered, s.ok), (66, 66, 2, 1));
         assert_eq!(s.error_count(ErrorKind::Status), 1);
         assert_eq!(s.error_count(ErrorKind::Timeout), 1);
         assert_eq!(ledger.take_histograms().latency.len(), 2);

@@ -1,5 +1,7 @@
 //! `serverlab-load`: parse flags into a validated plan, run it, print the result.
-//! Exit codes: 0 the run happened, 1 it failed, 2 the plan was refused.
+//! Exit codes: 0 the run happened, 1 it failed, 2 the plan was refused, 3 a run from flags (a
+//! person at the command line) got no answer at all. A run from `--plan FILE` (the
+//! orchestrator's way) exits 0 then: its summary says `answered: 0`, and the caller judges.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -10,7 +12,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
 use serverlab_load::merge::Output;
-use serverlab_load::{check, report, IntervalLine, Outcome};
+use serverlab_load::{check, report, IntervalLine, Outcome, Summary};
+
+/// The exit code of a run from flags that got no answer at all.
+const NO_ANSWER: u8 = 3;
 
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
@@ -31,6 +36,7 @@ fn main() -> ExitCode {
         return check(args);
     }
     let json = args.json;
+    let by_hand = args.plan.is_none();
     let plan = match args.into_plan().and_then(|p| p.validate()) {
         Ok(plan) => plan,
         Err(e) => {
@@ -46,7 +52,8 @@ fn main() -> ExitCode {
         }
     }
     match run(plan, json) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(summary) if by_hand && summary.answered == 0 => ExitCode::from(NO_ANSWER),
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("serverlab-load: {e:#}");
             ExitCode::from(1)
@@ -110,7 +117,7 @@ fn print_merged(out: &mut impl Write, merged: Output, json: bool) -> anyhow::Res
     print_outcome(out, &outcome, json)
 }
 
-fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
+fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<Summary> {
     let stop_requested = stop_on_signals()?;
     let progress = progress_bar();
     let mut stdout = std::io::stdout().lock();
@@ -129,7 +136,8 @@ fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<()> {
     if let Some(e) = write_error {
         return Err(e);
     }
-    print_outcome(&mut stdout, &outcome, json)
+    print_outcome(&mut stdout, &outcome, json)?;
+    Ok(outcome.summary)
 }
 
 /// SIGTERM or SIGINT ends the run early with a summary of what happened until then (the
@@ -177,7 +185,7 @@ fn progress_bar() -> Option<ProgressBar> {
 
 fn progress_text(line: &IntervalLine) -> String {
     format!(
-        "{} done, {:.0} req/s, {} open, {} errors",
+        "{} done, {:.0} answers/s, {} open, {} errors",
         line.completed_total,
         line.rps,
         line.open_connections,

@@ -107,7 +107,7 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
 }
 
 /// Interval k of every generator together: counts summed, each generator's running total
-/// carried past its last line, rps recomputed from the summed completions.
+/// carried past its last line, rps recomputed from the summed answers.
 fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
     let longest = outputs.iter().map(|o| o.intervals.len()).max().unwrap_or(0);
     let mut totals = vec![0u64; outputs.len()];
@@ -123,6 +123,7 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
                 line.elapsed_s = line.elapsed_s.max(l.elapsed_s);
                 line.interval_s = line.interval_s.max(l.interval_s);
                 line.completed += l.completed;
+                line.answered += l.answered;
                 line.ok += l.ok;
                 add_counts(&mut errors, &l.errors.counts());
                 line.open_connections += l.open_connections;
@@ -134,7 +135,7 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
             }
             line.errors = Errors::from_counts(&errors);
             line.completed_total = totals.iter().sum();
-            line.rps = round3(line.completed as f64 / line.interval_s.max(1e-9));
+            line.rps = round3(line.answered as f64 / line.interval_s.max(1e-9));
             line
         })
         .collect()
@@ -179,7 +180,7 @@ fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
     merged.io_backend = io.join("+");
     merged.wait = waits.join("+");
     let duration = merged.duration_s.max(1e-9);
-    merged.rps = round3(merged.requests as f64 / duration);
+    merged.rps = round3(merged.answered as f64 / duration);
     merged.achieved_rate = round3(merged.started as f64 / duration);
     merged.intended_rate = scheduled.map(|n| round3(n / duration));
     merged.client_cpu_s = round3(merged.client_cpu_user_s + merged.client_cpu_system_s);
@@ -192,6 +193,7 @@ fn add_summary(merged: &mut Summary, s: &Summary) {
     merged.stopped_early |= s.stopped_early;
     merged.generators += s.generators;
     merged.requests += s.requests;
+    merged.answered += s.answered;
     merged.started += s.started;
     merged.ok += s.ok;
     let mut errors = merged.errors.counts();
@@ -282,6 +284,7 @@ mod tests {
         let n = latencies.len() as u64;
         let snapshot = Snapshot {
             requests: n,
+            answered: n,
             started: n + 1,
             ok: n - 1,
             errors: std::array::from_fn(|k| u64::from(ErrorKind::ALL[k] == ErrorKind::Status)),
@@ -320,6 +323,7 @@ mod tests {
             .map(|(k, &completed)| {
                 let now = Snapshot {
                     requests: prev.requests + completed,
+                    answered: prev.answered + completed,
                     open_connections: 3,
                     ..Default::default()
                 };
@@ -374,7 +378,10 @@ mod tests {
         let a = run(&[10; 300], &[], 2.0, &[]);
         let b = run(&[10; 100], &[], 2.5, &[]);
         let s = merge(&named(vec![a, b])).unwrap().summary;
-        assert_eq!((s.requests, s.started, s.ok), (400, 402, 398));
+        assert_eq!(
+            (s.requests, s.answered, s.started, s.ok),
+            (400, 400, 402, 398)
+        );
         assert_eq!(
             (s.errors.status, s.status["2xx"], s.status["4xx"]),
             (2, 398, 2)
@@ -388,6 +395,17 @@ mod tests {
         assert_eq!((s.client_cpu_s, s.client_cpu_user_s), (0.75, 0.5));
         assert_eq!(s.io_backend, "epoll");
         assert!(s.valid);
+    }
+
+    #[test]
+    fn merged_rates_count_answers_and_never_failed_attempts() {
+        let a = run(&[10; 300], &[], 2.0, &[]);
+        let mut b = run(&[10; 100], &[], 2.0, &[]);
+        b.summary.answered = 0;
+        b.summary.errors.connect = 100;
+        let s = merge(&named(vec![a, b])).unwrap().summary;
+        assert_eq!((s.requests, s.answered, s.errors.connect), (400, 300, 100));
+        assert_eq!(s.rps, 150.0);
     }
 
     #[test]

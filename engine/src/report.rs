@@ -13,7 +13,9 @@ use crate::plan::{PacerSpec, Plan};
 use crate::stats::{ErrorKind, Histograms, Snapshot};
 
 /// Output format version; raised when a field changes meaning or disappears.
-pub const OUTPUT_VERSION: u32 = 1;
+///
+/// 2: `rps` counts answered attempts (`answered`), never failed ones; `floor_us` is per answer.
+pub const OUTPUT_VERSION: u32 = 2;
 
 /// Errors by kind. Every kind is always present.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -148,10 +150,13 @@ pub struct IntervalLine {
     /// Attempts finished in this interval (answered or failed).
     pub completed: u64,
     pub completed_total: u64,
+    /// Attempts finished in this interval with a valid answer, whatever its status (syslog:
+    /// messages sent).
+    pub answered: u64,
     /// Answers with status below 400 in this interval.
     pub ok: u64,
     pub errors: Errors,
-    /// `completed / interval_s`.
+    /// `answered / interval_s`: failed attempts never count.
     pub rps: f64,
     /// Connections open at the end of the interval.
     pub open_connections: i64,
@@ -164,16 +169,17 @@ pub struct IntervalLine {
 
 impl IntervalLine {
     pub fn between(prev: &Snapshot, now: &Snapshot, elapsed_s: f64, interval_s: f64) -> Self {
-        let completed = now.requests - prev.requests;
+        let answered = now.answered - prev.answered;
         IntervalLine {
             kind: "interval".into(),
             elapsed_s: round3(elapsed_s),
             interval_s: round3(interval_s),
-            completed,
+            completed: now.requests - prev.requests,
             completed_total: now.requests,
+            answered,
             ok: now.ok - prev.ok,
             errors: Errors::from_counts(&std::array::from_fn(|k| now.errors[k] - prev.errors[k])),
-            rps: round3(completed as f64 / interval_s.max(1e-9)),
+            rps: round3(answered as f64 / interval_s.max(1e-9)),
             open_connections: now.open_connections.max(0),
             connections_opened: now.connections_opened - prev.connections_opened,
             bytes_read: now.bytes_read - prev.bytes_read,
@@ -263,6 +269,9 @@ pub struct Summary {
     pub generators: u64,
     /// Finished attempts (answered with any status, or failed). Syslog: messages sent.
     pub requests: u64,
+    /// Finished attempts with a valid answer, whatever its status (syslog: messages sent).
+    /// Failed connects, resets and timeouts are in `errors`, never here.
+    pub answered: u64,
     /// Attempts begun (`achieved_rate` is these per second).
     pub started: u64,
     /// Answers with a status below 400.
@@ -272,11 +281,12 @@ pub struct Summary {
     pub status: BTreeMap<String, u64>,
     /// From the start of the run to the last finished attempt (or the end of the duration).
     pub duration_s: f64,
-    /// `requests / duration_s`.
+    /// `answered / duration_s`: the throughput; failed attempts never count.
     pub rps: f64,
     /// Open loop: arrivals the schedule asked for per second; null for closed loops.
     pub intended_rate: Option<f64>,
-    /// Attempts started per second.
+    /// Attempts started per second: how well the generator kept to its schedule, not a
+    /// throughput.
     pub achieved_rate: f64,
     /// In open loop from the intended send time (corrected for coordinated omission), else
     /// from the actual send; in microseconds.
@@ -344,10 +354,10 @@ pub struct Summary {
     #[serde(default)]
     pub spin_cpu_s: f64,
     /// The engine's floor: what it adds to one exchange by itself, in microseconds — its CPU
-    /// per request without spinning, plus the median `notice_us` when measured. An upper
+    /// per answer without spinning, plus the median `notice_us` when measured. An upper
     /// bound: on loopback the client's CPU includes kernel work done for the server's socket.
     /// A latency within twice this measures the client as much as the server. Null without
-    /// requests.
+    /// answers.
     #[serde(default)]
     pub floor_us: Option<f64>,
     pub threads: usize,
@@ -410,12 +420,13 @@ impl Summary {
             stopped_early: input.stopped_early,
             generators: 1,
             requests: s.requests,
+            answered: s.answered,
             started: s.started,
             ok: s.ok,
             errors: Errors::from_counts(&s.errors),
             status,
             duration_s: round3(input.duration_s),
-            rps: round3(s.requests as f64 / duration),
+            rps: round3(s.answered as f64 / duration),
             intended_rate: input.intended_rate.map(round3),
             achieved_rate: round3(s.started as f64 / duration),
             latency_us: Percentiles::of(&h.latency),
@@ -462,14 +473,14 @@ impl Summary {
 
     /// The summary with its `floor_us` worked out from its CPU, spinning and `notice_us`.
     pub fn with_floor(mut self) -> Summary {
-        self.floor_us = (self.requests > 0).then(|| {
+        self.floor_us = (self.answered > 0).then(|| {
             let own_cpu = (self.client_cpu_s - self.spin_cpu_s).max(0.0);
             let notice = if self.notice_us.count > 0 {
                 self.notice_us.p50 as f64
             } else {
                 0.0
             };
-            round3(own_cpu * 1e6 / self.requests as f64 + notice)
+            round3(own_cpu * 1e6 / self.answered as f64 + notice)
         });
         self
     }
@@ -496,9 +507,10 @@ impl Summary {
         ]
     }
 
-    /// A wrk-like text summary.
+    /// A wrk-like text summary; a run that got no answer says so first.
     pub fn human(&self) -> String {
         [
+            self.human_no_answer(),
             self.human_latency(),
             self.human_counts(),
             self.human_rates(),
@@ -530,10 +542,33 @@ impl Summary {
         out
     }
 
-    /// Requests, bytes, errors and push events.
+    /// The first line when no attempt was answered: the rates below are zero, not slow.
+    fn human_no_answer(&self) -> String {
+        if self.answered > 0 {
+            return String::new();
+        }
+        let kinds: Vec<String> = ErrorKind::ALL
+            .iter()
+            .zip(self.errors.counts())
+            .filter(|(_, n)| *n > 0)
+            .map(|(kind, n)| format!("{} {n}", kind.wire_name()))
+            .collect();
+        let why = if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kinds.join(", "))
+        };
+        format!(
+            "NO ANSWER: none of {} attempt(s) got an answer{why}\n",
+            self.requests
+        )
+    }
+
+    /// Answers, attempts, bytes, errors and push events.
     fn human_counts(&self) -> String {
         let mut out = format!(
-            "  {} requests in {:.2}s, {} read, {} errors\n",
+            "  {} answered of {} attempts in {:.2}s, {} read, {} errors\n",
+            self.answered,
             self.requests,
             self.duration_s,
             fmt_bytes(self.bytes_read),
@@ -570,7 +605,7 @@ impl Summary {
                 fmt_us(self.notice_us.p99)
             );
         }
-        out += &format!("Requests/sec: {:.2}\n", self.rps);
+        out += &format!("Requests/sec: {:.2} (answers)\n", self.rps);
         out += &format!("Client CPU: {:.3}s\n", self.client_cpu_s);
         out
     }
@@ -688,21 +723,23 @@ mod tests {
     fn interval_lines_are_deltas() {
         let prev = Snapshot {
             requests: 10,
+            answered: 9,
             ok: 9,
             ..Default::default()
         };
         let now = Snapshot {
             requests: 30,
-            ok: 27,
+            answered: 25,
+            ok: 24,
             events: 4,
             ..Default::default()
         };
         let line = IntervalLine::between(&prev, &now, 2.0, 1.0);
         assert_eq!(
             (line.completed, line.completed_total, line.ok),
-            (20, 30, 18)
+            (20, 30, 15)
         );
-        assert_eq!(line.rps, 20.0);
+        assert_eq!((line.answered, line.rps), (16, 16.0));
         assert_eq!(line.events, 4);
     }
 }

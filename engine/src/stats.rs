@@ -36,6 +36,21 @@ impl ErrorKind {
         ErrorKind::Other,
     ];
 
+    /// The kind's name in the output (`errors.<name>`).
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Status => "status",
+            ErrorKind::Parse => "parse",
+            ErrorKind::PortsExhausted => "ports_exhausted",
+            ErrorKind::FdsExhausted => "fds_exhausted",
+            ErrorKind::Other => "other",
+        }
+    }
+
     /// Resource exhaustion on the client side makes the whole run invalid.
     pub fn invalidates_run(self) -> bool {
         matches!(self, ErrorKind::PortsExhausted | ErrorKind::FdsExhausted)
@@ -82,6 +97,9 @@ impl From<io::Error> for ErrorKind {
 pub struct Counters {
     /// Finished attempts: answered (any status) or failed.
     pub requests: AtomicU64,
+    /// Finished attempts that ended with a valid answer, whatever its status (syslog: messages
+    /// sent). Throughput counts these, never failed connects, resets or timeouts.
+    pub answered: AtomicU64,
     /// Attempts begun (sent, or the connection for them opened).
     pub started: AtomicU64,
     /// Answers with a status below 400.
@@ -130,6 +148,7 @@ impl Counters {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Snapshot {
     pub requests: u64,
+    pub answered: u64,
     pub started: u64,
     pub ok: u64,
     pub errors: [u64; ErrorKind::ALL.len()],
@@ -159,6 +178,7 @@ impl Snapshot {
         let mut s = Snapshot::default();
         for c in all {
             s.requests += c.requests.load(Relaxed);
+            s.answered += c.answered.load(Relaxed);
             s.started += c.started.load(Relaxed);
             s.ok += c.ok.load(Relaxed);
             for (dst, src) in s.errors.iter_mut().zip(&c.errors) {

@@ -55,6 +55,11 @@ fn json_lines_end_with_a_summary() {
         .map(|l| l["completed"].as_u64().unwrap())
         .sum();
     assert!(sum <= last["requests"].as_u64().unwrap());
+    assert_eq!(
+        last["answered"], last["requests"],
+        "every attempt was answered"
+    );
+    assert_eq!(last["version"], serverlab_load::report::OUTPUT_VERSION);
     for key in [
         "requests",
         "errors",
@@ -96,6 +101,88 @@ fn plan_files_run_alone() {
         .unwrap();
     assert_eq!(mixed.status.code(), Some(2));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A port nothing listens on (bound once, then freed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_run_by_hand_with_nothing_listening_says_no_answer_first_and_exits_3() {
+    let url = format!("http://127.0.0.1:{}/perf", closed_port());
+    let out = engine()
+        .args([&url, "-c", "4", "-d", "500ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("NO ANSWER: none of "), "{text}");
+    assert!(first.contains("(connect "), "{text}");
+    assert!(text.contains("Requests/sec: 0.00"), "{text}");
+    let json = engine()
+        .args([
+            &url,
+            "-c",
+            "4",
+            "-d",
+            "500ms",
+            "--interval",
+            "100ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(3));
+    let lines = common::json_lines(&json.stdout);
+    let (summary, intervals) = lines.split_last().unwrap();
+    assert!(summary["requests"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(summary["requests"], summary["errors"]["connect"]);
+    assert_eq!(
+        (summary["answered"].as_u64(), summary["rps"].as_f64()),
+        (Some(0), Some(0.0))
+    );
+    assert!(!intervals.is_empty());
+    for line in intervals {
+        assert_eq!(
+            (line["answered"].as_u64(), line["rps"].as_f64()),
+            (Some(0), Some(0.0))
+        );
+    }
+}
+
+#[test]
+fn a_plan_file_with_nothing_listening_still_gives_its_summary_and_exits_0() {
+    let dir = std::env::temp_dir().join(format!("serverlab-noanswer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.json");
+    let url = format!("http://127.0.0.1:{}/perf", closed_port());
+    let plan = serde_json::json!({"target": url, "requests": 30, "connections": 2});
+    std::fs::write(&path, plan.to_string()).unwrap();
+    let out = engine()
+        .args(["--plan", path.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the orchestrator judges the summary"
+    );
+    let summary = last_json_line(&out.stdout);
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(
+        (summary["requests"].as_u64(), summary["answered"].as_u64()),
+        (Some(30), Some(0))
+    );
+    assert_eq!(summary["errors"]["connect"], 30);
+    assert_eq!(summary["rps"].as_f64(), Some(0.0));
+    assert!(
+        summary["floor_us"].is_null(),
+        "no answer, no cost per answer"
+    );
 }
 
 #[test]

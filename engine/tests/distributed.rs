@@ -326,7 +326,7 @@ fn merged_outputs_add_counts_and_histograms() {
     let human = engine().arg("--merge").args(&files).output().unwrap();
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
-        text.contains("2 generators") && text.contains("800 requests"),
+        text.contains("2 generators") && text.contains("800 answered of 800 attempts"),
         "{text}"
     );
 }

@@ -19,6 +19,24 @@ fn run_against(
         );
         assert_eq!(s.io_backend, io);
         check(&s);
+        // A failed attempt is an error by kind and never adds to the rate.
+        let failed: u64 = s.errors.total() - s.errors.status;
+        assert_eq!(s.answered, s.requests - failed, "{io}: {:?}", s.errors);
+        // `duration_s` is printed to the millisecond, `rps` from the exact duration.
+        let answered = s.answered as f64;
+        let (fast, slow) = ((s.duration_s - 0.0005).max(1e-9), s.duration_s + 0.0005);
+        assert!(
+            s.rps <= answered / fast + 0.001,
+            "{io}: {} {}",
+            s.rps,
+            s.duration_s
+        );
+        assert!(
+            s.rps >= answered / slow - 0.001,
+            "{io}: {} {}",
+            s.rps,
+            s.duration_s
+        );
     }
 }
 
@@ -106,6 +124,7 @@ fn refused_connections_are_connect_errors() {
             "connections": 1, "io": io}),
         );
         assert_eq!((s.requests, s.errors.connect), (5, 5), "{io}");
+        assert_eq!((s.answered, s.rps, s.floor_us), (0, 0.0, None), "{io}");
     }
 }
 
@@ -125,6 +144,7 @@ fn error_statuses_are_counted_but_answered() {
     });
     run_against(&server, 2000, |s| {
         assert_eq!((s.requests, s.ok, s.errors.status), (6, 0, 6));
+        assert_eq!(s.answered, 6, "an error status is still an answer");
         assert_eq!(s.status["5xx"], 6);
     });
 }
@@ -176,5 +196,36 @@ fn one_length_said_twice_is_read_as_that_length() {
             connections <= 2,
             "{io}: {connections} connections for 2 slots"
         );
+    }
+}
+
+#[test]
+fn a_server_that_resets_every_connection_adds_nothing_to_the_rate() {
+    // SO_LINGER 0 makes the close an RST, before any answer.
+    let server = serve(|stream, _| async move {
+        let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+        drop(stream);
+    });
+    for io in common::BACKENDS {
+        let plan = json!({"target": server.url("/perf"), "duration_s": 0.6, "connections": 2,
+            "interval_ms": 100, "io": io});
+        let plan = serverlab_load::Plan::from_value(plan)
+            .unwrap()
+            .validate()
+            .unwrap();
+        let mut intervals = Vec::new();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let outcome = serverlab_load::run_with(plan, &stop, |l| intervals.push(l.clone())).unwrap();
+        let s = outcome.summary;
+        assert!(s.requests > 0, "{io}");
+        assert_eq!(s.errors.total(), s.requests, "{io}: {:?}", s.errors);
+        assert!(s.errors.reset + s.errors.closed > 0, "{io}: {:?}", s.errors);
+        assert_eq!((s.answered, s.rps), (0, 0.0), "{io}");
+        assert!(s.human().starts_with("NO ANSWER: none of "), "{io}");
+        assert!(!intervals.is_empty(), "{io}");
+        for line in &intervals {
+            assert_eq!((line.answered, line.rps), (0, 0.0), "{io}: {line:?}");
+            assert_eq!(line.errors.total(), line.completed, "{io}: {line:?}");
+        }
     }
 }

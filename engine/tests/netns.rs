@@ -137,10 +137,12 @@ fn needs_root(for_what: &str) {
     assert_eq!(euid, 0, "this test needs root ({for_what})");
 }
 
-fn summary_of(args: &[&str]) -> serde_json::Value {
+/// The summary of a run from flags that ends with exit code `exit` (3: no answer at all).
+fn summary_of(args: &[&str], exit: i32) -> serde_json::Value {
     let out = engine().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(exit),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -154,11 +156,17 @@ fn the_engine_reaches_a_server_inside_a_namespace() {
     let name = format!("sl-load-test-{}", std::process::id());
     let (_server, port) = NamespacedServer::start(&name);
     let url = format!("http://127.0.0.1:{port}/");
-    let inside = summary_of(&[&url, "-n", "20", "-c", "2", "--netns", &name, "--json"]);
+    let inside = summary_of(
+        &[&url, "-n", "20", "-c", "2", "--netns", &name, "--json"],
+        0,
+    );
     assert_eq!(inside["requests"], 20);
     assert_eq!(inside["ok"], 20, "{inside}");
     assert_eq!(inside["plan"]["netns"], name.as_str());
-    let outside = summary_of(&[&url, "-n", "4", "-c", "1", "--timeout", "2s", "--json"]);
+    let outside = summary_of(
+        &[&url, "-n", "4", "-c", "1", "--timeout", "2s", "--json"],
+        3,
+    );
     assert_eq!(
         outside["ok"], 0,
         "the host's 127.0.0.1:{port} must not be the server"
@@ -172,16 +180,19 @@ fn an_address_off_loopback_is_reached_only_when_the_plan_allows_it() {
     let name = format!("sl-allow-test-{}", std::process::id());
     let (_server, port, inside) = NamespacedServer::start_linked(&name);
     let url = format!("http://{inside}:{port}/");
-    let allowed = summary_of(&[
-        &url,
-        "-n",
-        "20",
-        "-c",
-        "2",
-        "--allow-host",
-        &inside.to_string(),
-        "--json",
-    ]);
+    let allowed = summary_of(
+        &[
+            &url,
+            "-n",
+            "20",
+            "-c",
+            "2",
+            "--allow-host",
+            &inside.to_string(),
+            "--json",
+        ],
+        0,
+    );
     assert_eq!(allowed["ok"], 20, "{allowed}");
     assert_eq!(allowed["plan"]["allowed_hosts"][0], inside.to_string());
     let other = Ipv4Addr::from(u32::from(inside) + 1).to_string();

@@ -17,6 +17,10 @@ from pathlib import Path
 from serverlab.base import owner
 from serverlab.base.paths import REPO_ROOT
 
+# The engine output version this reader understands (the summary's `version`). From 2 on,
+# `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.
+OUTPUT_VERSION = 2
+
 
 class EngineError(RuntimeError):
     pass
@@ -98,7 +102,7 @@ class EngineRun:
             elif record.get("type") == "emit":
                 self.emits.append(record)
             elif record.get("type") == "summary":
-                self.summary = record
+                self.summary = checked_version(record)
 
     def wait(self, timeout_s: float) -> int:
         assert self.process is not None
@@ -121,6 +125,20 @@ class EngineRun:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         return self.process.wait()
+
+
+def checked_version(summary: dict) -> dict:
+    """The summary, marked invalid when it comes from an engine whose output this reader
+    would misread (a stale build: its `rps` may count failed attempts)."""
+    version = summary.get("version")
+    if version == OUTPUT_VERSION:
+        return summary
+    reason = (
+        f"engine output version {version}, this serverlab reads {OUTPUT_VERSION}: "
+        "rebuild the engine (make engine)"
+    )
+    reasons = [*(summary.get("invalid_reasons") or []), reason]
+    return {**summary, "valid": False, "invalid_reasons": reasons}
 
 
 def engine_command(plan_path: Path, cpus: str | None, netns: str | None = None) -> list[str]:

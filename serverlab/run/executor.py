@@ -263,7 +263,7 @@ class _Measurement:
         for index in range(self.plan.priming_runs):
             result, crash = self._load(self.measured, f"priming-{index}", self.plan.budget_s)
             summary = result.summary or {}
-            keep = ("requests", "ok", "rps", "duration_s", "valid")
+            keep = ("requests", "answered", "ok", "rps", "duration_s", "valid")
             notes.append({k: summary.get(k) for k in keep})
             self.test.run_info["priming"] = notes
             if crash is not None:

@@ -108,7 +108,8 @@ def put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> N
     if test.summary is None:
         test.validity["syslog_receiver"] = receiver
         return
-    sent = test.summary.get("requests")
+    # Messages the engine sent whole (a failed send is an error, not a message sent).
+    sent = test.summary.get("answered", test.summary.get("requests"))
     figures = {
         **receiver,
         "sent": sent,

@@ -31,8 +31,9 @@ from serverlab.results.store import RecordedTest
 TEMPLATE_NAME = "plotly_white"
 MAX_LINE_POINTS = 1500
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-# Engine interval fields, by preference: per-interval completions, else a cumulative count.
-COMPLETED_PER_INTERVAL = ("completed", "responses")
+# Engine interval fields, by preference: per-interval answers (output version 2 on), other
+# per-interval completions, else a cumulative count.
+COMPLETED_PER_INTERVAL = ("answered", "completed", "responses")
 COMPLETED_CUMULATIVE = ("requests", "ok")
 OPEN_CONNECTION_FIELDS = ("open_connections", "open", "connections_open")
 
