@@ -18,7 +18,7 @@ import click
 from rich.table import Table
 
 from serverlab import commands
-from serverlab.base import interrupts, owner, terminal
+from serverlab.base import interrupts, owner, scratch, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.cluster.errors import ClusterError
@@ -200,6 +200,9 @@ def verify(names, all_contestants, pattern, assignments, as_json):
             find(name)  # raises the error that lists the known names
     names = names or sorted(known)
     settings = parse_assignments(assignments)
+    # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
+    owner.reap_orphans()
+    scratch.reap()
     reports = [_verify_one(name, pattern, settings, as_json) for name in names]
     if as_json:
         click.echo(json.dumps([report.as_dict() for report in reports], indent=2))
