@@ -83,7 +83,9 @@ class Phase:
     server: str
     timing: Timing
     rows: list[dict] = field(default_factory=list)
-    end: dict = field(default_factory=dict)
+    end: dict = field(default_factory=dict)  # the server's /stats once the emitter stopped
+    summaries: dict = field(default_factory=dict)  # each engine's summary line, by behaviour
+    live_server: ContestantServer | None = None
 
 
 def kib_of(pid: int) -> int:
@@ -261,6 +263,10 @@ def verdict(phase: Phase, clients: int) -> dict:
         "server_open_push_at_end": open_push,
         "server_sse_open_at_end": sse_open,
         "monitor_cpu_pct_mean": mean([r["monitor_cpu_pct"] for r in phase.rows]),
+        # Not judged: the Monitor keeps every sample of a test in memory, by design.
+        "monitor_rss_mib_per_10min": slope_mib_per_10min(
+            phase.rows, lambda r: r["monitor_rss_kib"], after
+        ),
         "checks": checks,
         "pass": all(checks.values()),
     }
@@ -280,18 +286,23 @@ def print_table(verdicts: list[dict], clients: int) -> None:
     print(f"{head} {'lost':>6} {'open at end':>13} {'monitor CPU%':>12}  result")
     for v in verdicts:
         c = v["checks"]
+        engine = f"{fmt(v['engine_rss_mib_per_10min'])} {ok(c['engine_rss_slope'])}"
+        server = f"{fmt(v['server_rss_mib_per_10min'])} {ok(c['server_rss_slope'])}"
+        counted = f"{v['server_open_push_at_end']}+{v['server_sse_open_at_end']}"
         print(
-            f"{v['server']:<12} {v['length_s'] / 60:>7.1f} "
-            f"{fmt(v['engine_rss_mib_per_10min']):>10} {'ok' if c['engine_rss_slope'] else 'FAIL':>4} "
-            f"{fmt(v['server_rss_mib_per_10min']):>10} {'ok' if c['server_rss_slope'] else 'FAIL':>4} "
-            f"{v['events_lost']:>6} "
-            f"{v['server_open_push_at_end']:>6}+{v['server_sse_open_at_end']:<6} "
-            f"{fmt(v['monitor_cpu_pct_mean']):>12}  {'PASS' if v['pass'] else 'FAIL'}"
+            f"{v['server']:<12} {v['length_s'] / 60:>7.1f} {engine:>15} {server:>15} "
+            f"{v['events_lost']:>6} {counted:>13} {fmt(v['monitor_cpu_pct_mean']):>12}  "
+            f"{'PASS' if v['pass'] else 'FAIL'}"
         )
     print(
         "RSS: kernel (VmRSS; server: the Monitor's tree sum), least-squares slope after the "
-        "warm-up; lost and open: the engines' summaries and the server's /stats."
+        "warm-up;\nlost and open at end: the engines' summaries and the server's /stats; "
+        "monitor CPU: its thread's, per sample period (kernel)."
     )
+
+
+def ok(passed: bool) -> str:
+    return "ok" if passed else "FAIL"
 
 
 def write_results(folder: Path, phases: list[Phase], verdicts: list[dict]) -> None:
