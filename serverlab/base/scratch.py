@@ -1,4 +1,5 @@
-"""Temporary folders, all under one root owned per process: `/tmp/serverlab/<owner mark>/`.
+"""Temporary folders, all under one root owned per process: `/tmp/serverlab/<owner mark>/`
+($TMPDIR/serverlab when TMPDIR is set).
 
 Every scratch folder serverlab makes (a server's work folder, verify's docroot and secret,
 a Ray actor's plans) lives under the folder named after the owner mark of the process that
@@ -19,13 +20,13 @@ from pathlib import Path
 
 from serverlab.base import owner
 
-ROOT_ENV = "SERVERLAB_TMP"
 LAB_PREFIX = "lab-"
 _registered: set[int] = set()
 
 
 def root() -> Path:
-    return Path(os.environ.get(ROOT_ENV, "/tmp/serverlab"))
+    """`serverlab` in the temporary folder ($TMPDIR, else /tmp)."""
+    return Path(tempfile.gettempdir()) / "serverlab"
 
 
 def own_folder() -> Path:

@@ -122,10 +122,7 @@ def lab_processes(lab_name: str) -> list[psutil.Process]:
     for name in existing():
         if is_lab_namespace(name) == lab_name:
             pids.update(namespace_pids(name))
-    folder = re.compile(re.escape(str(scratch.lab_folder(lab_name))) + r"(/|\s|$)")
-    for process in psutil.process_iter(["cmdline"]):
-        if folder.search(" ".join(process.info["cmdline"] or ())):
-            pids.add(process.pid)
+    pids.update(p.pid for p in session_processes().get(lab_name, []))
     pids.discard(os.getpid())
     found = []
     for pid in sorted(pids):
@@ -153,7 +150,8 @@ def describe(processes: list[psutil.Process]) -> str:
     parts = []
     for process in processes[:5]:
         with contextlib.suppress(psutil.Error):
-            command = " ".join(process.cmdline()) or process.name()
+            # Ray rewrites its workers' command lines and pads them with spaces.
+            command = " ".join(" ".join(process.cmdline()).split()) or process.name()
             parts.append(f"pid {process.pid} ({command[:120]})")
     more = f" and {len(processes) - 5} more" if len(processes) > 5 else ""
     return ", ".join(parts) + more
