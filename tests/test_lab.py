@@ -221,7 +221,7 @@ def test_a_database_under_a_folder_with_spaces_quotes_and_dollars_runs_and_runs_
 
 PHASES = {
     # phase: (suite extra lines, the process whose appearance means the phase has begun)
-    "verify": ("", "serverlab-verify-"),
+    "verify": ("", "/verify-reference-"),
     # Caught while verify waits for a server to be ready (the first one of the run).
     "verify-start": ("", "sleep 3"),
     "start": ("", "sleep 3"),
