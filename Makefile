@@ -11,7 +11,7 @@ DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-ut
 # Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
 BENCH_PACKAGES := tsung curl
 
-.PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench clean
+.PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench soak clean
 
 all: build
 
@@ -82,6 +82,12 @@ bench: deps engine
 	bench/engine-vs-peers.sh
 	bench/push-memory.sh
 	bench/push-cpu.sh
+
+# An hour and a half of held push connections (bench/soak.py; not part of `make test`):
+# does memory stay flat? SOAK_MIN=N shortens it to N minutes.
+soak: venv engine
+	$(SERVERLAB) build node-http go-nethttp
+	$(PY) bench/soak.py
 
 clean:
 	rm -rf $(VENV) engine/target results .pytest_cache .ruff_cache

@@ -28,7 +28,7 @@ from rich.table import Table
 interrupts.checkpoint("imports")
 
 from serverlab import commands, history_commands
-from serverlab.base import owner, terminal
+from serverlab.base import owner, scratch, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.base.terminal import literal
@@ -219,6 +219,9 @@ def verify(names, all_contestants, pattern, assignments, as_json):
             find(name)  # raises the error that lists the known names
     names = names or sorted(known)
     settings = parse_assignments(assignments)
+    # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
+    owner.reap_orphans()
+    scratch.reap()
     reports = [_verify_one(name, pattern, settings, as_json) for name in names]
     if as_json:
         click.echo(json.dumps([report.as_dict() for report in reports], indent=2))

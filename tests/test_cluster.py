@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,9 +19,10 @@ import psutil
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from serverlab.base import owner
+from serverlab.base import owner, scratch
 from serverlab.base.netns import existing
 from serverlab.lab import manage
+from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
 from serverlab.results.store import Store
 from serverlab.run.engine import engine_binary
@@ -314,3 +316,84 @@ def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(contestants
     assert lost.status == "invalid" and lost.validity["generator_lost"]
     assert after.status == "ok", after.validity
     assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
+
+
+# --- the lab leaves nothing --------------------------------------------------------------
+
+
+def leftover_folders() -> set[Path]:
+    """Temporary folders a lab run makes: under the owned root (not this test's own, not a
+    lab's), and the loose ones runs made before there was a root."""
+    loose = Path(tempfile.gettempdir())
+    found = {*loose.glob("serverlab-generator-*"), *loose.glob("serverlab-server-*")}
+    root = scratch.root()
+    if root.is_dir():
+        found |= {
+            p
+            for p in root.iterdir()
+            if not p.name.startswith(scratch.LAB_PREFIX) and p.name != owner.token()
+        }
+    return found
+
+
+def test_a_lab_run_leaves_no_temporary_folder(lab, contestants_dir, tmp_path):
+    before = leftover_folders()
+    db = tmp_path / "lab.db"
+    out = finish(start_run(suite(tmp_path, FAST.format(n=1, duration=1)), db, contestants_dir))
+    (test,), _ = stored(db)
+    assert test.status == "ok", out
+    assert leftover_folders() - before == set()
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_lab_down_returns_only_when_every_process_of_every_node_is_gone():
+    name = f"d{os.getpid() % 100000}"
+    made = manage.up(1, name=name)
+    try:
+        inodes = {namespace_inode(host.netns) for host in made.hosts}
+        session = str(scratch.lab_folder(name))
+
+        def of_the_lab() -> dict[int, str]:
+            found = {}
+            for process in psutil.process_iter(["cmdline"]):
+                cmdline = " ".join(process.info["cmdline"] or [])
+                if netns_of(process.pid) in inodes or session in cmdline:
+                    found[process.pid] = cmdline
+            return found
+
+        before = of_the_lab()
+        # Ray's agents are the ones that used to outlive `lab down` by a minute.
+        assert any("agent" in cmdline for cmdline in before.values()), before
+    finally:
+        manage.down(name)
+    assert {pid: cmd for pid, cmd in before.items() if running(pid)} == {}
+    assert {pid for pid in of_the_lab() if running(pid)} == set()
+
+
+def test_lab_up_refuses_while_a_previous_labs_process_is_alive_naming_it():
+    name = f"p{os.getpid() % 100000}"
+    # A process of a lab that is not up, deaf to SIGTERM: a Ray agent left behind.
+    stray = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
+            str(scratch.lab_folder(name) / "head" / "session_latest"),
+        ]
+    )
+    try:
+        with pytest.raises(LabError) as refused:
+            manage.up(1, name=name)
+        assert f"pid {stray.pid} (" in str(refused.value)
+        assert "time.sleep(120)" in str(refused.value)
+        assert not [n for n in existing() if n.startswith(f"serverlab-lab-{name}-")]
+    finally:
+        stray.kill()
+        stray.wait()
+        manage.down(name)

@@ -170,13 +170,36 @@ def test_kill_9_during_verify_then_resume_leaves_no_orphan(contestants_dir, tmp_
     suite = write_suite(tmp_path, fast(1))
     db = tmp_path / "lab.db"
     first = Run(suite, db)
-    first.wait_for_child("serverlab-verify-")
+    first.wait_for_child("/verify-reference-")
     first.process.kill()
     first.finish()
     assert first.leftovers(), "verify's server outlived the run (and must be reaped next)"
     resumed = Run(suite, db, "--skip-verify", "--resume")
     assert resumed.finish() and resumed.process.returncode == 0
     assert first.leftovers() == []
+
+
+def test_kill_9_during_verify_leaves_its_folder_and_secret_to_the_next_command_only(
+    contestants_dir, tmp_path
+):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {"TMPDIR": str(temporary)}
+    suite = write_suite(tmp_path, fast(1))
+    db = tmp_path / "lab.db"
+    first = Run(suite, db, env=env)
+    first.wait_for_child("verify-reference-")
+    wait_until(lambda: list(temporary.rglob("secret.txt")))
+    first.process.kill()
+    first.finish()
+    (secret,) = temporary.rglob("secret.txt")
+    assert secret.is_file(), "what a kill -9 leaves behind, until the next command"
+    # Under one root, in a folder named after the dead run (its owner mark).
+    assert secret.relative_to(temporary).parts[:2] == ("serverlab", first.mark)
+    resumed = Run(suite, db, "--skip-verify", "--resume", env=env)
+    assert resumed.finish() and resumed.process.returncode == 0
+    left = sorted(str(p.relative_to(temporary)) for p in temporary.rglob("*"))
+    assert left in ([], ["serverlab"]), left
 
 
 def test_a_second_run_on_a_database_in_use_is_refused_and_the_first_is_untouched(
@@ -241,7 +264,7 @@ def test_a_database_under_a_folder_with_spaces_quotes_and_dollars_runs_and_runs_
 
 PHASES = {
     # phase: (suite extra lines, the process whose appearance means the phase has begun)
-    "verify": ("", "serverlab-verify-"),
+    "verify": ("", "/verify-reference-"),
     # Caught while verify waits for a server to be ready (the first one of the run).
     "verify-start": ("", "sleep 3"),
     "start": ("", "sleep 3"),

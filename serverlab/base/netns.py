@@ -82,6 +82,16 @@ def delete(name: str) -> None:
     subprocess.run(["ip", "netns", "delete", name], capture_output=True)
 
 
+def pids(name: str) -> list[int]:
+    """The processes inside a namespace (`ip netns pids`): whatever their parent or
+    environment, a process that lives there is found."""
+    try:
+        out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+    except OSError:
+        return []
+    return [int(word) for word in out.stdout.split() if word.isdigit()]
+
+
 def existing() -> list[str]:
     try:
         out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)

@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
-from pathlib import Path
 
-from serverlab.base import owner
+from serverlab.base import owner, scratch
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.cluster import clock
 from serverlab.cluster.version import node_version
@@ -43,7 +41,7 @@ class Generator:
     """One engine on this node, for one part of each test's load."""
 
     def __init__(self):
-        self.workdir = Path(tempfile.mkdtemp(prefix="serverlab-generator-"))
+        self.workdir = scratch.make("generator-")
         self.engine: EngineRun | None = None
 
     def describe(self) -> dict:
@@ -99,7 +97,7 @@ class Server:
         if contestants:
             # The driver's contestants folder, when it names one (tests do).
             os.environ[CONTESTANTS_ENV] = contestants
-        self.workdir = Path(tempfile.mkdtemp(prefix="serverlab-server-")) / "work"
+        self.workdir = scratch.make("server-") / "work"
         self.cpus = server_cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
 
     def describe(self) -> dict:
@@ -125,9 +123,12 @@ class Server:
 
 
 def _kill_owned() -> int:
-    """SIGKILLs every process this worker started (servers, engines and their children)."""
+    """SIGKILLs every process this worker started (servers, engines and their children)
+    and removes its scratch folders: the actor is killed next, so no exit hook of the
+    worker would run."""
     mine = [pid for pid in owner.owned_by(owner.token()) if pid != os.getpid()]
     for pid in mine:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    scratch.remove_own()
     return len(mine)

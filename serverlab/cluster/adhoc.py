@@ -8,11 +8,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
+from serverlab.base import scratch
 from serverlab.cluster import driver
 from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.load import RayLoad
@@ -48,7 +47,7 @@ def spread_load(
     plan = plan_of([*engine_args, "--allow-host", host])
     cluster = driver.open_cluster(address, generators, allowed, with_server=False)
     try:
-        folder = Path(tempfile.mkdtemp(prefix="serverlab-load-"))
+        folder = scratch.make("load-")
         running = RayLoad(cluster.generators, host, clock_required=False).begin(
             plan, folder, "load"
         )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serverlab.base import httpclient
+from serverlab.base import httpclient, scratch
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.cases import Case, load_cases, select
 from serverlab.conformance.checks import CHECKS
@@ -82,7 +82,9 @@ def verify_contestant(
     if report.error:
         return report
     cases = select(all_cases, manifest.parts(), pattern)
-    with tempfile.TemporaryDirectory(prefix=f"serverlab-verify-{manifest.name}-") as base:
+    with tempfile.TemporaryDirectory(
+        prefix=f"verify-{manifest.name}-", dir=scratch.own_folder()
+    ) as base:
         docroot = make_docroot(Path(base))
         server = ContestantServer(
             manifest, docroot=docroot.root, workdir=Path(base) / "work", settings=settings

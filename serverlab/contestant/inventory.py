@@ -4,6 +4,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from serverlab.base import scratch
 from serverlab.contestant.manifest import BrokenManifest, Manifest, discover
 from serverlab.contestant.placeholders import render_command
 from serverlab.contestant.server import placeholder_values
@@ -23,10 +24,10 @@ class ContestantRow:
 
 def version_of(manifest: Manifest, timeout_s: float = VERSION_TIMEOUT_S) -> str:
     """The first line the version command prints, or a short reason why there is none."""
-    with tempfile.TemporaryDirectory(prefix="serverlab-version-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="version-", dir=scratch.own_folder()) as folder:
         defaults = {name: tunable.default for name, tunable in manifest.tunables.items()}
         values = placeholder_values(
-            manifest, defaults, port=0, syslog_port=0, docroot=scratch, workdir=scratch
+            manifest, defaults, port=0, syslog_port=0, docroot=folder, workdir=folder
         )
         try:
             done = subprocess.run(

@@ -11,14 +11,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from serverlab.base import httpclient, owner
+from serverlab.base import httpclient, owner, scratch
 from serverlab.base.ports import free_port, port_open
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.placeholders import render_command
@@ -127,7 +126,7 @@ class ContestantServer:
         self.port = port or free_port()
         self.syslog_port = syslog_port or free_port(also_udp=True, avoid={self.port})
         self._owned_workdir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"serverlab-{manifest.name}-"))
+        self.workdir = Path(workdir or scratch.make(f"{manifest.name}-"))
         self.docroot = Path(docroot) if docroot else self.workdir / "docroot"
         self.cpus = cpus
         self.stop_grace_s = stop_grace_s

@@ -14,7 +14,7 @@ import os
 import shlex
 import shutil
 
-from serverlab.base import owner
+from serverlab.base import owner, scratch
 from serverlab.base.netns import existing
 from serverlab.lab import network, nodes
 from serverlab.lab.topology import Lab, LabError, is_lab_namespace, plan_lab
@@ -42,6 +42,9 @@ def up(
     reap_stale()
     if owner.lab_state_file(name).is_file():
         raise LabError(f"lab {name!r} is already up (run `{down_command(name)}` first)")
+    previous = _previous_processes(name)
+    if previous:
+        raise LabError(f"a previous lab's processes are still alive: {nodes.describe(previous)}")
     _write_state(lab, BUILDING)
     try:
         network.build(lab)
@@ -81,10 +84,22 @@ def reap_stale() -> list[str]:
     names = {is_lab_namespace(n) for n in existing()} - {None}
     for path in owner.LAB_STATE_DIR.glob("*.json"):
         names.add(path.stem)
+    for folder in scratch.root().glob(f"{scratch.LAB_PREFIX}*"):
+        names.add(folder.name.removeprefix(scratch.LAB_PREFIX))
     stale = [name for name in sorted(names) if not _alive(name)]
     for name in stale:
         down(name)
     return stale
+
+
+def _previous_processes(name: str) -> list:
+    """Processes of this lab (none may run before it is built) and of labs that are not
+    up: a new lab beside them would share addresses, ports or files with them."""
+    found = nodes.lab_processes(name)
+    for other, processes in nodes.session_processes().items():
+        if other != name and not _alive(other):
+            found += processes
+    return found
 
 
 def _alive(name: str) -> bool:
@@ -111,6 +126,6 @@ def _take_down(lab: Lab) -> dict[str, int]:
     # The state file goes last: until then the lab's processes are not orphans to anyone.
     processes = nodes.stop(lab.name)
     namespaces = network.remove(lab)
-    shutil.rmtree(nodes.TEMP_ROOT / lab.name, ignore_errors=True)
+    shutil.rmtree(scratch.lab_folder(lab.name), ignore_errors=True)
     owner.lab_state_file(lab.name).unlink(missing_ok=True)
     return {"processes": processes, "namespaces": len(namespaces)}

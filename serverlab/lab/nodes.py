@@ -13,23 +13,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 
-from serverlab.base import owner
-from serverlab.base.netns import Namespace
-from serverlab.lab.topology import HEAD, RAY_PORT, Host, Lab, LabError
+from serverlab.base import owner, scratch
+from serverlab.base.netns import Namespace, existing
+from serverlab.base.netns import pids as namespace_pids
+from serverlab.lab.topology import HEAD, RAY_PORT, Host, Lab, LabError, is_lab_namespace
 
 # Ray's minimum is 75 MB; the lab moves small plans and summaries, not data.
 OBJECT_STORE_BYTES = 100_000_000
 START_TIMEOUT_S = 120
 READY_TIMEOUT_S = 120
 STOP_GRACE_S = 3
-TEMP_ROOT = Path("/tmp/serverlab-lab")
+# A lab down that cannot stop its processes in this long says which ones.
+STOP_DEADLINE_S = 30
 
 # Every Ray process serverlab starts gets these, whatever starts it.
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
@@ -40,7 +44,7 @@ def ray_binary() -> str:
 
 
 def temp_dir(lab: Lab, host: Host) -> Path:
-    return TEMP_ROOT / lab.name / host.role
+    return scratch.lab_folder(lab.name) / host.role
 
 
 def start(lab: Lab, environment: dict[str, str] | None = None) -> None:
@@ -91,22 +95,84 @@ def _wait_ready(lab: Lab) -> None:
 
 
 def stop(lab_name: str) -> int:
-    """Stops every process of the lab (SIGTERM, then SIGKILL); returns how many there were.
-    Never `ray stop`: it stops every Ray process on the machine, whoever started it."""
-    mark = owner.lab_mark(lab_name)
-    processes = []
-    for pid in owner.owned_by(mark):
-        try:
-            processes.append(psutil.Process(pid))
-        except psutil.Error:
-            continue
-    for process in processes:
-        _signal(process, signal.SIGTERM)
-    _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
-    for process in alive:
-        _signal(process, signal.SIGKILL)
-    psutil.wait_procs(alive, timeout=STOP_GRACE_S)
-    return len(processes)
+    """Stops every process of the lab and returns only once they are all gone (SIGTERM,
+    SIGKILL after STOP_GRACE_S); returns how many there were. Never `ray stop`: it stops
+    every Ray process on the machine, whoever started it. LabError names any survivor."""
+    stopped: set[int] = set()
+    deadline = time.monotonic() + STOP_DEADLINE_S
+    # Rounds, since a Ray process being stopped may start another (a worker, an agent).
+    while processes := lab_processes(lab_name):
+        if time.monotonic() > deadline:
+            raise LabError(f"lab {lab_name!r} would not stop: {describe(processes)}")
+        stopped.update(p.pid for p in processes)
+        for process in processes:
+            _signal(process, signal.SIGTERM)
+        alive = _wait_gone(processes, STOP_GRACE_S)
+        for process in alive:
+            _signal(process, signal.SIGKILL)
+        _wait_gone(alive, STOP_GRACE_S)
+    return len(stopped)
+
+
+def lab_processes(lab_name: str) -> list[psutil.Process]:
+    """Every live process of the lab: those inside its namespaces (Ray's agents outlive
+    their raylet with parent 1 and an environment no one may read, so no owner mark finds
+    them), those carrying its mark, and those naming its Ray session's folder."""
+    pids = set(owner.owned_by(owner.lab_mark(lab_name)))
+    for name in existing():
+        if is_lab_namespace(name) == lab_name:
+            pids.update(namespace_pids(name))
+    pids.update(p.pid for p in session_processes().get(lab_name, []))
+    pids.discard(os.getpid())
+    found = []
+    for pid in sorted(pids):
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def session_processes() -> dict[str, list[psutil.Process]]:
+    """lab name -> the live processes whose command line names that lab's folder (its Ray
+    sessions), whether or not the lab is up."""
+    folder = re.compile(re.escape(str(scratch.lab_folder(""))) + r"([a-z0-9]+)(/|\s|$)")
+    found: dict[str, list[psutil.Process]] = {}
+    for process in psutil.process_iter(["cmdline"]):
+        match = folder.search(" ".join(process.info["cmdline"] or ()))
+        if match and process.pid != os.getpid() and _running(process):
+            found.setdefault(match.group(1), []).append(process)
+    return found
+
+
+def describe(processes: list[psutil.Process]) -> str:
+    """`pid 123 (command line)`, for each process, shortened."""
+    parts = []
+    for process in processes[:5]:
+        with contextlib.suppress(psutil.Error):
+            # Ray rewrites its workers' command lines and pads them with spaces.
+            command = " ".join(" ".join(process.cmdline()).split()) or process.name()
+            parts.append(f"pid {process.pid} ({command[:120]})")
+    more = f" and {len(processes) - 5} more" if len(processes) > 5 else ""
+    return ", ".join(parts) + more
+
+
+def _wait_gone(processes: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Waits until each process has ended (a zombie holds nothing: it counts as ended);
+    returns those still alive after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [p for p in processes if _running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _signal(process: psutil.Process, signum: int) -> None:

@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serverlab.base import owner
+from serverlab.base import owner, scratch
 from serverlab.run import netns
 
 _OWNER_FOLDER = re.compile(r"\d+\.\d+")
@@ -31,7 +31,7 @@ class Reaped:
     def describe(self) -> str:
         return (
             f"{len(self.processes)} processes, {len(self.namespaces)} network namespaces "
-            f"and {len(self.folders)} work folders"
+            f"and {len(self.folders)} work and temporary folders"
         )
 
 
@@ -41,9 +41,9 @@ def work_folder(workdir: Path) -> Path:
 
 
 def reap(workdir: Path) -> Reaped:
-    """Kills orphaned processes, deletes their namespaces and their owners' work folders
-    (the tests in hand when they died, never stored)."""
-    reaped = Reaped(owner.reap_orphans(), netns.reap_stale())
+    """Kills orphaned processes, deletes their namespaces, their owners' work folders (the
+    tests in hand when they died, never stored) and their scratch folders."""
+    reaped = Reaped(owner.reap_orphans(), netns.reap_stale(), scratch.reap())
     if workdir.is_dir():
         for folder in workdir.iterdir():
             if _OWNER_FOLDER.fullmatch(folder.name) and not owner.alive(folder.name):
