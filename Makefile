@@ -39,6 +39,7 @@ lint: venv
 	$(VENV)/bin/ruff check serverlab tests
 	$(VENV)/bin/ruff format --check serverlab tests
 	$(VENV)/bin/lint-imports
+	scripts/engine-layers
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings; fi
 
 test: build lint test-python test-engine test-contestants verify
