@@ -9,9 +9,9 @@ use serde::Deserialize;
 
 use crate::client::Client;
 use crate::emits::Delivery;
-use crate::http::{build_request, build_request_to, request_head, ParseError};
+use crate::http::{build_request, request_head, ParseError};
 use crate::inbox::{discard, Answer};
-use crate::paths::PathPicker;
+pub(crate) use crate::plain::Plain;
 use crate::plan::{SyslogFraming, ValidPlan};
 use crate::shared::WorkerCtx;
 use crate::stats::{Counters, ErrorKind};
@@ -45,68 +45,11 @@ pub(crate) struct Attempt {
     pub units: u64,
 }
 
-/// A request with a fixed body: keep-alive, new connection, slow reader. With weighted
-/// paths there is one prepared request per path and a picker choosing among them.
-pub(crate) struct Plain {
-    requests: Vec<Vec<u8>>,
-    picker: Option<PathPicker>,
-    keep_alive: bool,
-    head_request: bool,
-    /// Wait for the server's close before the exchange counts as done (sequential pacing).
-    await_close: bool,
-    timeout: Duration,
-}
-
-impl Plain {
-    pub fn new(plan: &ValidPlan, worker: usize) -> Plain {
-        let keep_alive = plan.plan.keeps_alive();
-        let method = plan.plan.method.as_str();
-        let build =
-            |path: &str| build_request_to(plan, path, method, None, &plan.body, !keep_alive);
-        let requests = if plan.paths.is_empty() {
-            vec![build(&plan.target.path)]
-        } else {
-            plan.paths.iter().map(|p| build(&p.path)).collect()
-        };
-        Plain {
-            requests,
-            picker: PathPicker::new(&plan.paths, plan.plan.seed, worker),
-            keep_alive,
-            head_request: method == "HEAD",
-            await_close: plan.plan.awaits_close(),
-            timeout: Duration::from_millis(plan.plan.timeout_ms),
-        }
-    }
-}
-
-impl Plain {
-    /// Picks the next request (its index into the prepared ones).
-    pub fn pick(&self) -> usize {
-        self.picker.as_ref().map_or(0, PathPicker::pick)
-    }
-
-    pub fn request(&self, index: usize) -> &[u8] {
-        &self.requests[index]
-    }
-
-    pub fn keep_alive(&self) -> bool {
-        self.keep_alive
-    }
-
-    pub fn head_request(&self) -> bool {
-        self.head_request
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-}
-
 impl Behaviour for Plain {
     type State = ();
 
     fn timeout(&self) -> Option<Duration> {
-        Some(self.timeout)
+        Some(Plain::timeout(self))
     }
 
     async fn exchange(
@@ -115,13 +58,13 @@ impl Behaviour for Plain {
         _: &mut (),
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
-        let sent = c.open_and_send(&self.requests[self.pick()]).await?;
-        let answer = c.read_answer(self.head_request, &mut discard).await?;
+        let sent = c.open_and_send(self.request(self.pick())).await?;
+        let answer = c.read_answer(self.head_request(), &mut discard).await?;
         c.record_answer(attempt.intended, sent, &answer);
-        if self.await_close && answer.close {
+        if self.await_close() && answer.close {
             c.await_peer_close().await?;
         }
-        c.finish(&answer, self.keep_alive);
+        c.finish(&answer, self.keep_alive());
         Ok(())
     }
 }

@@ -11,8 +11,8 @@ use crate::inbox::{Answer, Inbox, Progress};
 use crate::ledger::Ledger;
 use crate::plan::ReadPace;
 use crate::shared::WorkerCtx;
+use crate::stamps::waited_since;
 use crate::stats::ErrorKind;
-use crate::uring::stamps::waited_since;
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,

@@ -15,6 +15,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use crate::ledger::{Ledger, OpenConnection};
+use crate::system::switch_on;
 
 pub struct ConnOptions {
     pub source: Option<Ipv4Addr>,
@@ -119,7 +120,7 @@ impl Conn {
     /// Asks the kernel to stamp the segments it receives (`SO_TIMESTAMPNS`), for
     /// `try_read_stamped`.
     pub fn enable_stamps(&self) -> io::Result<()> {
-        crate::uring::stamps::Stamps::enable(self.fd.get_ref())
+        crate::stamps::Stamps::enable(self.fd.get_ref())
     }
 
     /// Forgets the read readiness after a complete answer: nothing more is expected until the
@@ -142,7 +143,7 @@ impl Conn {
 pub fn hold_stamping() -> io::Result<Socket> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let client = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
-    crate::uring::stamps::Stamps::enable(&client)?;
+    crate::stamps::Stamps::enable(&client)?;
     client.connect(&listener.local_addr()?.into())?;
     client.set_read_timeout(Some(Duration::from_millis(100)))?;
     let (mut server, _) = listener.accept()?;
@@ -179,7 +180,7 @@ fn recv_stamped(socket: &Socket, buf: &mut [u8]) -> io::Result<(usize, Option<Du
     // SAFETY: the kernel wrote `msg_controllen` bytes of the control buffer.
     let written =
         unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), msg.msg_controllen) };
-    Ok((n as usize, crate::uring::stamps::stamp_in(written)))
+    Ok((n as usize, crate::stamps::stamp_in(written)))
 }
 
 pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
@@ -201,24 +202,4 @@ pub(crate) fn new_socket(options: &ConnOptions) -> io::Result<Socket> {
         socket.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())?;
     }
     Ok(socket)
-}
-
-/// Sets a boolean socket option that socket2 has no setter for.
-pub(crate) fn switch_on(socket: &Socket, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: a valid socket descriptor and a pointer to an int that outlives the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }

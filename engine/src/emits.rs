@@ -6,7 +6,38 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::{EmitLine, MinMax};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Smallest and largest of a set of values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MinMax {
+    pub min: u64,
+    pub max: u64,
+}
+
+/// One emit cycle of one event as this run's clients received it (long poll and comet),
+/// printed before the summary line. At most the newest 10,000 seqs are reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EmitLine {
+    /// Always `"emit"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event name.
+    pub event: String,
+    pub seq: u64,
+    /// The server's `connections.total`: subscribers in the cycle's snapshot.
+    pub total: u64,
+    /// Deliveries of this cycle that reached this run's clients.
+    pub received: u64,
+    /// The server's `response.event.timings.created` (cycle start, ms since the epoch).
+    pub created_ms: u64,
+    /// The server's `response.event.timings.duration` over the deliveries received.
+    pub duration_ms: MinMax,
+    /// Sampled `[place, duration_ms]` pairs: places 1, 1+k, 1+2k… with k = ceil(total/200),
+    /// at most 200, by place.
+    pub places: Vec<[u64; 2]>,
+}
 
 /// Sampled `[place, duration_ms]` pairs kept per (event, seq).
 pub const MAX_PLACES: usize = 200;

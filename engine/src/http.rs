@@ -381,6 +381,13 @@ impl BodyState {
     }
 }
 
+/// Every unreadable answer is counted as a `parse` error.
+impl From<ParseError> for crate::stats::ErrorKind {
+    fn from(_: ParseError) -> Self {
+        crate::stats::ErrorKind::Parse
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use hdrhistogram::Histogram;
 
-use crate::http::ParseError;
-
 /// Why one request (or message, or subscription) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -77,12 +75,6 @@ impl ErrorKind {
             K::TimedOut => ErrorKind::Timeout,
             _ => ErrorKind::Other,
         }
-    }
-}
-
-impl From<ParseError> for ErrorKind {
-    fn from(_: ParseError) -> Self {
-        ErrorKind::Parse
     }
 }
 

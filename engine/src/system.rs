@@ -74,6 +74,30 @@ pub fn enter_netns(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Sets a boolean socket option that socket2 has no setter for.
+pub(crate) fn switch_on(
+    socket: &socket2::Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket descriptor and a pointer to an int that outlives the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(socket),
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

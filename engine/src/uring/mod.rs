@@ -16,18 +16,17 @@ use io_uring::{opcode, squeue, types, IoUring};
 use socket2::{SockAddr, Socket};
 
 mod bufring;
-pub(crate) mod stamps;
 mod wait_target;
 
 use bufring::BufRing;
-use stamps::Stamps;
 use wait_target::WaitTarget;
 
-use crate::behaviour::Plain;
 use crate::conn::{new_socket, ConnOptions};
 use crate::inbox::{discard, Answer, Inbox, Progress};
 use crate::ledger::{OpenConnection, STARVED_PAUSE};
+use crate::plain::Plain;
 use crate::shared::WorkerCtx;
+use crate::stamps::{self, Stamps};
 use crate::stats::ErrorKind;
 
 /// How often the loop wakes without completions, to look at timeouts and the clock.

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use io_uring::{opcode, squeue, types};
 use socket2::Socket;
 
-use crate::conn::switch_on;
+use crate::system::switch_on;
 
 const SAMPLE_EVERY: usize = 64;
 

@@ -1,0 +1,46 @@
+"""scripts/engine-layers: the engine's module graph against its committed layer order."""
+
+import shutil
+import subprocess
+import sys
+
+from serverlab.base.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts/engine-layers"
+
+
+def layers(*args):
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_engine_as_committed_has_no_upward_edge():
+    done = layers()
+    assert done.returncode == 0, done.stdout
+    assert "no edge points up" in done.stdout
+
+
+def planted(tmp_path, file: str, line: str):
+    """The script's verdict on a copy of engine/src with `line` put on top of `file`."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO_ROOT / "engine/src", src, dirs_exist_ok=True)
+    path = src / file
+    path.write_text(line + "\n" + path.read_text())
+    return src
+
+
+def test_a_planted_upward_import_fails_and_names_the_edge(tmp_path):
+    src = planted(tmp_path, "stats.rs", "use crate::report::Summary;")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "stats.rs: stats (recording) uses crate::report (output), a layer above" in done.stdout
+
+
+def test_a_grouped_import_and_a_module_in_no_layer_are_caught(tmp_path):
+    src = planted(tmp_path, "http.rs", "use crate::{plan::Plan, worker::Loop};")
+    (src / "stray.rs").write_text("//! A module nobody placed.\n")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "http.rs: http (wire) uses crate::worker (run), a layer above" in done.stdout
+    assert "stray.rs: module stray is in no layer" in done.stdout
