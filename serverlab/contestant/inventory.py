@@ -26,7 +26,12 @@ def version_of(manifest: Manifest, timeout_s: float = VERSION_TIMEOUT_S) -> str:
     with tempfile.TemporaryDirectory(prefix="serverlab-version-") as scratch:
         defaults = {name: tunable.default for name, tunable in manifest.tunables.items()}
         values = placeholder_values(
-            manifest, defaults, port=0, syslog_port=0, docroot=scratch, workdir=scratch,
+            manifest,
+            defaults,
+            port=0,
+            syslog_port=0,
+            docroot=scratch,
+            workdir=scratch,
             signals_file=f"{scratch}/signals.jsonl",
         )
         try:

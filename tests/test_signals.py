@@ -1,0 +1,170 @@
+"""Runtime signals: the side file a server's runtime writes (`{signals_file}`) is read after
+the test and stored as time series; real servers write real GC pauses and loop delays, and a
+side file of garbage flags the signal figures only."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REFERENCE_SERVER, write_manifest
+
+from serverlab.contestant.manifest import find
+from serverlab.results.report.metrics import flags_for
+from serverlab.results.store import RecordedTest, Store, Suite
+from serverlab.run.executor import Environment, execute
+from serverlab.run.machine import Pinning
+from serverlab.run.planner import plan_tests
+from serverlab.run.signals import read_signals
+from serverlab.run.suite import load_suite
+
+REPO_CONTESTANTS = Path(__file__).resolve().parents[1] / "contestants"
+PAUSE_YOUNG = "GC(0) Pause Young (Normal) (G1 Evacuation Pause)"
+JVM_LOG = f"""\
+[2026-11-25T18:00:01.500+0000][0.412s][info][gc,init] Heap Region Size: 1M
+[2026-11-25T18:00:02.000+0000][1.012s][info][gc,start] {PAUSE_YOUNG}
+[2026-11-25T18:00:02.004+0000][1.016s][info][gc      ] {PAUSE_YOUNG} 24M->3M(256M) 4.000ms
+[2026-11-25T18:00:03.000+0000][2.012s][info][gc] GC(1) Pause Full (System.gc()) 1G->512M(2G) 250.5ms
+"""
+STARTED = 1_795_629_600.0  # 2026-11-25T18:00:00Z
+
+
+def test_json_lines_become_signals_on_the_tests_clock(tmp_path):
+    path = tmp_path / "signals.jsonl"
+    path.write_text(
+        '{"t": 1795629601.25, "kind": "gc_pause", "value": 3.5, "gc": "scavenge", "pid": 7}\n'
+        '{"t": 1795629601.5, "kind": "loop_delay", "value": 12, "p99": 11.9, "deep": {"x": 1}}\n'
+    )
+    read = read_signals(path, STARTED)
+    assert read.problem() is None
+    pause, delay = read.signals
+    assert (pause.t, pause.kind, pause.value, pause.data) == (
+        1.25,
+        "gc_pause",
+        3.5,
+        {"gc": "scavenge", "pid": 7},
+    )
+    assert (delay.kind, delay.value, delay.data) == ("loop_delay", 12.0, {"p99": 11.9})
+
+
+def test_a_jvm_gc_log_gives_each_pause_with_the_heap_before_and_after(tmp_path):
+    path = tmp_path / "signals.jsonl"
+    path.write_text(JVM_LOG)
+    read = read_signals(path, STARTED)
+    assert read.problem() is None
+    young, full = read.signals
+    assert young.kind == full.kind == "gc_pause"
+    assert (young.t, young.value) == (2.0, 4.0)  # the log stamps the end; t is the start
+    assert young.data["heap_before"] == 24 << 20 and young.data["heap_after"] == 3 << 20
+    assert full.data == {
+        "gc": "Pause Full (System.gc())",
+        "heap_before": 1 << 30,
+        "heap_after": 512 << 20,
+        "heap_committed": 2 << 30,
+    }
+
+
+def test_garbage_lines_are_counted_and_the_readable_ones_kept(tmp_path):
+    path = tmp_path / "signals.jsonl"
+    path.write_bytes(
+        b'not json\n{"t": 1795629601, "kind": "gc_pause", "value": 1}\n'
+        b'{"t": "soon", "kind": "gc_pause", "value": 1}\n{"t": 1, "kind": "BAD KIND", "value": 1}\n'
+        b'{"t": 1, "kind": "x", "value": NaN}\n[1, 2]\n\xff\xfe\n'
+    )
+    read = read_signals(path, STARTED)
+    assert [s.t for s in read.signals] == [1.0]
+    assert read.unreadable == 6
+    assert read.problem().startswith("6 lines unreadable, first 'not json'")
+
+
+def test_a_server_without_a_side_file_has_no_signals_and_no_flag(tmp_path):
+    read = read_signals(tmp_path / "absent.jsonl", STARTED)
+    assert read.signals == [] and read.problem() is None
+
+
+SUITE = """name = "signals"
+repeats = 1
+contestants = [{contestants}]
+
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 300
+emit_interval_ms = 250
+ramp_up_s = 1
+duration_s = 4
+"""
+
+
+def run_suite(tmp_path, contestants: list[str]) -> list[RecordedTest]:
+    path = tmp_path / "suite.toml"
+    path.write_text(SUITE.format(contestants=", ".join(f'"{c}"' for c in contestants)))
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    return [execute(plan, env) for plan in plan_tests(load_suite(path), find)]
+
+
+@pytest.mark.parametrize(
+    ("contestant", "delay_kind"), [("node-http", "loop_delay"), ("go-nethttp", "sched_latency")]
+)
+def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
+    tmp_path, monkeypatch, contestant, delay_kind
+):
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(REPO_CONTESTANTS))
+    (test,) = run_suite(tmp_path, [contestant])
+    assert test.status == "ok", test.validity
+    assert "signals_unreadable" not in test.validity
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        run = store.start_run(store.add_suite(Suite("s", "s.toml", "0" * 64)), {})
+        test.run_id = run.id
+        store.commit_test(test)
+        (stored,) = store.tests()
+        store.load_details(stored)
+    kinds = {
+        kind: [s for s in stored.signals if s.kind == kind]
+        for kind in ("gc_pause", delay_kind, "heap_used")
+    }
+    assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
+    lasted = test.ended_at - test.started_at
+    assert all(0 <= s.t <= lasted for s in stored.signals)
+    assert all(0 < s.value < 5000 for s in kinds["gc_pause"])  # ms
+    assert all(0 <= s.value < 5000 for s in kinds[delay_kind])  # ms
+    assert all(64 << 10 < s.value < 4 << 30 for s in kinds["heap_used"]), [
+        s.value for s in kinds["heap_used"]
+    ][:5]
+    # Ten samples a second over the test's load, give or take a loaded machine.
+    assert len(kinds["heap_used"]) > 5 * (test.summary["duration_s"])
+
+
+# The reference server, started after its side file has been filled with garbage.
+GARBLE = f"""#!/bin/sh
+printf 'garbage\\n{{"t": "x"}}\\n' > "$1"
+shift
+exec {sys.executable} {REFERENCE_SERVER} "$@"
+"""
+GARBAGE_MANIFEST = """
+name = "garbled"
+language = "python"
+architecture = "asyncio event loop"
+implements = ["perf", "files", "upload", "control", "push", "sse", "websocket", "syslog"]
+version = "true"
+start = "sh {script} {{signals_file}} --port {{port}} --syslog-port {{syslog_port}} \
+--docroot {{docroot}} --name {{name}} --host {{host}}"
+ready = "/stats"
+ready_timeout_s = 15
+"""
+
+
+def test_a_side_file_of_garbage_flags_the_signal_figures_only(tmp_path, monkeypatch):
+    root = tmp_path / "contestants"
+    script = tmp_path / "garble.sh"
+    script.write_text(GARBLE)
+    write_manifest(root, "garbled", GARBAGE_MANIFEST.format(script=script))
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(root))
+    (test,) = run_suite(tmp_path, ["garbled"])
+    assert test.status == "ok", test.validity
+    assert test.signals == []
+    assert "2 lines unreadable, first 'garbage'" in test.validity["signals_unreadable"]
+    assert "signals-unreadable" in [f.code for f in flags_for(test, "gc_pause")]
+    assert "signals-unreadable" not in [f.code for f in flags_for(test, "rps")]
+    assert "signals-unreadable" not in [f.code for f in flags_for(test, "cpu")]
