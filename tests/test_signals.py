@@ -9,7 +9,10 @@ import pytest
 from conftest import REFERENCE_SERVER, write_manifest
 
 from serverlab.contestant.manifest import find
+from serverlab.results.report import build_report
+from serverlab.results.report.charts import flags_of
 from serverlab.results.report.metrics import flags_for
+from serverlab.results.report.signal_charts import signal_charts
 from serverlab.results.store import RecordedTest, Store, Suite
 from serverlab.run.executor import Environment, execute
 from serverlab.run.machine import Pinning
@@ -134,6 +137,23 @@ def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
     ][:5]
     # Ten samples a second over the test's load, give or take a loaded machine.
     assert len(kinds["heap_used"]) > 5 * (test.summary["duration_s"])
+    the_report_overlays_them_on_emit_durations_and_cpu(db, stored, tmp_path)
+
+
+def the_report_overlays_them_on_emit_durations_and_cpu(db, stored, tmp_path):
+    emit_chart, cpu_chart = signal_charts("s1-", [stored])
+    names = [trace["name"] for trace in emit_chart.figure["data"]]
+    assert f"{stored.contestant} r1 GC pause (ms)" in names
+    assert f"{stored.contestant} r1 emit cycle, longest delivery (ms)" in names
+    axes = {trace.get("yaxis", "y") for trace in cpu_chart.figure["data"]}
+    assert axes == {"y", "y2"}  # CPU on the left, pauses and delay on the right
+    cycles = next(t for t in emit_chart.figure["data"] if "emit cycle" in t["name"])
+    # On the monitor's clock: the cycles fall inside the test, after the monitor started.
+    lasted = stored.ended_at - stored.started_at
+    assert all(-1 < x < lasted for x in cycles["x"]), cycles["x"]
+    html = build_report(db, None, tmp_path / "report.html").read_text()
+    assert "Emit duration and runtime pauses over time" in html
+    assert "Server CPU with GC pauses and loop delay" in html
 
 
 # The reference server, started after its side file has been filled with garbage.
@@ -168,3 +188,5 @@ def test_a_side_file_of_garbage_flags_the_signal_figures_only(tmp_path, monkeypa
     assert "signals-unreadable" in [f.code for f in flags_for(test, "gc_pause")]
     assert "signals-unreadable" not in [f.code for f in flags_for(test, "rps")]
     assert "signals-unreadable" not in [f.code for f in flags_for(test, "cpu")]
+    assert "signals-unreadable" not in [flag.code for _, flag in flags_of([test])]
+    assert signal_charts("s1-", [test]) == []  # nothing readable: no overlay, no crash
