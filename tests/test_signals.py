@@ -96,24 +96,21 @@ clients = 300
 emit_interval_ms = 250
 ramp_up_s = 1
 duration_s = 4
-"""
+{tunables}"""
 
 
-def run_suite(tmp_path, contestants: list[str]) -> list[RecordedTest]:
+def run_suite(tmp_path, contestants: list[str], tunables: str = "") -> list[RecordedTest]:
     path = tmp_path / "suite.toml"
-    path.write_text(SUITE.format(contestants=", ".join(f'"{c}"' for c in contestants)))
+    names = ", ".join(f'"{c}"' for c in contestants)
+    path.write_text(SUITE.format(contestants=names, tunables=tunables))
     env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
     return [execute(plan, env) for plan in plan_tests(load_suite(path), find)]
 
 
-@pytest.mark.parametrize(
-    ("contestant", "delay_kind"), [("node-http", "loop_delay"), ("go-nethttp", "sched_latency")]
-)
-def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
-    tmp_path, monkeypatch, contestant, delay_kind
-):
+def stored_run(tmp_path, monkeypatch, contestant: str, tunables="") -> tuple[Path, RecordedTest]:
+    """One short push test of a real contestant, committed and read back."""
     monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(REPO_CONTESTANTS))
-    (test,) = run_suite(tmp_path, [contestant])
+    (test,) = run_suite(tmp_path, [contestant], tunables)
     assert test.status == "ok", test.validity
     assert "signals_unreadable" not in test.validity
     db = tmp_path / "lab.db"
@@ -123,21 +120,46 @@ def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
         store.commit_test(test)
         (stored,) = store.tests()
         store.load_details(stored)
+    lasted = stored.ended_at - stored.started_at
+    assert all(0 <= s.t <= lasted for s in stored.signals)
+    return db, stored
+
+
+@pytest.mark.parametrize(
+    ("contestant", "delay_kind"), [("node-http", "loop_delay"), ("go-nethttp", "sched_latency")]
+)
+def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
+    tmp_path, monkeypatch, contestant, delay_kind
+):
+    db, stored = stored_run(tmp_path, monkeypatch, contestant)
     kinds = {
         kind: [s for s in stored.signals if s.kind == kind]
         for kind in ("gc_pause", delay_kind, "heap_used")
     }
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
-    lasted = test.ended_at - test.started_at
-    assert all(0 <= s.t <= lasted for s in stored.signals)
     assert all(0 < s.value < 5000 for s in kinds["gc_pause"])  # ms
     assert all(0 <= s.value < 5000 for s in kinds[delay_kind])  # ms
     assert all(64 << 10 < s.value < 4 << 30 for s in kinds["heap_used"]), [
         s.value for s in kinds["heap_used"]
     ][:5]
     # Ten samples a second over the test's load, give or take a loaded machine.
-    assert len(kinds["heap_used"]) > 5 * (test.summary["duration_s"])
+    assert len(kinds["heap_used"]) > 5 * (stored.summary["duration_s"])
     the_report_overlays_them_on_emit_durations_and_cpu(db, stored, tmp_path)
+
+
+def test_a_real_jvm_push_run_stores_its_gc_pauses_with_the_heap_before_and_after(
+    tmp_path, monkeypatch
+):
+    # A small heap, so that a test of seconds has young collections to log.
+    small = 'tunables.java-netty = { xmx = "48m" }\n'
+    db, stored = stored_run(tmp_path, monkeypatch, "java-netty", small)
+    pauses = [s for s in stored.signals if s.kind == "gc_pause"]
+    assert pauses and {s.kind for s in stored.signals} == {"gc_pause"}
+    assert all(0 < s.value < 5000 for s in pauses)  # ms
+    for pause in pauses:
+        heap = pause.data
+        assert 0 <= heap["heap_after"] <= heap["heap_committed"] <= 48 << 20, heap
+        assert heap["heap_before"] > 0 and pause.data["gc"].startswith("Pause")
 
 
 def the_report_overlays_them_on_emit_durations_and_cpu(db, stored, tmp_path):
