@@ -126,24 +126,27 @@ def stored_run(tmp_path, monkeypatch, contestant: str, tunables="") -> tuple[Pat
 
 
 @pytest.mark.parametrize(
-    ("contestant", "delay_kind"), [("node-http", "loop_delay"), ("go-nethttp", "sched_latency")]
+    ("contestant", "delay_kind", "heap_kind"),
+    [
+        ("node-http", "loop_delay", "heap_used"),  # bytes
+        ("go-nethttp", "sched_latency", "heap_used"),  # bytes
+        ("ruby-eventmachine", "loop_delay", "heap_live_slots"),  # objects
+    ],
 )
 def test_a_real_push_run_stores_gc_pauses_and_loop_delays_with_sane_values(
-    tmp_path, monkeypatch, contestant, delay_kind
+    tmp_path, monkeypatch, contestant, delay_kind, heap_kind
 ):
     db, stored = stored_run(tmp_path, monkeypatch, contestant)
     kinds = {
         kind: [s for s in stored.signals if s.kind == kind]
-        for kind in ("gc_pause", delay_kind, "heap_used")
+        for kind in ("gc_pause", delay_kind, heap_kind)
     }
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
-    assert all(0 < s.value < 5000 for s in kinds["gc_pause"])  # ms
+    assert all(0 <= s.value < 5000 for s in kinds["gc_pause"])  # ms
     assert all(0 <= s.value < 5000 for s in kinds[delay_kind])  # ms
-    assert all(64 << 10 < s.value < 4 << 30 for s in kinds["heap_used"]), [
-        s.value for s in kinds["heap_used"]
-    ][:5]
+    assert all(1000 < s.value < 4 << 30 for s in kinds[heap_kind])
     # Ten samples a second over the test's load, give or take a loaded machine.
-    assert len(kinds["heap_used"]) > 5 * (stored.summary["duration_s"])
+    assert len(kinds[heap_kind]) > 5 * (stored.summary["duration_s"])
     the_report_overlays_them_on_emit_durations_and_cpu(db, stored, tmp_path)
 
 
