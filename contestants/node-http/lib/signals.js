@@ -10,6 +10,9 @@ const v8 = require('v8');
 const { PerformanceObserver, monitorEventLoopDelay, performance } = require('perf_hooks');
 
 const INTERVAL_MS = 100;
+// monitorEventLoopDelay samples with a timer of this period and records the whole time
+// between two of its firings, so an idle loop reads about this much: it is taken off.
+const RESOLUTION_MS = 10;
 const GC_KINDS = { 1: 'scavenge', 2: 'mark_sweep_compact', 4: 'incremental', 8: 'weak_callbacks' };
 
 const unixSeconds = (msSinceOrigin) => (performance.timeOrigin + msSinceOrigin) / 1000;
@@ -33,7 +36,7 @@ function startSignals(path) {
     }
   });
   gcObserver.observe({ entryTypes: ['gc'] });
-  const delay = monitorEventLoopDelay({ resolution: 10 });
+  const delay = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   delay.enable();
   const flush = () => {
     if (pending.length === 0) return;
@@ -45,7 +48,7 @@ function startSignals(path) {
   const sample = () => {
     const t = round(Date.now() / 1000, 4);
     if (delay.count > 0) {
-      const ms = (ns) => round(ns / 1e6);
+      const ms = (ns) => round(Math.max(0, ns / 1e6 - RESOLUTION_MS));
       pending.push({ t, kind: 'loop_delay', value: ms(delay.max), mean: ms(delay.mean), p99: ms(delay.percentile(99)), pid });
     }
     delay.reset();
