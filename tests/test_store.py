@@ -24,6 +24,7 @@ from serverlab.results.store import (
     EngineInterval,
     MonitorSample,
     RecordedTest,
+    RuntimeSignal,
     ServerStats,
     Store,
     StoreError,
@@ -65,6 +66,10 @@ def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="
         server_stats=[ServerStats(t=12.4, stats={"responses": {"total": 11999}})],
         emits=[
             EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
+        ],
+        signals=[
+            RuntimeSignal(t=2.5, kind="gc_pause", value=4.2, data={"gc": "scavenge"}),
+            RuntimeSignal(t=2.6, kind="loop_delay", value=11.0, data={"p99": 10.5}),
         ],
         plan={"version": 1, "key": key, "measured": {"target": "http://{host}:{port}/push"}},
         run_info={"ports": {"http": 40123}, "priming": [{"requests": 10}]},
@@ -292,6 +297,7 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
             "histograms",
             "monitor_samples",
             "runs",
+            "runtime_signals",
             "server_stats",
             "suites",
             "tests",
@@ -568,7 +574,7 @@ def test_the_lock_never_closes_a_descriptor_that_would_drop_sqlites_own_locks(db
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 TABLES = [
     *("suites", "runs", "tests", "engine_intervals", "monitor_samples"),
-    *("histograms", "server_stats", "emit_records"),
+    *("histograms", "server_stats", "emit_records", "runtime_signals"),
 ]
 
 

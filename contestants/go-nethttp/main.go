@@ -26,6 +26,7 @@ func main() {
 	docroot := flag.String("docroot", "", "document root for /files; empty = /files answers 404")
 	gomaxprocs := flag.Int("gomaxprocs", 0, "GOMAXPROCS; 0 keeps the runtime's choice")
 	version := flag.Bool("version", false, "print versions and exit")
+	signalsFile := flag.String("signals-file", "", "append runtime signals (GC pauses, heap, scheduling latency) to this file as JSON lines; empty = none")
 	flag.Parse()
 
 	if *version {
@@ -34,6 +35,9 @@ func main() {
 	}
 	if *gomaxprocs > 0 {
 		runtime.GOMAXPROCS(*gomaxprocs)
+	}
+	if err := startSignals(*signalsFile); err != nil {
+		log.Fatal(err)
 	}
 	if err := run(addresses(*host), *port, *syslogPort, *docroot); err != nil {
 		log.Fatal(err)

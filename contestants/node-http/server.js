@@ -10,7 +10,7 @@ const SERVER_NAME = 'node-http';
 
 const USAGE =
   'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
-  '[--max-header-kb N] [--backlog N] [--workers N]';
+  '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH]';
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -23,6 +23,7 @@ function parseOptions(argv) {
       'max-header-kb': { type: 'string', default: '64' },
       backlog: { type: 'string', default: '4096' },
       workers: { type: 'string', default: '1' },
+      'signals-file': { type: 'string' },
     },
   });
   const port = Number(values.port);
@@ -41,7 +42,8 @@ function parseOptions(argv) {
   if (!(Number.isInteger(workers) && workers > 0)) throw new Error('--workers must be positive');
   if (!isAddress(values.host)) throw new Error('--host must be an IP address');
   const { docroot, host } = values;
-  return { port, syslogPort, docroot, host, maxHeaderKb, backlog, workers };
+  const signalsFile = values['signals-file'];
+  return { port, syslogPort, docroot, host, maxHeaderKb, backlog, workers, signalsFile };
 }
 
 // workers = 1 is the plain one-process server: no cluster, nothing relayed.
@@ -59,6 +61,8 @@ async function main() {
     process.exit(2);
   }
   for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0));
+  // Every process (a cluster's primary and workers alike) writes its own lines, with its pid.
+  if (options.signalsFile) require('./lib/signals').startSignals(options.signalsFile);
   if (options.workers === 1) await runAlone(options);
   else if (cluster.isPrimary) require('./lib/primary').runPrimary(options, SERVER_NAME);
   else await require('./lib/worker').runWorker(options, SERVER_NAME);

@@ -19,7 +19,7 @@ LISTEN_BACKLOG = 4096
 def parse_options(argv)
   options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK }
   OptionParser.new do |parser|
-    parser.banner = "usage: server.rb --port N [--syslog-port N] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES]"
+    parser.banner = "usage: server.rb --port N [--syslog-port N] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
     parser.on("--syslog-port N", Integer, "syslog port, TCP and UDP") { |v| options[:syslog_port] = v }
     parser.on("--host ADDRESS", "an address to listen on besides 127.0.0.1") { |v| options[:host] = v }
@@ -27,6 +27,9 @@ def parse_options(argv)
     parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
     parser.on("--name NAME", "name reported by /stats") { |v| options[:name] = v }
     parser.on("--yjit MODE", %w[on off], "run on Ruby's YJIT compiler (on|off)") { |v| options[:yjit] = v }
+    parser.on("--signals-file PATH", "append runtime signals (GC, reactor lag) as JSON lines") do |v|
+      options[:signals_file] = v
+    end
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
@@ -109,6 +112,7 @@ def run(options)
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
     addresses(options).each { |address| serve(app, options, address) }
+    ServerlabEM::RuntimeSignals.start(options[:signals_file]) if options[:signals_file]
     # Installed only once listening, so a taken port still fails the start.
     # From here on a bug in a timer callback (emitter, long-poll timeout) is
     # reported and the reactor goes on serving everyone else.

@@ -27,7 +27,13 @@ def version_of(manifest: Manifest, timeout_s: float = VERSION_TIMEOUT_S) -> str:
     with tempfile.TemporaryDirectory(prefix="version-", dir=scratch.own_folder()) as folder:
         defaults = {name: tunable.default for name, tunable in manifest.tunables.items()}
         values = placeholder_values(
-            manifest, defaults, port=0, syslog_port=0, docroot=folder, workdir=folder
+            manifest,
+            defaults,
+            port=0,
+            syslog_port=0,
+            docroot=folder,
+            workdir=folder,
+            signals_file=f"{folder}/signals.jsonl",
         )
         try:
             done = subprocess.run(

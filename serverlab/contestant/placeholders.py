@@ -12,7 +12,17 @@ manifest's own quotes, where the quoting would become part of the value.
 import shlex
 import string
 
-BUILTIN_PLACEHOLDERS = ("port", "syslog_port", "host", "docroot", "workdir", "name")
+# signals_file: where a server may write its runtime signals (GC, event-loop delay) as JSON
+# lines; serverlab reads it after the test (serverlab.run.signals). A server may ignore it.
+BUILTIN_PLACEHOLDERS = (
+    "port",
+    "syslog_port",
+    "host",
+    "docroot",
+    "workdir",
+    "name",
+    "signals_file",
+)
 
 
 class PlaceholderError(ValueError):

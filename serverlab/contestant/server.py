@@ -25,6 +25,8 @@ from serverlab.contestant.tunables import TunableValueError
 
 LOG_FILE = "server.log"
 LOG_TAIL_LINES = 20
+# The runtime signals side file ({signals_file}), in the workdir beside the log.
+SIGNALS_FILE = "signals.jsonl"
 
 
 # Every server listens here; a lab or cluster host adds its own address ({host}).
@@ -77,7 +79,7 @@ def resolve_settings(manifest: Manifest, overrides: dict[str, str] | None) -> di
 
 def placeholder_values(manifest: Manifest, settings: dict[str, str], **builtins) -> dict:
     """Every placeholder's value: tunables written as the server wants them, then the
-    built-ins (port, syslog_port, docroot, workdir)."""
+    built-ins (port, syslog_port, docroot, workdir, signals_file)."""
     values = {name: manifest.tunables[name].render(v) for name, v in settings.items()}
     return {**values, **{k: str(v) for k, v in builtins.items()}, "name": manifest.name}
 
@@ -144,7 +146,12 @@ class ContestantServer:
             host=self.host,
             docroot=self.docroot,
             workdir=self.workdir,
+            signals_file=self.signals_path,
         )
+
+    @property
+    def signals_path(self) -> Path:
+        return self.workdir / SIGNALS_FILE
 
     def expand(self, template: str) -> str:
         """A manifest command with every value quoted for the shell."""

@@ -6,6 +6,7 @@ What it holds, and who writes it:
 - ``Run``: one ``serverlab run`` invocation: start, end, status, machine metadata.
 - ``RecordedTest``: one permutation x repeat with everything measured during it: engine
   summary and intervals, monitor samples, histograms, ``GET /stats`` snapshots, emit records,
+  runtime signals (GC pauses, event-loop delay: the side file the server wrote),
   validity flags and crash details.
 
 The runner's side of the API, in order::
@@ -240,6 +241,18 @@ class EmitRecord:
 
 
 @dataclass
+class RuntimeSignal:
+    """One line of the server runtime's side file (serverlab.run.signals): ``t`` is seconds
+    since the test started, ``kind`` e.g. "gc_pause" (ms), "loop_delay" (ms), "heap_used"
+    (bytes); ``data`` the line's other figures."""
+
+    t: float
+    kind: str
+    value: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RecordedTest:
     """One permutation x repeat. Times are Unix seconds; ``summary`` is the engine's summary
     line (None when it never produced one, e.g. a crash), ``histograms`` maps a name to an
@@ -263,6 +276,7 @@ class RecordedTest:
     histograms: dict[str, str] = field(default_factory=dict)
     server_stats: list[ServerStats] = field(default_factory=list)
     emits: list[EmitRecord] = field(default_factory=list)
+    signals: list[RuntimeSignal] = field(default_factory=list)
     # The test plan it ran from (serverlab.run.testplan, as JSON data), and what the
     # executor bound and saw at run time: stored beside what identifies the test.
     plan: dict[str, Any] | None = None
@@ -600,7 +614,8 @@ class Store:
 
     @_sqlite_errors("read a test's figures")
     def load_details(self, test: RecordedTest) -> RecordedTest:
-        """Fill intervals, samples, histograms, server stats and emit records of a test."""
+        """Fill intervals, samples, histograms, server stats, emit records and runtime signals
+        of a test."""
         test.intervals = [
             EngineInterval(r["seq"], r["t"], json.loads(r["data_json"]))
             for r in self._select("engine_intervals", test.id, "seq")
@@ -617,6 +632,10 @@ class Store:
         test.emits = [
             EmitRecord(**_without_test_id(r))
             for r in self._select("emit_records", test.id, "event, seq, place")
+        ]
+        test.signals = [
+            RuntimeSignal(r["t"], r["kind"], r["value"], json.loads(r["data_json"]))
+            for r in self._select("runtime_signals", test.id, "t")
         ]
         return test
 
@@ -746,6 +765,10 @@ def _insert_details(db: sqlite3.Connection, test_id: int, test: RecordedTest) ->
             )
             for e in test.emits
         ],
+    )
+    db.executemany(
+        "INSERT INTO runtime_signals (test_id, t, kind, value, data_json) VALUES (?, ?, ?, ?, ?)",
+        [(test_id, s.t, s.kind, s.value, _to_json(s.data)) for s in test.signals],
     )
 
 

@@ -3,9 +3,10 @@
 It reads only the plan (never the suite it came from) and binds it to this host: a fresh
 server on a free port, pinned to its CPUs, inside a shaped link when the plan has one. Then:
 smoke-check the server against the spec, warm it up, make the control calls, start the
-monitor, prime, run the engine, read `/stats`, clear the emitters, stop the server. What it
-bound (ports, pids, CPUs, the namespace) and what happened on the way (priming outcomes) is
-stored beside the test in `run_info`, never in what identifies it.
+monitor, prime, run the engine, read `/stats`, clear the emitters, stop the server, read
+the runtime's side file (serverlab.run.signals). What it bound (ports, pids, CPUs, the
+namespace) and what happened on the way (priming outcomes) is stored beside the test in
+`run_info`, never in what identifies it.
 
 A server that dies is a crash to record; Ctrl-C propagates once the server, the engine and
 the link are gone.
@@ -41,6 +42,7 @@ from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
+from serverlab.run.signals import read_signals
 from serverlab.run.testplan import ControlCall, TestPlan, bind
 from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.validity import assess
@@ -162,6 +164,7 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         with contextlib.suppress(Exception):
             server.stop()
         test.ended_at = time.time()
+        _put_signals(test, server)
         if test.status == "ok":
             shutil.rmtree(workdir, ignore_errors=True)
         else:
@@ -232,6 +235,8 @@ class _Measurement:
             port=server.port,
             diag_socket=lambda: _call(server, sockdiag.open_socket),
         )
+        # Where the monitor's clock starts, on the test's: runtime signals are laid on it.
+        test.run_info["monitor_t0_s"] = round(time.time() - test.started_at, 3)
         with monitor:
             # Priming runs load the server exactly as the measured run will, with the
             # monitor on so that the peak RSS includes them (seed 003's first `ab` run).
@@ -417,6 +422,15 @@ def _call(server: ContestantServer, function, *args, **kwargs):
     if isinstance(server, netns.NamespacedServer):
         return server.call(function, *args, **kwargs)
     return function(*args, **kwargs)
+
+
+def _put_signals(test: RecordedTest, server: ContestantServer) -> None:
+    """The runtime's side file, read once the server has stopped and flushed it."""
+    read = read_signals(server.signals_path, test.started_at)
+    test.signals = read.signals
+    problem = read.problem()
+    if problem:
+        test.validity["signals_unreadable"] = problem
 
 
 def _record_failure(test: RecordedTest, server, err: Exception) -> None:

@@ -28,6 +28,7 @@ from serverlab.results.report.metrics import (
 )
 from serverlab.results.report.seeds import seed_sections
 from serverlab.results.report.selection import load_selected, parse_selection
+from serverlab.results.report.signal_charts import signal_charts
 from serverlab.results.report.summary import (
     SummaryRow,
     architectures,
@@ -164,7 +165,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                     f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
                 ),
                 summary=summary_rows(group, names, scenarios=labels),
-                charts=scenario_charts(group, METRICS_BY_NAME, anchor),
+                charts=scenario_charts(group, METRICS_BY_NAME, anchor)
+                + signal_charts(f"{anchor}-", group),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
             )

@@ -20,6 +20,7 @@ from serverlab.results import stats
 from serverlab.results.report.histogram import HistogramError, latency_histogram, percentile_curve
 from serverlab.results.report.metrics import (
     MIB,
+    SIGNAL_FIGURES,
     SUMMARIZED_STATUSES,
     Flag,
     Metric,
@@ -87,7 +88,14 @@ def test_label(test: RecordedTest) -> str:
 
 
 def flags_of(tests: list[RecordedTest]) -> list[tuple[str, Flag]]:
-    return [(test_label(t), flag) for t in tests for flag in validity_flags(t)]
+    # A flag on the runtime's signals alone (a garbled side file) stays on their own charts
+    # (signal_charts).
+    return [
+        (test_label(t), flag)
+        for t in tests
+        for flag in validity_flags(t)
+        if not (flag.figures and flag.figures <= SIGNAL_FIGURES)
+    ]
 
 
 def _figure(fig: go.Figure, x_title: str, y_title: str) -> dict:

@@ -160,7 +160,12 @@ METRICS = (
 )
 # Flags the runner stores that touch only some figures (any other touches them all).
 KERNEL_FIGURES = frozenset({"cpu", "rss", "sockmem"})
-RUNNER_FLAG_FIGURES = {"kernel-read-failed": KERNEL_FIGURES}
+# The runtime's own series (serverlab.run.signals): a garbled side file touches only these.
+SIGNAL_FIGURES = frozenset({"gc_pause", "loop_delay"})
+RUNNER_FLAG_FIGURES = {
+    "kernel-read-failed": KERNEL_FIGURES,
+    "signals-unreadable": SIGNAL_FIGURES,
+}
 METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
