@@ -188,7 +188,7 @@ time.sleep(60)
 """
 
 
-def test_the_monitor_costs_under_one_percent_of_a_core_against_a_5000_thread_server():
+def test_the_monitor_runs_on_the_generators_cpus_and_accounts_its_own_cost_beside_5000_threads():
     server = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
@@ -206,10 +206,9 @@ def test_the_monitor_costs_under_one_percent_of_a_core_against_a_5000_thread_ser
     assert own["cpus"] == [int(generator_cpus)] and own["pin_error"] is None
     assert len(monitor.samples) >= 90 and monitor.samples[-1].threads >= 5001
     assert monitor.sockets["last"]["sockets"] == 1, "the listener, read through sock_diag"
-    # The 10 Hz sampler itself; its sock_diag reads and the window's two /proc passes are
-    # measured apart (they cost what the machine's socket table and process count make
-    # them), and the total is stored with them.
-    assert own["sampler_cpu_percent"] < 1.0
+    # The 10 Hz sampler itself, its sock_diag reads and the window's two /proc passes are
+    # measured apart, and the total is stored with them. How much they cost is a speed
+    # target, measured in bench/monitor-cost.py (make bench), never in a timed unit test.
     parts = ("sampler_cpu_percent", "sockets_cpu_percent", "window_cpu_percent")
     assert sum(own[p] for p in parts) == pytest.approx(own["cpu_percent"], abs=0.01)
 

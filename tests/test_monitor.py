@@ -36,13 +36,15 @@ def tree_cpu_seconds(pid: int) -> float:
 
 
 def integrated_cpu_seconds(samples, field: str) -> float:
-    """The CPU time the samples account for: percent x the time each one covers."""
+    """The CPU time the samples account for: percent x the time each one covers. A sample
+    without a value (the monitor reads a costly tree's CPU every few samples only) covers
+    nothing; the next valued sample's percent covers the time since the last value."""
     total, previous_t = 0.0, 0.0
     for sample in samples:
         value = getattr(sample, field)
         if value is not None:
             total += value / 100 * (sample.t - previous_t)
-        previous_t = sample.t
+            previous_t = sample.t
     return total
 
 
