@@ -109,7 +109,9 @@ def rerun_note(superseded: list[RecordedTest]) -> str:
     a core), ...); the first attempts are kept, marked superseded"; "" when none was."""
     if not superseded:
         return ""
-    reasons = sorted({f.text for t in superseded for f in validity_flags(t)} or {"no flag"})
+    # Only machine-busy makes serverlab run a repeat again; the test's other flags are not why.
+    busy = {f.text for t in superseded for f in validity_flags(t) if f.code == "machine-busy"}
+    reasons = sorted(busy or {"no flag"})
     noun = "repeat" if len(superseded) == 1 else "repeats"
     return (
         f"{len(superseded)} {noun} re-run ({'; '.join(reasons)}): the re-runs are in the "
