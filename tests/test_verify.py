@@ -75,11 +75,8 @@ FAULTS = [
             "push.fanout",
             "push.seq_continues",
             "push.emitter_replace",
-            "push.sent_stamps",
         },
     ),
-    # Stamped at the cycle's start, written 150 ms later: the clients' last arrival says so.
-    ("early_sent", "push.*", {"push.sent_stamps"}),
     (
         "accept_oversize",
         "*oversize*",
@@ -179,6 +176,9 @@ def test_an_unbuilt_contestant_is_not_started(contestants_dir):
     [
         ("header_400", "http.*", "http.oversize_header"),
         ("split_lines", "push.comet_stream", "push.comet_stream"),
+        # Stamped at the cycle's start, written 150 ms later: the clients' last arrival says
+        # so (a SHOULD in spec 3.x, so a warning).
+        ("early_sent", "push.sent_stamps", "push.sent_stamps"),
     ],
 )
 def test_should_level_problems_warn_without_failing(contestants_dir, fault, pattern, warned):
