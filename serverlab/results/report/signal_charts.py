@@ -85,16 +85,22 @@ def _signal_flags(tests: list[RecordedTest]):
     return [(test_label(t), f) for t in tests for f in validity_flags(t)]
 
 
-def emit_and_pauses(key: str, tests: list[RecordedTest]) -> Chart:
+def _overlaid(tests: list[RecordedTest], points_of, label: str, y2: bool) -> go.Figure:
+    """Each test's own series (`points_of`), with its runtime signals laid over it."""
     colours = contestant_colours(tests)
     fig = go.Figure()
     for test in tests:
         colour = colours[test.contestant]
-        cycles = emit_cycle_points(test)
-        if cycles[0]:
-            fig.add_trace(_trace(test, cycles, colour, "emit cycle, longest delivery (ms)"))
-        for trace in _signal_traces(test, colour, y2=False):
+        points = points_of(test)
+        if points[0]:
+            fig.add_trace(_trace(test, points, colour, label))
+        for trace in _signal_traces(test, colour, y2=y2):
             fig.add_trace(trace)
+    return fig
+
+
+def emit_and_pauses(key: str, tests: list[RecordedTest]) -> Chart:
+    fig = _overlaid(tests, emit_cycle_points, "emit cycle, longest delivery (ms)", y2=False)
     chart = Chart(
         key,
         "Emit duration and runtime pauses over time",
@@ -107,15 +113,7 @@ def emit_and_pauses(key: str, tests: list[RecordedTest]) -> Chart:
 
 
 def cpu_and_pauses(key: str, tests: list[RecordedTest]) -> Chart:
-    colours = contestant_colours(tests)
-    fig = go.Figure()
-    for test in tests:
-        colour = colours[test.contestant]
-        cpu = cpu_points(test)
-        if cpu[0]:
-            fig.add_trace(_trace(test, cpu, colour, "CPU %"))
-        for trace in _signal_traces(test, colour, y2=True):
-            fig.add_trace(trace)
+    fig = _overlaid(tests, cpu_points, "CPU %", y2=True)
     fig.update_layout(
         yaxis2={"title": "pause, delay (ms)", "overlaying": "y", "side": "right"},
     )
