@@ -118,6 +118,8 @@ def print_plan(planned: Planned) -> None:
         table.add_row(str(i), *(literal(cell) for cell in cells))
     out = terminal.console()
     out.print(table)
+    for reason in suite.left_out:
+        out.print(literal(f"left out: {reason}"))
     minutes = suite.estimated_seconds() / 60
     out.print(
         f"{len(suite.permutations)} permutations x {suite.repeats} repeats = "

@@ -16,11 +16,12 @@ REFERENCE_MANIFEST = f"""
 name = "reference"
 language = "python"
 architecture = "asyncio event loop"
-implements = ["perf", "files", "upload", "control", "push", "sse", "websocket", "syslog"]
+implements = ["perf", "files", "upload", "control", "push", "sse", "websocket", "syslog", \
+"syslog-parse"]
 version = "{sys.executable} --version"
 start = "{sys.executable} {REFERENCE_SERVER} --port {{port}} --syslog-port {{syslog_port}} \
 --docroot {{docroot}} --name {{name}} --fault {{fault}} --die-after {{die_after}} \
---host {{host}} --clock-skew-ms {{clock_skew_ms}}"
+--host {{host}} --clock-skew-ms {{clock_skew_ms}} --syslog-mode {{syslog_mode}}"
 ready = "/stats"
 ready_timeout_s = 15
 
@@ -29,6 +30,12 @@ default = "none"
 type = "word"
 words = {list(FAULTS)!r}
 help = "which rule of the spec to break (see tests/reference_server.py)"
+
+[tunables.syslog_mode]
+default = "count"
+type = "word"
+words = ["count", "parse"]
+help = "spec §7.1: count syslog messages, or parse each one too"
 
 [tunables.clock_skew_ms]
 default = "0"

@@ -25,6 +25,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 import h11
+import reference_syslog
 from reference_framing import Framer, FramingError
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
@@ -59,6 +60,7 @@ FAULTS = {
     "fanout_place": "every delivery says place 1",
     "accept_oversize": "JSON bodies over 64 KiB are accepted",
     "syslog_newline_only": "TCP syslog ignores octet counting",
+    "syslog_lax_parse": "syslog parse mode takes any message with a PRI as parsed",
     "no_seq": "deliveries leave out response.event.seq",
     "split_lines": "each comet line is written in two chunks",
     "header_400": "an oversize header section gets 400 instead of 431",
@@ -120,6 +122,10 @@ class Counters:
         self.requests_total = 0
         self.responses_total = self.responses_push = self.responses_timeouts = 0
         self.syslog_received = self.syslog_bytes = self.syslog_tcp = 0
+        # Spec §7.1, kept in parse mode only.
+        self.syslog_parse = dict.fromkeys(
+            ("parsed", "malformed", "rfc3164", "sd_elements", "msg_bytes"), 0
+        )
         self.sse = dict.fromkeys(
             ("total", "deliveries", "replayed", "gaps", "heartbeats", "timeouts"), 0
         )
@@ -983,8 +989,9 @@ class SyslogUdp(asyncio.DatagramProtocol):
 
 
 class ReferenceServer:
-    def __init__(self, name: str, docroot: Path, faults: set[str]):
+    def __init__(self, name: str, docroot: Path, faults: set[str], syslog_mode: str = "count"):
         self.counters = Counters(name)
+        self.syslog_mode = syslog_mode
         self.docroot = docroot
         self.faults = faults
         self.logging = False
@@ -996,6 +1003,22 @@ class ReferenceServer:
     def count_syslog(self, message: bytes) -> None:
         self.counters.syslog_received += 1
         self.counters.syslog_bytes += len(message)
+        if self.syslog_mode == "parse":
+            self.parse_syslog(message)
+
+    def parse_syslog(self, message: bytes) -> None:
+        counts = self.counters.syslog_parse
+        parsed = reference_syslog.parse(message)
+        if parsed is None and self.has_fault("syslog_lax_parse") and message.startswith(b"<"):
+            # What a server that only looks for a PRI would count: every message parsed.
+            parsed = reference_syslog.Parsed(0, None, None, None, None, None, 0, b"")
+        if parsed is None:
+            counts["malformed"] += 1
+            return
+        counts["parsed"] += 1
+        counts["rfc3164"] += parsed.rfc3164
+        counts["sd_elements"] += parsed.sd_elements
+        counts["msg_bytes"] += len(parsed.msg)
 
     def stats_document(self) -> dict:
         c = self.counters
@@ -1017,6 +1040,8 @@ class ReferenceServer:
                 "received": c.syslog_received,
                 "bytes": c.syslog_bytes,
                 "tcp_connections": c.syslog_tcp,
+                "mode": self.syslog_mode,
+                **c.syslog_parse,
             },
             "sse": {"open": self.open_count("sse"), **c.sse},
             "websocket": {**c.ws, "subscribers": self.open_count("websocket")},
@@ -1051,6 +1076,7 @@ def main() -> None:
     parser.add_argument("--name", default="reference")
     parser.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS))
     parser.add_argument("--crash-at-start", action="store_true")
+    parser.add_argument("--syslog-mode", choices=("count", "parse"), default="count")
     parser.add_argument("--host", default=LOOPBACK, help="an address to listen on besides loopback")
     parser.add_argument(
         "--clock-skew-ms", type=int, default=0, help="state every time this far off (ms)"
@@ -1069,7 +1095,8 @@ def main() -> None:
         sys.exit(7)
     global CLOCK_SKEW_MS
     CLOCK_SKEW_MS = args.clock_skew_ms
-    server = ReferenceServer(args.name, args.docroot, set(args.fault) - {"none"})
+    faults = set(args.fault) - {"none"}
+    server = ReferenceServer(args.name, args.docroot, faults, args.syslog_mode)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.run(args.port, args.syslog_port, args.host))
 

@@ -87,6 +87,18 @@ FAULTS = [
         "syslog.*",
         {"syslog.tcp_octet_counting", "syslog.tcp_mixed", "syslog.tcp_split_octet"},
     ),
+    (
+        "syslog_lax_parse",
+        "syslog*",
+        {
+            "syslog-parse.bom_bad_utf8",
+            "syslog-parse.truncated",
+            "syslog-parse.bad_header",
+            "syslog-parse.bad_pri",
+            "syslog-parse.rfc3164_malformed",
+            "syslog-parse.newline_framed_mix",
+        },
+    ),
     ("sse_no_id", "sse.*", {"sse.stream", "sse.replay", "sse.replay_composite", "sse.gap"}),
     ("sse_no_replay", "sse.*", {"sse.replay", "sse.replay_composite", "sse.gap"}),
     ("sse_no_heartbeat", "sse.*", {"sse.heartbeat"}),
@@ -123,6 +135,17 @@ def test_each_fault_fails_exactly_its_cases(contestants_dir, fault, pattern, exp
     assert len(report.results) > len(expected), "the other cases of the part ran and passed"
     assert failed(report) == expected
     assert not report.ok
+
+
+def test_a_syslog_server_started_counting_fails_every_parse_case(contestants_dir):
+    report = verify_contestant(
+        find("reference"), pattern="syslog*", settings={"syslog_mode": "count"}, give_up_s=1.0
+    )
+    parse_cases = {case.id for case in load_cases() if case.part == "syslog-parse"}
+    assert len(parse_cases) >= 8
+    assert failed(report) == parse_cases
+    reasons = {r.reason for r in report.results if r.case_id in parse_cases}
+    assert reasons == {'/stats syslog.mode is not "parse" (verify starts syslog_mode=parse)'}
 
 
 def test_places_per_worker_pass_where_stats_say_so(contestants_dir):

@@ -10,7 +10,8 @@ const SERVER_NAME = 'node-http';
 
 const USAGE =
   'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
-  '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH]';
+  '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH] ' +
+  '[--syslog-mode count|parse]';
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -24,6 +25,7 @@ function parseOptions(argv) {
       backlog: { type: 'string', default: '4096' },
       workers: { type: 'string', default: '1' },
       'signals-file': { type: 'string' },
+      'syslog-mode': { type: 'string', default: 'count' },
     },
   });
   const port = Number(values.port);
@@ -41,9 +43,15 @@ function parseOptions(argv) {
   if (!(Number.isInteger(backlog) && backlog > 0)) throw new Error('--backlog must be positive');
   if (!(Number.isInteger(workers) && workers > 0)) throw new Error('--workers must be positive');
   if (!isAddress(values.host)) throw new Error('--host must be an IP address');
+  const syslogMode = values['syslog-mode'];
+  if (syslogMode !== 'count' && syslogMode !== 'parse') {
+    throw new Error('--syslog-mode must be count or parse');
+  }
   const { docroot, host } = values;
   const signalsFile = values['signals-file'];
-  return { port, syslogPort, docroot, host, maxHeaderKb, backlog, workers, signalsFile };
+  return {
+    port, syslogPort, docroot, host, maxHeaderKb, backlog, workers, signalsFile, syslogMode,
+  };
 }
 
 // workers = 1 is the plain one-process server: no cluster, nothing relayed.
@@ -61,6 +69,7 @@ async function main() {
     process.exit(2);
   }
   for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0));
+  require('./lib/stats').settings.syslogMode = options.syslogMode;
   // Every process (a cluster's primary and workers alike) writes its own lines, with its pid.
   if (options.signalsFile) require('./lib/signals').startSignals(options.signalsFile);
   if (options.workers === 1) await runAlone(options);

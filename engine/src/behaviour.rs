@@ -15,6 +15,7 @@ pub(crate) use crate::plain::Plain;
 use crate::plan::{SyslogFraming, ValidPlan};
 use crate::shared::WorkerCtx;
 use crate::stats::{Counters, ErrorKind};
+use crate::syslogmsg::Composer;
 
 pub(crate) trait Behaviour {
     /// What one client keeps from one exchange to the next (buffers, a long poll's sequence
@@ -467,10 +468,11 @@ impl Behaviour for SlowUpload {
     }
 }
 
-/// Numbered syslog messages over TCP (a batch per exchange) or UDP (a datagram each).
+/// Numbered syslog messages over TCP (a batch per exchange) or UDP (a datagram each),
+/// composed as realistic RFC 5424 messages (`crate::syslogmsg`).
 pub(crate) struct Syslog {
     framing: SyslogFraming,
-    message_bytes: usize,
+    composer: Composer,
     batch: u64,
     udp: bool,
     timeout: Duration,
@@ -486,25 +488,25 @@ impl Syslog {
     ) -> Syslog {
         Syslog {
             framing,
-            message_bytes,
+            composer: Composer::new(message_bytes),
             batch,
             udp,
             timeout: Duration::from_millis(plan.plan.timeout_ms),
         }
     }
 
-    /// Appends one framed message numbered `seq`, padded to exactly `message_bytes`.
-    pub fn frame(&self, out: &mut Vec<u8>, seq: u64) {
+    /// Appends message `seq`, framed: octet counting needs its length first, so it is
+    /// composed in `scratch` and copied.
+    pub fn frame(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>, seq: u64, timestamp: &str) {
         if self.framing == SyslogFraming::Octet {
-            let _ = write!(out, "{} ", self.message_bytes);
+            scratch.clear();
+            self.composer.compose(scratch, seq, timestamp);
+            let _ = write!(out, "{} ", scratch.len());
+            out.extend_from_slice(scratch);
+            return;
         }
-        let start = out.len();
-        let _ = write!(out, "<14>1 - serverlab-load load - - - seq={seq:012} ");
-        let pad = self.message_bytes.saturating_sub(out.len() - start);
-        out.extend_from_slice(&FILLER[..pad]);
-        if self.framing == SyslogFraming::Newline {
-            out.push(b'\n');
-        }
+        self.composer.compose(out, seq, timestamp);
+        out.push(b'\n');
     }
 
     async fn send_udp(
@@ -525,14 +527,14 @@ impl Syslog {
             state.udp = Some(socket);
         }
         let socket = state.udp.as_ref().ok_or(ErrorKind::Other)?;
-        let datagram = &mut state.bytes;
+        let timestamp = Composer::timestamp();
         for seq in first..first + units {
-            datagram.clear();
-            self.frame(datagram, seq);
-            if let Err(e) = socket.send(datagram).await {
+            state.bytes.clear();
+            self.composer.compose(&mut state.bytes, seq, &timestamp);
+            if let Err(e) = socket.send(&state.bytes).await {
                 return Err(ErrorKind::from_connect(&e));
             }
-            c.ledger().wrote(datagram.len());
+            c.ledger().wrote(state.bytes.len());
         }
         Ok(())
     }
@@ -544,6 +546,7 @@ impl Syslog {
 pub(crate) struct SyslogState {
     udp: Option<tokio::net::UdpSocket>,
     bytes: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 impl Behaviour for Syslog {
@@ -573,12 +576,12 @@ impl Behaviour for Syslog {
             return self.send_udp(c, state, first, units).await;
         }
         c.ensure_conn().await?;
-        let batch = &mut state.bytes;
-        batch.clear();
+        let timestamp = Composer::timestamp();
+        state.bytes.clear();
         for seq in first..first + units {
-            self.frame(batch, seq);
+            self.frame(&mut state.bytes, &mut state.scratch, seq, &timestamp);
         }
-        c.send(batch).await
+        c.send(&state.bytes).await
     }
 }
 

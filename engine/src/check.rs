@@ -166,6 +166,11 @@ mod tests {
                 r#""duration_s": 1, "behaviour": {"kind": "syslog", "transport": "sctp"}"#,
                 "behaviour",
             ),
+            // Issue 21: syslog's framing is `syslog_framing`, apart from HTTP's.
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "syslog", "framing": "octet"}"#,
+                "behaviour",
+            ),
             (
                 r#""duration_s": 1, "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 5}, "paths": [{"path": "/a", "weight": 1}]"#,
                 "paths",

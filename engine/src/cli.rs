@@ -154,10 +154,10 @@ pub struct Args {
     /// Syslog flood over tcp or udp
     #[arg(long, value_parser = ["tcp", "udp"])]
     pub syslog: Option<String>,
-    /// Syslog TCP framing
+    /// Syslog TCP framing (RFC 6587)
     #[arg(long, value_parser = ["newline", "octet"], requires = "syslog")]
-    pub framing: Option<String>,
-    /// Syslog message size in bytes
+    pub syslog_framing: Option<String>,
+    /// Syslog mean message size in bytes (each message's shape varies it)
     #[arg(long, requires = "syslog")]
     pub message_bytes: Option<usize>,
 }
@@ -377,11 +377,11 @@ impl Args {
                 } else {
                     SyslogTransport::Tcp
                 },
-                framing: match self.framing.as_deref() {
+                syslog_framing: match self.syslog_framing.as_deref() {
                     Some("octet") => SyslogFraming::Octet,
                     _ => SyslogFraming::Newline,
                 },
-                message_bytes: self.message_bytes.unwrap_or(100),
+                message_bytes: self.message_bytes.unwrap_or_else(crate::plan::default_message_bytes),
                 seq_start: crate::plan::default_seq_start(),
             });
         }

@@ -22,6 +22,7 @@ mod spin;
 mod sse;
 mod stamps;
 pub mod stats;
+mod syslogmsg;
 pub mod system;
 pub mod target;
 mod uring;

@@ -133,7 +133,7 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) -> Instant {
         }
         BehaviourSpec::Syslog {
             transport,
-            framing,
+            syslog_framing,
             message_bytes,
             ..
         } => {
@@ -143,7 +143,7 @@ async fn drive(index: usize, ctx: Rc<WorkerCtx>) -> Instant {
                 SYSLOG_BATCH
             };
             let udp = *transport == SyslogTransport::Udp;
-            let syslog = Syslog::new(plan, *framing, *message_bytes, udp, batch);
+            let syslog = Syslog::new(plan, *syslog_framing, *message_bytes, udp, batch);
             drive_with(index, &ctx, syslog).await
         }
     }

@@ -64,9 +64,10 @@ fn count_frames(data: &[u8]) -> (u64, Vec<u64>) {
             msg = &rest[..nl];
             rest = &rest[nl + 1..];
         }
-        let text = std::str::from_utf8(msg).unwrap();
-        let seq = text.split("seq=").nth(1).unwrap()[..12].parse().unwrap();
-        assert_eq!(msg.len(), 120, "every message is padded to message_bytes");
+        let text = std::str::from_utf8(msg).expect("every message is UTF-8");
+        assert!(text.starts_with('<') && !text.contains('\n'), "{text}");
+        let after = text.split("[meta sequenceId=\"").nth(1).unwrap();
+        let seq = after[..after.find('"').unwrap()].parse().unwrap();
         seqs.push(seq);
         count += 1;
     }
@@ -84,7 +85,7 @@ fn syslog_tcp_run(framing: &str, seq_start: Option<u64>) {
             let _ = tx.send(all);
         }
     });
-    let mut behaviour = json!({"kind": "syslog", "framing": framing, "message_bytes": 120});
+    let mut behaviour = json!({"kind": "syslog", "syslog_framing": framing, "message_bytes": 120});
     if let Some(first) = seq_start {
         behaviour["seq_start"] = first.into();
     }
@@ -132,7 +133,7 @@ fn syslog_udp_sends_numbered_datagrams() {
         .unwrap();
     let addr = socket.local_addr().unwrap();
     let receiver = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
+        let mut buf = [0u8; 4096];
         let mut seqs = Vec::new();
         while let Ok(n) = socket.recv(&mut buf) {
             let (count, mut s) = count_frames(&buf[..n]);

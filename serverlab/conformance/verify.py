@@ -20,7 +20,7 @@ from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.exchange import run_steps
 from serverlab.conformance.fixtures import make_docroot
 from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, CaseResult, Outcome
-from serverlab.contestant.manifest import Manifest
+from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
 
 # A server's odd answer can break a check's reading of it; that is the server's FAIL.
@@ -82,6 +82,9 @@ def verify_contestant(
     if report.error:
         return report
     cases = select(all_cases, manifest.parts(), pattern)
+    if "syslog-parse" in manifest.implements:
+        # Spec §7.1: parse mode counts everything count mode does, and parses too.
+        settings = {SYSLOG_MODE: "parse", **(settings or {})}
     with tempfile.TemporaryDirectory(
         prefix=f"verify-{manifest.name}-", dir=scratch.own_folder()
     ) as base:

@@ -19,14 +19,29 @@ from serverlab.contestant.placeholders import (
 from serverlab.contestant.tunables import SIZE_WRITES, TYPES, Tunable, TunableValueError, size_bytes
 
 MANIFEST_FILE = "contestant.toml"
-SPEC_PARTS = ("http", "perf", "files", "upload", "control", "push", "sse", "websocket", "syslog")
+SPEC_PARTS = (
+    "http",
+    "perf",
+    "files",
+    "upload",
+    "control",
+    "push",
+    "sse",
+    "websocket",
+    "syslog",
+    "syslog-parse",
+)
 HTTP_PARTS = frozenset(SPEC_PARTS) - {"syslog"}
 # Server push over SSE and WebSocket uses the emitters and counters of `push` and `control`.
 PART_NEEDS = {
     "push": ("control",),
     "sse": ("control", "push"),
     "websocket": ("control", "push"),
+    "syslog-parse": ("syslog", "control"),
 }
+# Spec §7.1: a syslog-parse server is started counting or parsing by this tunable.
+SYSLOG_MODE = "syslog_mode"
+SYSLOG_MODES = ("count", "parse")
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9_]+$")
 
@@ -251,8 +266,21 @@ def _check_parts(manifest: Manifest, fail) -> None:
         raise fail("start", "implements 'syslog' but does not use {syslog_port}")
     if "syslog" in parts and "control" not in parts and not manifest.syslog_count:
         raise fail("syslog_count", "a syslog server without 'control' needs a syslog_count")
+    if "syslog-parse" in parts:
+        _check_syslog_mode(manifest, fail)
     if manifest.speaks_http and "{port}" not in manifest.start:
         raise fail("start", "an HTTP server's start command must use {port}")
+
+
+def _check_syslog_mode(manifest: Manifest, fail) -> None:
+    """Spec §7.1: the mode is a start argument, the tunable `syslog_mode`."""
+    tunable = manifest.tunables.get(SYSLOG_MODE)
+    if tunable is None or f"{{{SYSLOG_MODE}}}" not in manifest.start:
+        raise fail("start", "implements 'syslog-parse' but does not pass {syslog_mode}")
+    if tunable.type != "word" or set(tunable.words) != set(SYSLOG_MODES):
+        raise fail(f"tunables.{SYSLOG_MODE}", 'expected type "word", words ["count", "parse"]')
+    if tunable.default != "count":
+        raise fail(f"tunables.{SYSLOG_MODE}", 'expected default "count" (spec §7.1)')
 
 
 def _check_commands(manifest: Manifest, fail) -> None:

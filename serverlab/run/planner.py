@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from serverlab.base import spec
-from serverlab.contestant.manifest import Manifest
+from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite, emit_window_s
 from serverlab.run.testplan import (
     ENGINE_GRACE_S,
@@ -47,7 +47,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         scenario=perm.scenario,
         contestant=perm.contestant,
         params=dict(p),
-        tunables=dict(perm.tunables),
+        tunables=_tunables(perm, manifest),
         measured=engine_plan(p),
         server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p) + ENGINE_GRACE_S,
@@ -68,6 +68,15 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
             spec_major=spec.spec_major() if controlled else None,
         ),
     )
+
+
+def _tunables(perm: Permutation, manifest: Manifest) -> dict[str, str]:
+    """The server's settings; a syslog-parse server gets the test's mode (spec §7.1) as its
+    `syslog_mode` tunable, so that counted and parsed runs start the same binary alike."""
+    tunables = dict(perm.tunables)
+    if "syslog_mode" in perm.params and "syslog-parse" in manifest.implements:
+        tunables[SYSLOG_MODE] = perm.params["syslog_mode"]
+    return tunables
 
 
 def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
@@ -154,7 +163,7 @@ BEHAVIOUR_KEYS = {
     "upload_bytes": "bytes",
     "upload_rate_bps": "bytes_per_s",
     "syslog_transport": "transport",
-    "syslog_framing": "framing",
+    "syslog_framing": "syslog_framing",
     "heartbeat_ms": "heartbeat_ms",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.

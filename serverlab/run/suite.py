@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serverlab.base import tomltext
+from serverlab.contestant.manifest import SYSLOG_MODES
 from serverlab.contestant.tunables import TunableValueError
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "syslog_messages": ((int,), True),
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),
+    "syslog_mode": ((str,), True),
     "files": ((str,), True),
     "link": ((str,), True),
     "priming_runs": ((int,), False),
@@ -163,6 +165,9 @@ class Suite:
     links: dict[str, dict[str, float]] = field(default_factory=dict)
     filesets: dict[str, dict[str, Any]] = field(default_factory=dict)
     permutations: list[Permutation] = field(default_factory=list)
+    # Tests the matrix names but a contestant cannot run, each with the reason (a parsed
+    # syslog flood for a server without `syslog-parse`); the dry run lists them.
+    left_out: list[str] = field(default_factory=list)
     # Where each scenario stands in the file, for errors found after loading.
     lines: _Lines | None = field(default=None, repr=False)
     scenario_index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -581,6 +586,8 @@ class _ScenarioContext:
             for written in _product(dims):
                 params = _scaled(written, self.suite.scale, self.suite.count_scale)
                 self._check_combination(params)
+                if self._cannot_run(scenario["name"], contestant, params):
+                    continue
                 for tuned in _product(self._tunable_dims(tunables, contestant)):
                     yield Permutation(scenario["name"], contestant, params, tuned), written
 
@@ -675,12 +682,25 @@ class _ScenarioContext:
             raise self.fail("emit_interval_ms", "emit_interval_ms only applies to push behaviours")
         if p.get("server_cpus", 1) < 1:
             raise self.fail("server_cpus", "server_cpus must be at least 1")
-        if "syslog_messages" in p and p["behaviour"] != "syslog":
-            raise self.fail(
-                "syslog_messages", "syslog_messages only applies to the syslog behaviour"
-            )
+        for key in ("syslog_messages", "syslog_mode"):
+            if key in p and p["behaviour"] != "syslog":
+                raise self.fail(key, f"{key} only applies to the syslog behaviour")
+        if p.get("syslog_mode", "count") not in SYSLOG_MODES:
+            raise self.fail("syslog_mode", 'syslog_mode is "count" or "parse" (spec §7.1)')
         self._check_named(p, "link", self.suite.links)
         self._check_named(p, "files", self.suite.filesets)
+
+    def _cannot_run(self, scenario: str, contestant: str, p: dict) -> bool:
+        """A parsed flood for a contestant without `syslog-parse` is left out, and said."""
+        manifest = (self.known or {}).get(contestant)
+        if p.get("syslog_mode") != "parse" or manifest is None:
+            return False
+        if "syslog-parse" in manifest.implements:
+            return False
+        why = f"{scenario} x {contestant}: syslog_mode=parse, and it does not implement syslog-parse"
+        if why not in self.suite.left_out:
+            self.suite.left_out.append(why)
+        return True
 
     def _check_named(self, p: dict, key: str, tables: dict) -> None:
         if key in p and p[key] not in tables:

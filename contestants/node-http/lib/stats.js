@@ -1,7 +1,9 @@
 'use strict';
 // Counters behind GET /stats (spec §5). Plain numeric fields: the hot path only does `++`.
 
-const SPEC_VERSION = '3.0';
+const SPEC_VERSION = '3.1';
+// How syslog messages are taken (spec §7.1): 'count' or 'parse', fixed at start.
+const settings = { syslogMode: 'count' };
 
 const counters = {
   startedAt: Date.now(),
@@ -16,6 +18,11 @@ const counters = {
   syslogReceived: 0,
   syslogBytes: 0,
   syslogTcpConnections: 0,
+  syslogParsed: 0,
+  syslogMalformed: 0,
+  syslogRfc3164: 0,
+  syslogSdElements: 0,
+  syslogMsgBytes: 0,
   sse: { total: 0, deliveries: 0, replayed: 0, gaps: 0, heartbeats: 0, timeouts: 0 },
   ws: { open: 0, total: 0, deliveries: 0, echoes: 0, publishes: 0 },
 };
@@ -50,6 +57,12 @@ function snapshot(serverName, events, counts = counters, startedAt = counters.st
       received: counts.syslogReceived,
       bytes: counts.syslogBytes,
       tcp_connections: counts.syslogTcpConnections,
+      mode: settings.syslogMode,
+      parsed: counts.syslogParsed,
+      malformed: counts.syslogMalformed,
+      rfc3164: counts.syslogRfc3164,
+      sd_elements: counts.syslogSdElements,
+      msg_bytes: counts.syslogMsgBytes,
     },
     sse: { open: counts.open.sse, ...counts.sse },
     websocket: { ...counts.ws, subscribers: counts.open.websocket },
@@ -66,4 +79,4 @@ function addCounts(sum, part) {
   return sum;
 }
 
-module.exports = { counters, trackConnections, snapshot, addCounts };
+module.exports = { counters, settings, trackConnections, snapshot, addCounts };

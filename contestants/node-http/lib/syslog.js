@@ -1,10 +1,12 @@
 'use strict';
 // Syslog listener (spec §7): TCP with per-message octet-counting or newline framing, and
-// UDP one message per datagram. Messages are counted, never parsed or buffered.
+// UDP one message per datagram. In count mode messages are counted, never buffered; in parse
+// mode (spec §7.1, --syslog-mode parse) each one is also gathered and parsed.
 
 const net = require('net');
 const dgram = require('dgram');
-const { counters } = require('./stats');
+const { counters, settings } = require('./stats');
+const { parse } = require('./syslogparse');
 
 const NEWLINE = 0x0a;
 const SPACE = 0x20;
@@ -25,10 +27,24 @@ function countMessage(length) {
   counters.syslogBytes += length;
 }
 
-// Frames one TCP stream; only lengths are tracked, so a message split across segments
-// costs nothing to reassemble.
+function parseMessage(message) {
+  const fields = parse(message);
+  if (fields === null) {
+    counters.syslogMalformed++;
+    return;
+  }
+  counters.syslogParsed++;
+  if (fields.rfc3164) counters.syslogRfc3164++;
+  counters.syslogSdElements += fields.sdElements;
+  counters.syslogMsgBytes += fields.msg.length;
+}
+
+// Frames one TCP stream. Counting tracks only lengths, so a message split across segments
+// costs nothing to reassemble; parsing (onMessage) gathers the message's pieces.
 class SyslogFramer {
-  constructor() {
+  constructor(onMessage = null) {
+    this.onMessage = onMessage;
+    this.pieces = [];
     this.state = FRAME_START;
     this.octetLength = 0;
     this.remaining = 0;
@@ -68,27 +84,37 @@ class SyslogFramer {
     // Not "MSG-LEN SP": the digits read so far were the start of a newline-framed message.
     this.state = LINE;
     this.lineLength = this.digits;
+    // The digits, without a leading zero, are exactly the number they made.
+    if (this.onMessage) this.pieces.push(Buffer.from(String(this.octetLength)));
     return pos;
   }
 
   readBody(chunk, pos) {
     const take = Math.min(this.remaining, chunk.length - pos);
     this.remaining -= take;
+    if (this.onMessage) this.pieces.push(chunk.subarray(pos, pos + take));
     if (this.remaining === 0) {
-      countMessage(this.octetLength);
+      this.complete(this.octetLength);
       this.state = FRAME_START;
     }
     return pos + take;
   }
 
+  complete(length) {
+    countMessage(length);
+    if (!this.onMessage) return;
+    const pieces = this.pieces;
+    this.pieces = [];
+    this.onMessage(pieces.length === 1 ? pieces[0] : Buffer.concat(pieces, length));
+  }
+
   readLine(chunk, pos) {
     const end = chunk.indexOf(NEWLINE, pos);
-    if (end === -1) {
-      this.lineLength += chunk.length - pos;
-      return chunk.length;
-    }
-    this.lineLength += end - pos;
-    if (this.lineLength > 0) countMessage(this.lineLength);
+    const stop = end === -1 ? chunk.length : end;
+    this.lineLength += stop - pos;
+    if (this.onMessage && stop > pos) this.pieces.push(chunk.subarray(pos, stop));
+    if (end === -1) return chunk.length;
+    if (this.lineLength > 0) this.complete(this.lineLength);
     this.state = FRAME_START;
     return end + 1;
   }
@@ -96,7 +122,7 @@ class SyslogFramer {
 
 function onTcpConnection(socket) {
   counters.syslogTcpConnections++;
-  const framer = new SyslogFramer();
+  const framer = new SyslogFramer(settings.syslogMode === 'parse' ? parseMessage : null);
   socket.on('data', (chunk) => framer.push(chunk));
   // A peer resetting the connection only loses its incomplete message.
   socket.on('error', () => socket.destroy());
@@ -106,7 +132,9 @@ function onDatagram(message) {
   const length = message.length > 0 && message[message.length - 1] === NEWLINE
     ? message.length - 1
     : message.length;
-  if (length > 0) countMessage(length);
+  if (length === 0) return;
+  countMessage(length);
+  if (settings.syslogMode === 'parse') parseMessage(message.subarray(0, length));
 }
 
 function listen(target, port, host) {

@@ -9,7 +9,7 @@ mod types;
 mod validate;
 
 pub use error::PlanError;
-pub(crate) use types::default_seq_start;
+pub(crate) use types::{default_message_bytes, default_seq_start};
 pub use types::{
     BehaviourSpec, IoBackend, PacerSpec, Plan, Publish, ReadPace, SyslogFraming, SyslogTransport,
     WaitMode, WeightedPath,

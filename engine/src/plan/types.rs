@@ -309,8 +309,10 @@ pub enum BehaviourSpec {
     Syslog {
         #[serde(default)]
         transport: SyslogTransport,
+        /// TCP framing (RFC 6587); named apart from HTTP's message framing (issue 21).
         #[serde(default)]
-        framing: SyslogFraming,
+        syslog_framing: SyslogFraming,
+        /// The mean message size: each message's shape scales it (`crate::syslogmsg`).
         #[serde(default = "default_message_bytes")]
         message_bytes: usize,
         #[serde(default = "default_seq_start")]
@@ -340,8 +342,8 @@ impl Default for BehaviourSpec {
 fn default_rcvbuf() -> u32 {
     4096
 }
-fn default_message_bytes() -> usize {
-    100
+pub(crate) fn default_message_bytes() -> usize {
+    200
 }
 pub(crate) fn default_seq_start() -> u64 {
     1

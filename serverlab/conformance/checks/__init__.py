@@ -12,6 +12,7 @@ from serverlab.conformance.checks import (
     sse,
     stamps,
     syslog,
+    syslogparse,
     websocket,
 )
 
@@ -25,4 +26,5 @@ CHECKS = {
     **sse.CHECKS,
     **websocket.CHECKS,
     **syslog.CHECKS,
+    **syslogparse.CHECKS,
 }
