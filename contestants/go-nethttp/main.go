@@ -27,11 +27,16 @@ func main() {
 	gomaxprocs := flag.Int("gomaxprocs", 0, "GOMAXPROCS; 0 keeps the runtime's choice")
 	version := flag.Bool("version", false, "print versions and exit")
 	signalsFile := flag.String("signals-file", "", "append runtime signals (GC pauses, heap, scheduling latency) to this file as JSON lines; empty = none")
+	syslogMode := flag.String("syslog-mode", "count", "count syslog messages, or parse each one too (spec §7.1): count or parse")
 	flag.Parse()
 
 	if *version {
 		fmt.Printf("%s %s/%s net/http (standard library)\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return
+	}
+	if *syslogMode != "count" && *syslogMode != "parse" {
+		fmt.Fprintln(os.Stderr, "go-nethttp: -syslog-mode must be count or parse")
+		os.Exit(2)
 	}
 	if *gomaxprocs > 0 {
 		runtime.GOMAXPROCS(*gomaxprocs)
@@ -39,7 +44,7 @@ func main() {
 	if err := startSignals(*signalsFile); err != nil {
 		log.Fatal(err)
 	}
-	if err := run(addresses(*host), *port, *syslogPort, *docroot); err != nil {
+	if err := run(addresses(*host), *port, *syslogPort, *docroot, *syslogMode); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -54,11 +59,13 @@ func addresses(host string) []string {
 	return []string{loopback, host}
 }
 
-func run(hosts []string, port, syslogPort int, docroot string) error {
+func run(hosts []string, port, syslogPort int, docroot, syslogMode string) error {
 	srv, err := newServer(docroot)
 	if err != nil {
 		return err
 	}
+	srv.stats.syslog.mode = syslogMode
+	srv.syslog.parse = syslogMode == "parse"
 	if syslogPort != 0 {
 		for _, host := range hosts {
 			if err := srv.syslog.listen(net.JoinHostPort(host, strconv.Itoa(syslogPort))); err != nil {

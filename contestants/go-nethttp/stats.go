@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-const specVersion = "3.0"
+const specVersion = "3.1"
 
 // stats holds the counters of GET /stats; all are atomics so that no request takes a lock
 // to count itself.
@@ -40,10 +40,18 @@ type syslogCounters struct {
 	received       atomic.Int64
 	bytes          atomic.Int64
 	tcpConnections atomic.Int64
+	mode           string // spec §7.1: "count" or "parse", fixed at start
+	parsed         atomic.Int64
+	malformed      atomic.Int64
+	rfc3164        atomic.Int64
+	sdElements     atomic.Int64
+	msgBytes       atomic.Int64
 }
 
 func newStats() *stats {
-	return &stats{started: time.Now()}
+	st := &stats{started: time.Now()}
+	st.syslog.mode = "count"
+	return st
 }
 
 // trackConn is the http.Server's ConnState hook.
@@ -119,9 +127,15 @@ type eventReport struct {
 }
 
 type syslogReport struct {
-	Received       int64 `json:"received"`
-	Bytes          int64 `json:"bytes"`
-	TCPConnections int64 `json:"tcp_connections"`
+	Received       int64  `json:"received"`
+	Bytes          int64  `json:"bytes"`
+	TCPConnections int64  `json:"tcp_connections"`
+	Mode           string `json:"mode"`
+	Parsed         int64  `json:"parsed"`
+	Malformed      int64  `json:"malformed"`
+	RFC3164        int64  `json:"rfc3164"`
+	SDElements     int64  `json:"sd_elements"`
+	MsgBytes       int64  `json:"msg_bytes"`
 }
 
 func (s *server) serveStats(w http.ResponseWriter) {
@@ -142,6 +156,12 @@ func (s *server) serveStats(w http.ResponseWriter) {
 			Received:       st.syslog.received.Load(),
 			Bytes:          st.syslog.bytes.Load(),
 			TCPConnections: st.syslog.tcpConnections.Load(),
+			Mode:           st.syslog.mode,
+			Parsed:         st.syslog.parsed.Load(),
+			Malformed:      st.syslog.malformed.Load(),
+			RFC3164:        st.syslog.rfc3164.Load(),
+			SDElements:     st.syslog.sdElements.Load(),
+			MsgBytes:       st.syslog.msgBytes.Load(),
 		},
 		SSE: sseReport{
 			Open:       st.sse.open.Load(),

@@ -8,12 +8,15 @@ import (
 	"log"
 	"net"
 	"runtime"
+	"strconv"
 )
 
 // syslogListener counts syslog messages (spec §7) on TCP, a goroutine per connection like
-// the HTTP side, and on UDP with one reader goroutine per processor.
+// the HTTP side, and on UDP with one reader goroutine per processor; in parse mode (spec
+// §7.1, -syslog-mode parse) it parses each one too (syslogparse.go).
 type syslogListener struct {
 	counters *syslogCounters
+	parse    bool
 }
 
 const (
@@ -66,10 +69,15 @@ func (sl *syslogListener) readUDP(conn net.PacketConn) {
 			log.Printf("syslog: udp: %v", err)
 			return
 		}
-		size := len(bytes.TrimSuffix(buffer[:n], []byte{'\n'}))
-		if size > 0 {
+		message := bytes.TrimSuffix(buffer[:n], []byte{'\n'})
+		if len(message) > 0 {
+			var tally parseTally
+			if sl.parse {
+				tally.add(message)
+			}
 			sl.counters.received.Add(1)
-			sl.counters.bytes.Add(int64(size))
+			sl.counters.bytes.Add(int64(len(message)))
+			tally.publish(sl.counters)
 		}
 	}
 }
@@ -79,6 +87,10 @@ func (sl *syslogListener) serveTCP(conn net.Conn) {
 	source := &publishingReader{conn: conn, counters: sl.counters}
 	defer source.publish()
 	reader := bufio.NewReaderSize(source, syslogReadBuffer)
+	if sl.parse {
+		sl.parseTCP(reader, source)
+		return
+	}
 	for {
 		size, err := readFrame(reader)
 		if err != nil {
@@ -98,6 +110,7 @@ type publishingReader struct {
 	conn            net.Conn
 	counters        *syslogCounters
 	messages, bytes int64
+	tally           parseTally
 }
 
 func (p *publishingReader) Read(buffer []byte) (int, error) {
@@ -107,9 +120,123 @@ func (p *publishingReader) Read(buffer []byte) (int, error) {
 
 func (p *publishingReader) publish() {
 	if p.messages > 0 {
+		p.tally.publish(p.counters)
 		p.counters.received.Add(p.messages)
 		p.counters.bytes.Add(p.bytes)
 		p.messages, p.bytes = 0, 0
+	}
+}
+
+// parseTCP is serveTCP in parse mode: each whole message is read and parsed.
+func (sl *syslogListener) parseTCP(reader *bufio.Reader, source *publishingReader) {
+	var long []byte
+	for {
+		message, err := readMessage(reader, &long)
+		if err != nil {
+			return
+		}
+		if len(message) > 0 {
+			source.tally.add(message)
+			source.messages++
+			source.bytes += int64(len(message))
+		}
+	}
+}
+
+// parseTally is a connection's parse counts (spec §7.1), published with its messages.
+type parseTally struct {
+	parsed, malformed, rfc3164, sdElements, msgBytes int64
+	message                                          syslogMessage
+}
+
+func (t *parseTally) add(message []byte) {
+	if !parseSyslog(message, &t.message) {
+		t.malformed++
+		return
+	}
+	t.parsed++
+	if t.message.rfc3164 {
+		t.rfc3164++
+	}
+	t.sdElements += int64(t.message.sdElements)
+	t.msgBytes += int64(len(t.message.msg))
+}
+
+func (t *parseTally) publish(c *syslogCounters) {
+	if t.parsed+t.malformed == 0 {
+		return
+	}
+	c.parsed.Add(t.parsed)
+	c.malformed.Add(t.malformed)
+	c.rfc3164.Add(t.rfc3164)
+	c.sdElements.Add(t.sdElements)
+	c.msgBytes.Add(t.msgBytes)
+	t.parsed, t.malformed, t.rfc3164, t.sdElements, t.msgBytes = 0, 0, 0, 0, 0
+}
+
+// readMessage is readFrame that keeps the message: a slice of the reader's buffer when it
+// fits (valid until the next read), else gathered in *long.
+func readMessage(reader *bufio.Reader, long *[]byte) ([]byte, error) {
+	first, err := reader.Peek(1)
+	if err != nil {
+		return nil, err
+	}
+	*long = (*long)[:0]
+	if first[0] >= '1' && first[0] <= '9' {
+		// "MSG-LEN SP", its digits kept: if no SP follows, they began a newline-framed message.
+		for len(*long) <= maxFrameDigits {
+			c, err := reader.ReadByte()
+			if err != nil {
+				return nil, err
+			}
+			if c == ' ' {
+				length, _ := strconv.Atoi(string(*long))
+				return readCounted(reader, length, long)
+			}
+			if c < '0' || c > '9' {
+				reader.UnreadByte()
+				break
+			}
+			*long = append(*long, c)
+		}
+		return readLine(reader, long, true)
+	}
+	*long = (*long)[:0]
+	return readLine(reader, long, false)
+}
+
+func readCounted(reader *bufio.Reader, length int, long *[]byte) ([]byte, error) {
+	if length <= reader.Size() {
+		message, err := reader.Peek(length)
+		if err != nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		reader.Discard(length)
+		return message, nil
+	}
+	*long = append((*long)[:0], make([]byte, length)...)
+	if _, err := io.ReadFull(reader, *long); err != nil {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return *long, nil
+}
+
+// readLine reads up to the next newline; with `gathered`, *long already holds its start.
+func readLine(reader *bufio.Reader, long *[]byte, gathered bool) ([]byte, error) {
+	for {
+		chunk, err := reader.ReadSlice('\n')
+		switch {
+		case err == nil && !gathered:
+			return chunk[:len(chunk)-1], nil
+		case err == nil:
+			*long = append(*long, chunk[:len(chunk)-1]...)
+			return *long, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			*long = append(*long, chunk...)
+			gathered = true
+		default:
+			return nil, err
+		}
 	}
 }
 

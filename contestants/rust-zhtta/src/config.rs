@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--host ADDR] [--syslog-port N] \
 [--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
-[--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] | --version";
+[--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] [--syslog-mode count|parse] | --version";
 
 const MIN_CHUNK: usize = 1024;
 const MAX_CHUNK: usize = 512 * 1024 * 1024;
@@ -49,6 +49,8 @@ pub struct Config {
     /// is another one.
     pub addresses: Vec<IpAddr>,
     pub syslog_port: Option<u16>,
+    /// Spec §7.1: parse every syslog message (`--syslog-mode parse`), or only count them.
+    pub syslog_parse: bool,
     pub docroot: PathBuf,
     pub read: ReadMode,
     pub chunk_size: usize,
@@ -69,6 +71,7 @@ impl Command {
         let mut port = None;
         let mut host = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut syslog_port = None;
+        let mut syslog_parse = false;
         let mut docroot = None;
         let mut read = ReadMode::Whole;
         let mut chunk_size = 512_000;
@@ -91,6 +94,7 @@ impl Command {
                         .map_err(|_| format!("bad address {value:?}"))?
                 }
                 "--syslog-port" => syslog_port = Some(parse_port(&value)?),
+                "--syslog-mode" => syslog_parse = parse_syslog_mode(&value)?,
                 "--docroot" => docroot = Some(PathBuf::from(value)),
                 "--read" => read = parse_read_mode(&value)?,
                 "--chunk-size" => chunk_size = parse_chunk_size(&value)?,
@@ -106,6 +110,7 @@ impl Command {
             port: port.ok_or("--port is required")?,
             addresses: addresses(host),
             syslog_port,
+            syslog_parse,
             docroot: docroot.ok_or("--docroot is required")?,
             read,
             chunk_size,
@@ -176,6 +181,14 @@ fn parse_in_range<T: std::str::FromStr + PartialOrd>(
     range: std::ops::RangeInclusive<T>,
 ) -> Option<T> {
     value.parse().ok().filter(|n| range.contains(n))
+}
+
+fn parse_syslog_mode(value: &str) -> Result<bool, String> {
+    match value {
+        "count" => Ok(false),
+        "parse" => Ok(true),
+        _ => Err(format!("syslog mode must be count or parse, not {value:?}")),
+    }
 }
 
 fn parse_schedule(value: &str) -> Result<Schedule, String> {

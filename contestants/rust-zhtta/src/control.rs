@@ -96,6 +96,12 @@ pub fn stats(app: &App, conn: &mut Conn, keep_alive: bool) -> io::Result<Sent> {
             "received": read(&s.syslog_received),
             "bytes": read(&s.syslog_bytes),
             "tcp_connections": read(&s.syslog_tcp_connections),
+            "mode": if s.syslog_parse_mode.load(Ordering::Relaxed) { "parse" } else { "count" },
+            "parsed": read(&s.syslog_parsed),
+            "malformed": read(&s.syslog_malformed),
+            "rfc3164": read(&s.syslog_rfc3164),
+            "sd_elements": read(&s.syslog_sd_elements),
+            "msg_bytes": read(&s.syslog_msg_bytes),
         },
         "sse": {
             "open": read(&s.sse_open),

@@ -10,6 +10,7 @@ mod push;
 mod server;
 mod stats;
 mod syslog;
+mod syslogparse;
 mod threads;
 mod upload;
 
@@ -26,7 +27,7 @@ use std::time::Instant;
 use threads::ThreadBudget;
 
 pub const NAME: &str = "rust-zhtta";
-pub const SPEC_VERSION: &str = "3.0";
+pub const SPEC_VERSION: &str = "3.1";
 /// Deep enough for a connect burst of 10,000 clients (seed 003); the kernel caps it at
 /// net.core.somaxconn.
 const LISTEN_BACKLOG: i32 = 65_535;
@@ -76,6 +77,9 @@ fn run(config: Config) -> std::io::Result<()> {
         config.schedule,
         threads.limit()
     );
+    stats
+        .syslog_parse_mode
+        .store(config.syslog_parse, std::sync::atomic::Ordering::Relaxed);
     if let Some(port) = config.syslog_port {
         for &address in &config.addresses {
             syslog::start(address, port, stats, threads)?;

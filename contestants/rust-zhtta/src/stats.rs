@@ -1,7 +1,7 @@
 //! Server-wide counters for `GET /stats`. Relaxed atomics: each counter is independent and
 //! a reader only needs a recent value, so no ordering between them is paid for.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[derive(Default)]
 pub struct Stats {
@@ -15,6 +15,13 @@ pub struct Stats {
     pub syslog_received: AtomicU64,
     pub syslog_bytes: AtomicU64,
     pub syslog_tcp_connections: AtomicU64,
+    /// Spec §7.1: parse each syslog message (`--syslog-mode parse`), set once at start.
+    pub syslog_parse_mode: AtomicBool,
+    pub syslog_parsed: AtomicU64,
+    pub syslog_malformed: AtomicU64,
+    pub syslog_rfc3164: AtomicU64,
+    pub syslog_sd_elements: AtomicU64,
+    pub syslog_msg_bytes: AtomicU64,
     /// Open subscribers of every transport: the `connections` of a delivery (spec §6).
     pub subscribers: AtomicU64,
     pub sse_open: AtomicU64,

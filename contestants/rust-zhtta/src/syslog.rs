@@ -1,8 +1,10 @@
 //! The syslog listener (spec §7): TCP with octet-counting or newline framing decided per
-//! message, and UDP with one message per datagram. Messages are counted, never parsed or
-//! printed, and never buffered: the framer is a state machine over the byte stream.
+//! message, and UDP with one message per datagram. In count mode messages are counted, never
+//! buffered: the framer is a state machine over the byte stream. In parse mode (spec §7.1)
+//! the `Gatherer` hands each whole message to `syslogparse`; nothing is ever printed.
 
 use crate::stats::{Stats, add, bump};
+use crate::syslogparse;
 use crate::threads::ThreadBudget;
 use std::io::{self, Read};
 use std::net::{IpAddr, TcpListener, TcpStream, UdpSocket};
@@ -35,8 +37,15 @@ pub struct Framer {
 
 impl Framer {
     /// Feeds bytes and calls `on_message(length)` for each message they complete.
-    pub fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u64)) {
+    pub fn feed(&mut self, data: &[u8], mut on_message: impl FnMut(u64)) {
+        self.feed_at(data, |len, _, _| on_message(len));
+    }
+
+    /// `feed`, telling also where in `data` each message ends and the next frame begins.
+    pub fn feed_at(&mut self, all: &[u8], mut on_message: impl FnMut(u64, usize, usize)) {
+        let mut data = all;
         while !data.is_empty() {
+            let at = all.len() - data.len();
             let used = match self.state {
                 State::Start => {
                     self.state = match data[0] {
@@ -60,7 +69,7 @@ impl Framer {
                             digits: digits + 1,
                         },
                         b'\n' => {
-                            on_message(digits);
+                            on_message(digits, at, at + 1);
                             State::Start
                         }
                         _ => State::Line { len: digits + 1 },
@@ -70,7 +79,7 @@ impl Framer {
                 State::Counted { left, total } => {
                     let take = left.min(data.len() as u64);
                     self.state = if take == left {
-                        on_message(total);
+                        on_message(total, at + take as usize, at + take as usize);
                         State::Start
                     } else {
                         State::Counted {
@@ -82,7 +91,7 @@ impl Framer {
                 }
                 State::Line { len } => match data.iter().position(|&b| b == b'\n') {
                     Some(end) => {
-                        on_message(len + end as u64);
+                        on_message(len + end as u64, at + end, at + end + 1);
                         self.state = State::Start;
                         end + 1
                     }
@@ -96,6 +105,66 @@ impl Framer {
             };
             data = &data[used..];
         }
+    }
+}
+
+/// Whole messages from a TCP byte stream, for parsing: a message inside one read is a slice
+/// of it, one spread over reads is gathered in `pending` (every byte since the last
+/// message ended, of which the message is the last `length`).
+#[derive(Default)]
+pub struct Gatherer {
+    framer: Framer,
+    pending: Vec<u8>,
+}
+
+impl Gatherer {
+    pub fn feed(&mut self, data: &[u8], mut on_message: impl FnMut(&[u8])) {
+        let Gatherer { framer, pending } = self;
+        let mut from = 0;
+        framer.feed_at(data, |len, end, next| {
+            let len = len as usize;
+            if pending.is_empty() {
+                on_message(&data[end - len..end]);
+            } else {
+                pending.extend_from_slice(&data[from..end]);
+                on_message(&pending[pending.len() - len..]);
+                pending.clear();
+            }
+            from = next;
+        });
+        pending.extend_from_slice(&data[from..]);
+    }
+}
+
+/// A connection's parse counts (spec §7.1), added to the server's once per read.
+#[derive(Default)]
+struct Tally {
+    parsed: u64,
+    malformed: u64,
+    rfc3164: u64,
+    sd_elements: u64,
+    msg_bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, message: &[u8]) {
+        match syslogparse::parse(message) {
+            None => self.malformed += 1,
+            Some(m) => {
+                self.parsed += 1;
+                self.rfc3164 += u64::from(m.rfc3164);
+                self.sd_elements += m.sd_elements;
+                self.msg_bytes += m.msg.len() as u64;
+            }
+        }
+    }
+
+    fn publish(self, stats: &Stats) {
+        add(&stats.syslog_parsed, self.parsed);
+        add(&stats.syslog_malformed, self.malformed);
+        add(&stats.syslog_rfc3164, self.rfc3164);
+        add(&stats.syslog_sd_elements, self.sd_elements);
+        add(&stats.syslog_msg_bytes, self.msg_bytes);
     }
 }
 
@@ -130,7 +199,14 @@ fn accept_tcp(listener: &TcpListener, stats: &'static Stats, threads: &'static T
         };
         bump(&stats.syslog_tcp_connections);
         // If no thread can be started, dropping the stream refuses this sender only.
-        threads.spawn(CONNECTION_STACK, move || count_tcp(stream, stats));
+        if stats
+            .syslog_parse_mode
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            threads.spawn(CONNECTION_STACK, move || parse_tcp(stream, stats));
+        } else {
+            threads.spawn(CONNECTION_STACK, move || count_tcp(stream, stats));
+        }
     }
 }
 
@@ -152,11 +228,41 @@ fn count_tcp(mut stream: TcpStream, stats: &'static Stats) {
     }
 }
 
+fn parse_tcp(mut stream: TcpStream, stats: &'static Stats) {
+    let mut gatherer = Gatherer::default();
+    let mut buffer = vec![0; READ_BUFFER];
+    loop {
+        let n = match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let (mut messages, mut bytes, mut tally) = (0, 0, Tally::default());
+        gatherer.feed(&buffer[..n], |message| {
+            messages += 1;
+            bytes += message.len() as u64;
+            tally.add(message);
+        });
+        // Parse counts first: a reader that sees `received` complete sees them complete.
+        tally.publish(stats);
+        add(&stats.syslog_received, messages);
+        add(&stats.syslog_bytes, bytes);
+    }
+}
+
 fn receive_udp(socket: &UdpSocket, stats: &'static Stats) {
     let mut buffer = vec![0; 64 * 1024];
     loop {
         if let Ok((n, _)) = socket.recv_from(&mut buffer) {
             let len = datagram_len(&buffer[..n]);
+            if len > 0
+                && stats
+                    .syslog_parse_mode
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                let mut tally = Tally::default();
+                tally.add(&buffer[..len as usize]);
+                tally.publish(stats);
+            }
             if len > 0 {
                 bump(&stats.syslog_received);
                 add(&stats.syslog_bytes, len);
@@ -219,6 +325,27 @@ mod tests {
     fn digits_without_a_space_are_a_newline_framed_message() {
         assert_eq!(frames(&[b"12ab\n123\n"]), vec![4, 3]);
         assert_eq!(frames(&[b"123456789012345 x\n"]), vec![17]);
+    }
+
+    #[test]
+    fn the_gatherer_hands_over_whole_messages_however_the_stream_is_cut() {
+        let stream = b"13 <14>1 - h a - - -\n<14>1 - h b - - - x\n\n12x <0>1 - - -\n";
+        for step in 1..8 {
+            let mut gatherer = Gatherer::default();
+            let mut seen = Vec::new();
+            for piece in stream.chunks(step) {
+                gatherer.feed(piece, |m| {
+                    seen.push(String::from_utf8_lossy(m).into_owned())
+                });
+            }
+            let want = [
+                "<14>1 - h a -",
+                " - -",
+                "<14>1 - h b - - - x",
+                "12x <0>1 - - -",
+            ];
+            assert_eq!(seen, want, "reads of {step}");
+        }
     }
 
     #[test]
