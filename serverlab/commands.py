@@ -118,8 +118,10 @@ def print_plan(planned: Planned) -> None:
         table.add_row(str(i), *(literal(cell) for cell in cells))
     out = terminal.console()
     out.print(table)
-    for reason in suite.left_out:
-        out.print(literal(f"left out: {reason}"))
+    kept = {perm.scenario for perm in suite.permutations}
+    for scenario, why in suite.left_out:
+        if scenario in kept:  # not a scenario the profile leaves out anyway
+            out.print(literal(f"left out: {why}"))
     minutes = suite.estimated_seconds() / 60
     out.print(
         f"{len(suite.permutations)} permutations x {suite.repeats} repeats = "

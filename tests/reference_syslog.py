@@ -18,7 +18,7 @@ TIMESTAMP_5424 = re.compile(
 MONTHS = b"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 TIMESTAMP_3164 = re.compile(rb"(" + MONTHS + rb") ([ 1-3][0-9]) [0-9]{2}:[0-9]{2}:[0-9]{2} ")
 TAG = re.compile(rb"([A-Za-z0-9_./-]{1,32})(\[([!-Z^-~]{1,128})\])?:")
-SD_NAME = re.compile(rb'[!#-<>-\\^-~]{1,32}')  # printable US-ASCII but '=', ']', '"' and SP
+SD_NAME = re.compile(rb"[!#-<>-\\^-~]{1,32}")  # printable US-ASCII but '=', ']', '"' and SP
 # Header fields of RFC 5424 and their longest value, in order after VERSION SP TIMESTAMP SP.
 FIELDS = (("host", 255), ("app", 48), ("procid", 128), ("msgid", 32))
 

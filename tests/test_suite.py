@@ -381,7 +381,8 @@ duration_s = 5
         (
             ("duration_s = 5", "duration_s = 5\ntunables.node-http = { threads = 4 }"),
             8,
-            r"node-http has no tunable 'threads' \(known: backlog, max_header_kb, workers\)",
+            r"node-http has no tunable 'threads' "
+            r"\(known: backlog, max_header_kb, syslog_mode, workers\)",
         ),
         (
             ("duration_s = 5", 'duration_s = 5\ntunables.node-http = { backlog = "$(touch M)" }'),

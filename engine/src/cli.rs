@@ -381,7 +381,9 @@ impl Args {
                     Some("octet") => SyslogFraming::Octet,
                     _ => SyslogFraming::Newline,
                 },
-                message_bytes: self.message_bytes.unwrap_or_else(crate::plan::default_message_bytes),
+                message_bytes: self
+                    .message_bytes
+                    .unwrap_or_else(crate::plan::default_message_bytes),
                 seq_start: crate::plan::default_seq_start(),
             });
         }

@@ -18,6 +18,8 @@ from serverlab.run import netns
 SETTLE_POLL_S = 0.02
 SETTLE_QUIET_S = 2.0
 SETTLE_LIMIT_S = 600.0
+# A flood shorter than this at the receiver is mostly start-up (issue 23): flagged.
+MIN_FLOOD_S = 10.0
 
 
 def _syslog_received(server: ContestantServer) -> int | None:
@@ -112,15 +114,34 @@ def put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> N
     sent = test.summary.get("answered", test.summary.get("requests"))
     figures = {
         **receiver,
+        **_parse_counts(server),
         "sent": sent,
         "lost": None if sent is None else sent - receiver["received"],
     }
+    if receiver["receiving_s"] < MIN_FLOOD_S:
+        test.validity["short_flood"] = (
+            f"{receiver['receiving_s']} s at the receiver, under {MIN_FLOOD_S:g} s"
+        )
+    if figures.get("malformed"):
+        test.validity["syslog_malformed"] = f"{figures['malformed']} messages did not parse"
     test.summary = {
         **test.summary,
         "sender_rps": test.summary.get("rps"),
         "rps": figures["messages_per_s"],
         "syslog": figures,
     }
+
+
+def _parse_counts(server: ContestantServer) -> dict:
+    """A syslog-parse server's mode and parse counts (spec §7.1) at the flood's end; its
+    server is fresh for the test, so they are the flood's."""
+    if "syslog-parse" not in server.manifest.implements:
+        return {}
+    try:
+        syslog = server.stats()["syslog"]
+    except (httpclient.HttpError, OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {key: syslog.get(key) for key in ("mode", "parsed", "malformed")}
 
 
 def syslog_count(server: ContestantServer) -> int | None:

@@ -167,7 +167,7 @@ class Suite:
     permutations: list[Permutation] = field(default_factory=list)
     # Tests the matrix names but a contestant cannot run, each with the reason (a parsed
     # syslog flood for a server without `syslog-parse`); the dry run lists them.
-    left_out: list[str] = field(default_factory=list)
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (scenario, why)
     # Where each scenario stands in the file, for errors found after loading.
     lines: _Lines | None = field(default=None, repr=False)
     scenario_index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -697,9 +697,11 @@ class _ScenarioContext:
             return False
         if "syslog-parse" in manifest.implements:
             return False
-        why = f"{scenario} x {contestant}: syslog_mode=parse, and it does not implement syslog-parse"
-        if why not in self.suite.left_out:
-            self.suite.left_out.append(why)
+        why = (
+            f"{scenario} x {contestant}: syslog_mode=parse, and it does not implement syslog-parse"
+        )
+        if (scenario, why) not in self.suite.left_out:
+            self.suite.left_out.append((scenario, why))
         return True
 
     def _check_named(self, p: dict, key: str, tables: dict) -> None:

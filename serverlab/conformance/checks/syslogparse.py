@@ -29,7 +29,7 @@ def syslog_parse(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     batch = [m.encode("latin-1") for m in params["messages"]]
     before = _counters(ctx)
     if before is None:
-        outcome.fail("/stats syslog.mode is not \"parse\" (verify starts syslog_mode=parse)")
+        outcome.fail('/stats syslog.mode is not "parse" (verify starts syslog_mode=parse)')
         return
     framing = params.get("framing", "octet")
     if framing == "octet":

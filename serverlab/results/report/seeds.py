@@ -12,7 +12,7 @@ from typing import Any
 from serverlab.results import stats
 
 # The summary table's number format, so the same figure reads the same in both places.
-from serverlab.results.report.metrics import _number
+from serverlab.results.report.metrics import _number, validity_flags
 from serverlab.results.report.seed_data import (
     EVERY_SCENARIO,
     LARGEST,
@@ -57,6 +57,8 @@ class SeedSection:
     rows: list[ComparisonRow] = field(default_factory=list)
     verdict: str = NO_DATA
     sentence: str = ""
+    # Tests whose generator was above 90 % CPU: their figures may be the sender's limit.
+    generator_bound: list[str] = field(default_factory=list)
 
 
 def seed_of_suite(suite: Suite) -> str | None:
@@ -104,8 +106,21 @@ def build_section(
         tables=published.tables,
     )
     section.rows = [compare(c, tests) for c in published.comparisons]
+    section.generator_bound = generator_bound(tests)
     section.verdict, section.sentence = verdict(published, published.comparisons, section.rows)
     return section
+
+
+def generator_bound(tests: list[RecordedTest]) -> list[str]:
+    """One line per test flagged generator-bound, naming its matrix point and engine CPU."""
+    lines = []
+    for test in tests:
+        for flag in validity_flags(test):
+            if flag.code == "generator-bound":
+                mode = test.params.get("syslog_mode")
+                where = f"{test.scenario} x {test.contestant}" + (f" ({mode})" if mode else "")
+                lines.append(f"{where}, repeat {test.repeat_index + 1}: {flag.text}")
+    return lines
 
 
 def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
