@@ -27,6 +27,12 @@ pub(crate) trait Behaviour {
     }
     /// Limit on one exchange; `None` for streams that end with the run.
     fn timeout(&self) -> Option<Duration>;
+    /// Whether an exchange in flight at the run's end is let finish (within `timeout`)
+    /// rather than dropped: a syslog batch cut mid-write would leave messages at the
+    /// receiver that the sender never counted, and loss (`sent − received`) below zero.
+    fn finishes_at_end(&self) -> bool {
+        false
+    }
     /// Performs one exchange. Success statistics are recorded here; the caller counts the
     /// attempt and any error.
     async fn exchange(
@@ -554,6 +560,10 @@ impl Behaviour for Syslog {
 
     fn units(&self) -> u64 {
         self.batch
+    }
+
+    fn finishes_at_end(&self) -> bool {
+        true
     }
 
     fn timeout(&self) -> Option<Duration> {

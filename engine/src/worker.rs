@@ -158,13 +158,19 @@ async fn drive_with<B: Behaviour + 'static>(
 ) -> Instant {
     // No task exists on this loop yet: blocking its thread until the start delays nothing.
     let started = ctx.shared.wait_for_start();
+    // Past the end no budget is granted, so a slot stops after the exchange in hand.
+    let finish = behaviour
+        .finishes_at_end()
+        .then(|| behaviour.timeout())
+        .flatten();
     let tasks = spawn_slots(index, ctx, Rc::new(behaviour));
-    until_over(&ctx.shared, tasks).await;
+    until_over(&ctx.shared, tasks, finish).await;
     started
 }
 
-/// Until every task is done, the run's end, or an early stop's grace is over.
-async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>) {
+/// Until every task is done, the run's end (plus `finish`, for exchanges in flight then),
+/// or an early stop's grace is over.
+async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>, finish: Option<Duration>) {
     let all = async {
         for task in tasks {
             let _ = task.await;
@@ -172,7 +178,7 @@ async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>) {
     };
     let end = async {
         match shared.end {
-            Some(end) => tokio::time::sleep_until(end.into()).await,
+            Some(end) => tokio::time::sleep_until((end + finish.unwrap_or_default()).into()).await,
             None => std::future::pending().await,
         }
     };

@@ -44,6 +44,14 @@ fn slow_reader_paces_its_reads() {
     assert!(seconds >= 0.16, "took {seconds} s");
 }
 
+/// A message's number, from RFC 5424's `[meta sequenceId="N"]`.
+fn seq_of(msg: &[u8]) -> u64 {
+    let text = std::str::from_utf8(msg).expect("every message is UTF-8");
+    assert!(text.starts_with('<') && !text.contains('\n'), "{text}");
+    let after = text.split("[meta sequenceId=\"").nth(1).unwrap();
+    after[..after.find('"').unwrap()].parse().unwrap()
+}
+
 /// Counts newline- or octet-framed syslog messages per the spec's framing rule.
 fn count_frames(data: &[u8]) -> (u64, Vec<u64>) {
     let mut count = 0;
@@ -64,11 +72,7 @@ fn count_frames(data: &[u8]) -> (u64, Vec<u64>) {
             msg = &rest[..nl];
             rest = &rest[nl + 1..];
         }
-        let text = std::str::from_utf8(msg).expect("every message is UTF-8");
-        assert!(text.starts_with('<') && !text.contains('\n'), "{text}");
-        let after = text.split("[meta sequenceId=\"").nth(1).unwrap();
-        let seq = after[..after.find('"').unwrap()].parse().unwrap();
-        seqs.push(seq);
+        seqs.push(seq_of(msg));
         count += 1;
     }
     (count, seqs)
@@ -126,6 +130,40 @@ fn syslog_numbers_start_at_seq_start() {
 }
 
 #[test]
+fn a_timed_flood_counts_as_sent_every_message_the_receiver_got() {
+    // A slow reader keeps batches in flight when the run's end comes: each must finish (and
+    // count) rather than be cut, or the receiver would hold messages never counted as sent.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = serve(move |mut stream, _| {
+        let tx = tx.clone();
+        async move {
+            let mut all = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let _ = tx.send(all);
+        }
+    });
+    let s = common::run_plan(json!({"target": format!("tcp://{}", server.addr),
+        "duration_s": 1, "connections": 2, "behaviour": {"kind": "syslog"}}));
+    let mut received = 0;
+    for _ in 0..2 {
+        let data = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        received += count_frames(&data).0;
+    }
+    assert!(s.answered > 1000, "{}", s.answered);
+    assert_eq!(
+        received, s.answered,
+        "sent = received, nothing cut at the end"
+    );
+}
+
+#[test]
 fn syslog_udp_sends_numbered_datagrams() {
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
@@ -136,9 +174,8 @@ fn syslog_udp_sends_numbered_datagrams() {
         let mut buf = [0u8; 4096];
         let mut seqs = Vec::new();
         while let Ok(n) = socket.recv(&mut buf) {
-            let (count, mut s) = count_frames(&buf[..n]);
-            assert_eq!(count, 1);
-            seqs.append(&mut s);
+            // One message per datagram, without a newline.
+            seqs.push(seq_of(&buf[..n]));
             if seqs.len() == 200 {
                 break;
             }

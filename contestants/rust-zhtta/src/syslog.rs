@@ -210,34 +210,35 @@ fn accept_tcp(listener: &TcpListener, stats: &'static Stats, threads: &'static T
     }
 }
 
-fn count_tcp(mut stream: TcpStream, stats: &'static Stats) {
-    let mut framer = Framer::default();
+/// Reads a connection until it closes, handing each read to `on_read`.
+fn each_read(mut stream: TcpStream, mut on_read: impl FnMut(&[u8])) {
     let mut buffer = vec![0; READ_BUFFER];
     loop {
-        let n = match stream.read(&mut buffer) {
+        match stream.read(&mut buffer) {
             Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
+            Ok(n) => on_read(&buffer[..n]),
+        }
+    }
+}
+
+fn count_tcp(stream: TcpStream, stats: &'static Stats) {
+    let mut framer = Framer::default();
+    each_read(stream, |data| {
         let (mut messages, mut bytes) = (0, 0);
-        framer.feed(&buffer[..n], |len| {
+        framer.feed(data, |len| {
             messages += 1;
             bytes += len;
         });
         add(&stats.syslog_received, messages);
         add(&stats.syslog_bytes, bytes);
-    }
+    });
 }
 
-fn parse_tcp(mut stream: TcpStream, stats: &'static Stats) {
+fn parse_tcp(stream: TcpStream, stats: &'static Stats) {
     let mut gatherer = Gatherer::default();
-    let mut buffer = vec![0; READ_BUFFER];
-    loop {
-        let n = match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
+    each_read(stream, |data| {
         let (mut messages, mut bytes, mut tally) = (0, 0, Tally::default());
-        gatherer.feed(&buffer[..n], |message| {
+        gatherer.feed(data, |message| {
             messages += 1;
             bytes += message.len() as u64;
             tally.add(message);
@@ -246,7 +247,7 @@ fn parse_tcp(mut stream: TcpStream, stats: &'static Stats) {
         tally.publish(stats);
         add(&stats.syslog_received, messages);
         add(&stats.syslog_bytes, bytes);
-    }
+    });
 }
 
 fn receive_udp(socket: &UdpSocket, stats: &'static Stats) {
