@@ -256,17 +256,22 @@ clients = 1
 syslog_messages = 20000
 syslog_transport = "tcp"
 syslog_framing = "{framing}"
+syslog_mode = "{mode}"
 """
 
 
-@pytest.mark.parametrize("framing", ["newline", "octet"])
-def test_a_syslog_flood_is_measured_at_the_receiver(contestants_dir, tmp_path, framing):
-    suite = write_suite(tmp_path, SYSLOG.format(framing=framing))
+@pytest.mark.parametrize(("framing", "mode"), [("newline", "count"), ("octet", "parse")])
+def test_a_syslog_flood_is_measured_at_the_receiver(contestants_dir, tmp_path, framing, mode):
+    suite = write_suite(tmp_path, SYSLOG.format(framing=framing, mode=mode))
     _, (test,), _ = run_in_process(suite, tmp_path / "lab.db")
     assert test.status == "ok", test.validity
     figures = test.summary["syslog"]
     assert figures["sent"] == 20000
     assert figures["received"] == 20000 and figures["lost"] == 0
+    # The mode reached the server as its tunable, and every engine message parsed there.
+    assert test.tunables["syslog_mode"] == figures["mode"] == mode
+    assert (figures["parsed"], figures["malformed"]) == ((20000, 0) if mode == "parse" else (0, 0))
+    assert test.validity["short_flood"].endswith("under 10 s"), "20,000 messages take < 10 s"
     assert test.summary["rps"] == figures["messages_per_s"] > 0
     assert test.summary["sender_rps"] >= figures["messages_per_s"]
     assert test.server_stats[-1].stats["syslog"]["received"] == 20000

@@ -9,6 +9,7 @@ import pytest
 from test_report import recorded
 
 from serverlab.base.paths import REPO_ROOT
+from serverlab.contestant.manifest import Manifest, discover
 from serverlab.results.report import build_report
 from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
 from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
@@ -203,6 +204,39 @@ def test_seed_002_counts_messages_at_the_receiver():
     assert rows["1M messages: messages lost by EventMachine"].ours == "1,000"
     assert rows["1M messages: messages lost by Netty"].ours == "0"
     assert section.verdict == HOLDS
+
+
+def test_seed_002_sets_parsing_against_counting_and_names_bound_generators():
+    def flood(mode: str, seconds: float, engine_cpu: float = 45.0) -> RecordedTest:
+        test = syslog_test(NODE, "tcp-flood-12s", 1_200_000, 1_200_000, seconds)
+        test.params["syslog_mode"] = test.tunables["syslog_mode"] = mode
+        for sample in test.samples:
+            sample.engine_cpu_percent = engine_cpu
+        return test
+
+    tests = [flood("count", 12.0), flood("parse", 48.0, engine_cpu=97.0)]
+    section = one_section(tests, "seed-002-syslog")
+    row = {r.label: r for r in section.rows}[
+        "12 s flood: node-http parsing / counting, messages per second"
+    ]
+    assert row.ours.startswith("25,000 / 100,000 = 0.25×")
+    (bound,) = section.generator_bound
+    assert bound.startswith("tcp-flood-12s x node-http (parse), repeat 1: generator-bound")
+
+
+def test_seed_002_floods_run_counted_and_parsed_and_quick_floods_last_10_s():
+    # The contestants as this repository ships them (not the test's own folder).
+    known = {m.name: m for m in discover(REPO_ROOT / "contestants") if isinstance(m, Manifest)}
+    quick = load_suite(SUITES["002"], known_contestants=known, profile="quick")
+    modes = {(p.contestant, p.params["syslog_mode"]) for p in quick.permutations}
+    for parser in ("node-http", "go-nethttp", "rust-zhtta"):
+        assert {(parser, "count"), (parser, "parse")} <= modes
+    assert (EM, "parse") not in modes and (EM, "count") in modes
+    why = f"tcp-flood-12s x {EM}: syslog_mode=parse, and it does not implement syslog-parse"
+    assert ("tcp-flood-12s", why) in quick.left_out
+    assert all(p.params["duration_s"] >= 12 for p in quick.permutations)
+    full = load_suite(SUITES["002"])
+    assert {p.params["clients"] for p in full.permutations if "2senders" in p.scenario} == {2}
 
 
 def fill_seed_db(db_path: Path) -> Path:
