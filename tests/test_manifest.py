@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from conftest import write_manifest
 
@@ -162,6 +164,32 @@ def test_syslog_only_server_needs_a_count_command(tmp_path):
         load(tmp_path, text)
     manifest = load(tmp_path, 'syslog_count = "cat {workdir}/count"\n' + text)
     assert manifest.parts() == ["syslog"] and not manifest.speaks_http
+
+
+MODE = '\n[tunables.syslog_mode]\ntype = "word"\nwords = {words}\ndefault = "{default}"\n'
+
+
+@pytest.mark.parametrize(
+    ("start", "table", "reason"),
+    [
+        ("", "", "does not pass {syslog_mode}"),
+        (" -m {syslog_mode}", MODE.format(words='["count", "all"]', default="count"), "words"),
+        (" -m {syslog_mode}", MODE.format(words='["count", "parse"]', default="parse"), "default"),
+    ],
+)
+def test_syslog_parse_needs_its_mode_as_a_start_argument(tmp_path, start, table, reason):
+    text = GOOD.replace(
+        '"perf", "control", "syslog"', '"perf", "control", "syslog", "syslog-parse"'
+    )
+    text = text.replace(" -H {host}", " -H {host}" + start) + table
+    with pytest.raises(ManifestError, match=re.escape(reason)):
+        load(tmp_path, text)
+    good = MODE.format(words='["count", "parse"]', default="count")
+    fixed = GOOD.replace(
+        '"perf", "control", "syslog"', '"perf", "control", "syslog", "syslog-parse"'
+    )
+    manifest = load(tmp_path, fixed.replace(" -H {host}", " -H {host} -m {syslog_mode}") + good)
+    assert manifest.parts()[-1] == "syslog-parse"
 
 
 def test_unreadable_toml_is_a_manifest_error(tmp_path):
