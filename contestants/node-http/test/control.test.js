@@ -42,7 +42,7 @@ test('POST /logging toggles one stderr line per request', async () => {
 
 test('GET /stats counts connections, requests and responses', async () => {
   const first = await stats(server.port);
-  assert.equal(first.spec_version, '3.0');
+  assert.equal(first.spec_version, '3.1');
   assert.equal(first.server, 'node-http');
   await request(server.port, 'GET', '/perf');
   const second = await stats(server.port);
@@ -50,5 +50,8 @@ test('GET /stats counts connections, requests and responses', async () => {
   assert.equal(second.responses.total, first.responses.total + 2);
   assert.equal(second.connections.total, first.connections.total + 2);
   assert.ok(second.connections.open >= 1, 'this /stats connection is open');
-  assert.deepEqual(Object.keys(second.syslog).sort(), ['bytes', 'received', 'tcp_connections']);
+  assert.deepEqual(Object.keys(second.syslog).sort(), [
+    'bytes', 'malformed', 'mode', 'msg_bytes', 'parsed', 'received', 'rfc3164', 'sd_elements',
+    'tcp_connections',
+  ]);
 });

@@ -59,7 +59,8 @@ for (const workers of ['1', '2']) {
       if (counted.received === 4) break;
       await sleep(20);
     }
-    assert.deepEqual(counted, { received: 4, bytes: 2 * (14 + 14), tcp_connections: 2 });
+    const { received, bytes, tcp_connections: tcp } = counted;
+    assert.deepEqual({ received, bytes, tcp }, { received: 4, bytes: 2 * (14 + 14), tcp: 2 });
   });
 }
 

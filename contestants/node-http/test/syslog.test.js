@@ -51,5 +51,12 @@ test('TCP and UDP messages are counted in /stats', async () => {
     received: 3,
     bytes: 15 + 11 + 11,
     tcp_connections: 1,
+    // Spec §7.1: a server started counting parses nothing.
+    mode: 'count',
+    parsed: 0,
+    malformed: 0,
+    rfc3164: 0,
+    sd_elements: 0,
+    msg_bytes: 0,
   });
 });
