@@ -36,7 +36,7 @@ function parseMessage(message) {
   counters.syslogParsed++;
   if (fields.rfc3164) counters.syslogRfc3164++;
   counters.syslogSdElements += fields.sdElements;
-  counters.syslogMsgBytes += fields.msg.length;
+  counters.syslogMsgBytes += fields.msg[1] - fields.msg[0];
 }
 
 // Frames one TCP stream. Counting tracks only lengths, so a message split across segments

@@ -4,8 +4,9 @@
 // calls malformed (a PRI over 191, a truncated header), so this is a small strict parser of
 // our own, with its unit tests in test/syslogparse.test.js.
 //
-// parse(buf) returns the fields ({pri, timestamp, host, app, procid, msgid, sdElements,
-// msg, rfc3164}; nil fields null, strings latin1, msg a Buffer) or null if malformed.
+// parse(buf) returns the fields or null if malformed: {pri, timestamp, host, app, procid,
+// msgid, msg, sdElements, rfc3164}, each field a [start, end) pair of offsets into buf (null
+// for a nil field), so that a flood allocates no string per field; text(buf, field) reads one.
 
 const SP = 0x20;
 const LT = 0x3c;
@@ -19,10 +20,10 @@ const DASH = 0x2d;
 const COLON = 0x3a;
 const BOM = [0xef, 0xbb, 0xbf];
 const FIELD_LIMITS = [255, 48, 128, 32]; // HOSTNAME, APP-NAME, PROCID, MSGID
-const TIMESTAMP_5424 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/;
+const TIMESTAMP_SHAPE = 'DDDD-DD-DDTDD:DD:DD';
 const TIMESTAMP_3164 = /^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 1-3]\d \d{2}:\d{2}:\d{2} $/;
 const TAG = /^([A-Za-z0-9_./-]{1,32})(\[([!-Z^-~]{1,128})\])?:/;
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+const { isUtf8 } = require('buffer');
 
 const isDigit = (b) => b >= 0x30 && b <= 0x39;
 const printable = (b) => b >= 0x21 && b <= 0x7e;
@@ -42,7 +43,7 @@ function parsePri(buf) {
   return [value, pos + 1];
 }
 
-// A printable field of 1..limit octets followed by SP: [value or null for "-", next].
+// A printable field of 1..limit octets followed by SP: [[start, end] or null for "-", next].
 function token(buf, pos, limit) {
   let end = pos;
   while (end < buf.length && buf[end] !== SP) {
@@ -50,8 +51,33 @@ function token(buf, pos, limit) {
     end++;
   }
   if (end === buf.length || end === pos || end - pos > limit) return null;
-  const value = end - pos === 1 && buf[pos] === DASH ? null : buf.toString('latin1', pos, end);
+  const value = end - pos === 1 && buf[pos] === DASH ? null : [pos, end];
   return [value, end + 1];
+}
+
+// full-date "T" full-time with a zone, by bytes: a regexp would need a string per message.
+function validTimestamp(buf, [start, end]) {
+  const shape = TIMESTAMP_SHAPE.length;
+  if (end - start <= shape) return false;
+  for (let i = 0; i < shape; i++) {
+    const b = buf[start + i];
+    const want = TIMESTAMP_SHAPE.charCodeAt(i);
+    if (want === 0x44 ? !isDigit(b) : b !== want) return false;
+  }
+  let pos = start + shape;
+  if (buf[pos] === 0x2e) {
+    const from = ++pos;
+    while (pos < end && isDigit(buf[pos])) pos++;
+    if (pos === from || pos - from > 6) return false;
+  }
+  if (end - pos === 1) return buf[pos] === 0x5a;
+  return end - pos === 6 && (buf[pos] === 0x2b || buf[pos] === DASH) && isDigit(buf[pos + 1]) &&
+    isDigit(buf[pos + 2]) && buf[pos + 3] === COLON && isDigit(buf[pos + 4]) && isDigit(buf[pos + 5]);
+}
+
+// A field's text (latin1), or null for a nil field.
+function text(buf, field) {
+  return field === null ? null : buf.toString('latin1', field[0], field[1]);
 }
 
 function parse(buf) {
@@ -72,23 +98,20 @@ function parse5424(buf, pri, start) {
     fields.push(field[0]);
     pos = field[1];
   }
-  if (fields[0] !== null && !TIMESTAMP_5424.test(fields[0])) return null;
+  if (fields[0] !== null && !validTimestamp(buf, fields[0])) return null;
   const sd = structuredData(buf, pos);
   if (sd === null) return null;
   const [sdElements, after] = sd;
-  let msg = buf.subarray(after);
-  if (msg.length > 0) {
-    if (msg[0] !== SP) return null;
-    msg = msg.subarray(1);
+  let msg = after;
+  if (msg < buf.length) {
+    if (buf[msg] !== SP) return null;
+    msg++;
   }
-  if (msg.length >= 3 && msg[0] === BOM[0] && msg[1] === BOM[1] && msg[2] === BOM[2]) {
-    msg = msg.subarray(3);
-    try {
-      utf8.decode(msg);
-    } catch {
-      return null;
-    }
+  if (buf[msg] === BOM[0] && buf[msg + 1] === BOM[1] && buf[msg + 2] === BOM[2]) {
+    msg += 3;
+    if (!isUtf8(buf.subarray(msg))) return null;
   }
+  msg = [Math.min(msg, buf.length), buf.length];
   const [timestamp, host, app, procid, msgid] = fields;
   return { pri, timestamp, host, app, procid, msgid, sdElements, msg, rfc3164: false };
 }
@@ -143,33 +166,33 @@ function sdValue(buf, pos) {
   return -1;
 }
 
+// RFC 3164 is rare in a flood: regexps on its text are fine here.
 function parse3164(buf, pri, pos) {
   // "Mmm dd hh:mm:ss " is 16 octets.
-  const timestamp = buf.toString('latin1', pos, pos + 16);
-  if (!TIMESTAMP_3164.test(timestamp)) return null;
+  if (!TIMESTAMP_3164.test(buf.toString('latin1', pos, pos + 16))) return null;
   const host = token(buf, pos + 16, 255);
   if (host === null) return null;
-  let rest = buf.subarray(host[1]);
-  const tag = TAG.exec(rest.toString('latin1', 0, 200));
+  let rest = host[1];
+  const tag = TAG.exec(buf.toString('latin1', rest, rest + 200));
   let app = null;
   let procid = null;
   if (tag) {
-    app = tag[1];
-    procid = tag[3] === undefined ? null : tag[3];
-    rest = rest.subarray(tag[0].length);
-    if (rest[0] === SP) rest = rest.subarray(1);
+    app = [rest, rest + tag[1].length];
+    if (tag[3] !== undefined) procid = [rest + tag[1].length + 1, rest + tag[1].length + 1 + tag[3].length];
+    rest += tag[0].length;
+    if (buf[rest] === SP) rest++;
   }
   return {
     pri,
-    timestamp: timestamp.slice(0, 15),
+    timestamp: [pos, pos + 15],
     host: host[0],
     app,
     procid,
     msgid: null,
     sdElements: 0,
-    msg: rest,
+    msg: [Math.min(rest, buf.length), buf.length],
     rfc3164: true,
   };
 }
 
-module.exports = { parse };
+module.exports = { parse, text };

@@ -3,33 +3,46 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
-const { parse } = require('../lib/syslogparse');
+const { parse, text } = require('../lib/syslogparse');
 const { SyslogFramer } = require('../lib/syslog');
 
 const bytes = (text) => Buffer.from(text, 'latin1');
 
+const FIELDS = ['timestamp', 'host', 'app', 'procid', 'msgid', 'msg'];
+// The message's fields as text, and its PRI, SD element count and form.
+function fields(message) {
+  const buf = bytes(message);
+  const m = parse(buf);
+  if (m === null) return null;
+  const out = Object.fromEntries(FIELDS.map((name) => [name, text(buf, m[name])]));
+  return { ...out, pri: m.pri, sdElements: m.sdElements, rfc3164: m.rfc3164 };
+}
+
 test('an RFC 5424 message is taken apart field by field', () => {
-  const m = parse(bytes('<165>1 2026-11-25T20:00:00.001+01:00 host app 42 ID47 [a@1 b="c\\"d"][e] hi there'));
   assert.deepStrictEqual(
-    [m.pri, m.timestamp, m.host, m.app, m.procid, m.msgid, m.sdElements, m.msg.toString()],
-    [165, '2026-11-25T20:00:00.001+01:00', 'host', 'app', '42', 'ID47', 2, 'hi there'],
+    fields('<165>1 2026-11-25T20:00:00.001+01:00 host app 42 ID47 [a@1 b="c\\"d"][e] hi there'),
+    {
+      timestamp: '2026-11-25T20:00:00.001+01:00', host: 'host', app: 'app', procid: '42',
+      msgid: 'ID47', msg: 'hi there', pri: 165, sdElements: 2, rfc3164: false,
+    },
   );
-  const nil = parse(bytes('<0>1 - - - - - -'));
-  assert.deepStrictEqual([nil.timestamp, nil.host, nil.sdElements, nil.msg.length], [null, null, 0, 0]);
+  const nil = fields('<0>1 - - - - - -');
+  assert.deepStrictEqual([nil.timestamp, nil.host, nil.sdElements, nil.msg], [null, null, 0, '']);
 });
 
 test('a BOM is not part of MSG, and what follows it must be UTF-8', () => {
-  assert.strictEqual(parse(bytes('<14>1 - h a - - - \u00ef\u00bb\u00bfh\u00c3\u00a9')).msg.length, 3);
+  assert.strictEqual(fields('<14>1 - h a - - - \u00ef\u00bb\u00bfh\u00c3\u00a9').msg.length, 3);
   assert.strictEqual(parse(bytes('<14>1 - h a - - - \u00ef\u00bb\u00bf\u00ff')), null);
 });
 
 test('an RFC 3164 message is parsed with its TAG and PID', () => {
-  const m = parse(bytes('<86>Nov  5 01:02:03 host sshd[123]: Accepted'));
+  const m = fields('<86>Nov  5 01:02:03 host sshd[123]: Accepted');
   assert.deepStrictEqual(
-    [m.rfc3164, m.timestamp, m.host, m.app, m.procid, m.msg.toString()],
+    [m.rfc3164, m.timestamp, m.host, m.app, m.procid, m.msg],
     [true, 'Nov  5 01:02:03', 'host', 'sshd', '123', 'Accepted'],
   );
-  assert.strictEqual(parse(bytes('<13>Dec 31 23:59:59 host just text')).msg.toString(), 'just text');
+  const untagged = fields('<13>Dec 31 23:59:59 host just text');
+  assert.deepStrictEqual([untagged.app, untagged.msg], [null, 'just text']);
 });
 
 test('bad PRIs, truncated headers and broken structured data are malformed', () => {
