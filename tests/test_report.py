@@ -579,6 +579,18 @@ def test_a_request_rate_that_rises_across_the_window_is_flagged_not_steady(tmp_p
     assert flagged["cpu"] == flagged["rss"] == []
 
 
+def test_lines_after_the_planned_duration_do_not_count_against_steadiness():
+    # A demo's new-connection run: 2 s planned, then two more lines while the engine waited
+    # for its last 42 connections (SYNs retransmitted after the accept queue overflowed).
+    waiting = steady_test([5600, 5540, 8, 0])
+    waiting.params["duration_s"] = 2.0
+    assert not [f for f in validity_flags(waiting) if f.code == "not-steady"]
+    # The same lines inside a 4 s plan are a collapse, and flagged.
+    waiting.params["duration_s"] = 4.0
+    (flag,) = [f for f in validity_flags(waiting) if f.code == "not-steady"]
+    assert flag.text == "not steady: request rate -99.9% from the first to the second half"
+
+
 def test_the_engines_read_delay_above_a_quarter_of_latency_p99_is_flagged():
     test = steady_test([9000] * 4)
     test.summary["latency_us"]["p99"] = 2000.0
