@@ -35,9 +35,9 @@ SOCKETS_EVERY = 20
 MEMBERS_EVERY_S = 1.0
 MEMORY_EVERY = 10  # samples between two readings of the machine's memory (1 s)
 SCAN_EVERY_S = 30.0
-# What reading the tree's CPU clocks may cost the monitor per sample (0.4 % of a core at
+# What reading the tree's CPU clocks may cost the monitor per sample (0.1 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
-CLOCK_BUDGET_S = 0.0004
+CLOCK_BUDGET_S = 0.0001
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
 RAY_COMMANDS = ("raylet", "gcs_server")
@@ -104,18 +104,25 @@ class _TreeClock:
         self._find_members()
         with_cpu = self.count % self.cpu_every == 0
         self.count += 1
-        began = time.thread_time()
         rss = threads = fds = alive = 0
-        current = {}
+        current, clock_cost = {}, 0.0
         for pid in self.members:
-            row = procfs.sample(pid, with_cpu)
+            row = procfs.sample(pid)
             if row is None:
                 continue  # dead, reaped or not: it holds nothing any more
-            cpu = row[0] if with_cpu else self.last.get(pid, (0.0, 0))[0]
-            current[pid] = (cpu, row[1])
-            rss, threads, fds, alive = rss + row[2], threads + row[3], fds + row[4], alive + 1
+            cpu = self.last.get(pid, (0.0, 0))[0]
+            if with_cpu:
+                began = time.thread_time()
+                cpu = procfs.cpu_seconds(pid)
+                clock_cost += time.thread_time() - began
+                if cpu is None:
+                    continue
+            switched, resident, tasks, descriptors = row
+            current[pid] = (cpu, switched)
+            rss, threads, fds = rss + resident, threads + tasks, fds + descriptors
+            alive += 1
         if with_cpu and self.thin:
-            self._budget(time.thread_time() - began)
+            self._budget(clock_cost)
         for pid in set(self.last) - set(current):
             cpu, switches = self.last.pop(pid)
             self.gone_cpu += cpu
