@@ -177,10 +177,10 @@ def _rounded(value):
 
 def load_compact(data: dict, db: Path) -> Recorded:
     """The compact copy written into a new database, run ids and order as recorded."""
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, Suite
+    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
 
     with Store(db) as store:
-        suites = {s["id"]: store.add_suite(Suite(**s)) for s in data["suites"]}
+        suites = {s["id"]: store.add_suite(StoredSuite(**s)) for s in data["suites"]}
         for run in data["runs"]:
             made = store.start_run(
                 suites[run["suite_id"]],

@@ -24,7 +24,7 @@ from serverlab.results.report.seed_data import (
     load_published,
 )
 from serverlab.results.report.seed_metrics import SEED_METRICS, Figure, fold
-from serverlab.results.store import RecordedTest, Run, Suite
+from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
 HOLDS, FAILS, NO_DATA = "holds", "fails", "not enough data"
@@ -59,7 +59,7 @@ class SeedSection:
     sentence: str = ""
 
 
-def seed_of_suite(suite: Suite) -> str | None:
+def seed_of_suite(suite: StoredSuite) -> str | None:
     """The seed a suite reproduces: its recorded `seed`, else `seed-NNN` in its name or path."""
     recorded = getattr(suite, "seed", None)
     if recorded:
@@ -72,7 +72,7 @@ def seed_of_suite(suite: Suite) -> str | None:
 
 
 def seed_sections(
-    tests: list[RecordedTest], runs: list[Run], suites: dict[int, Suite]
+    tests: list[RecordedTest], runs: list[Run], suites: dict[int, StoredSuite]
 ) -> list[SeedSection]:
     """One section per seed present in the selected runs, in seed order."""
     seed_by_run: dict[int, str] = {}
