@@ -31,7 +31,9 @@ HOLDS, FAILS, NO_DATA = "holds", "fails", "not enough data"
 
 
 @dataclass
-class ComparisonRow:
+class SeedRow:
+    """One row of a seed's section: the study's published figure beside ours."""
+
     label: str
     where: str
     metric: str
@@ -54,7 +56,7 @@ class SeedSection:
     metric_note: str
     suites: list[str]
     tables: tuple[PublishedTable, ...]
-    rows: list[ComparisonRow] = field(default_factory=list)
+    rows: list[SeedRow] = field(default_factory=list)
     verdict: str = NO_DATA
     sentence: str = ""
 
@@ -108,7 +110,7 @@ def build_section(
     return section
 
 
-def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
+def compare(comparison: Comparison, tests: list[RecordedTest]) -> SeedRow:
     params = _resolved_params(comparison, tests)
     top = _side_figure(comparison.numerator, params, tests)
     bottom = _side_figure(comparison.denominator, params, tests) if comparison.denominator else None
@@ -118,7 +120,7 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
     if comparison.expect:
         state = checked(comparison.expect, ratio, interval)
         check = f"{state} (expected {comparison.expect.text()}{_interval_text(interval)})"
-    return ComparisonRow(
+    return SeedRow(
         label=comparison.label,
         where=", ".join(f"{k}={v}" for k, v in params),
         metric=_metric_label(comparison),
@@ -233,7 +235,7 @@ def _beside(
 
 
 def verdict(
-    published: Published, comparisons: tuple[Comparison, ...], rows: list[ComparisonRow]
+    published: Published, comparisons: tuple[Comparison, ...], rows: list[SeedRow]
 ) -> tuple[str, str]:
     """One sentence: holds when every expected comparison holds, fails naming the ones that do
     not, and not enough data when any expected comparison has no figure or an interval
