@@ -23,7 +23,7 @@ from serverlab.results.report.seed_data import (
     Side,
     load_published,
 )
-from serverlab.results.report.seed_metrics import SEED_METRICS, Figure, fold
+from serverlab.results.report.seed_metrics import SEED_METRICS, FoldedFigure, fold
 from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
@@ -134,7 +134,7 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> SeedRow:
     )
 
 
-def _interval(top: Figure | None, bottom: Figure | None) -> stats.Interval | None:
+def _interval(top: FoldedFigure | None, bottom: FoldedFigure | None) -> stats.Interval | None:
     """The interval of a median (no denominator) or of a ratio of medians; None for a
     count, or where a ratio has no interval (a side at zero)."""
     if top is None or not top.values:
@@ -204,11 +204,11 @@ def side_tests(
 
 def _side_figure(
     side: Side | None, params: tuple[tuple[str, Any], ...], tests: list[RecordedTest]
-) -> Figure | None:
+) -> FoldedFigure | None:
     return fold(side.metric, side_tests(side, params, tests)) if side else None
 
 
-def _ratio(top: Figure | None, bottom: Figure | None) -> float | None:
+def _ratio(top: FoldedFigure | None, bottom: FoldedFigure | None) -> float | None:
     if top is None or bottom is None or bottom.value == 0:
         return None
     return top.value / bottom.value
@@ -268,17 +268,17 @@ def _published_text(comparison: Comparison) -> str:
     return f"{_number(figures[0])} / {_number(figures[1])} = {_times(ratio)}"
 
 
-def _ratio_text(top: Figure | None, bottom: Figure | None, ratio: float | None) -> str:
+def _ratio_text(top: FoldedFigure | None, bottom: FoldedFigure | None, ratio: float | None) -> str:
     if top is None or bottom is None:
         return "no data"
     return f"{_number(top.value)} / {_number(bottom.value)} = {_times(ratio)}"
 
 
-def _value_text(figure: Figure | None) -> str:
+def _value_text(figure: FoldedFigure | None) -> str:
     return "no data" if figure is None else _number(figure.value)
 
 
-def _detail(top: Figure | None, bottom: Figure | None) -> str:
+def _detail(top: FoldedFigure | None, bottom: FoldedFigure | None) -> str:
     counts = [f"n={f.tests}" for f in (top, bottom) if f is not None]
     return " / ".join(counts)
 
