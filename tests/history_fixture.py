@@ -95,7 +95,9 @@ def record(root: Path, runs_before: int = 5, runs_after: int = 5, rounds: int = 
 
 def _one_run(suite: Path, db: Path, contestants: Path) -> int:
     with _contestants(contestants):
-        outcome = commands.run(commands.load(str(suite), 1.0, None, None), str(db), False, False)
+        outcome = commands.run(
+            commands.plan_suite(str(suite), 1.0, None, None), str(db), False, False
+        )
     assert outcome.run is not None and outcome.run.finished > 0
     return outcome.run.run_id
 

@@ -227,7 +227,7 @@ def test_paired_plans_interleave_a_b_and_a_again_round_by_round(tmp_path):
 
     suite = tmp_path / "s.toml"
     suite.write_text(history_fixture.SUITE.format(repeats=3))
-    planned = commands.load(str(suite), 1.0, None, None)
+    planned = commands.plan_suite(str(suite), 1.0, None, None)
     a, b = paired.parse_config("chunk_size=512000"), paired.parse_config("chunk_size=1K,x=-")
     with pytest.raises(paired.PairedError, match="no contestant of the suite has a tunable 'x'"):
         paired.check_config(b, {"rust-zhtta": find("rust-zhtta")})
