@@ -58,7 +58,7 @@ test-engine:
 
 # Each contestant's own formatter, linter and unit tests (its manifest's `test` command).
 test-contestants: venv
-	$(SERVERLAB) check
+	$(SERVERLAB) contestant-tests
 
 verify: venv
 	$(SERVERLAB) verify --all
