@@ -47,7 +47,7 @@ class Planned:
     plans: list[TestPlan]
 
 
-def load(
+def plan_suite(
     path: str,
     scale: float,
     only: list[str] | None,
@@ -275,7 +275,7 @@ def prepare_limits(suite: Suite) -> dict:
 
 def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
     """Prints the limits table; with `apply` sets what is short first. Returns the changes."""
-    needs = load(suite_path, 1.0, None, None, profile).suite.needs if suite_path else {}
+    needs = plan_suite(suite_path, 1.0, None, None, profile).suite.needs if suite_path else {}
     changes = []
     if apply:
         if not tuning.is_root():

@@ -198,14 +198,18 @@ def test_a_program_that_imports_the_cli_keeps_its_own_ctrl_c(tmp_path):
     assert done.stdout == "True\n"
 
 
-def test_build_reports_each_contestant_and_fails_if_any_failed(tmp_path, monkeypatch):
-    base = """
+# A manifest's required keys for a contestant that is only its build and test commands.
+SH_BASE = """
 language = "sh"
 architecture = "none"
 implements = ["perf"]
 version = "echo 1"
 start = "true {port} {host}"
 """
+
+
+def test_build_reports_each_contestant_and_fails_if_any_failed(tmp_path, monkeypatch):
+    base = SH_BASE
     write_manifest(
         tmp_path, "good", f'name = "good"\n{base}build = "touch out"\nartifacts = ["out"]\n'
     )
@@ -220,6 +224,39 @@ start = "true {port} {host}"
     assert "FAILED  lazy" in done.stderr and "left no x" in done.stderr
     assert "build failed for bad, lazy" in done.stderr
     assert serverlab("build", "good").returncode == 0
+
+
+def test_contestant_tests_runs_each_manifests_test_command_and_fails_if_any_failed(
+    tmp_path, monkeypatch
+):
+    write_manifest(tmp_path, "good", f'name = "good"\n{SH_BASE}test = "touch ran"\n')
+    write_manifest(tmp_path, "bad", f'name = "bad"\n{SH_BASE}test = "echo broke; exit 4"\n')
+    write_manifest(tmp_path, "none", f'name = "none"\n{SH_BASE}')
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
+    done = serverlab("contestant-tests")
+    assert done.returncode == 2
+    assert "passed  good" in done.stdout and (tmp_path / "good" / "ran").exists()
+    assert "passed  none" in done.stdout and "no test command" in done.stdout
+    assert "FAILED  bad" in done.stderr and "exit code 4" in done.stderr and "broke" in done.stderr
+    assert "contestant tests failed for bad" in done.stderr
+    assert serverlab("contestant-tests", "good").returncode == 0
+
+
+def test_the_old_name_check_still_runs_the_contestant_tests_with_a_one_line_notice(
+    tmp_path, monkeypatch
+):
+    write_manifest(tmp_path, "good", f'name = "good"\n{SH_BASE}test = "touch ran"\n')
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
+    done = serverlab("check", "good")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "good" / "ran").exists() and "passed  good" in done.stdout
+    assert done.stderr.splitlines() == [
+        "serverlab: `check` is now `contestant-tests`; the old name goes in the next version"
+    ]
+    commands = serverlab("--help").stdout.split("Commands:")[1]
+    assert "contestant-tests" in commands and "check" not in [
+        line.split()[0] for line in commands.splitlines() if line.strip()
+    ]
 
 
 def parse_as_serverlab(argv: list[str]) -> click.Context:

@@ -85,7 +85,7 @@ def start(
     server: Namespace,
     link: dict[str, float],
     cpus: str | None = None,
-    seed: int = 1,
+    rng_seed: int = 1,
 ) -> Forwarder:
     """Starts the forwarder (pinned to `cpus`, marked as ours), then addresses both ends.
     `link` has delay_ms, rate_mbit and loss_pct."""
@@ -93,7 +93,7 @@ def start(
     if path is None:
         raise NetnsError("delay line not built: run `make build` (tools/delayline)")
     argv = [str(path), "--client-ns", str(client.path), "--server-ns", str(server.path)]
-    argv += ["--client-tun", CLIENT_TUN, "--server-tun", SERVER_TUN, "--seed", str(seed)]
+    argv += ["--client-tun", CLIENT_TUN, "--server-tun", SERVER_TUN, "--seed", str(rng_seed)]
     for key in ("delay_ms", "rate_mbit", "loss_pct"):
         argv += [f"--{key.replace('_', '-')}", str(link.get(key) or 0)]
     if cpus:

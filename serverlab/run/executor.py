@@ -38,13 +38,13 @@ from serverlab.results.store import (
 )
 from serverlab.run import fileset, netns, sockdiag
 from serverlab.run.leftovers import work_folder
-from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.signals import read_signals
 from serverlab.run.testplan import ControlCall, TestPlan, bind
 from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
+from serverlab.run.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.validity import assess
 
 # Polls of a dying server give the engine this long to see the refused connections.
@@ -65,7 +65,7 @@ class Environment:
     workdir: Path  # this run's scratch space lives under it (see leftovers.work_folder)
     run_id: int | None = None
     progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
-    # Where the load comes from; None: one engine on this machine (run.load.LocalLoad).
+    # Where the load comes from; None: one engine on this machine (run.traffic.LocalLoad).
     load: Load | None = None
     # The address servers listen on besides loopback: this host's in a lab or cluster.
     host: str = LOOPBACK

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
-from serverlab.results.store import RecordedTest, Store, StoreError, make_test_key
-from serverlab.results.store import Suite as StoredSuite
+from serverlab.results.store import RecordedTest, Store, StoredSuite, StoreError, make_test_key
 from serverlab.run import netns
 from serverlab.run.engine import EngineError, engine_binary
 from serverlab.run.executor import Environment, execute

@@ -109,7 +109,9 @@ def admitted(test: RecordedTest) -> float | None:
 
 
 @dataclass(frozen=True)
-class Figure:
+class TransportFigure:
+    """One figure of the push transports' table: its name, label, unit and how to read it."""
+
     name: str
     label: str
     unit: str
@@ -117,17 +119,19 @@ class Figure:
 
 
 FIGURES = (
-    Figure("admitted", "subscribers at the end of the ramp", "", admitted),
-    Figure("complete", "worst in-window cycle complete", "%", push.worst_completeness_percent),
-    Figure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
-    Figure("cpu", "server CPU per 1,000 events", "s", cpu_per_thousand_events),
-    Figure("p50", "delivery delay p50", "ms", delay_ms("p50")),
-    Figure("p99", "delivery delay p99", "ms", delay_ms("p99")),
-    Figure("lost", "events lost", "", lost),
-    Figure("duplicated", "events duplicated", "", _event_count("duplicated")),
-    Figure("reordered", "events reordered", "", _event_count("reordered")),
-    Figure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
-    Figure("after", "emitted after the window", "", push.emitted_after_window),
+    TransportFigure("admitted", "subscribers at the end of the ramp", "", admitted),
+    TransportFigure(
+        "complete", "worst in-window cycle complete", "%", push.worst_completeness_percent
+    ),
+    TransportFigure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
+    TransportFigure("cpu", "server CPU per 1,000 events", "s", cpu_per_thousand_events),
+    TransportFigure("p50", "delivery delay p50", "ms", delay_ms("p50")),
+    TransportFigure("p99", "delivery delay p99", "ms", delay_ms("p99")),
+    TransportFigure("lost", "events lost", "", lost),
+    TransportFigure("duplicated", "events duplicated", "", _event_count("duplicated")),
+    TransportFigure("reordered", "events reordered", "", _event_count("reordered")),
+    TransportFigure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
+    TransportFigure("after", "emitted after the window", "", push.emitted_after_window),
 )
 
 
@@ -294,7 +298,7 @@ def _capacity_text(rungs: dict[int, list[RecordedTest]], nofile: int | None) -> 
     return f"{best:,}"
 
 
-def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
+def _chart(figure: TransportFigure, tests: list[RecordedTest]) -> Chart:
     """Median per transport, a bar per contestant (and client count when there are
     several), the interval as a whisker."""
     fig = go.Figure()
