@@ -268,7 +268,7 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
     """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
     from serverlab.base.netns import Namespace
     from serverlab.contestant.manifest import find
-    from serverlab.run.netns import NamespacedServer
+    from serverlab.run.shapedlink import NamespacedServer
 
     os.environ["SERVERLAB_CONTESTANTS"] = str(contestants_dir)
     server = NamespacedServer(

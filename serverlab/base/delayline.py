@@ -1,6 +1,7 @@
-"""The delay line (execution stage): where the kernel has no netem, serverlab's own IP
-forwarder (tools/delayline) carries a shaped link's packets between a client namespace and
-the server's, through two TUN devices, delaying, pacing and dropping them. It forwards IP
+"""The delay line (base, for two stages: a test's shaped link, serverlab.run.shapedlink,
+and the virtual lab's host links, serverlab.lab.network): where the kernel has no netem,
+serverlab's own IP forwarder (tools/delayline) carries a link's packets between two
+namespaces, through a TUN device in each, delaying, pacing and dropping them. It forwards IP
 packets, never TCP streams, so the server sees the real round trip and flow control.
 
 Also the link's TCP-connect RTT probe, which proves the delay on every shaped link.
