@@ -246,7 +246,8 @@ def _lab_note(spread: Spread) -> dict:
         return {}
     return {
         "note": "virtual lab on one machine: the server and the generators share its CPUs, "
-        "so figures are capacity figures, not speed figures"
+        "so figures are capacity figures, not speed figures",
+        "lab_link": manage.link(manage.DEFAULT_NAME),
     }
 
 
@@ -347,9 +348,13 @@ def engine_argv(args) -> tuple[str, list[str]]:
     return binary, [binary, *args]
 
 
-def lab_up(generators: int, rate_mbit: float | None):
+def lab_up(generators: int, rate_mbit: float | None, delay_ms: float = 0.0, loss_pct: float = 0.0):
     console.print(f"making the virtual lab: {generators} generators ...")
-    return manage.up(generators, rate_mbit)
+    return manage.up(generators, rate_mbit, delay_ms=delay_ms, loss_pct=loss_pct)
+
+
+def lab_link() -> dict:
+    return manage.link(manage.DEFAULT_NAME)
 
 
 def lab_down() -> dict[str, int]:

@@ -90,13 +90,7 @@ def start(
 ) -> Forwarder:
     """Starts the forwarder (pinned to `cpus`, marked as ours), then addresses both ends.
     `link` has delay_ms, rate_mbit and loss_pct."""
-    path = binary()
-    if path is None:
-        raise NetnsError("delay line not built: run `make build` (tools/delayline)")
-    argv = [str(path), "--client-ns", str(client.path), "--server-ns", str(server.path)]
-    argv += ["--client-tun", CLIENT_TUN, "--server-tun", SERVER_TUN, "--seed", str(seed)]
-    for key in ("delay_ms", "rate_mbit", "loss_pct"):
-        argv += [f"--{key.replace('_', '-')}", str(link.get(key) or 0)]
+    argv = command(client, server, (CLIENT_TUN, SERVER_TUN), link, seed)
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
     process = owner.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -107,6 +101,25 @@ def start(
     _address(client, CLIENT_TUN, CLIENT_ADDRESS, SERVER_ADDRESS)
     _address(server, SERVER_TUN, SERVER_ADDRESS, CLIENT_ADDRESS)
     return forwarder
+
+
+def command(
+    client: Namespace,
+    server: Namespace,
+    tuns: tuple[str, str],
+    link: dict[str, float],
+    seed: int = 1,
+) -> list[str]:
+    """The forwarder's command line: a TUN device named `tuns[0]` in `client` and one named
+    `tuns[1]` in `server`, the link's delay_ms (one way), rate_mbit and loss_pct."""
+    path = binary()
+    if path is None:
+        raise NetnsError("delay line not built: run `make build` (tools/delayline)")
+    argv = [str(path), "--client-ns", str(client.path), "--server-ns", str(server.path)]
+    argv += ["--client-tun", tuns[0], "--server-tun", tuns[1], "--seed", str(seed)]
+    for key in ("delay_ms", "rate_mbit", "loss_pct"):
+        argv += [f"--{key.replace('_', '-')}", str(link.get(key) or 0)]
+    return argv
 
 
 def _ready(process: subprocess.Popen) -> bool:
