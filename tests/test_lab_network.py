@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from serverlab.base import delayline, owner
+from serverlab.base import delayline, owner, scratch
 from serverlab.base.netns import Namespace, existing
 from serverlab.lab import network
 from serverlab.lab.topology import plan_lab
@@ -71,3 +71,4 @@ def test_a_lab_whose_links_are_removed_leaves_no_forwarder_and_no_namespace():
     network.remove(lab)
     assert owner.owned_by(mark) == []
     assert not [n for n in existing() if n in lab.namespaces()]
+    assert not scratch.lab_folder(lab.name).exists(), "a later run would take it for a dead lab"

@@ -194,6 +194,11 @@ def remove(lab: Lab) -> list[str]:
     gone = [name for name in existing() if is_lab_namespace(name) == lab.name]
     for name in gone:
         delete(name)
+    folder = scratch.lab_folder(lab.name)
+    for output in folder.glob("delayline-*.out"):
+        output.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty: a lab's Ray nodes keep theirs until `lab down`
     return gone
 
 
