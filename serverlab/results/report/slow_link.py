@@ -178,48 +178,49 @@ def goodput_points(test: RecordedTest) -> tuple[list[float], list[float]]:
     return x, y
 
 
+WINDOW = "over the whole test, seconds since the monitor started"
+# Each chart: key, title, y axis, its points, caption, and what an empty one lacks.
+CHARTS = (
+    (
+        "fds",
+        "Server's held connections over time: its open descriptors",
+        "open descriptors",
+        descriptor_points,
+        "Open descriptors of the server's whole process tree (the monitor, /proc, 10 a "
+        f"second), {WINDOW}: each held connection is one, as is each file it is sending, "
+        "beside the listener and the server's own files.",
+        "no monitor samples",
+    ),
+    (
+        "rss",
+        "Server memory (RSS) while the clients drain",
+        "RSS (MiB)",
+        rss_points,
+        f"Resident memory of the server's whole process tree (the monitor, /proc), {WINDOW}.",
+        "no monitor samples",
+    ),
+    (
+        "cpu",
+        "Server CPU while the clients drain",
+        "CPU % (100 = one core)",
+        cpu_points,
+        f"CPU of the server's whole process tree (the monitor, /proc), {WINDOW}.",
+        "no monitor samples",
+    ),
+    (
+        "goodput",
+        "Goodput through the link",
+        "Mbit/s",
+        goodput_points,
+        "What the clients read in each engine interval (the engine, headers included), "
+        "seconds since the engine started.",
+        "no engine intervals",
+    ),
+)
+
+
 def _charts(anchor: str, tests: list[RecordedTest]) -> list[Chart]:
-    window = "over the whole test, seconds since the monitor started"
     return [
-        time_series(
-            f"{anchor}-fds",
-            tests,
-            "Server's held connections over time: its open descriptors",
-            "open descriptors",
-            descriptor_points,
-            "Open descriptors of the server's whole process tree (the monitor, /proc, 10 a "
-            "second), "
-            + window
-            + ": each held connection is one, as is each file it is sending, beside the "
-            "listener and the server's own files.",
-            "no monitor samples",
-        ),
-        time_series(
-            f"{anchor}-rss",
-            tests,
-            "Server memory (RSS) while the clients drain",
-            "RSS (MiB)",
-            rss_points,
-            f"Resident memory of the server's whole process tree (the monitor, /proc), {window}.",
-            "no monitor samples",
-        ),
-        time_series(
-            f"{anchor}-cpu",
-            tests,
-            "Server CPU while the clients drain",
-            "CPU % (100 = one core)",
-            cpu_points,
-            f"CPU of the server's whole process tree (the monitor, /proc), {window}.",
-            "no monitor samples",
-        ),
-        time_series(
-            f"{anchor}-goodput",
-            tests,
-            "Goodput through the link",
-            "Mbit/s",
-            goodput_points,
-            "What the clients read in each engine interval (the engine, headers included), "
-            "seconds since the engine started.",
-            "no engine intervals",
-        ),
+        time_series(f"{anchor}-{key}", tests, title, axis, points, caption, empty)
+        for key, title, axis, points, caption, empty in CHARTS
     ]
