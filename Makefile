@@ -32,7 +32,7 @@ engine:
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo build --release --locked; \
 	 else echo "engine: not yet available"; fi
 
-# The shaped links' own delay line, for kernels without netem (serverlab.run.delayline).
+# The shaped links' own delay line, for kernels without netem (serverlab.base.delayline; the lab's links use it too).
 delayline:
 	cd tools/delayline && cargo build --release --locked
 

@@ -342,11 +342,16 @@ def lab():
 @lab.command("up")
 @click.option("--generators", type=int, default=2, show_default=True, help="load hosts")
 @click.option("--rate-mbit", type=float, help="shape every host's link to this rate")
-def lab_up(generators, rate_mbit):
+@click.option("--delay-ms", type=float, default=0.0, help="one-way delay between two hosts")
+@click.option("--loss-pct", type=float, default=0.0, help="packets lost between two hosts, %")
+def lab_up(generators, rate_mbit, delay_ms, loss_pct):
     """Make the lab: a head, a server host and N generator hosts in 198.18.0.0/24."""
-    made = commands.lab_up(generators, rate_mbit)
+    made = commands.lab_up(generators, rate_mbit, delay_ms, loss_pct)
     for host in made.hosts:
         click.echo(f"{host.role:8} {host.address:12} {host.netns}")
+    link = commands.lab_link()
+    if link.get("shaped_by"):
+        click.echo(f"links by {link['shaped_by']}: round trip {link.get('rtt_ms')} ms")
     click.echo(f"Ray at {made.ray_address}; run a suite there with --ray lab")
 
 

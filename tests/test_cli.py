@@ -16,6 +16,7 @@ from conftest import write_manifest
 
 from serverlab import cli
 from serverlab.base import httpclient, interrupts
+from serverlab.base.netns import existing
 from serverlab.base.ports import free_port
 from serverlab.lab import manage
 
@@ -293,3 +294,22 @@ def test_the_advice_of_a_second_lab_up_is_a_command_lab_down_takes(lab_name):
 def test_the_old_advice_would_not_have_parsed():
     with pytest.raises(click.UsageError, match="--name"):
         parse_as_serverlab(["lab", "down", "--name", "main"])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [("--delay-ms", "-1", "--delay-ms must be 0..5000"), ("--loss-pct", "100", "below 100")],
+)
+def test_a_lab_link_value_out_of_range_is_one_line_and_makes_nothing(option, value, said):
+    name = f"c{os.getpid() % 100000}"
+    before = set(existing())
+    done = subprocess.run(
+        [*SERVERLAB, "lab", "up", option, value],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SERVERLAB_LAB": name},
+    )
+    assert done.returncode == 2 and said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert set(existing()) <= before and not manage.status(name)

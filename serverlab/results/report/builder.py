@@ -114,6 +114,8 @@ def render_report(
     charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
     history = history_section(tests, runs, suites)
     charts += history.charts if history else []
+    seeds = seed_sections(tests, runs, suites)
+    charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -124,7 +126,7 @@ def render_report(
         runs=[_run_view(r, suites) for r in runs],
         metrics=METRICS,
         sections=sections,
-        seed_sections=seed_sections(tests, runs, suites),
+        seed_sections=seeds,
         transports=transports,
         history=history,
         transport_figures=FIGURES,

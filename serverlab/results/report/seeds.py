@@ -24,6 +24,7 @@ from serverlab.results.report.seed_data import (
     load_published,
 )
 from serverlab.results.report.seed_metrics import SEED_METRICS, FoldedFigure, fold
+from serverlab.results.report.slow_link import SlowLinkBlock, slow_link_blocks
 from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
@@ -59,6 +60,8 @@ class SeedSection:
     rows: list[SeedRow] = field(default_factory=list)
     verdict: str = NO_DATA
     sentence: str = ""
+    # The seed's scenarios through a shaped link, the server's side of them (slow_link).
+    slow_links: list[SlowLinkBlock] = field(default_factory=list)
 
 
 def seed_of_suite(suite: StoredSuite) -> str | None:
@@ -107,6 +110,7 @@ def build_section(
     )
     section.rows = [compare(c, tests) for c in published.comparisons]
     section.verdict, section.sentence = verdict(published, published.comparisons, section.rows)
+    section.slow_links = slow_link_blocks(section.anchor, tests)
     return section
 
 
