@@ -437,6 +437,9 @@ impl<'a> Driver<'a> {
         for conn in self.conns.iter().flatten() {
             let _ = conn.socket.shutdown(std::net::Shutdown::Both);
         }
+        // The last completions may have queued closes and nothing else: they go to the
+        // kernel here, or their descriptors would stay open after the run.
+        let _ = self.ring.submit();
         let limit = Instant::now() + DRAIN_LIMIT;
         while self.slots.iter().any(Slot::is_busy) && Instant::now() < limit {
             if self.wait(1).is_err() {
