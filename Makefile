@@ -32,7 +32,7 @@ engine:
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo build --release --locked; \
 	 else echo "engine: not yet available"; fi
 
-# The shaped links' own delay line, for kernels without netem (serverlab.run.delayline).
+# The shaped links' own delay line, for kernels without netem (serverlab.base.delayline; the lab's links use it too).
 delayline:
 	cd tools/delayline && cargo build --release --locked
 
@@ -44,6 +44,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check serverlab tests
 	$(VENV)/bin/lint-imports
 	scripts/engine-layers
+	scripts/class-names
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings; fi
 	cd tools/delayline && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings
 
@@ -57,7 +58,7 @@ test-engine:
 
 # Each contestant's own formatter, linter and unit tests (its manifest's `test` command).
 test-contestants: venv
-	$(SERVERLAB) check
+	$(SERVERLAB) contestant-tests
 
 verify: venv
 	$(SERVERLAB) verify --all

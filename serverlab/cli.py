@@ -36,7 +36,7 @@ from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import VerifyReport, verify_contestant
-from serverlab.contestant.build import build_contestant, check_contestant
+from serverlab.contestant.build import build_contestant, run_contestant_tests
 from serverlab.contestant.inventory import contestant_rows
 from serverlab.contestant.manifest import (
     BrokenManifest,
@@ -147,14 +147,14 @@ def build(names):
         raise UserError(f"build failed for {', '.join(failed)}")
 
 
-@cli.command()
+@cli.command("contestant-tests")
 @click.argument("names", nargs=-1)
-def check(names):
-    """Run the contestants' own checks (formatter, linter, unit tests): each manifest's
+def contestant_tests(names):
+    """Run the contestants' own tests (formatter, linter, unit tests): each manifest's
     `test` command (default: every contestant)."""
     manifests, failed = _split_broken(discover()) if not names else ([find(n) for n in names], [])
     for manifest in manifests:
-        result = check_contestant(manifest)
+        result = run_contestant_tests(manifest)
         name, detail = _plain(manifest.name), _plain(result.detail)
         if result.ok:
             note = f" ({detail})" if result.detail else ""
@@ -163,7 +163,19 @@ def check(names):
             failed.append(manifest.name)
             click.secho(f"FAILED  {name}: {detail}", fg="red", err=True)
     if failed:
-        raise UserError(f"checks failed for {', '.join(failed)}")
+        raise UserError(f"contestant tests failed for {', '.join(failed)}")
+
+
+# The old name, kept for this one version: `check` read as "check the contestant", which
+# verify does, while the command runs the contestant's own tests.
+@cli.command(hidden=True)
+@click.argument("names", nargs=-1)
+@click.pass_context
+def check(ctx, names):
+    """The old name of contestant-tests."""
+    notice = "serverlab: `check` is now `contestant-tests`; the old name goes in the next version"
+    click.echo(notice, err=True)
+    ctx.invoke(contestant_tests, names=names)
 
 
 @cli.command()
@@ -310,7 +322,7 @@ def run(
     hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
     spread = commands.Spread(ray_address, generators, hosts) if ray_address else None
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    planned = commands.load(suite_file, scale, names, repeats, profile)
+    planned = commands.plan_suite(suite_file, scale, names, repeats, profile)
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return
@@ -330,11 +342,16 @@ def lab():
 @lab.command("up")
 @click.option("--generators", type=int, default=2, show_default=True, help="load hosts")
 @click.option("--rate-mbit", type=float, help="shape every host's link to this rate")
-def lab_up(generators, rate_mbit):
+@click.option("--delay-ms", type=float, default=0.0, help="one-way delay between two hosts")
+@click.option("--loss-pct", type=float, default=0.0, help="packets lost between two hosts, %")
+def lab_up(generators, rate_mbit, delay_ms, loss_pct):
     """Make the lab: a head, a server host and N generator hosts in 198.18.0.0/24."""
-    made = commands.lab_up(generators, rate_mbit)
+    made = commands.lab_up(generators, rate_mbit, delay_ms, loss_pct)
     for host in made.hosts:
         click.echo(f"{host.role:8} {host.address:12} {host.netns}")
+    link = commands.lab_link()
+    if link.get("shaped_by"):
+        click.echo(f"links by {link['shaped_by']}: round trip {link.get('rtt_ms')} ms")
     click.echo(f"Ray at {made.ray_address}; run a suite there with --ray lab")
 
 

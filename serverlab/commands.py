@@ -17,6 +17,7 @@ from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import Manifest, discover, find
 from serverlab.contestant.server import ServerError
 from serverlab.lab import manage
+from serverlab.lab.topology import plan_lab
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
@@ -47,7 +48,7 @@ class Planned:
     plans: list[TestPlan]
 
 
-def load(
+def plan_suite(
     path: str,
     scale: float,
     only: list[str] | None,
@@ -250,7 +251,8 @@ def _lab_note(spread: Spread) -> dict:
         return {}
     return {
         "note": "virtual lab on one machine: the server and the generators share its CPUs, "
-        "so figures are capacity figures, not speed figures"
+        "so figures are capacity figures, not speed figures",
+        "lab_link": manage.link(manage.DEFAULT_NAME),
     }
 
 
@@ -279,7 +281,7 @@ def prepare_limits(suite: Suite) -> dict:
 
 def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
     """Prints the limits table; with `apply` sets what is short first. Returns the changes."""
-    needs = load(suite_path, 1.0, None, None, profile).suite.needs if suite_path else {}
+    needs = plan_suite(suite_path, 1.0, None, None, profile).suite.needs if suite_path else {}
     changes = []
     if apply:
         if not tuning.is_root():
@@ -351,9 +353,15 @@ def engine_argv(args) -> tuple[str, list[str]]:
     return binary, [binary, *args]
 
 
-def lab_up(generators: int, rate_mbit: float | None):
+def lab_up(generators: int, rate_mbit: float | None, delay_ms: float = 0.0, loss_pct: float = 0.0):
+    # Bad values are one line, before a word of progress.
+    plan_lab(manage.DEFAULT_NAME, generators, rate_mbit, delay_ms, loss_pct)
     console.print(f"making the virtual lab: {generators} generators ...")
-    return manage.up(generators, rate_mbit)
+    return manage.up(generators, rate_mbit, delay_ms=delay_ms, loss_pct=loss_pct)
+
+
+def lab_link() -> dict:
+    return manage.link(manage.DEFAULT_NAME)
 
 
 def lab_down() -> dict[str, int]:

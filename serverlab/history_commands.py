@@ -53,7 +53,7 @@ def gate_selections(db: str, side_a: str, side_b: str, metrics, threshold: float
 def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: int) -> int:
     """Run A, B, A' interleaved in one sitting and store it in ``db``; returns the run id."""
     a, b = paired.parse_config(side_a), paired.parse_config(side_b)
-    planned = commands.load(suite_file, 1.0, None, None)
+    planned = commands.plan_suite(suite_file, 1.0, None, None)
     manifests = {name: find(name) for name in sorted({p.contestant for p in planned.plans})}
     for config in (a, b):
         paired.check_config(config, manifests)

@@ -95,7 +95,9 @@ def record(root: Path, runs_before: int = 5, runs_after: int = 5, rounds: int = 
 
 def _one_run(suite: Path, db: Path, contestants: Path) -> int:
     with _contestants(contestants):
-        outcome = commands.run(commands.load(str(suite), 1.0, None, None), str(db), False, False)
+        outcome = commands.run(
+            commands.plan_suite(str(suite), 1.0, None, None), str(db), False, False
+        )
     assert outcome.run is not None and outcome.run.finished > 0
     return outcome.run.run_id
 
@@ -177,10 +179,10 @@ def _rounded(value):
 
 def load_compact(data: dict, db: Path) -> Recorded:
     """The compact copy written into a new database, run ids and order as recorded."""
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, Suite
+    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
 
     with Store(db) as store:
-        suites = {s["id"]: store.add_suite(Suite(**s)) for s in data["suites"]}
+        suites = {s["id"]: store.add_suite(StoredSuite(**s)) for s in data["suites"]}
         for run in data["runs"]:
             made = store.start_run(
                 suites[run["suite_id"]],

@@ -46,6 +46,8 @@ DEFAULT_HEARTBEAT_MS = 15000
 # The late_control fault's delay before a control call is served, and the early_sent fault's
 # hold between the stamp and the writes (node-http's corked socket, exaggerated).
 LATE_CONTROL_S = 1.0
+# The few_threads fault's pool: requests served at once (a comet stream holds one until it ends).
+FEW_THREADS = 150
 EARLY_SENT_HOLD_S = 0.15
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
@@ -78,6 +80,8 @@ FAULTS = {
     "old_spec_version": "GET /stats says spec_version 1.0, the MAJOR before this one",
     "late_control": "POST /logging, /event/set and /event/clear are served 1 s late",
     "early_sent": "sent is stamped when a cycle starts, and its writes are held 150 ms after",
+    "few_threads": "150 requests are served at once, a stream holding its place until it ends; "
+    "more wait unanswered, as in a thread pool's queue",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -499,7 +503,8 @@ class HttpConnection:
         if self.server.logging:
             print(f"{event.method.decode()} {event.target.decode('latin-1')}", file=sys.stderr)
         try:
-            await self.route(event.method.decode(), event.target.decode("latin-1"))
+            async with self.server.request_thread:
+                await self.route(event.method.decode(), event.target.decode("latin-1"))
         except BadRequest as bad:
             self.send_error(bad.status, bad.reason, bad.extra)
             if self.h11.their_state is not h11.DONE:
@@ -996,6 +1001,8 @@ class ReferenceServer:
         self.faults = faults
         self.logging = False
         self.hub = PushHub(self.counters, faults)
+        few = "few_threads" in faults
+        self.request_thread = asyncio.Semaphore(FEW_THREADS) if few else contextlib.nullcontext()
 
     def has_fault(self, fault: str) -> bool:
         return fault in self.faults

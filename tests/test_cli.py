@@ -16,6 +16,7 @@ from conftest import write_manifest
 
 from serverlab import cli
 from serverlab.base import httpclient, interrupts
+from serverlab.base.netns import existing
 from serverlab.base.ports import free_port
 from serverlab.lab import manage
 
@@ -198,14 +199,18 @@ def test_a_program_that_imports_the_cli_keeps_its_own_ctrl_c(tmp_path):
     assert done.stdout == "True\n"
 
 
-def test_build_reports_each_contestant_and_fails_if_any_failed(tmp_path, monkeypatch):
-    base = """
+# A manifest's required keys for a contestant that is only its build and test commands.
+SH_BASE = """
 language = "sh"
 architecture = "none"
 implements = ["perf"]
 version = "echo 1"
 start = "true {port} {host}"
 """
+
+
+def test_build_reports_each_contestant_and_fails_if_any_failed(tmp_path, monkeypatch):
+    base = SH_BASE
     write_manifest(
         tmp_path, "good", f'name = "good"\n{base}build = "touch out"\nartifacts = ["out"]\n'
     )
@@ -220,6 +225,39 @@ start = "true {port} {host}"
     assert "FAILED  lazy" in done.stderr and "left no x" in done.stderr
     assert "build failed for bad, lazy" in done.stderr
     assert serverlab("build", "good").returncode == 0
+
+
+def test_contestant_tests_runs_each_manifests_test_command_and_fails_if_any_failed(
+    tmp_path, monkeypatch
+):
+    write_manifest(tmp_path, "good", f'name = "good"\n{SH_BASE}test = "touch ran"\n')
+    write_manifest(tmp_path, "bad", f'name = "bad"\n{SH_BASE}test = "echo broke; exit 4"\n')
+    write_manifest(tmp_path, "none", f'name = "none"\n{SH_BASE}')
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
+    done = serverlab("contestant-tests")
+    assert done.returncode == 2
+    assert "passed  good" in done.stdout and (tmp_path / "good" / "ran").exists()
+    assert "passed  none" in done.stdout and "no test command" in done.stdout
+    assert "FAILED  bad" in done.stderr and "exit code 4" in done.stderr and "broke" in done.stderr
+    assert "contestant tests failed for bad" in done.stderr
+    assert serverlab("contestant-tests", "good").returncode == 0
+
+
+def test_the_old_name_check_still_runs_the_contestant_tests_with_a_one_line_notice(
+    tmp_path, monkeypatch
+):
+    write_manifest(tmp_path, "good", f'name = "good"\n{SH_BASE}test = "touch ran"\n')
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(tmp_path))
+    done = serverlab("check", "good")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "good" / "ran").exists() and "passed  good" in done.stdout
+    assert done.stderr.splitlines() == [
+        "serverlab: `check` is now `contestant-tests`; the old name goes in the next version"
+    ]
+    commands = serverlab("--help").stdout.split("Commands:")[1]
+    assert "contestant-tests" in commands and "check" not in [
+        line.split()[0] for line in commands.splitlines() if line.strip()
+    ]
 
 
 def parse_as_serverlab(argv: list[str]) -> click.Context:
@@ -256,3 +294,22 @@ def test_the_advice_of_a_second_lab_up_is_a_command_lab_down_takes(lab_name):
 def test_the_old_advice_would_not_have_parsed():
     with pytest.raises(click.UsageError, match="--name"):
         parse_as_serverlab(["lab", "down", "--name", "main"])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [("--delay-ms", "-1", "--delay-ms must be 0..5000"), ("--loss-pct", "100", "below 100")],
+)
+def test_a_lab_link_value_out_of_range_is_one_line_and_makes_nothing(option, value, said):
+    name = f"c{os.getpid() % 100000}"
+    before = set(existing())
+    done = subprocess.run(
+        [*SERVERLAB, "lab", "up", option, value],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SERVERLAB_LAB": name},
+    )
+    assert done.returncode == 2 and said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert set(existing()) <= before and not manage.status(name)

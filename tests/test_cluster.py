@@ -1,8 +1,12 @@
 """Distributed runs for real: a virtual lab of network namespaces with a `ray start` node in
-each (a head, a server host, two generator hosts), the reference server on the server host,
-the real engine on the generators. What is checked: merged figures equal what one histogram
-of every generator's samples says (by Python's HdrHistogram, not the engine's merge),
-clocks, a generator lost mid-test, Ctrl-C, and nodes that run different engines."""
+each (a head, a server host, two generator hosts), its links delayed (the delay line, or
+netem), the reference server on the server host, the real engine on the generators. What is
+checked: merged figures equal what one histogram of every generator's samples says (by
+Python's HdrHistogram, not the engine's merge), clocks, a generator lost mid-test, Ctrl-C,
+nodes that run different engines, and that `lab down` leaves nothing.
+
+Most tests share one lab (`lab`, made once: a lab up costs half a minute). The last two that
+use it damage it, and run in file order: one kills a node, the next takes the lab down."""
 
 import json
 import math
@@ -29,6 +33,8 @@ from serverlab.run.engine import engine_binary
 
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
 LAB = f"t{os.getpid() % 100000}"
+# The shared lab's one-way delay between hosts: every run below crosses it.
+LAB_DELAY_MS = 5
 
 
 def netns_of(pid: int) -> int | None:
@@ -44,7 +50,7 @@ def namespace_inode(name: str) -> int:
 
 @pytest.fixture(scope="module")
 def lab():
-    made = manage.up(2, name=LAB)
+    made = manage.up(2, name=LAB, delay_ms=LAB_DELAY_MS)
     try:
         yield made
     finally:
@@ -160,6 +166,9 @@ def test_two_generators_merge_exactly_and_the_server_saw_the_total(lab, contesta
         # One machine, one clock: the true offset is 0.
         assert abs(generator["offset_ms"]) <= generator["uncertainty_ms"]
     assert run.machine["placement"]["server"] == lab.server.address
+    link = run.machine["placement"]["lab_link"]  # what delayed the lab, and the proof
+    assert link["delay_by"] in ("netem", "delayline") and link["delay_ms"] == LAB_DELAY_MS
+    assert abs(link["rtt_ms"] - 2 * LAB_DELAY_MS) <= 0.1 * 2 * LAB_DELAY_MS, link
     html = build_report(db, None, tmp_path / "r.html").read_text()
     for generator in lab.generators:
         assert generator.address in html, "a row per generator"
@@ -268,7 +277,7 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
     """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
     from serverlab.base.netns import Namespace
     from serverlab.contestant.manifest import find
-    from serverlab.run.netns import NamespacedServer
+    from serverlab.run.shapedlink import NamespacedServer
 
     os.environ["SERVERLAB_CONTESTANTS"] = str(contestants_dir)
     server = NamespacedServer(
@@ -292,30 +301,6 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["type"] == "summary" and summary["generators"] == 2
     assert summary["requests"] > 20 and served >= summary["requests"]
-
-
-def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(contestants_dir, tmp_path):
-    """A lab of its own: it kills one of its nodes, which no later test could use."""
-    name = f"k{os.getpid() % 100000}"
-    made = manage.up(2, name=name)
-    try:
-        db = tmp_path / "lab.db"
-        body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
-        run = start_run(suite(tmp_path, body), db, contestants_dir, lab=name)
-        gen2 = made.generators[1]
-        wait_for(lambda: engines_in(gen2.netns), what="gen2's engine")
-        inode = namespace_inode(gen2.netns)
-        for process in psutil.process_iter(["cmdline"]):
-            if netns_of(process.pid) == inode and owner.mark_of(process.pid):
-                process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
-        out = finish(run)
-    finally:
-        manage.down(name)
-    assert run.returncode == 0, out
-    (lost, after), _ = stored(db)
-    assert lost.status == "invalid" and lost.validity["generator_lost"]
-    assert after.status == "ok", after.validity
-    assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
 
 
 # --- the lab leaves nothing --------------------------------------------------------------
@@ -360,6 +345,28 @@ def test_a_lab_run_leaves_no_temporary_folder(lab, contestants_dir, tmp_path):
     assert leftover_folders() - before == set()
 
 
+def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(
+    lab, contestants_dir, tmp_path
+):
+    """The shared lab, last but one: it kills one of its nodes, which only the next test
+    (lab down) uses after it."""
+    db = tmp_path / "lab.db"
+    body = FAST.format(n=1, duration=6) + FAST.format(n=2, duration=2)
+    run = start_run(suite(tmp_path, body), db, contestants_dir)
+    gen2 = lab.generators[1]
+    wait_for(lambda: engines_in(gen2.netns), what="gen2's engine")
+    inode = namespace_inode(gen2.netns)
+    for process in psutil.process_iter(["cmdline"]):
+        if netns_of(process.pid) == inode and owner.mark_of(process.pid):
+            process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
+    out = finish(run)
+    assert run.returncode == 0, out
+    (lost, after), _ = stored(db)
+    assert lost.status == "invalid" and lost.validity["generator_lost"]
+    assert after.status == "ok", after.validity
+    assert len(after.run_info["generators"]) == 1, "the suite went on with the generator left"
+
+
 def running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -367,26 +374,28 @@ def running(pid: int) -> bool:
         return False
 
 
-def test_lab_down_returns_only_when_every_process_of_every_node_is_gone():
-    name = f"d{os.getpid() % 100000}"
-    made = manage.up(1, name=name)
+def test_lab_down_returns_only_when_every_process_of_every_node_is_gone(lab):
+    """The shared lab, last: after every run above (and a node killed), its Ray nodes, their
+    agents and workers, and its links' delay lines are all gone when `lab down` returns."""
+    inodes = {namespace_inode(name) for name in lab.namespaces()}
+    session = str(scratch.lab_folder(lab.name))
+
+    def of_the_lab() -> dict[int, str]:
+        found = {}
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if netns_of(process.pid) in inodes or session in cmdline:
+                found[process.pid] = cmdline
+        return found
+
+    before = of_the_lab()
     try:
-        inodes = {namespace_inode(host.netns) for host in made.hosts}
-        session = str(scratch.lab_folder(name))
-
-        def of_the_lab() -> dict[int, str]:
-            found = {}
-            for process in psutil.process_iter(["cmdline"]):
-                cmdline = " ".join(process.info["cmdline"] or [])
-                if netns_of(process.pid) in inodes or session in cmdline:
-                    found[process.pid] = cmdline
-            return found
-
-        before = of_the_lab()
         # Ray's agents are the ones that used to outlive `lab down` by a minute.
         assert any("agent" in cmdline for cmdline in before.values()), before
+        if manage.link(lab.name).get("delay_by") == "delayline":
+            assert any("serverlab-delayline" in cmdline for cmdline in before.values())
     finally:
-        manage.down(name)
+        manage.down(lab.name)
     assert {pid: cmd for pid, cmd in before.items() if running(pid)} == {}
     assert {pid for pid in of_the_lab() if running(pid)} == set()
 

@@ -13,7 +13,7 @@ from serverlab.results.compare import compare, print_comparison
 from serverlab.results.report import SelectionError
 from serverlab.results.report.metrics import compact_number
 from serverlab.results.stats import Verdict
-from serverlab.results.store import Store, Suite
+from serverlab.results.store import Store, StoredSuite
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_the_table_fits_120_columns_with_medians_ratios_and_verdicts(db6):
 def test_three_repeats_a_side_say_too_few_to_test_and_still_give_the_ratio(tmp_path):
     db = tmp_path / "lab.db"
     with Store(db) as store:
-        run = store.start_run(store.add_suite(Suite("q", "q.toml", "3" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("q", "q.toml", "3" * 64)), {})
         rng = random.Random(11)
         params = {"behaviour": "keepalive", "clients": 50}
         for contestant in ("node-http", "java-tomcat-blocking"):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from serverlab.base import owner
+from serverlab.base import delayline, owner
 from serverlab.base.netns import Namespace, NetnsError
-from serverlab.run import delayline, netns
+from serverlab.run import shapedlink
 
 UDP_COUNT = 10_000
 # Datagrams sent back to back before the sender yields: a burst the TUN queue (500) holds.
@@ -27,17 +27,17 @@ SO_RCVBUFFORCE = 33
 @pytest.fixture(autouse=True)
 def _delay_line_only(monkeypatch):
     """These tests measure the forwarder, so netem (if this kernel had it) is not used."""
-    monkeypatch.setattr(netns, "_netem", lambda namespace: False)
+    monkeypatch.setattr(shapedlink, "_netem", lambda namespace: False)
 
 
-def _client(ns: netns.ShapedNamespace) -> Namespace:
+def _client(ns: shapedlink.ShapedNamespace) -> Namespace:
     assert ns.delay_by == "delayline" and ns.client_netns
     return Namespace(ns.client_netns)
 
 
 @pytest.mark.parametrize("delay_ms", [10, 50, 200])
 def test_a_tcp_connect_takes_twice_the_one_way_delay(delay_ms):
-    with netns.shaped_namespace(rate_mbit=100, delay_ms=delay_ms, cpus="0") as ns:
+    with shapedlink.shaped_namespace(rate_mbit=100, delay_ms=delay_ms, cpus="0") as ns:
         client = _client(ns)
         try:
             again = delayline.connect_rtt_ms(client, ns, ns.server_address)
@@ -67,7 +67,7 @@ def _receive_bulk(where: tuple[str, int]) -> tuple[int, float]:
 
 
 def test_a_bulk_tcp_transfer_runs_at_the_link_rate():
-    with netns.shaped_namespace(rate_mbit=10, delay_ms=10, cpus="0") as ns:
+    with shapedlink.shaped_namespace(rate_mbit=10, delay_ms=10, cpus="0") as ns:
         client = _client(ns)
         listener = ns.call(delayline._listen, ns.server_address)
         sender = threading.Thread(target=_send_bulk, args=(listener,))
@@ -112,7 +112,7 @@ def _received(receiver: socket.socket, quiet_s: float = 1.0) -> list[int]:
         return got
 
 
-def _udp_across(ns: netns.ShapedNamespace) -> list[int]:
+def _udp_across(ns: shapedlink.ShapedNamespace) -> list[int]:
     """Sends UDP_COUNT numbered datagrams from the client side; the numbers received."""
     client = _client(ns)
     receiver = ns.call(_udp_receiver, ns.server_address)
@@ -125,7 +125,7 @@ def _udp_across(ns: netns.ShapedNamespace) -> list[int]:
 
 
 def test_the_loss_rate_is_within_one_point_of_what_the_link_asks():
-    with netns.shaped_namespace(rate_mbit=100, delay_ms=5, loss_pct=5, cpus="0") as ns:
+    with shapedlink.shaped_namespace(rate_mbit=100, delay_ms=5, loss_pct=5, cpus="0") as ns:
         got = _udp_across(ns)
     lost_pct = 100 * (UDP_COUNT - len(got)) / UDP_COUNT
     print(f"loss 5 %: {lost_pct:.2f} % of {UDP_COUNT} datagrams lost; {ns.forwarder}")
@@ -134,7 +134,7 @@ def test_the_loss_rate_is_within_one_point_of_what_the_link_asks():
 
 
 def test_no_packet_is_reordered_or_lost_at_a_constant_delay():
-    with netns.shaped_namespace(rate_mbit=100, delay_ms=20, cpus="0") as ns:
+    with shapedlink.shaped_namespace(rate_mbit=100, delay_ms=20, cpus="0") as ns:
         got = _udp_across(ns)
     assert got == list(range(UDP_COUNT)), (len(got), statistics.mean(got) if got else None)
 
@@ -152,13 +152,13 @@ def _ours(name: str) -> list[int]:
 
 
 def test_the_forwarder_is_pinned_marked_and_leaves_nothing_behind():
-    with netns.shaped_namespace(rate_mbit=10, delay_ms=10, cpus="0") as ns:
+    with shapedlink.shaped_namespace(rate_mbit=10, delay_ms=10, cpus="0") as ns:
         (pid,) = _ours("serverlab-delayline")
         assert os.sched_getaffinity(pid) == {0}
         names = [ns.name, ns.client_netns]
-        assert all(name in netns.existing() for name in names)
+        assert all(name in shapedlink.existing() for name in names)
     assert not _ours("serverlab-delayline")
-    assert not [name for name in names if name in netns.existing()]
+    assert not [name for name in names if name in shapedlink.existing()]
     assert not [d for d in os.listdir("/sys/class/net") if d.startswith("dl-")]
     assert ns.forwarder["forwarded"][0] >= delayline.PROBES  # the RTT probe's SYNs
 
@@ -168,8 +168,8 @@ def test_a_forwarder_that_cannot_start_fails_the_link_with_its_reason(monkeypatc
     broken.write_text("#!/bin/sh\necho 'no TUN here' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setenv(delayline.DELAYLINE_ENV, str(broken))
-    before = set(netns.existing())
-    link = netns.shaped_namespace(rate_mbit=10, delay_ms=10)
+    before = set(shapedlink.existing())
+    link = shapedlink.shaped_namespace(rate_mbit=10, delay_ms=10)
     with pytest.raises(NetnsError, match="no TUN here"), link:
         pass
-    assert set(netns.existing()) <= before
+    assert set(shapedlink.existing()) <= before

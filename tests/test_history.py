@@ -171,7 +171,7 @@ def test_a_paired_run_finds_the_regression_beyond_its_aa_floor(recorded):
     rows = gate.paired_gate(recorded.db, recorded.paired_regression_run, threshold=10)
     assert [r.metric.name for r in rows] == ["rps", "p50", "p99"]
     for row in rows:
-        assert row.outcome is gate.Outcome.REGRESSION, row.reason
+        assert row.outcome is gate.GateOutcome.REGRESSION, row.reason
         assert row.difference == "B slower"
         assert (row.n_a, row.n_b) == (8, 4)
     assert gate.exit_code(rows) == 1
@@ -227,7 +227,7 @@ def test_paired_plans_interleave_a_b_and_a_again_round_by_round(tmp_path):
 
     suite = tmp_path / "s.toml"
     suite.write_text(history_fixture.SUITE.format(repeats=3))
-    planned = commands.load(str(suite), 1.0, None, None)
+    planned = commands.plan_suite(str(suite), 1.0, None, None)
     a, b = paired.parse_config("chunk_size=512000"), paired.parse_config("chunk_size=1K,x=-")
     with pytest.raises(paired.PairedError, match="no contestant of the suite has a tunable 'x'"):
         paired.check_config(b, {"rust-zhtta": find("rust-zhtta")})
@@ -244,17 +244,17 @@ def test_the_gate_calls_a_regression_only_beyond_zero_the_floor_and_the_threshol
     rps = gate.METRICS_BY_NAME["rps"]
     a = [100, 101, 99, 100, 102, 98, 100, 101]
     _d, _f, outcome, _ = gate.judge(a, [80, 81, 79, 80], rps, 10)
-    assert outcome is gate.Outcome.REGRESSION
+    assert outcome is gate.GateOutcome.REGRESSION
     # A' drifted 30 % from A in the same sitting: a 20 % drop of B is no longer called.
     drifted = [100, 130, 99, 131, 101, 129, 100, 130]
     delta, floor, outcome, reason = gate.judge(drifted, [92, 93, 91, 92], rps, 10)
-    assert floor.percent > 25 and outcome is gate.Outcome.INCONCLUSIVE, reason
-    assert gate.judge(a, [99, 100, 101, 100], rps, 10)[2] is gate.Outcome.NONE
+    assert floor.percent > 25 and outcome is gate.GateOutcome.INCONCLUSIVE, reason
+    assert gate.judge(a, [99, 100, 101, 100], rps, 10)[2] is gate.GateOutcome.NONE
     # Higher is worse for latency: the same numbers are a regression of p99 only upward.
     p99 = gate.METRICS_BY_NAME["p99"]
-    assert gate.judge(a, [120, 121, 119, 120], p99, 10)[2] is gate.Outcome.REGRESSION
-    assert gate.judge(a, [80, 81, 79, 80], p99, 10)[2] is gate.Outcome.NONE
-    assert gate.judge(a[:3], [80, 81, 79], rps, 10)[2] is gate.Outcome.INCONCLUSIVE
+    assert gate.judge(a, [120, 121, 119, 120], p99, 10)[2] is gate.GateOutcome.REGRESSION
+    assert gate.judge(a, [80, 81, 79, 80], p99, 10)[2] is gate.GateOutcome.NONE
+    assert gate.judge(a[:3], [80, 81, 79], rps, 10)[2] is gate.GateOutcome.INCONCLUSIVE
 
 
 def test_the_history_charts_draw_in_a_real_browser_with_the_change_point(recorded, tmp_path):

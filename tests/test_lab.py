@@ -18,8 +18,7 @@ import pytest
 from conftest import REFERENCE_MANIFEST, faulty, write_manifest
 
 from serverlab.base import owner
-from serverlab.results.store import RecordedTest, Store
-from serverlab.results.store import Suite as StoredSuite
+from serverlab.results.store import RecordedTest, Store, StoredSuite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 FAST = """

@@ -67,3 +67,15 @@ def test_a_plan_holds_no_port_and_binds_where_it_runs():
 def test_a_plan_this_serverlab_cannot_read_is_refused(text, message):
     with pytest.raises(PlanFormatError, match=message):
         TestPlan.from_json(text)
+
+
+def test_a_links_delay_and_loss_reach_the_plan(contestants_dir, tmp_path):
+    path = tmp_path / "suite.toml"
+    path.write_text(
+        'name = "l"\ncontestants = ["reference"]\n'
+        "[links.lossy]\nrate_mbit = 10\ndelay_ms = 25\nloss_pct = 2.5\n"
+        '[[scenario]]\nname = "s"\nbehaviour = "keepalive"\nclients = 1\nduration_s = 1\n'
+        'link = "lossy"\n'
+    )
+    (plan,) = plan_tests(load_suite(path), find)
+    assert (plan.link.rate_mbit, plan.link.delay_ms, plan.link.loss_pct) == (10, 25, 2.5)

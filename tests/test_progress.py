@@ -16,15 +16,18 @@ def finished_line(behaviour: str) -> str:
     )
     progress.begin([plan], skipped=0)
     progress.test_started(0, plan)
-    summary = {"rps": 0.0, "duration_s": 4.0, "events": {"received": 4000}}
+    summary = {"rps": 0.0, "duration_s": 4.0, "events": {"received": 4000, "lost": 2}}
     test = RecordedTest(1, "k", "c", 0, "ok", 0.0, 4.0, summary=summary)
     progress.test_finished(test)
     return out.getvalue().splitlines()[-1]
 
 
-@pytest.mark.parametrize("behaviour", ["comet", "sse", "websocket"])
-def test_held_streams_show_events_per_second_not_zero_requests(behaviour):
-    assert finished_line(behaviour).endswith(": 1,000 events/s")
+@pytest.mark.parametrize("behaviour", ["longpoll", "comet", "sse", "websocket"])
+def test_push_tests_show_events_received_and_lost_and_no_rate(behaviour):
+    # A push test's events/s would be its plan's emit cycles times its subscribers.
+    line = finished_line(behaviour)
+    assert line.endswith(": 4,000 events received, 2 lost")
+    assert "/s" not in line
 
 
 def test_requests_show_requests_per_second():

@@ -32,7 +32,7 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
     Store,
-    Suite,
+    StoredSuite,
 )
 
 EVIL_NAME = '<script>alert("owned")</script>'
@@ -170,7 +170,9 @@ def fill_realistic_db(db_path: Path, odd_contestant: str = "go-nethttp", repeats
         "longpoll": {"behaviour": "longpoll", "clients": 200, "emit_interval_ms": 1000},
     }
     with Store(db_path) as store:
-        suite = store.add_suite(Suite("quick", "suites/quick.toml", "c0ffee" * 10 + "beef", 0.2))
+        suite = store.add_suite(
+            StoredSuite("quick", "suites/quick.toml", "c0ffee" * 10 + "beef", 0.2)
+        )
         labels = {"node-http": "single event loop"}
         machine = {"kernel": "6.1.0-28-amd64", "cpu_count": 2, "contestant_architectures": labels}
         run = store.start_run(suite, machine)
@@ -266,7 +268,7 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
 
 def test_labels_runs_did_not_record_come_from_the_fallback_given(tmp_path):
     with Store(tmp_path / "lab.db") as store:
-        run = store.start_run(store.add_suite(Suite("q", "q.toml", "2" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("q", "q.toml", "2" * 64)), {})
         rng = random.Random(3)
         store.commit_test(
             recorded(run.id, "fast", {"behaviour": "keepalive"}, "go-nethttp", 0, rng)
@@ -286,7 +288,7 @@ def test_the_crash_and_the_missing_samples_are_flagged_on_the_figures(report_htm
 
 def test_a_partial_database_still_reports(tmp_path):
     with Store(tmp_path / "lab.db") as store:
-        run = store.start_run(store.add_suite(Suite("q", "q.toml", "0" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("q", "q.toml", "0" * 64)), {})
         store.commit_test(
             RecordedTest(
                 run_id=run.id,
@@ -389,7 +391,7 @@ def test_without_emit_records_the_emit_charts_use_the_servers_and_engines_figure
     rng = random.Random(7)
     params = {"behaviour": "comet", "clients": 300, "emit_interval_ms": 500}
     with Store(tmp_path / "lab.db") as store:
-        run = store.start_run(store.add_suite(Suite("q", "q.toml", "1" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("q", "q.toml", "1" * 64)), {})
         for contestant in ("node-http", "go-nethttp"):
             for repeat in range(3):
                 test = recorded(run.id, "comet", params, contestant, repeat, rng)
@@ -570,13 +572,25 @@ def test_a_request_rate_that_rises_across_the_window_is_flagged_not_steady(tmp_p
     steady = steady_test([9000, 9100, 9300, 9200, 800], last_line_s=0.1)
     assert not [f for f in validity_flags(steady) if f.code == "not-steady"]
     with Store(tmp_path / "lab.db") as store:
-        run = store.start_run(store.add_suite(Suite("q", "q.toml", "4" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("q", "q.toml", "4" * 64)), {})
         rising.run_id = run.id
         store.commit_test(rising)
     data = report_data(tmp_path / "lab.db")
     flagged = {c["metric"]: [f["code"] for f in c["flags"]] for c in data["cells"]}
     assert flagged["rps"] == flagged["p99"] == ["not-steady"]
     assert flagged["cpu"] == flagged["rss"] == []
+
+
+def test_lines_after_the_planned_duration_do_not_count_against_steadiness():
+    # A demo's new-connection run: 2 s planned, then two more lines while the engine waited
+    # for its last 42 connections (SYNs retransmitted after the accept queue overflowed).
+    waiting = steady_test([5600, 5540, 8, 0])
+    waiting.params["duration_s"] = 2.0
+    assert not [f for f in validity_flags(waiting) if f.code == "not-steady"]
+    # The same lines inside a 4 s plan are a collapse, and flagged.
+    waiting.params["duration_s"] = 4.0
+    (flag,) = [f for f in validity_flags(waiting) if f.code == "not-steady"]
+    assert flag.text == "not steady: request rate -99.9% from the first to the second half"
 
 
 def test_the_engines_read_delay_above_a_quarter_of_latency_p99_is_flagged():

@@ -15,7 +15,7 @@ from conftest import write_manifest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.store import Store
-from serverlab.run import netns
+from serverlab.run import shapedlink
 from serverlab.run.executor import Environment, smoke_check
 from serverlab.run.machine import Pinning
 from serverlab.run.planner import plan_tests
@@ -319,7 +319,9 @@ def test_a_shaped_link_limits_what_the_server_can_send(contestants_dir, tmp_path
     assert link["delay_by"] == runs[0].machine["link_delay_by"]
     if link["delay_applied"]:  # the round trip proves the delay: 2 x 50 ms
         assert 90 <= link["rtt_ms"] <= 110, link
-    assert not [n for n in netns.existing() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+    assert not [
+        n for n in shapedlink.existing() if n.startswith(f"{shapedlink.PREFIX}{os.getpid()}-")
+    ]
 
 
 def test_dry_run_with_a_profile_shows_the_scaled_matrix(contestants_dir, tmp_path):

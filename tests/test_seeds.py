@@ -13,7 +13,7 @@ from serverlab.contestant.manifest import Manifest, discover
 from serverlab.results.report import build_report
 from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
 from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
-from serverlab.results.store import RecordedTest, Run, ServerStats, Store, Suite
+from serverlab.results.store import RecordedTest, Run, ServerStats, Store, StoredSuite
 from serverlab.run.suite import load_suite
 
 SUITES = {seed: next((REPO_ROOT / "suites").glob(f"seed-{seed}-*.toml")) for seed in SEEDS}
@@ -75,9 +75,9 @@ def test_the_published_figures_are_the_seeds_own():
 
 
 def test_a_suite_is_tied_to_its_seed_by_name_or_path():
-    assert seed_of_suite(Suite("seed-003-ab-10k", "x.toml", "0" * 64)) == "003"
-    assert seed_of_suite(Suite("mine", "suites/seed-002-syslog.toml", "0" * 64)) == "002"
-    assert seed_of_suite(Suite("quick", "suites/quick.toml", "0" * 64)) is None
+    assert seed_of_suite(StoredSuite("seed-003-ab-10k", "x.toml", "0" * 64)) == "003"
+    assert seed_of_suite(StoredSuite("mine", "suites/seed-002-syslog.toml", "0" * 64)) == "002"
+    assert seed_of_suite(StoredSuite("quick", "suites/quick.toml", "0" * 64)) is None
 
 
 def seed_000_tests(em_test_1_ms: float, present=SEED_000_TESTS, status="ok") -> list:
@@ -99,7 +99,7 @@ def seed_000_tests(em_test_1_ms: float, present=SEED_000_TESTS, status="ok") -> 
 
 
 def one_section(tests: list, suite_name: str = "seed-000-node-vs-eventmachine"):
-    suite = Suite(suite_name, f"suites/{suite_name}.toml", "0" * 64, id=1)
+    suite = StoredSuite(suite_name, f"suites/{suite_name}.toml", "0" * 64, id=1)
     run = Run(id=1, suite_id=1, started_at=0.0, status="finished", machine={})
     sections = seed_sections(tests, [run], {1: suite})
     assert len(sections) == 1
@@ -244,7 +244,9 @@ def fill_seed_db(db_path: Path) -> Path:
     same scenario names where it is not: the seed section must use only the first."""
     with Store(db_path) as store:
         for name, em_ms in (("seed-000-node-vs-eventmachine", 15.0), ("quick", 3.0)):
-            suite = store.add_suite(Suite(name, f"suites/{name}.toml", "c0ffee" * 10 + "beef"))
+            suite = store.add_suite(
+                StoredSuite(name, f"suites/{name}.toml", "c0ffee" * 10 + "beef")
+            )
             run = store.start_run(suite, {"kernel": "6.1.0-28-amd64"})
             for test in seed_000_tests(em_test_1_ms=em_ms):
                 test.run_id = run.id

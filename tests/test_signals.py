@@ -13,7 +13,7 @@ from serverlab.results.report import build_report
 from serverlab.results.report.charts import flags_of
 from serverlab.results.report.metrics import flags_for
 from serverlab.results.report.signal_charts import signal_charts
-from serverlab.results.store import RecordedTest, Store, Suite
+from serverlab.results.store import RecordedTest, Store, StoredSuite
 from serverlab.run.executor import Environment, execute
 from serverlab.run.machine import Pinning
 from serverlab.run.planner import plan_tests
@@ -115,7 +115,7 @@ def stored_run(tmp_path, monkeypatch, contestant: str, tunables="") -> tuple[Pat
     assert "signals_unreadable" not in test.validity
     db = tmp_path / "lab.db"
     with Store(db) as store:
-        run = store.start_run(store.add_suite(Suite("s", "s.toml", "0" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("s", "s.toml", "0" * 64)), {})
         test.run_id = run.id
         store.commit_test(test)
         (stored,) = store.tests()

@@ -27,8 +27,8 @@ from serverlab.results.store import (
     RuntimeSignal,
     ServerStats,
     Store,
+    StoredSuite,
     StoreError,
-    Suite,
 )
 
 
@@ -38,7 +38,9 @@ def db_path(tmp_path):
 
 
 def stored_suite(store, name="quick", sha="a" * 64):
-    return store.add_suite(Suite(name=name, path=f"suites/{name}.toml", sha256=sha, scale=0.2))
+    return store.add_suite(
+        StoredSuite(name=name, path=f"suites/{name}.toml", sha256=sha, scale=0.2)
+    )
 
 
 def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="ok"):
@@ -316,7 +318,7 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
 KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, Suite
+    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
 
     def samples():
         for i in range(1000):
@@ -326,7 +328,7 @@ KILLED_WRITER = textwrap.dedent(
             yield MonitorSample(t=i / 10, cpu_percent=1.0)
 
     with Store(sys.argv[1]) as store:
-        run = store.start_run(store.add_suite(Suite("quick", "q.toml", "a" * 64)), {})
+        run = store.start_run(store.add_suite(StoredSuite("quick", "q.toml", "a" * 64)), {})
         store.commit_test(RecordedTest(
             run_id=run.id, permutation_key="p", contestant="node-http", repeat_index=0,
             status="ok", started_at=0.0, ended_at=1.0, samples=samples(),
@@ -357,9 +359,9 @@ def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
 
 DIES_RUNNING = """
 import os, signal, sys
-from serverlab.results.store import Store, Suite
+from serverlab.results.store import Store, StoredSuite
 with Store(sys.argv[1]) as store:
-    suite = store.add_suite(Suite(name="q", path="q.toml", sha256="b" * 64))
+    suite = store.add_suite(StoredSuite(name="q", path="q.toml", sha256="b" * 64))
     run = store.start_run(suite, {})
     print(run.id, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)

@@ -101,7 +101,7 @@ duration_s = 1
 def checked(path: Path, profile: str | None = None):
     """The suite as `serverlab run --dry-run` takes it: loaded, planned, and every engine
     plan judged by the engine (`serverlab-load --check`)."""
-    return commands.load(str(path), 1.0, None, None, profile)
+    return commands.plan_suite(str(path), 1.0, None, None, profile)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for, validit
 from serverlab.results.report.transports import (
     FIGURES,
     capacity_table,
+    cpu_per_thousand_events,
     memory_per_connection_kb,
     transport_section,
 )
@@ -89,6 +90,24 @@ def test_a_late_clear_flags_control_late_and_its_cycles_are_apart_not_delivered_
     # On the figures over the whole load, not on those of the window.
     assert late.touches("p99") and late.touches("cpu")
     assert not any(late.touches(name) for name in ("admitted", "complete", "nobody", "after"))
+
+
+def test_cpu_per_event_counts_the_window_only_not_the_ramp_nor_a_late_cycle():
+    # The monitor starts 0.5 s after T0: its t = 1.0 is the window's start (T0 + 1.5 s).
+    test = windowed(late_clear_ms=3512.0)
+    test.started_at, test.run_info["monitor_t0_s"] = T0 / 1000, 0.5
+    # 90 % of a core through the ramp's connection set-up, 20 % in the window, 80 % after
+    # it (the late cycle's deliveries to clients that had left).
+    busy = [(0.0, None), (0.5, 90.0), (1.0, 90.0), (2.0, 20.0), (3.0, 20.0), (4.0, 20.0)]
+    busy += [(5.0, 80.0)]
+    test.samples = [MonitorSample(t=t, cpu_percent=cpu) for t, cpu in busy]
+    # Window t 1.0-4.0: 3 s x 20 % = 0.6 s of CPU over 2,990 events of cycles 2, 3 and 4.
+    assert round(cpu_per_thousand_events(test), 6) == round(0.6 / 2.990, 6)
+    # Readings that stop before the window ends give no figure rather than a part of one.
+    test.samples = test.samples[:-3]
+    assert cpu_per_thousand_events(test) is None
+    (late,) = [f for f in validity_flags(windowed(3512.0)) if f.code == "control-late"]
+    assert not late.touches("cpu_events"), "a figure of the window, as completeness is"
 
 
 def test_an_unreadable_stats_flags_only_the_figures_that_read_it():

@@ -211,6 +211,21 @@ def test_should_level_problems_warn_without_failing(contestants_dir, fault, patt
     assert report.ok, "warnings alone do not fail verify"
 
 
+def test_the_stamp_check_holds_what_a_server_with_few_threads_can_and_says_how_many(
+    contestants_dir,
+):
+    """150 requests at once: the second batch of 100 gets 50 heads; a twentieth of the 150
+    held are let go so that the control calls are served, and the stamps are judged over
+    the 143 left."""
+    report = run("few_threads", "push.sent_stamps")
+    (result,) = report.results
+    assert result.status == PASS, result.reason
+    assert result.observed.startswith(
+        "held 143 of 1000 streams: 50 more got no 200 head within 5 s; last sent at created+"
+    )
+    assert result.observed.endswith("cycles of 143 deliveries)")
+
+
 def test_subscribers_kept_after_their_client_left_warn_for_push_and_fail_for_sse_and_ws(
     contestants_dir,
 ):

@@ -36,6 +36,7 @@ type event struct {
 	seq         int64
 	ring        [replayBuffer]cycleRecord // the newest cycles, at seq % replayBuffer
 	counters    eventCounters
+	durations   emitDurations
 	// cycle keeps cycles from overlapping: a replaced emitter's last with the new one's
 	// first, and a publish cycle with a timed one.
 	cycle sync.Mutex
@@ -57,8 +58,41 @@ type history struct {
 }
 
 type eventCounters struct {
-	emits, deliveries                        int64
-	lastDuration, maxDuration, totalDuration int64
+	emits, deliveries int64
+}
+
+// emitDurations are an event's emit durations (spec §5): a cycle's runs from its created to
+// the latest `sent` of its deliveries. The connections' goroutines take those stamps as
+// they write, so a cycle's duration still grows after the emitter has moved on; its own
+// lock keeps those raises off the hub's.
+type emitDurations struct {
+	mu               sync.Mutex
+	newest           int64 // seq of the newest cycle begun: last is its duration
+	last, max, total int64
+}
+
+// begin starts cycle seq at duration 0 (a cycle that reaches nobody keeps 0).
+func (d *emitDurations) begin(seq int64) {
+	d.mu.Lock()
+	d.newest, d.last = seq, 0
+	d.mu.Unlock()
+}
+
+// raise notes that cycle seq's duration rose by `by` to `duration`.
+func (d *emitDurations) raise(seq, duration, by int64) {
+	d.mu.Lock()
+	d.total += by
+	d.max = max(d.max, duration)
+	if seq == d.newest {
+		d.last = duration
+	}
+	d.mu.Unlock()
+}
+
+func (d *emitDurations) read() (last, most, total int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last, d.max, d.total
 }
 
 func newPushHub(st *stats) *pushHub {
@@ -192,8 +226,9 @@ func (h *pushHub) emitEvery(e *event, interval time.Duration, stop <-chan struct
 }
 
 // emit runs one emit cycle: a snapshot of the subscribers of every transport, each handed
-// its delivery in order. Long polls leave every list as they are answered; streams stay.
-// data is a publish cycle's (nil for a timed emit). It returns the cycle's seq and size.
+// its delivery in order, to be built and written by its connection's goroutine. Long polls
+// leave every list as they are answered; streams stay. data is a publish cycle's (nil for a
+// timed emit). It returns the cycle's seq and size.
 func (h *pushHub) emit(e *event, data []byte) (seq int64, total int) {
 	e.cycle.Lock()
 	defer e.cycle.Unlock()
@@ -209,16 +244,20 @@ func (h *pushHub) emit(e *event, data []byte) (seq int64, total int) {
 	}
 	h.mu.Unlock()
 
-	cycle := emitCycle{name: e.name, seq: seq, created: created, total: len(snapshot), data: data}
-	var delivered, lastSent int64 = 0, created
+	cycle := &emitCycle{name: e.name, seq: seq, created: created, total: len(snapshot), data: data,
+		durations: &e.durations}
+	cycle.lastSent.Store(created)
+	e.durations.begin(seq)
+	var delivered int64
 	for i, sub := range snapshot {
 		// A subscriber noticed gone is skipped; a long poll answered meanwhile by another
 		// event or its timeout takes nothing more.
 		if sub.gone.Load() || !sub.claim() {
 			continue
 		}
-		lastSent = time.Now().UnixMilli()
-		if !sub.out.put(message{event: e.name, seq: seq, body: sub.delivery(cycle, i+1, lastSent, h.stats.subscribers.Load())}) {
+		// The delivery's bytes and its `sent` are made by the connection's goroutine
+		// right before it writes them (spec §6), not here.
+		if !sub.out.put(message{event: e.name, seq: seq, cycle: cycle, place: i + 1, sub: sub}) {
 			continue // a reader too far behind: its connection ends
 		}
 		if sub.transport == longPoll {
@@ -228,12 +267,8 @@ func (h *pushHub) emit(e *event, data []byte) (seq int64, total int) {
 		h.stats.countDelivery(sub.transport)
 	}
 
-	duration := lastSent - created
 	h.mu.Lock()
 	e.counters.deliveries += delivered
-	e.counters.lastDuration = duration
-	e.counters.maxDuration = max(e.counters.maxDuration, duration)
-	e.counters.totalDuration += duration
 	h.mu.Unlock()
 	return seq, len(snapshot)
 }
@@ -307,15 +342,16 @@ func (h *pushHub) report() map[string]eventReport {
 		if !e.listed {
 			continue
 		}
+		last, most, total := e.durations.read()
 		reports[name] = eventReport{
 			IntervalMS:          e.intervalMS,
 			Active:              e.active,
 			Emits:               e.counters.emits,
 			LastSeq:             e.seq,
 			Deliveries:          e.counters.deliveries,
-			LastEmitDurationMS:  e.counters.lastDuration,
-			MaxEmitDurationMS:   e.counters.maxDuration,
-			TotalEmitDurationMS: e.counters.totalDuration,
+			LastEmitDurationMS:  last,
+			MaxEmitDurationMS:   most,
+			TotalEmitDurationMS: total,
 		}
 	}
 	return reports

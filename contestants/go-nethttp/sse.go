@@ -213,7 +213,7 @@ func (stream *sseWriter) resume(sub *subscriber, name string, after int64, past 
 	}
 	for _, cycle := range replays {
 		sent := time.Now().UnixMilli()
-		replay := emitCycle{name: name, seq: cycle.seq, created: cycle.created, total: 1,
+		replay := &emitCycle{name: name, seq: cycle.seq, created: cycle.created, total: 1,
 			data: cycle.data, replayed: true}
 		if stream.send("", name, cycle.seq, sub.delivery(replay, 1, sent, stream.stats.subscribers.Load())) != nil {
 			return false
@@ -226,7 +226,7 @@ func (stream *sseWriter) resume(sub *subscriber, name string, after int64, past 
 // sendQueued writes the outbox's deliveries; false when the stream must end.
 func (stream *sseWriter) sendQueued(items []message, ok bool) bool {
 	for _, item := range items {
-		if stream.send("", item.event, item.seq, item.body) != nil {
+		if stream.send("", item.event, item.seq, item.bytes(stream.stats.subscribers.Load())) != nil {
 			return false
 		}
 	}

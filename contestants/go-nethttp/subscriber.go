@@ -24,9 +24,9 @@ const (
 )
 
 // subscriber is one registration with events: an open POST /push request (long poll or
-// comet stream), an SSE stream, or a subscribed WebSocket. The emitter hands it finished
-// deliveries through its outbox; the connection's own goroutine writes them, so a slow
-// client never stalls an emit cycle.
+// comet stream), an SSE stream, or a subscribed WebSocket. The emitter hands it deliveries
+// through its outbox; the connection's own goroutine builds and stamps each one as it writes
+// it, so a slow client never stalls an emit cycle and `sent` is the moment of the write.
 type subscriber struct {
 	transport   transport
 	request     []byte // the request, compacted: echoed in every answer
@@ -47,6 +47,7 @@ type membership struct {
 	element *list.Element
 }
 
+// emitCycle is one cycle of an event as its deliveries see it, shared by them all.
 type emitCycle struct {
 	name     string
 	seq      int64
@@ -54,6 +55,26 @@ type emitCycle struct {
 	total    int
 	data     []byte // a publish cycle's data; nil for a timed emit
 	replayed bool   // an SSE replay (spec §10)
+	// lastSent is the latest `sent` of the cycle's deliveries so far (created before the
+	// first); durations is the event's, which it raises. nil for an SSE replay: no emit.
+	lastSent  atomic.Int64
+	durations *emitDurations
+}
+
+// stamp takes `sent` for one delivery of c, now, and raises the cycle's emit duration to it.
+func (c *emitCycle) stamp() int64 {
+	sent := time.Now().UnixMilli()
+	for c.durations != nil {
+		last := c.lastSent.Load()
+		if sent <= last {
+			break
+		}
+		if c.lastSent.CompareAndSwap(last, sent) {
+			c.durations.raise(c.seq, sent-c.created, sent-last)
+			break
+		}
+	}
+	return sent
 }
 
 // maxBacklog is how far a stream's reader may fall behind before it is disconnected
@@ -83,7 +104,28 @@ const (
 type message struct {
 	event string
 	seq   int64
-	body  []byte
+	body  []byte // a reply's bytes; a delivery's are built when it is written
+	// A delivery: of cycle, at place, to sub.
+	cycle *emitCycle
+	place int
+	sub   *subscriber
+}
+
+// size is what m takes of the backlog; for a delivery, the bound of its bytes.
+func (m message) size() int {
+	if m.cycle == nil {
+		return len(m.body)
+	}
+	return m.sub.deliveryCap(m.cycle)
+}
+
+// bytes is what m sends. A delivery is built here, by the connection's goroutine, with its
+// `sent` taken now: the caller writes it at once (spec §6). open is connections.finish.
+func (m message) bytes(open int64) []byte {
+	if m.cycle == nil {
+		return m.body
+	}
+	return m.sub.delivery(m.cycle, m.place, m.cycle.stamp(), open)
 }
 
 func newOutbox() *outbox {
@@ -94,10 +136,11 @@ func newOutbox() *outbox {
 // a delivery is counted only when it will be written.
 func (o *outbox) put(m message) bool {
 	o.mu.Lock()
-	ok := o.state == outboxOpen && o.bytes+len(m.body) <= maxBacklog
+	size := m.size()
+	ok := o.state == outboxOpen && o.bytes+size <= maxBacklog
 	if ok {
 		o.items = append(o.items, m)
-		o.bytes += len(m.body)
+		o.bytes += size
 	} else if o.state == outboxOpen {
 		o.state = outboxOverflowed
 	}
@@ -147,8 +190,8 @@ func (st *stats) countDelivery(kind transport) {
 
 // delivery builds the seed 004 response shape by hand: at 20,000 subscribers per cycle,
 // reflection-based encoding would dominate the emit duration being measured.
-func (sub *subscriber) delivery(cycle emitCycle, place int, sent, open int64) []byte {
-	line := make([]byte, 0, 330+len(sub.request)+len(cycle.data))
+func (sub *subscriber) delivery(cycle *emitCycle, place int, sent, open int64) []byte {
+	line := make([]byte, 0, sub.deliveryCap(cycle))
 	line = append(line, `{"response":{"event":{"name":"`...)
 	line = append(line, cycle.name...) // the name pattern needs no JSON escaping
 	line = append(line, `","seq":`...)
@@ -167,6 +210,11 @@ func (sub *subscriber) delivery(cycle emitCycle, place int, sent, open int64) []
 	}
 	line = append(line, `}}`...)
 	return sub.appendRequestPart(line, sent, open)
+}
+
+// deliveryCap bounds the size of a delivery of cycle to sub.
+func (sub *subscriber) deliveryCap(cycle *emitCycle) int {
+	return 330 + len(sub.request) + len(cycle.data)
 }
 
 func (sub *subscriber) timeoutAnswer(sent, open int64) []byte {
@@ -309,7 +357,9 @@ func (h *pushHub) holdLongPoll(w http.ResponseWriter, r *http.Request, sub *subs
 	}
 	items, _ := sub.out.take()
 	h.stats.pushResponses.Add(1)
-	writeJSON(w, h.stats, http.StatusOK, items[0].body)
+	writeJSON(w, h.stats, http.StatusOK, items[0].bytes(h.stats.subscribers.Load()))
+	// Handed to the kernel now, as its `sent` says, not when the handler has returned.
+	http.NewResponseController(w).Flush()
 }
 
 var ndjson = []string{"application/x-ndjson"}
@@ -345,7 +395,7 @@ func (h *pushHub) streamComet(w http.ResponseWriter, r *http.Request, sub *subsc
 // flushes; false when the stream must end.
 func (h *pushHub) writeLines(w http.ResponseWriter, controller *http.ResponseController, items []message, ok bool) bool {
 	for _, item := range items {
-		if _, err := w.Write(append(item.body, '\n')); err != nil {
+		if _, err := w.Write(append(item.bytes(h.stats.subscribers.Load()), '\n')); err != nil {
 			return false
 		}
 		if controller.Flush() != nil {

@@ -207,7 +207,7 @@ func (s *wsSession) writeLoop(written chan<- struct{}) {
 // send writes items in order; false if a write failed or the outbox overflowed.
 func (s *wsSession) send(items []message, ok bool) bool {
 	for _, item := range items {
-		if s.conn.WriteMessage(websocket.TextMessage, item.body) != nil {
+		if s.conn.WriteMessage(websocket.TextMessage, item.bytes(s.stats.subscribers.Load())) != nil {
 			return false
 		}
 	}

@@ -18,7 +18,7 @@ thread_local! {
 }
 
 /// A complete answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Answer {
     pub status: u16,
     pub close: bool,

@@ -166,3 +166,43 @@ fn bodies_larger_than_the_socket_buffer_are_sent_whole() {
         assert_eq!(ServerStats::get(&server.stats.body_bytes), 3 * (3 << 20));
     }
 }
+
+/// This process's open sockets whose peer is `port`: the client side of its connections to a
+/// server on that port (a descriptor never closed stays here, in CLOSE_WAIT once the server
+/// has closed its side).
+fn client_sockets(port: u16) -> usize {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let peer = format!(":{port:04X}");
+    let inodes: std::collections::HashSet<String> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields[2].ends_with(&peer).then(|| fields[9].to_string())
+        })
+        .collect();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|link| {
+            let link = link.to_string_lossy();
+            let inode = link
+                .strip_prefix("socket:[")
+                .and_then(|l| l.strip_suffix(']'));
+            inode.is_some_and(|inode| inodes.contains(inode))
+        })
+        .count()
+}
+
+#[test]
+fn a_run_closes_every_connection_it_opened() {
+    for io in BACKENDS {
+        for kind in ["keepalive", "new-connection"] {
+            let server = perf_server();
+            let s = run_plan(json!({"target": server.url("/perf"), "connections": 5,
+                "requests": 200, "threads": 1, "behaviour": {"kind": kind}, "io": io}));
+            assert_eq!((s.io_backend.as_str(), s.ok), (io, 200));
+            assert_eq!(client_sockets(server.addr.port()), 0, "{io} {kind}");
+        }
+    }
+}

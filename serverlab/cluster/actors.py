@@ -106,7 +106,7 @@ class Server:
     def execute(
         self, plan_json: str, generators: list, server_cpus: str | None = None
     ) -> RecordedTest:
-        from serverlab.cluster.load import RayLoad
+        from serverlab.cluster.traffic import RayLoad
 
         plan = TestPlan.from_json(plan_json)
         env = Environment(

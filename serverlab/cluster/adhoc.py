@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 from serverlab.base import scratch
 from serverlab.cluster import driver
 from serverlab.cluster.errors import ClusterError
-from serverlab.cluster.load import RayLoad
 from serverlab.cluster.merge import merge_files
+from serverlab.cluster.traffic import RayLoad
 from serverlab.run.engine import engine_binary
 
 

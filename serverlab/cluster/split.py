@@ -51,7 +51,8 @@ def _part(plan: dict[str, Any], n: int, i: int) -> dict[str, Any]:
     pacer = plan.get("pacer", {"kind": "closed"})
     part = copy.deepcopy(plan)
     part.pop("sources", None)  # a generator's own address is its source
-    part["seed"] = int(plan.get("seed", 1)) + i  # each picks its own weighted paths
+    # The engine plan's `seed` is its RNG seed: each generator picks its own weighted paths.
+    part["seed"] = int(plan.get("seed", 1)) + i
     if "requests" in plan:
         part["requests"] = share(int(plan["requests"]), n, i)
     part["pacer"] = _pacer(pacer, n, i)

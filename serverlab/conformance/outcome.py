@@ -15,6 +15,8 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     # What the server did (e.g. "403"), for reports of how each server meets bad input.
     observed: list[str] = field(default_factory=list)
+    # What a check measured (e.g. how many streams it held), shown whatever its status.
+    notes: list[str] = field(default_factory=list)
 
     def fail(self, reason: str) -> None:
         self.failures.append(reason)

@@ -136,7 +136,7 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
     if case.id in ctx.server.manifest.framing_limits:
         outcome.excuse(ctx.server.manifest.framing_limits[case.id])
     check_still_serving(ctx, case, outcome, report)
-    observed = ", ".join(outcome.observed) if case.bad_input else ""
+    observed = ", ".join((outcome.observed if case.bad_input else []) + outcome.notes)
     return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started, observed)
 
 

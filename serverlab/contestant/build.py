@@ -70,7 +70,7 @@ def _command(manifest: Manifest, template: str) -> str:
     return render_command(template, {"name": manifest.name})
 
 
-def check_contestant(manifest: Manifest) -> BuildResult:
+def run_contestant_tests(manifest: Manifest) -> BuildResult:
     """Runs the manifest's `test` command: the contestant's own formatter, linter and unit
     tests, in its folder. A contestant without one passes trivially (detail says so)."""
     started = time.monotonic()

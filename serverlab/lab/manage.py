@@ -36,9 +36,11 @@ def up(
     rate_mbit: float | None = None,
     name: str = DEFAULT_NAME,
     environment: dict[str, dict[str, str]] | None = None,
+    delay_ms: float = 0.0,
+    loss_pct: float = 0.0,
 ) -> Lab:
     """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up."""
-    lab = plan_lab(name, generators, rate_mbit)
+    lab = plan_lab(name, generators, rate_mbit, delay_ms, loss_pct)
     reap_stale()
     if owner.lab_state_file(name).is_file():
         raise LabError(f"lab {name!r} is already up (run `{down_command(name)}` first)")
@@ -47,12 +49,12 @@ def up(
         raise LabError(f"a previous lab's processes are still alive: {nodes.describe(previous)}")
     _write_state(lab, BUILDING)
     try:
-        network.build(lab)
+        link = network.build(lab)
         nodes.start(lab, environment)
     except BaseException:
         _take_down(lab)
         raise
-    _write_state(lab, UP)
+    _write_state(lab, UP, link)
     return lab
 
 
@@ -69,6 +71,14 @@ def read(name: str = DEFAULT_NAME) -> Lab | None:
         return Lab.from_file(path)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def link(name: str = DEFAULT_NAME) -> dict:
+    """The lab's links as `lab up` made and measured them (serverlab.lab.network)."""
+    try:
+        return json.loads(owner.lab_state_file(name).read_text()).get("link") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def status(name: str = DEFAULT_NAME) -> str | None:
@@ -113,10 +123,12 @@ def _alive(name: str) -> bool:
     return owner.alive(builder)
 
 
-def _write_state(lab: Lab, state: str) -> None:
+def _write_state(lab: Lab, state: str, link: dict | None = None) -> None:
     path = owner.lab_state_file(lab.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {**json.loads(lab.to_json()), "status": state, "builder": owner.token()}
+    if link is not None:
+        record["link"] = link
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record, indent=2))
     os.replace(temporary, path)

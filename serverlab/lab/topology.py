@@ -19,6 +19,8 @@ HEAD, SERVER, GENERATOR, SWITCH = "head", "server", "gen", "sw"
 SERVER_RESOURCE = "serverlab_server"
 LOADGEN_RESOURCE = "serverlab_loadgen"
 MAX_GENERATORS = 32
+# A one-way delay above this is no network a server meets (a geostationary hop is 270 ms).
+MAX_DELAY_MS = 5000
 NAME = re.compile(r"[a-z0-9]{1,8}")
 
 
@@ -39,6 +41,14 @@ class Lab:
     name: str
     hosts: tuple[Host, ...]
     rate_mbit: float | None = None
+    # Between any two hosts: the one-way delay (the round trip is twice it) and the loss.
+    delay_ms: float = 0.0
+    loss_pct: float = 0.0
+
+    @property
+    def delayed(self) -> bool:
+        """Whether its links need a delay (or loss) as well as a rate."""
+        return bool(self.delay_ms or self.loss_pct)
 
     @property
     def switch(self) -> str:
@@ -69,10 +79,18 @@ class Lab:
     @classmethod
     def from_file(cls, path: Path) -> Lab:
         raw = json.loads(path.read_text())
-        return cls(raw["name"], tuple(Host(**h) for h in raw["hosts"]), raw.get("rate_mbit"))
+        hosts = tuple(Host(**h) for h in raw["hosts"])
+        link = (raw.get("rate_mbit"), raw.get("delay_ms", 0.0), raw.get("loss_pct", 0.0))
+        return cls(raw["name"], hosts, *link)
 
 
-def plan_lab(name: str, generators: int, rate_mbit: float | None = None) -> Lab:
+def plan_lab(
+    name: str,
+    generators: int,
+    rate_mbit: float | None = None,
+    delay_ms: float = 0.0,
+    loss_pct: float = 0.0,
+) -> Lab:
     """A head (Ray's GCS and the driver), a server host and `generators` load hosts."""
     if not NAME.fullmatch(name):
         raise LabError(f"lab name {name!r}: 1 to 8 lower-case letters or digits")
@@ -80,13 +98,17 @@ def plan_lab(name: str, generators: int, rate_mbit: float | None = None) -> Lab:
         raise LabError(f"--generators must be 1..{MAX_GENERATORS}, got {generators}")
     if rate_mbit is not None and not rate_mbit > 0:
         raise LabError(f"--rate-mbit must be positive, got {rate_mbit}")
+    if not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise LabError(f"--delay-ms must be 0..{MAX_DELAY_MS}, got {delay_ms}")
+    if not 0 <= loss_pct < 100:
+        raise LabError(f"--loss-pct must be at least 0 and below 100, got {loss_pct}")
     roles = [(HEAD, {}), (SERVER, {SERVER_RESOURCE: 1.0})]
     roles += [(f"{GENERATOR}{i}", {LOADGEN_RESOURCE: 1.0}) for i in range(1, generators + 1)]
     hosts = tuple(
         Host(role, f"{PREFIX}{name}-{role}", str(SUBNET[index]), resources)
         for index, (role, resources) in enumerate(roles, start=1)
     )
-    return Lab(name, hosts, rate_mbit)
+    return Lab(name, hosts, rate_mbit, delay_ms, loss_pct)
 
 
 def is_lab_namespace(netns: str) -> str | None:

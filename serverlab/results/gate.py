@@ -36,13 +36,13 @@ GATE_METRICS = ("rps", "p50", "p99")
 MIN_HALF = 2
 
 
-class Outcome(Enum):
+class GateOutcome(Enum):
     REGRESSION = "regression"
     NONE = "no regression"
     INCONCLUSIVE = "inconclusive"
 
 
-EXIT_CODES = {Outcome.REGRESSION: 1, Outcome.NONE: 0, Outcome.INCONCLUSIVE: 3}
+EXIT_CODES = {GateOutcome.REGRESSION: 1, GateOutcome.NONE: 0, GateOutcome.INCONCLUSIVE: 3}
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class GateRow:
     n_b: int
     delta: Delta | None
     floor: Delta | None
-    outcome: Outcome
+    outcome: GateOutcome
     reason: str
 
     @property
@@ -111,26 +111,26 @@ def worsening(delta: Delta, metric: Metric) -> tuple[float, float, float]:
 
 def judge(
     values_a: list[float], values_b: list[float], metric: Metric, threshold: float
-) -> tuple[Delta | None, Delta | None, Outcome, str]:
+) -> tuple[Delta | None, Delta | None, GateOutcome, str]:
     """The delta, the floor and the gate's outcome for one series of unflagged values
     (``values_a`` in the order its tests ran)."""
     half_1, half_2 = values_a[0::2], values_a[1::2]
     delta = percent_delta(values_a, values_b)
     floor = percent_delta(half_1, half_2)
     if len(half_2) < MIN_HALF or len(values_b) < MIN_HALF:
-        return delta, floor, Outcome.INCONCLUSIVE, _too_few(len(values_a), len(values_b))
+        return delta, floor, GateOutcome.INCONCLUSIVE, _too_few(len(values_a), len(values_b))
     if delta is None or floor is None:
-        return delta, floor, Outcome.INCONCLUSIVE, "no ratio: a value is zero or negative"
+        return delta, floor, GateOutcome.INCONCLUSIVE, "no ratio: a value is zero or negative"
     size = abs(floor.percent)
     point, low, _high = worsening(delta, metric)
     if low > threshold and low > size:
-        return delta, floor, Outcome.REGRESSION, f"worse by at least {low:.1f} %"
+        return delta, floor, GateOutcome.REGRESSION, f"worse by at least {low:.1f} %"
     if point > threshold:
         reason = f"worse by {point:.1f} %, not supported beyond " + (
             f"the floor ({size:.1f} %)" if low > threshold else f"{threshold:g} %"
         )
-        return delta, floor, Outcome.INCONCLUSIVE, reason
-    return delta, floor, Outcome.NONE, f"within {threshold:g} %"
+        return delta, floor, GateOutcome.INCONCLUSIVE, reason
+    return delta, floor, GateOutcome.NONE, f"within {threshold:g} %"
 
 
 def _too_few(n_a: int, n_b: int) -> str:
@@ -165,7 +165,7 @@ def _row(
     flagged = sorted({f.code for t in group_a + group_b for f in flags_for(t, metric.name)})
     delta, floor, outcome, reason = judge(values_a, values_b, metric, pct)
     if flagged:
-        outcome, reason = Outcome.INCONCLUSIVE, f"flagged: {', '.join(flagged)}"
+        outcome, reason = GateOutcome.INCONCLUSIVE, f"flagged: {', '.join(flagged)}"
     return GateRow(label, metric, len(values_a), len(values_b), delta, floor, outcome, reason)
 
 
@@ -183,11 +183,11 @@ def exit_code(rows: list[GateRow]) -> int:
     """1 if any series regressed beyond the threshold; else 3 if any is inconclusive (or
     there is nothing to judge); else 0."""
     outcomes = {row.outcome for row in rows}
-    if Outcome.REGRESSION in outcomes:
-        return EXIT_CODES[Outcome.REGRESSION]
-    if Outcome.INCONCLUSIVE in outcomes or not rows:
-        return EXIT_CODES[Outcome.INCONCLUSIVE]
-    return EXIT_CODES[Outcome.NONE]
+    if GateOutcome.REGRESSION in outcomes:
+        return EXIT_CODES[GateOutcome.REGRESSION]
+    if GateOutcome.INCONCLUSIVE in outcomes or not rows:
+        return EXIT_CODES[GateOutcome.INCONCLUSIVE]
+    return EXIT_CODES[GateOutcome.NONE]
 
 
 def print_gate(rows: list[GateRow], title: str, threshold: float | None, console=None) -> None:

@@ -2,7 +2,7 @@
 
 What it holds, and who writes it:
 
-- ``Suite``: a suite file as run (name, path, SHA-256 of its bytes, duration scale).
+- ``StoredSuite``: a suite file as run (name, path, SHA-256 of its bytes, duration scale).
 - ``Run``: one ``serverlab run`` invocation: start, end, status, machine metadata.
 - ``RecordedTest``: one permutation x repeat with everything measured during it: engine
   summary and intervals, monitor samples, histograms, ``GET /stats`` snapshots, emit records,
@@ -12,7 +12,7 @@ What it holds, and who writes it:
 The runner's side of the API, in order::
 
     with Store(db_path) as store:
-        suite = store.add_suite(Suite.from_file(path, scale=0.2))
+        suite = store.add_suite(StoredSuite.from_file(path, scale=0.2))
         done = store.finished_test_keys(suite)          # for --resume
         run = store.start_run(suite, machine_metadata)
         for each permutation and repeat whose make_test_key(...) is not in done:
@@ -128,7 +128,7 @@ def make_test_key(permutation_key: str, repeat_index: int) -> str:
 
 
 @dataclass
-class Suite:
+class StoredSuite:
     """A suite file as it was run; (name, sha256, scale) identifies it for --resume."""
 
     name: str
@@ -139,7 +139,9 @@ class Suite:
     created_at: float | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path, scale: float = 1.0, name: str | None = None) -> Suite:
+    def from_file(
+        cls, path: str | Path, scale: float = 1.0, name: str | None = None
+    ) -> StoredSuite:
         path = Path(path)
         return cls(
             name=name or path.stem,
@@ -407,7 +409,7 @@ class Store:
     # --- writing ------------------------------------------------------------------------
 
     @_sqlite_errors("store the suite")
-    def add_suite(self, suite: Suite) -> Suite:
+    def add_suite(self, suite: StoredSuite) -> StoredSuite:
         """The stored row of this suite version, created if new."""
         with self._transaction() as db:
             db.execute(
@@ -424,7 +426,7 @@ class Store:
     @_sqlite_errors("record the start of the run")
     def start_run(
         self,
-        suite: Suite | int,
+        suite: StoredSuite | int,
         machine: dict[str, Any],
         started_at: float | None = None,
         *,
@@ -555,7 +557,7 @@ class Store:
     # --- reading ------------------------------------------------------------------------
 
     @_sqlite_errors("read the finished tests")
-    def finished_test_keys(self, suite: Suite | int) -> set[str]:
+    def finished_test_keys(self, suite: StoredSuite | int) -> set[str]:
         """Keys (``make_test_key``) of the tests of this suite version that have a result."""
         placeholders = ", ".join("?" for _ in FINISHED_TEST_STATUSES)
         rows = self._db.execute(
@@ -567,7 +569,7 @@ class Store:
         return {make_test_key(row[0], row[1]) for row in rows}
 
     @_sqlite_errors("read the machine-busy tests")
-    def busy_tests(self, suite: Suite | int) -> dict[str, tuple[int, int]]:
+    def busy_tests(self, suite: StoredSuite | int) -> dict[str, tuple[int, int]]:
         """This suite version's standing tests flagged machine-busy, by key
         (``make_test_key``): (test id, how many re-runs it already replaced)."""
         rows = self._db.execute(
@@ -583,11 +585,11 @@ class Store:
         return {make_test_key(row[1], row[2]): (row[0], row[3]) for row in rows}
 
     @_sqlite_errors("read the suites")
-    def suites(self) -> list[Suite]:
+    def suites(self) -> list[StoredSuite]:
         return [_suite_from_row(r) for r in self._db.execute("SELECT * FROM suites ORDER BY id")]
 
     @_sqlite_errors("read a suite")
-    def suite(self, suite_id: int) -> Suite:
+    def suite(self, suite_id: int) -> StoredSuite:
         row = self._db.execute("SELECT * FROM suites WHERE id = ?", (suite_id,)).fetchone()
         if row is None:
             raise StoreError(f"no suite {suite_id} in {self.path}")
@@ -697,10 +699,12 @@ def _without_test_id(row: sqlite3.Row) -> dict[str, Any]:
     return columns
 
 
-def _suite_id(suite: Suite | int) -> int:
-    if isinstance(suite, Suite):
+def _suite_id(suite: StoredSuite | int) -> int:
+    if isinstance(suite, StoredSuite):
         if suite.id is None:
-            raise StoreError("suite is not stored yet: pass the Suite that add_suite returned")
+            raise StoreError(
+                "suite is not stored yet: pass the StoredSuite that add_suite returned"
+            )
         return suite.id
     return suite
 
@@ -772,8 +776,8 @@ def _insert_details(db: sqlite3.Connection, test_id: int, test: RecordedTest) ->
     )
 
 
-def _suite_from_row(row: sqlite3.Row) -> Suite:
-    return Suite(**dict(row))
+def _suite_from_row(row: sqlite3.Row) -> StoredSuite:
+    return StoredSuite(**dict(row))
 
 
 def _run_from_row(row: sqlite3.Row) -> Run:

@@ -36,15 +36,15 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
 )
-from serverlab.run import fileset, netns, sockdiag
+from serverlab.run import fileset, shapedlink, sockdiag
 from serverlab.run.leftovers import work_folder
-from serverlab.run.load import Load, LoadResult, LocalLoad
 from serverlab.run.machine import Pinning
 from serverlab.run.monitor import Monitor
 from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.signals import read_signals
 from serverlab.run.testplan import ControlCall, TestPlan, bind
 from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
+from serverlab.run.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.validity import assess
 
 # Polls of a dying server give the engine this long to see the refused connections.
@@ -65,7 +65,7 @@ class Environment:
     workdir: Path  # this run's scratch space lives under it (see leftovers.work_folder)
     run_id: int | None = None
     progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
-    # Where the load comes from; None: one engine on this machine (run.load.LocalLoad).
+    # Where the load comes from; None: one engine on this machine (run.traffic.LocalLoad).
     load: Load | None = None
     # The address servers listen on besides loopback: this host's in a lab or cluster.
     host: str = LOOPBACK
@@ -87,7 +87,7 @@ def execute(plan: TestPlan, env: Environment) -> RecordedTest:
         return _execute(plan, env, None)
     try:
         link = plan.link
-        with netns.shaped_namespace(
+        with shapedlink.shaped_namespace(
             link.rate_mbit, link.delay_ms, link.loss_pct, cpus=env.pinning.engine
         ) as namespace:
             test = _execute(plan, env, namespace)
@@ -175,7 +175,7 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
 def _server(manifest: Manifest, namespace, options: dict) -> ContestantServer:
     if namespace is None:
         return ContestantServer(manifest, **options)
-    return netns.NamespacedServer(namespace, manifest, **options)
+    return shapedlink.NamespacedServer(namespace, manifest, **options)
 
 
 def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, Any]:
@@ -190,10 +190,10 @@ def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, A
 
 def _local_load(env: Environment, server: ContestantServer) -> LocalLoad:
     """The engine on this machine: in the shaped link's client namespace when it has one."""
-    if not isinstance(server, netns.NamespacedServer):
+    if not isinstance(server, shapedlink.NamespacedServer):
         return LocalLoad(env.pinning.engine)
     ns = server.namespace
-    if isinstance(ns, netns.ShapedNamespace):
+    if isinstance(ns, shapedlink.ShapedNamespace):
         return LocalLoad(env.pinning.engine, ns.load_netns, ns.server_address)
     return LocalLoad(env.pinning.engine, ns.name)
 
@@ -419,7 +419,7 @@ def smoke_check(server: ContestantServer, plan: TestPlan) -> str | None:
 def _call(server: ContestantServer, function, *args, **kwargs):
     """A request to the server, from inside its namespace when it has one (the spec
     answers control calls from loopback only)."""
-    if isinstance(server, netns.NamespacedServer):
+    if isinstance(server, shapedlink.NamespacedServer):
         return server.call(function, *args, **kwargs)
     return function(*args, **kwargs)
 

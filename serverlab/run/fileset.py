@@ -53,6 +53,7 @@ def digest(spec: dict[str, Any]) -> str:
 
 def entries_for(spec: dict[str, Any]) -> tuple[FileEntry, ...]:
     """Names, sizes and popularity: a pure function of the spec."""
+    # A suite's `[filesets.*] seed` is this RNG seed (not a seed study).
     rng = random.Random(f"fileset-{spec['seed']}")
     count = int(spec["count"])
     sizes = [_size(rng, spec) for _ in range(count)]
@@ -107,8 +108,8 @@ def _generate(spec: dict[str, Any], entries: tuple[FileEntry, ...], root: Path) 
     os.replace(staging, root)
 
 
-def _write_file(path: Path, size: int, block_seed: str) -> None:
-    block = random.Random(block_seed).randbytes(BLOCK_BYTES)
+def _write_file(path: Path, size: int, block_rng_seed: str) -> None:
+    block = random.Random(block_rng_seed).randbytes(BLOCK_BYTES)
     with open(path, "wb") as out:
         whole, rest = divmod(size, BLOCK_BYTES)
         for _ in range(whole):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.base import owner, scratch
-from serverlab.run import netns
+from serverlab.run import shapedlink
 
 _OWNER_FOLDER = re.compile(r"\d+\.\d+")
 
@@ -43,7 +43,7 @@ def work_folder(workdir: Path) -> Path:
 def reap(workdir: Path) -> Reaped:
     """Kills orphaned processes, deletes their namespaces, their owners' work folders (the
     tests in hand when they died, never stored) and their scratch folders."""
-    reaped = Reaped(owner.reap_orphans(), netns.reap_stale(), scratch.reap())
+    reaped = Reaped(owner.reap_orphans(), shapedlink.reap_stale(), scratch.reap())
     if workdir.is_dir():
         for folder in workdir.iterdir():
             if _OWNER_FOLDER.fullmatch(folder.name) and not owner.alive(folder.name):

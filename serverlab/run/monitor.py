@@ -8,8 +8,8 @@ Two kinds of figure, kept apart:
   and memory figures are these.
 - Time series at 10 samples a second (`Sample`), what the seed 004 study did with
   `vmstat -SM -a 1` over ssh: CPU %, RSS, threads, open descriptors and context switches
-  of the server's tree, the system's CPU and memory, and the load engine's own CPU so that
-  a saturated generator can be flagged. They draw the charts.
+  of the server's tree, the system's CPU and memory (once a second), and the load
+  engine's own CPU so that a saturated generator can be flagged. They draw the charts.
 
 The monitor's thread runs on the generator's CPUs, never the server's, and its own CPU
 time is measured (`Monitor.own_cpu`).
@@ -33,11 +33,14 @@ DEFAULT_INTERVAL_S = 0.1
 SOCKETS_EVERY = 20
 # The server's tree is searched for new members this often (a scan of all of /proc).
 MEMBERS_EVERY_S = 1.0
-MEMORY_EVERY = 10  # samples between two readings of the machine's memory (1 s)
+# Samples between two readings of the machine's CPU and memory (1 s): the kernel makes
+# /proc/stat and /proc/meminfo afresh at every read, and the machine's busy share that
+# flags a test comes from the load window's own readings, not from these.
+MACHINE_EVERY = 10
 SCAN_EVERY_S = 30.0
-# What reading the tree's CPU clocks may cost the monitor per sample (0.4 % of a core at
+# What reading the tree's CPU clocks may cost the monitor per sample (0.1 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
-CLOCK_BUDGET_S = 0.0004
+CLOCK_BUDGET_S = 0.0001
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
 RAY_COMMANDS = ("raylet", "gcs_server")
@@ -69,7 +72,7 @@ class Sample:
     fds: int
     ctx_switches: int  # voluntary + involuntary since the previous sample
     processes: int
-    system_cpu_percent: float  # whole machine, 100 = every core busy
+    system_cpu_percent: float | None  # whole machine, 100 = every core busy; once a second
     system_mem_used_bytes: int | None  # once a second, None between
     engine_cpu_percent: float | None  # the generator, 100 = one core busy
 
@@ -104,18 +107,25 @@ class _TreeClock:
         self._find_members()
         with_cpu = self.count % self.cpu_every == 0
         self.count += 1
-        began = time.thread_time()
         rss = threads = fds = alive = 0
-        current = {}
+        current, clock_cost = {}, 0.0
         for pid in self.members:
-            row = procfs.sample(pid, with_cpu)
+            row = procfs.sample(pid)
             if row is None:
                 continue  # dead, reaped or not: it holds nothing any more
-            cpu = row[0] if with_cpu else self.last.get(pid, (0.0, 0))[0]
-            current[pid] = (cpu, row[1])
-            rss, threads, fds, alive = rss + row[2], threads + row[3], fds + row[4], alive + 1
+            cpu = self.last.get(pid, (0.0, 0))[0]
+            if with_cpu:
+                began = time.thread_time()
+                cpu = procfs.cpu_seconds(pid)
+                clock_cost += time.thread_time() - began
+                if cpu is None:
+                    continue
+            switched, resident, tasks, descriptors = row
+            current[pid] = (cpu, switched)
+            rss, threads, fds = rss + resident, threads + tasks, fds + descriptors
+            alive += 1
         if with_cpu and self.thin:
-            self._budget(time.thread_time() - began)
+            self._budget(clock_cost)
         for pid in set(self.last) - set(current):
             cpu, switches = self.last.pop(pid)
             self.gone_cpu += cpu
@@ -373,7 +383,8 @@ class Monitor:
                     cpu_percent = round(100.0 * (cpu - last_cpu) / max(now - last_cpu_t, 1e-6), 2)
                     last_cpu, last_cpu_t = cpu, now
                 engine_pct, last_engine = self._engine_percent(last_engine, max(now - last_t, 1e-6))
-                system_pct, machine = _machine_percent(machine)
+                once = len(self.samples) % MACHINE_EVERY == 0  # a second's first sample
+                system_pct, machine = _machine_percent(machine) if once else (None, machine)
                 sample = Sample(
                     t=round(now - start, 3),
                     cpu_percent=cpu_percent,
@@ -383,10 +394,7 @@ class Monitor:
                     ctx_switches=ctx - last_ctx,
                     processes=alive,
                     system_cpu_percent=system_pct,
-                    # Once a second: the kernel makes /proc/meminfo afresh at every read.
-                    system_mem_used_bytes=procfs.memory_used_bytes()
-                    if len(self.samples) % MEMORY_EVERY == 0
-                    else None,
+                    system_mem_used_bytes=procfs.memory_used_bytes() if once else None,
                     engine_cpu_percent=engine_pct,
                 )
                 last_t, last_ctx = now, ctx

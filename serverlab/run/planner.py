@@ -61,7 +61,9 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         after=(ControlCall("POST", "/event/clear", {}),) if controlled else (),
         read_stats=controlled,
         count_at_receiver=p["behaviour"] == "syslog",
-        link=Link(link["rate_mbit"], link.get("delay_ms", 0.0)) if link else None,
+        link=Link(link["rate_mbit"], link.get("delay_ms", 0.0), link.get("loss_pct", 0.0))
+        if link
+        else None,
         fileset=suite.filesets[p["files"]] if "files" in p else None,
         smoke=Smoke(
             perf_body=spec.perf_body() if "perf" in manifest.implements else None,

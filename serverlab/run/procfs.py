@@ -168,20 +168,17 @@ def _field(text: bytes, key: bytes) -> bytes:
     return text[start : text.find(b"\n", start)].strip()
 
 
-def sample(pid: int, with_cpu: bool = True) -> tuple[float | None, int, int, int, int] | None:
-    """(CPU seconds, context switches, RSS bytes, threads, open descriptors) of a live
-    process; None for a zombie or a gone one. Read for every member ten times a second:
-    kept to one status read, the CPU clock (unless `with_cpu` is false: CPU None) and one
-    directory listing."""
+def sample(pid: int) -> tuple[int, int, int, int] | None:
+    """(context switches, RSS bytes, threads, open descriptors) of a live process; None
+    for a zombie or a gone one. Read for every member ten times a second: kept to one
+    status read and one directory listing (its CPU is `cpu_seconds`, read apart because
+    its cost grows with the process's threads)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as file:
             text = file.read()
     except OSError:
         return None
     if _field(text, b"State").startswith(b"Z") or not text:
-        return None
-    cpu = cpu_seconds(pid) if with_cpu else None
-    if with_cpu and cpu is None:
         return None
     try:
         fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -191,7 +188,7 @@ def sample(pid: int, with_cpu: bool = True) -> tuple[float | None, int, int, int
         _field(text, b"nonvoluntary_ctxt_switches") or 0
     )
     rss = 1024 * int((_field(text, b"VmRSS") or b"0").split()[0])
-    return cpu, switches, rss, int(_field(text, b"Threads") or 0), fds
+    return switches, rss, int(_field(text, b"Threads") or 0), fds
 
 
 def memory_used_bytes() -> int:

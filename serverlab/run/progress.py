@@ -1,6 +1,6 @@
-"""Progress of `serverlab run`: test i of N, elapsed and remaining time, live requests/s,
-open connections, server CPU and RSS. A live line on a terminal; one line per test
-otherwise, so that CI logs stay readable."""
+"""Progress of `serverlab run`: test i of N, elapsed and remaining time, live requests/s
+(events received, for push), open connections, server CPU and RSS. A live line on a
+terminal; one line per test otherwise, so that CI logs stay readable."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from rich.live import Live
 from rich.text import Text
 
 from serverlab.base import terminal
+from serverlab.run.suite import PUSH_BEHAVIOURS
 from serverlab.run.testplan import TestPlan
 
-# Behaviours whose requests stay open: their progress is counted in events.
-STREAMS = ("comet", "sse", "websocket")
 
-
-def _rate(summary: dict, unit: str) -> float:
+def _outcome(summary: dict, unit: str) -> str:
+    """A request test's rate; a push test's events as counts. A push test's events per
+    second are the plan's emit cycles times its subscribers, not a property of the server
+    (the report's push section has its per-cycle figures), so none is printed."""
     if unit == "req/s":
-        return float(summary.get("rps") or 0)
-    received = (summary.get("events") or {}).get("received") or 0
-    duration = summary.get("duration_s") or 0
-    return received / duration if duration else 0.0
+        return f"{float(summary.get('rps') or 0):,.0f} req/s"
+    events = summary.get("events") or {}
+    return f"{events.get('received') or 0:,} events received, {events.get('lost') or 0:,} lost"
 
 
 def _clock(seconds: float) -> str:
@@ -63,8 +63,7 @@ class Progress:
         label = f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
         self.label = terminal.literal(label, markup=False)
         self.estimate = plan.estimate_s
-        # A held stream's answers are its events; its requests stay open all test long.
-        self.unit = "events/s" if plan.params.get("behaviour") in STREAMS else "req/s"
+        self.unit = "events" if plan.params.get("behaviour") in PUSH_BEHAVIOURS else "req/s"
         self.test_started_at = time.monotonic()
         self.rate = self.open = self.cpu = self.rss = 0
         self.remaining_estimate = max(0.0, self.remaining_estimate)
@@ -77,8 +76,7 @@ class Progress:
         flags = ", ".join(k for k in test.validity if not k.endswith("_percent"))
         line = (
             f"[{self.index + 1}/{self.total}] {test.status:8} {self.label}: "
-            f"{_rate(test.summary or {}, self.unit):,.0f} {self.unit}"
-            + (f"  ({flags})" if flags else "")
+            f"{_outcome(test.summary or {}, self.unit)}" + (f"  ({flags})" if flags else "")
         )
         self._say(line)
 
@@ -86,9 +84,8 @@ class Progress:
         self.console.print(line, markup=False, highlight=False)
 
     def interval(self, record: dict) -> None:
-        if self.unit == "events/s":
-            seconds = float(record.get("interval_s") or 0)
-            self.rate = float(record.get("events") or 0) / seconds if seconds else self.rate
+        if self.unit == "events":
+            self.rate += float(record.get("events") or 0)  # a running count, not a rate
         else:
             self.rate = float(record.get("rps", self.rate) or 0)
         self.open = int(record.get("open_connections", self.open) or 0)

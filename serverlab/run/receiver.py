@@ -12,7 +12,7 @@ import time
 from serverlab.base import httpclient
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.store import RecordedTest, ServerStats
-from serverlab.run import netns
+from serverlab.run import shapedlink
 
 # A receiver has settled when its count has not risen for SETTLE_QUIET_S.
 SETTLE_POLL_S = 0.02
@@ -149,7 +149,7 @@ def syslog_count(server: ContestantServer) -> int | None:
     if not server.manifest.syslog_count:
         return None
     command = server.expand(server.manifest.syslog_count)
-    if isinstance(server, netns.NamespacedServer):
+    if isinstance(server, shapedlink.NamespacedServer):
         command = server.namespace.shell(command)
     out = subprocess.run(
         ["/bin/sh", "-c", command],

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
-from serverlab.results.store import RecordedTest, Store, StoreError, make_test_key
-from serverlab.results.store import Suite as StoredSuite
-from serverlab.run import netns
+from serverlab.results.store import RecordedTest, Store, StoredSuite, StoreError, make_test_key
+from serverlab.run import shapedlink
 from serverlab.run.engine import EngineError, engine_binary
 from serverlab.run.executor import Environment, execute
 from serverlab.run.machine import describe, fingerprint, software_versions
@@ -167,7 +166,7 @@ def _machine(session: Session) -> dict:
     if session.placement:
         info["placement"] = session.placement
     if any(link.get("delay_ms") for link in suite.links.values()):
-        method = netns.delay_method()
+        method = shapedlink.delay_method()
         info["link_delay_available"] = method is not None
         info["link_delay_by"] = method
     names = sorted({plan.contestant for plan in session.plans})

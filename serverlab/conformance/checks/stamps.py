@@ -1,7 +1,8 @@
 """When `sent` is taken (spec §6): immediately before the write that hands a delivery to the
-kernel. 1,000 comet subscribers hold one event; per emit cycle, the last `sent` the server
-stamped is compared with the last arrival its clients saw. A server that stamps a whole cycle
-and flushes its sockets afterwards (a corked socket) claims a delay the clients never see.
+kernel. Comet subscribers of one event, as many as the server holds up to 1,000; per emit
+cycle, the last `sent` the server stamped is compared with the last arrival its clients saw.
+A server that stamps a whole cycle and flushes its sockets afterwards (a corked socket)
+claims a delay the clients never see.
 
 An arrival is the kernel's receive stamp of the segment (SO_TIMESTAMPNS), not the moment this
 process got round to reading it: on a busy machine the checker may be descheduled for a
@@ -15,8 +16,9 @@ import socket
 import statistics
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from serverlab.base import httpclient
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.checks.pushwire import clear_event, push_body, set_event
 from serverlab.conformance.context import VerifyContext
@@ -39,60 +41,179 @@ class CycleSeen:
     last_arrival: float = 0.0
 
 
+@dataclass
+class Hold:
+    """The streams the check holds: as many as the server took, up to `wanted`; `stopped`
+    says why it took no more ("" when it took them all)."""
+
+    wanted: int
+    streams: list[socket.socket] = field(default_factory=list)
+    stopped: str = ""
+
+    def describe(self) -> str:
+        why = f": {self.stopped}" if self.stopped else ""
+        return f"held {len(self.streams)} of {self.wanted} streams{why}"
+
+    def release(self, count: int) -> None:
+        for sock in self.streams[-count:]:
+            sock.close()
+        del self.streams[-count:]
+
+
 def sent_stamps(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
-    count = params.get("subscribers", 1000)
-    _allow_descriptors(count + 64)
+    hold = Hold(params.get("subscribers", 1000))
+    _allow_descriptors(hold.wanted + 64)
     event = ctx.event_name()
     offset = _clock_offset_ms(ctx)
     open_before = ctx.stats()["requests"]["open_push"]
-    sockets = [_subscribe(ctx, event) for _ in range(count)]
+    # Emitting from the start: a thread-per-request server frees the thread of a stream whose
+    # client left only when it next writes to it, and the ramp may have to let streams go.
+    set_event(ctx, event, params.get("interval_ms", 500), outcome)
     try:
-        held = wait_for(
-            lambda: ctx.stats()["requests"]["open_push"] >= open_before + count, 20.0, 0.1
-        )
-        if not outcome.require(held, f"/stats never showed {count} open push requests"):
+        if not _take_streams(ctx, event, hold, params, outcome):
             return
-        set_event(ctx, event, params.get("interval_ms", 500), outcome)
-        try:
-            seen = _read(sockets, params.get("read_s", 2.5), offset)
-        finally:
-            clear_event(ctx, event)
+        held = wait_for(lambda: _open_push(ctx) >= open_before + len(hold.streams), 20.0, 0.1)
+        if not outcome.require(held, f"/stats never showed the {len(hold.streams)} streams"):
+            return
+        since = time.time() * 1000 + offset
+        seen = _read(hold.streams, params.get("read_s", 2.5), offset)
     finally:
+        _let_go(ctx, event, hold, outcome)
+    judge({seq: c for seq, c in seen.items() if c.created >= since}, hold, params, outcome)
+
+
+def _take_streams(
+    ctx: VerifyContext, event: str, hold: Hold, params: dict, outcome: Outcome
+) -> bool:
+    """Opens the streams; when the server took fewer than asked, lets a few of them go so
+    that its control calls are served (a thread-per-request server has every thread held
+    by a stream). False, with a failure, when too few are left to judge the stamps."""
+    _ramp(ctx, event, hold, params.get("batch", 100))
+    if hold.stopped:
+        hold.release(max(2, len(hold.streams) // 20))
+        if not outcome.require(
+            wait_for(ctx.answers, 20.0, 0.2),
+            f"{hold.describe()}; the server did not answer again after some were let go",
+        ):
+            return False
+    least = params.get("min_subscribers", 100)
+    return outcome.require(
+        len(hold.streams) >= least, f"{hold.describe()}; the check needs at least {least}"
+    )
+
+
+def _ramp(ctx: VerifyContext, event: str, hold: Hold, batch: int) -> None:
+    """Opens streams a batch at a time while the server answers each with its head and
+    still serves a request besides them; stops at the first batch it does not."""
+    while len(hold.streams) < hold.wanted:
+        opened, headless = [], 0
+        try:
+            for _ in range(min(batch, hold.wanted - len(hold.streams))):
+                opened.append(_subscribe(ctx, event))
+        except OSError as error:
+            hold.stopped = f"a new stream's connection failed ({error})"
+        for sock, headed in _heads(opened, ctx.timeout_s):  # a head is due at once
+            if headed:
+                hold.streams.append(sock)
+            else:
+                sock.close()
+                headless += 1
+        if headless and not hold.stopped:
+            hold.stopped = f"{headless} more got no 200 head within {ctx.timeout_s:g} s"
+        elif not hold.stopped and not ctx.answers():
+            hold.stopped = "with them held, it answered no other request"
+        if hold.stopped:
+            return
+
+
+def _heads(sockets: list[socket.socket], wait_s: float) -> list[tuple[socket.socket, bool]]:
+    """Each stream and whether its response head, `200`, came within `wait_s`. What came
+    after the head is dropped: only cycles created after the ramp are judged."""
+    heads = {sock: b"" for sock in sockets}
+    with selectors.DefaultSelector() as selector:
         for sock in sockets:
-            sock.close()
-        _free_held_threads(ctx, outcome)
-    judge(seen, count, params, outcome)
+            selector.register(sock, selectors.EVENT_READ)
+        end = time.monotonic() + wait_s
+        while selector.get_map() and (left := end - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                data = _recv_or_nothing(key.fileobj)
+                heads[key.fileobj] += data if data else b"\0"  # a NUL marks the stream's end
+                if not data or b"\r\n\r\n" in heads[key.fileobj]:
+                    selector.unregister(key.fileobj)
+    return [(sock, _is_200_head(head)) for sock, head in heads.items()]
+
+
+def _recv_or_nothing(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
+
+def _is_200_head(head: bytes) -> bool:
+    status, ended, _rest = head.partition(b"\r\n\r\n")
+    return bool(ended) and b"\0" not in status and status.split(b" ", 2)[1:2] == [b"200"]
+
+
+def _open_push(ctx: VerifyContext) -> int:
+    """`requests.open_push`, or -1 while the server does not answer /stats."""
+    try:
+        return ctx.stats()["requests"]["open_push"]
+    except httpclient.HttpError:
+        return -1
+
+
+def _let_go(ctx: VerifyContext, event: str, hold: Hold, outcome: Outcome) -> None:
+    """Closes the streams first (a thread-per-request server frees their threads at its next
+    emit), then clears the event, then makes sure the server still serves."""
+    for sock in hold.streams:
+        sock.close()
+    cleared = wait_for(lambda: _cleared(ctx, event), 10.0, 0.2)
+    if not cleared:
+        outcome.notes.append("the event could not be cleared")
+    _free_held_threads(ctx, outcome)
+
+
+def _cleared(ctx: VerifyContext, event: str) -> bool:
+    try:
+        return clear_event(ctx, event).status == 200
+    except httpclient.HttpError:
+        return False
 
 
 def _free_held_threads(ctx: VerifyContext, outcome: Outcome) -> None:
-    """A thread-per-request server with fewer threads than the check's streams is left with
-    every thread held by a stream whose client has gone (it notices only at its next write,
-    and no emit comes): restarted here, as verify restarts a hung server, so that the cases
-    after this one still say something about it."""
+    """A thread-per-request server may be left with threads held by streams whose clients
+    have gone (it notices only at its next write, and no emit comes after the clear):
+    restarted here, as verify restarts a hung server, so that the cases after this one
+    still say something about it."""
     if ctx.answers():
         return
     ctx.server.stop()
     ctx.server.start()
-    outcome.observed.append("restarted: the check's streams held every request thread")
+    outcome.notes.append("restarted: the check's streams held every request thread")
 
 
-def judge(seen: dict[int, CycleSeen], count: int, params: dict, outcome: Outcome) -> None:
-    """Fails when, over the complete cycles, the median time from the last `sent` to the last
-    arrival exceeds `fail_ms` and is more than half of the whole delay the clients saw."""
+def judge(seen: dict[int, CycleSeen], hold: Hold, params: dict, outcome: Outcome) -> None:
+    """Fails when, over the cycles created after the ramp that reached every held stream,
+    the median time from the last `sent` to the last arrival exceeds `fail_ms` and is more
+    than half of the whole delay the clients saw."""
+    count = len(hold.streams)
     whole = [c for c in seen.values() if c.count == count]
-    if not outcome.require(len(whole) >= 2, f"{len(whole)} cycle(s) reached all {count}"):
+    if not outcome.require(
+        len(whole) >= 2, f"{hold.describe()}; {len(whole)} cycle(s) reached all {count}"
+    ):
         return
     unstamped = statistics.median(c.last_arrival - c.last_sent for c in whole)
     measured = statistics.median(c.last_arrival - c.created for c in whole)
     claimed = statistics.median(c.last_sent - c.created for c in whole)
     observed = (
-        f"last sent at created+{claimed:.0f} ms, last arrival at created+{measured:.0f} ms "
-        f"(median of {len(whole)} cycles of {count} deliveries)"
+        f"{hold.describe()}; last sent at created+{claimed:.0f} ms, last arrival at "
+        f"created+{measured:.0f} ms (median of {len(whole)} cycles of {count} deliveries)"
     )
-    outcome.observed.append(observed)
+    outcome.notes.append(observed)
     if unstamped > params.get("fail_ms", 10) and unstamped > measured / 2:
         outcome.fail(
-            f"{observed}: {unstamped:.0f} ms between the last stamp and the last arrival; "
+            f"{unstamped:.0f} ms between the last stamp and the last arrival; "
             "`sent` must be taken immediately before the write that hands a delivery to the "
             "kernel"
         )

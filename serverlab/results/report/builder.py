@@ -39,7 +39,7 @@ from serverlab.results.report.summary import (
     tunable_text,
 )
 from serverlab.results.report.transports import FIGURES, transport_section
-from serverlab.results.store import RecordedTest, Run, Suite
+from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 DEFAULT_REPORT = Path("results/report.html")
 
@@ -102,7 +102,7 @@ def section_cells(sections: list[ScenarioSection]) -> list[Cell]:
 def render_report(
     tests: list[RecordedTest],
     runs: list[Run],
-    suites: dict[int, Suite],
+    suites: dict[int, StoredSuite],
     selection_text: str,
     db_text: str,
     labels: dict[str, str] | None = None,
@@ -114,6 +114,8 @@ def render_report(
     charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
     history = history_section(tests, runs, suites)
     charts += history.charts if history else []
+    seeds = seed_sections(tests, runs, suites)
+    charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -124,7 +126,7 @@ def render_report(
         runs=[_run_view(r, suites) for r in runs],
         metrics=METRICS,
         sections=sections,
-        seed_sections=seed_sections(tests, runs, suites),
+        seed_sections=seeds,
         transports=transports,
         history=history,
         transport_figures=FIGURES,
@@ -206,7 +208,7 @@ def _generator_rows(test: RecordedTest) -> list[dict]:
     return rows
 
 
-def _run_view(run: Run, suites: dict[int, Suite]) -> dict:
+def _run_view(run: Run, suites: dict[int, StoredSuite]) -> dict:
     suite = suites.get(run.suite_id)
     return {
         "id": run.id,
@@ -221,7 +223,7 @@ def _run_view(run: Run, suites: dict[int, Suite]) -> dict:
     }
 
 
-def _title(runs: list[Run], suites: dict[int, Suite]) -> str:
+def _title(runs: list[Run], suites: dict[int, StoredSuite]) -> str:
     names = sorted({suites[r.suite_id].name for r in runs if r.suite_id in suites})
     return f"serverlab report: {', '.join(names) or 'results'}"
 

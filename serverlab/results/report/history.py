@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from serverlab.results.report.charts import PALETTE, Chart, _figure
 from serverlab.results.report.series import HISTORY_METRICS, Series, build_series
-from serverlab.results.store import RecordedTest, Run, Suite
+from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SOURCES = {
     "rps": "the engine, over the measured window after warm-up",
@@ -29,7 +29,7 @@ class HistorySection:
 
 
 def history_section(
-    tests: list[RecordedTest], runs: list[Run], suites: dict[int, Suite]
+    tests: list[RecordedTest], runs: list[Run], suites: dict[int, StoredSuite]
 ) -> HistorySection | None:
     """None when the selection holds fewer than two runs: a history needs a past."""
     if len({t.run_id for t in tests if "paired" not in t.run_info}) < 2:

@@ -4,6 +4,7 @@ are grouped into scenarios (same scenario and parameters, any contestant, any re
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -342,8 +343,16 @@ def _tail_floor_flags(test: RecordedTest) -> list[Flag]:
 def steady_change(test: RecordedTest) -> float | None:
     """The relative change of the request rate from the first to the second half of the
     measured window, over complete interval lines only (the last line of a run is usually
-    cut short, and a short line's rate is noise); None with fewer than two lines."""
-    lines = [i.data for i in test.intervals if isinstance(i.data.get("rps"), int | float)]
+    cut short, and a short line's rate is noise); None with fewer than two lines. Lines
+    that end after the planned duration are left out: they are the engine waiting for its
+    last exchanges (a SYN retransmitted after an accept queue overflowed, say), not load."""
+    end = float(test.params.get("duration_s") or math.inf) + 0.05
+    lines = [
+        i.data
+        for i in test.intervals
+        if isinstance(i.data.get("rps"), int | float)
+        and float(i.data.get("elapsed_s") or i.t or 0) <= end
+    ]
     nominal = max((float(line.get("interval_s") or 0) for line in lines), default=0.0)
     complete = [
         float(line["rps"]) for line in lines if float(line.get("interval_s") or 0) >= 0.99 * nominal

@@ -93,21 +93,21 @@ SEED_METRICS: dict[str, SeedMetric] = {
 
 
 @dataclass(frozen=True)
-class Figure:
-    """One side's figure and how many tests it stands on; ``values``, one per test, when
-    the figure is a median (a count has none: it is exact)."""
+class FoldedFigure:
+    """One side's figure folded over its tests (``fold``) and how many tests it stands on;
+    ``values``, one per test, when the figure is a median (a count has none: it is exact)."""
 
     value: float
     tests: int
     values: tuple[float, ...] = ()
 
 
-def fold(metric: str, tests: list[RecordedTest]) -> Figure | None:
+def fold(metric: str, tests: list[RecordedTest]) -> FoldedFigure | None:
     """The median over the side's good tests, or the count over all of them; None when no
     test gives the figure (missing, crashed or invalid)."""
     chosen = SEED_METRICS[metric]
     if chosen.counts_all:
-        return Figure(sum(chosen.of(t) or 0 for t in tests), len(tests)) if tests else None
+        return FoldedFigure(sum(chosen.of(t) or 0 for t in tests), len(tests)) if tests else None
     values = [chosen.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
     present = [v for v in values if v is not None]
-    return Figure(stats.median(present), len(present), tuple(present)) if present else None
+    return FoldedFigure(stats.median(present), len(present), tuple(present)) if present else None

@@ -23,15 +23,18 @@ from serverlab.results.report.seed_data import (
     Side,
     load_published,
 )
-from serverlab.results.report.seed_metrics import SEED_METRICS, Figure, fold
-from serverlab.results.store import RecordedTest, Run, Suite
+from serverlab.results.report.seed_metrics import SEED_METRICS, FoldedFigure, fold
+from serverlab.results.report.slow_link import SlowLinkBlock, slow_link_blocks
+from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
 HOLDS, FAILS, NO_DATA = "holds", "fails", "not enough data"
 
 
 @dataclass
-class ComparisonRow:
+class SeedRow:
+    """One row of a seed's section: the study's published figure beside ours."""
+
     label: str
     where: str
     metric: str
@@ -54,14 +57,16 @@ class SeedSection:
     metric_note: str
     suites: list[str]
     tables: tuple[PublishedTable, ...]
-    rows: list[ComparisonRow] = field(default_factory=list)
+    rows: list[SeedRow] = field(default_factory=list)
     verdict: str = NO_DATA
     sentence: str = ""
     # Tests whose generator was above 90 % CPU: their figures may be the sender's limit.
     generator_bound: list[str] = field(default_factory=list)
+    # The seed's scenarios through a shaped link, the server's side of them (slow_link).
+    slow_links: list[SlowLinkBlock] = field(default_factory=list)
 
 
-def seed_of_suite(suite: Suite) -> str | None:
+def seed_of_suite(suite: StoredSuite) -> str | None:
     """The seed a suite reproduces: its recorded `seed`, else `seed-NNN` in its name or path."""
     recorded = getattr(suite, "seed", None)
     if recorded:
@@ -74,7 +79,7 @@ def seed_of_suite(suite: Suite) -> str | None:
 
 
 def seed_sections(
-    tests: list[RecordedTest], runs: list[Run], suites: dict[int, Suite]
+    tests: list[RecordedTest], runs: list[Run], suites: dict[int, StoredSuite]
 ) -> list[SeedSection]:
     """One section per seed present in the selected runs, in seed order."""
     seed_by_run: dict[int, str] = {}
@@ -108,6 +113,7 @@ def build_section(
     section.rows = [compare(c, tests) for c in published.comparisons]
     section.generator_bound = generator_bound(tests)
     section.verdict, section.sentence = verdict(published, published.comparisons, section.rows)
+    section.slow_links = slow_link_blocks(section.anchor, tests)
     return section
 
 
@@ -123,7 +129,7 @@ def generator_bound(tests: list[RecordedTest]) -> list[str]:
     return lines
 
 
-def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
+def compare(comparison: Comparison, tests: list[RecordedTest]) -> SeedRow:
     params = _resolved_params(comparison, tests)
     top = _side_figure(comparison.numerator, params, tests)
     bottom = _side_figure(comparison.denominator, params, tests) if comparison.denominator else None
@@ -133,7 +139,7 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
     if comparison.expect:
         state = checked(comparison.expect, ratio, interval)
         check = f"{state} (expected {comparison.expect.text()}{_interval_text(interval)})"
-    return ComparisonRow(
+    return SeedRow(
         label=comparison.label,
         where=", ".join(f"{k}={v}" for k, v in params),
         metric=_metric_label(comparison),
@@ -147,7 +153,7 @@ def compare(comparison: Comparison, tests: list[RecordedTest]) -> ComparisonRow:
     )
 
 
-def _interval(top: Figure | None, bottom: Figure | None) -> stats.Interval | None:
+def _interval(top: FoldedFigure | None, bottom: FoldedFigure | None) -> stats.Interval | None:
     """The interval of a median (no denominator) or of a ratio of medians; None for a
     count, or where a ratio has no interval (a side at zero)."""
     if top is None or not top.values:
@@ -217,11 +223,11 @@ def side_tests(
 
 def _side_figure(
     side: Side | None, params: tuple[tuple[str, Any], ...], tests: list[RecordedTest]
-) -> Figure | None:
+) -> FoldedFigure | None:
     return fold(side.metric, side_tests(side, params, tests)) if side else None
 
 
-def _ratio(top: Figure | None, bottom: Figure | None) -> float | None:
+def _ratio(top: FoldedFigure | None, bottom: FoldedFigure | None) -> float | None:
     if top is None or bottom is None or bottom.value == 0:
         return None
     return top.value / bottom.value
@@ -248,7 +254,7 @@ def _beside(
 
 
 def verdict(
-    published: Published, comparisons: tuple[Comparison, ...], rows: list[ComparisonRow]
+    published: Published, comparisons: tuple[Comparison, ...], rows: list[SeedRow]
 ) -> tuple[str, str]:
     """One sentence: holds when every expected comparison holds, fails naming the ones that do
     not, and not enough data when any expected comparison has no figure or an interval
@@ -281,17 +287,17 @@ def _published_text(comparison: Comparison) -> str:
     return f"{_number(figures[0])} / {_number(figures[1])} = {_times(ratio)}"
 
 
-def _ratio_text(top: Figure | None, bottom: Figure | None, ratio: float | None) -> str:
+def _ratio_text(top: FoldedFigure | None, bottom: FoldedFigure | None, ratio: float | None) -> str:
     if top is None or bottom is None:
         return "no data"
     return f"{_number(top.value)} / {_number(bottom.value)} = {_times(ratio)}"
 
 
-def _value_text(figure: Figure | None) -> str:
+def _value_text(figure: FoldedFigure | None) -> str:
     return "no data" if figure is None else _number(figure.value)
 
 
-def _detail(top: Figure | None, bottom: Figure | None) -> str:
+def _detail(top: FoldedFigure | None, bottom: FoldedFigure | None) -> str:
     counts = [f"n={f.tests}" for f in (top, bottom) if f is not None]
     return " / ".join(counts)
 

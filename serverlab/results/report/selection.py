@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serverlab.results.store import RecordedTest, Run, Store, StoreError, Suite
+from serverlab.results.store import RecordedTest, Run, Store, StoredSuite, StoreError
 
 
 class SelectionError(ValueError):
@@ -132,7 +132,7 @@ class Selected:
 
     tests: list[RecordedTest]
     runs: list[Run]
-    suites: dict[int, Suite]
+    suites: dict[int, StoredSuite]
     # Repeats a re-run replaced in the figures (`serverlab run --rerun-busy`).
     superseded: list[RecordedTest] = field(default_factory=list)
 

@@ -32,7 +32,7 @@ from serverlab.results.report.metrics import (
     scenario_key,
     scenario_labels,
 )
-from serverlab.results.store import RecordedTest, Run, Suite
+from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 HISTORY_METRICS = ("rps", "p50", "p99", "cpu", "rss")
 # Otava's own default: a change point is kept only below this p (it tests 10x looser first).
@@ -137,7 +137,7 @@ def version_changes(before: dict[str, str], after: dict[str, str]) -> tuple[str,
 def build_series(
     tests: list[RecordedTest],
     runs: list[Run],
-    suites: dict[int, Suite],
+    suites: dict[int, StoredSuite],
     metrics: Sequence[str] = HISTORY_METRICS,
     max_pvalue: float = DEFAULT_MAX_PVALUE,
     mix_machines: bool = False,

@@ -1,13 +1,13 @@
 """The push study's section: which transport (long poll, comet, SSE, WebSocket) on which
 architecture. Per transport, contestant and client count: the subscribers admitted by the
 end of the ramp, the worst in-window cycle's completeness, the server's memory per held
-connection, its CPU per 1,000 delivered events, the p50 and p99 delivery delay, the events
-lost, duplicated and reordered, those the server delivered to clients that had gone
-("delivered to nobody", so that one architecture's dead subscribers do not pass for
-throughput) and those it emitted after the window (a late clear's); per test, each in-window
-cycle's completeness beside the server's own snapshot total; and per transport and
-contestant, the capacity: the most clients of a capacity ladder held with p99 delay at most
-250 ms and nothing lost. Cycles and their window: serverlab.results.report.push.
+connection, its CPU per 1,000 events received over the window, the p50 and p99 delivery
+delay, the events lost, duplicated and reordered, those the server delivered to clients
+that had gone ("delivered to nobody", so that one architecture's dead subscribers do not
+pass for throughput) and those it emitted after the window (a late clear's); per test, each
+in-window cycle's completeness beside the server's own snapshot total; and per transport
+and contestant, the capacity: the most clients of a capacity ladder held with p99 delay at
+most 250 ms and nothing lost. Cycles and their window: serverlab.results.report.push.
 """
 
 from __future__ import annotations
@@ -73,15 +73,39 @@ def _events(test: RecordedTest) -> dict:
 
 
 def cpu_per_thousand_events(test: RecordedTest) -> float | None:
-    """Server CPU seconds over the test per 1,000 events delivered."""
-    delivered = push.server_deliveries(test) or _events(test).get("received")
-    samples = [s for s in test.samples if s.cpu_percent is not None]
-    if not delivered or len(samples) < 2:
+    """Server CPU seconds per 1,000 events its clients received, over the push window: the
+    server tree's CPU (the kernel's CPU clocks, as the monitor sampled them) between the end
+    of the ramp and the emitters' intended stop, over the deliveries the clients received of
+    the cycles created in that window. The ramp's connection set-up and the deliveries to
+    clients that had left or of a late cycle are left out. None where the samples do not
+    cover the window, or for a test stored without one."""
+    window, origin = push.window_ms(test), _monitor_origin_ms(test)
+    received = sum(c.received for c in push.in_window(test))
+    if window is None or origin is None or not received:
         return None
-    seconds = sum(
-        s.cpu_percent / 100 * (s.t - prev.t) for prev, s in zip(samples, samples[1:], strict=False)
-    )
-    return seconds / (delivered / 1000)
+    start, stop = ((edge - origin) / 1000 for edge in window)
+    seconds = _cpu_seconds_between(test.samples, start, stop)
+    return None if seconds is None else seconds / (received / 1000)
+
+
+def _monitor_origin_ms(test: RecordedTest) -> float | None:
+    """Where the monitor's samples start (their t = 0), in Unix ms."""
+    offset = test.run_info.get("monitor_t0_s")
+    return None if offset is None else (test.started_at + float(offset)) * 1000
+
+
+def _cpu_seconds_between(samples: list, start: float, stop: float) -> float | None:
+    """CPU seconds in [start, stop] (seconds on the samples' clock): each CPU reading is
+    the mean since the previous one, and counts for its share of that span inside."""
+    read = [s for s in samples if s.cpu_percent is not None]
+    if len(read) < 2 or read[0].t > start or read[-1].t < stop:
+        return None
+    seconds = 0.0
+    for prev, s in zip(read, read[1:], strict=False):
+        inside = min(s.t, stop) - max(prev.t, start)
+        if inside > 0:
+            seconds += s.cpu_percent / 100 * inside
+    return seconds
 
 
 def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
@@ -109,7 +133,9 @@ def admitted(test: RecordedTest) -> float | None:
 
 
 @dataclass(frozen=True)
-class Figure:
+class TransportFigure:
+    """One figure of the push transports' table: its name, label, unit and how to read it."""
+
     name: str
     label: str
     unit: str
@@ -117,22 +143,26 @@ class Figure:
 
 
 FIGURES = (
-    Figure("admitted", "subscribers at the end of the ramp", "", admitted),
-    Figure("complete", "worst in-window cycle complete", "%", push.worst_completeness_percent),
-    Figure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
-    Figure("cpu", "server CPU per 1,000 events", "s", cpu_per_thousand_events),
-    Figure("p50", "delivery delay p50", "ms", delay_ms("p50")),
-    Figure("p99", "delivery delay p99", "ms", delay_ms("p99")),
-    Figure("lost", "events lost", "", lost),
-    Figure("duplicated", "events duplicated", "", _event_count("duplicated")),
-    Figure("reordered", "events reordered", "", _event_count("reordered")),
-    Figure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
-    Figure("after", "emitted after the window", "", push.emitted_after_window),
+    TransportFigure("admitted", "subscribers at the end of the ramp", "", admitted),
+    TransportFigure(
+        "complete", "worst in-window cycle complete", "%", push.worst_completeness_percent
+    ),
+    TransportFigure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
+    TransportFigure(
+        "cpu_events", "server CPU per 1,000 events (window)", "s", cpu_per_thousand_events
+    ),
+    TransportFigure("p50", "delivery delay p50", "ms", delay_ms("p50")),
+    TransportFigure("p99", "delivery delay p99", "ms", delay_ms("p99")),
+    TransportFigure("lost", "events lost", "", lost),
+    TransportFigure("duplicated", "events duplicated", "", _event_count("duplicated")),
+    TransportFigure("reordered", "events reordered", "", _event_count("reordered")),
+    TransportFigure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
+    TransportFigure("after", "emitted after the window", "", push.emitted_after_window),
 )
 
 
 # Figures drawn as charts (the counts are in the table).
-CHARTED = ("complete", "memory", "cpu", "p50", "p99", "lost")
+CHARTED = ("complete", "memory", "cpu_events", "p50", "p99", "lost")
 
 
 # --- the section --------------------------------------------------------------------------
@@ -294,7 +324,7 @@ def _capacity_text(rungs: dict[int, list[RecordedTest]], nofile: int | None) -> 
     return f"{best:,}"
 
 
-def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
+def _chart(figure: TransportFigure, tests: list[RecordedTest]) -> Chart:
     """Median per transport, a bar per contestant (and client count when there are
     several), the interval as a whisker."""
     fig = go.Figure()

@@ -1,6 +1,7 @@
-"""The delay line (execution stage): where the kernel has no netem, serverlab's own IP
-forwarder (tools/delayline) carries a shaped link's packets between a client namespace and
-the server's, through two TUN devices, delaying, pacing and dropping them. It forwards IP
+"""The delay line (base, for two stages: a test's shaped link, serverlab.run.shapedlink,
+and the virtual lab's host links, serverlab.lab.network): where the kernel has no netem,
+serverlab's own IP forwarder (tools/delayline) carries a link's packets between two
+namespaces, through a TUN device in each, delaying, pacing and dropping them. It forwards IP
 packets, never TCP streams, so the server sees the real round trip and flow control.
 
 Also the link's TCP-connect RTT probe, which proves the delay on every shaped link.
@@ -85,17 +86,11 @@ def start(
     server: Namespace,
     link: dict[str, float],
     cpus: str | None = None,
-    seed: int = 1,
+    rng_seed: int = 1,
 ) -> Forwarder:
     """Starts the forwarder (pinned to `cpus`, marked as ours), then addresses both ends.
     `link` has delay_ms, rate_mbit and loss_pct."""
-    path = binary()
-    if path is None:
-        raise NetnsError("delay line not built: run `make build` (tools/delayline)")
-    argv = [str(path), "--client-ns", str(client.path), "--server-ns", str(server.path)]
-    argv += ["--client-tun", CLIENT_TUN, "--server-tun", SERVER_TUN, "--seed", str(seed)]
-    for key in ("delay_ms", "rate_mbit", "loss_pct"):
-        argv += [f"--{key.replace('_', '-')}", str(link.get(key) or 0)]
+    argv = command(client, server, (CLIENT_TUN, SERVER_TUN), link, rng_seed)
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
     process = owner.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,6 +101,25 @@ def start(
     _address(client, CLIENT_TUN, CLIENT_ADDRESS, SERVER_ADDRESS)
     _address(server, SERVER_TUN, SERVER_ADDRESS, CLIENT_ADDRESS)
     return forwarder
+
+
+def command(
+    client: Namespace,
+    server: Namespace,
+    tuns: tuple[str, str],
+    link: dict[str, float],
+    rng_seed: int = 1,
+) -> list[str]:
+    """The forwarder's command line: a TUN device named `tuns[0]` in `client` and one named
+    `tuns[1]` in `server`, the link's delay_ms (one way), rate_mbit and loss_pct."""
+    path = binary()
+    if path is None:
+        raise NetnsError("delay line not built: run `make build` (tools/delayline)")
+    argv = [str(path), "--client-ns", str(client.path), "--server-ns", str(server.path)]
+    argv += ["--client-tun", tuns[0], "--server-tun", tuns[1], "--seed", str(rng_seed)]
+    for key in ("delay_ms", "rate_mbit", "loss_pct"):
+        argv += [f"--{key.replace('_', '-')}", str(link.get(key) or 0)]
+    return argv
 
 
 def _ready(process: subprocess.Popen) -> bool:

@@ -4,7 +4,7 @@ the machine (seed 000's slow clients, seed 001's 80 Mbit/s).
 
 A rate alone is tbf on the server namespace's loopback. A delay or loss is netem on that
 loopback where the kernel has `sch_netem`; where it has not, serverlab's own delay line
-(serverlab.run.delayline) forwards the packets between a client namespace, where the load
+(serverlab.base.delayline) forwards the packets between a client namespace, where the load
 runs, and the server's. Only when neither exists is the delay not applied, and the
 namespace says so (`delay_applied` False) instead of failing: the test runs at the rate.
 Either way the TCP-connect RTT measured at setup is recorded, proving the delay.
@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from serverlab.base import owner
+from serverlab.base import delayline, owner
 from serverlab.base.netns import Namespace, delete, existing, ip
 from serverlab.contestant.server import LOOPBACK, ContestantServer
-from serverlab.run import delayline
 
 PREFIX = "serverlab-"
 # A real Ethernet link's frame size, so that tc shapes packets of a real size rather

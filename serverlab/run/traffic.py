@@ -1,5 +1,5 @@
-"""Where a test's load comes from: one engine on this machine (`LocalLoad`), or engines on
-other machines (serverlab.cluster's load, the same interface). The executor only begins a
+"""Where a test's traffic comes from: one engine on this machine (`LocalLoad`), or engines on
+other machines (serverlab.cluster.traffic, the same interface). The executor only begins a
 load, watches it next to the server, stops it early when the server dies, and reads back
 what it produced.
 """

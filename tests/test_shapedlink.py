@@ -6,8 +6,8 @@ import subprocess
 import threading
 import time
 
-from serverlab.base import owner
-from serverlab.run import delayline, netns
+from serverlab.base import delayline, owner
+from serverlab.run import shapedlink
 
 PAYLOAD_BYTES = 2_000_000
 
@@ -47,7 +47,7 @@ def _timed_download(run=lambda f, *a: f(*a)) -> tuple[int, float]:
 
 
 def test_a_10_mbit_link_takes_its_time_and_plain_loopback_does_not():
-    with netns.shaped_namespace(rate_mbit=10) as ns:
+    with shapedlink.shaped_namespace(rate_mbit=10) as ns:
         received, shaped_s = _timed_download(ns.call)
     assert received == PAYLOAD_BYTES
     # 2 MB at 10 Mbit/s is 1.6 s; allow for TCP's ramp and the token bucket's burst.
@@ -58,8 +58,8 @@ def test_a_10_mbit_link_takes_its_time_and_plain_loopback_does_not():
 
 
 def test_the_namespace_has_its_own_loopback_and_is_deleted_after():
-    with netns.shaped_namespace(rate_mbit=80) as ns:
-        assert ns.name in netns.existing()
+    with shapedlink.shaped_namespace(rate_mbit=80) as ns:
+        assert ns.name in shapedlink.existing()
         links = subprocess.run(
             ns.command(["ip", "-o", "link"]), capture_output=True, text=True, check=True
         ).stdout
@@ -74,39 +74,39 @@ def test_the_namespace_has_its_own_loopback_and_is_deleted_after():
             text=True,
         ).stdout
         assert shell.strip() != os.readlink("/proc/self/ns/net")
-    assert ns.name not in netns.existing()
+    assert ns.name not in shapedlink.existing()
 
 
 def test_a_delay_nothing_here_can_apply_is_reported_not_fatal(monkeypatch, tmp_path):
     # No delay line built: only netem, if this kernel has it, can delay.
     monkeypatch.setenv(delayline.DELAYLINE_ENV, str(tmp_path / "not-built"))
-    with netns.shaped_namespace(rate_mbit=10, delay_ms=50) as ns:
+    with shapedlink.shaped_namespace(rate_mbit=10, delay_ms=50) as ns:
         qdisc = subprocess.run(
             ns.command(["tc", "qdisc", "show", "dev", "lo"]), capture_output=True, text=True
         ).stdout
         assert ns.delay_applied == ("netem" in qdisc) == (ns.delay_by == "netem")
         assert "tbf" in qdisc
         assert ns.metadata()["delay_applied"] == ns.delay_applied
-    assert netns.delay_method() == ("netem" if netns.netem_available() else None)
+    assert shapedlink.delay_method() == ("netem" if shapedlink.netem_available() else None)
 
 
 def test_a_delay_is_applied_by_netem_or_else_by_the_delay_line():
-    with netns.shaped_namespace(rate_mbit=10, delay_ms=25) as ns:
+    with shapedlink.shaped_namespace(rate_mbit=10, delay_ms=25) as ns:
         meta = ns.metadata()
-    assert meta["delay_applied"] and meta["delay_by"] == netns.delay_method()
-    assert meta["delay_by"] == ("netem" if netns.netem_available() else "delayline")
+    assert meta["delay_applied"] and meta["delay_by"] == shapedlink.delay_method()
+    assert meta["delay_by"] == ("netem" if shapedlink.netem_available() else "delayline")
     assert 45 <= meta["rtt_ms"] <= 55, meta
 
 
 def test_an_exception_inside_still_deletes_the_namespace():
     name = None
     try:
-        with netns.shaped_namespace(rate_mbit=10) as ns:
+        with shapedlink.shaped_namespace(rate_mbit=10) as ns:
             name = ns.name
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
-    assert name and name not in netns.existing()
+    assert name and name not in shapedlink.existing()
 
 
 def test_stale_namespaces_of_dead_runs_are_reaped_and_live_ones_kept():
@@ -114,10 +114,10 @@ def test_stale_namespaces_of_dead_runs_are_reaped_and_live_ones_kept():
     mark = owner.token(dead.pid).replace(".", "-")
     dead.kill()
     dead.wait()
-    stale = f"{netns.PREFIX}{mark}-0"
+    stale = f"{shapedlink.PREFIX}{mark}-0"
     subprocess.run(["ip", "netns", "add", stale], check=True)
-    with netns.shaped_namespace(rate_mbit=10) as live:
-        reaped = netns.reap_stale()
+    with shapedlink.shaped_namespace(rate_mbit=10) as live:
+        reaped = shapedlink.reap_stale()
         assert stale in reaped
-        assert live.name not in reaped and live.name in netns.existing()
-    assert stale not in netns.existing()
+        assert live.name not in reaped and live.name in shapedlink.existing()
+    assert stale not in shapedlink.existing()
