@@ -248,6 +248,8 @@ def _verify_one(name, pattern, settings, as_json):
         click.secho(f"FAIL  {_plain(name)}: {_plain(report.error)}", fg="red", err=as_json)
     for crash in report.crashes:
         click.secho(f"CRASH {_plain(crash)}", fg="red", err=as_json)
+    if report.not_claimed:
+        click.echo(f"not claimed (not checked): {', '.join(report.not_claimed)}", err=as_json)
     summary = _plain(report.summary())
     click.secho(summary, fg="green" if report.ok else "red", bold=True, err=as_json)
     return report

@@ -1,7 +1,7 @@
 'use strict';
 // Counters behind GET /stats (spec §5). Plain numeric fields: the hot path only does `++`.
 
-const SPEC_VERSION = '3.0';
+const SPEC_VERSION = '3.1';
 
 const counters = {
   startedAt: Date.now(),
