@@ -10,6 +10,8 @@ import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.codec.http.HttpServerExpectContinueHandler;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.stream.ChunkedWriteHandler;
 import io.netty.util.Version;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -69,20 +71,40 @@ public final class Main {
             Syslog.listen(boss, workers, addresses, Integer.parseInt(args.required("syslog-port")), stats);
         }
         ConnectionCounter counter = new ConnectionCounter(stats);
-        ServerBootstrap http = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+        // Spec §12: the same pipeline behind an SslHandler on the TLS port, bound first so
+        // that readiness, judged on the HTTP port, finds both open.
+        if (args.has("tls-port")) {
+            SslContext tls = Tls.context(args.required("tls-cert"), args.required("tls-key"));
+            bindAll(bootstrap(boss, workers, args, counter, control, docRoot, tls), addresses,
+                    Integer.parseInt(args.required("tls-port")));
+        }
+        ServerBootstrap http = bootstrap(boss, workers, args, counter, control, docRoot, null);
+        int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
+        return new Running(port, boss, workers);
+    }
+
+    private static ServerBootstrap bootstrap(EventLoopGroup boss, EventLoopGroup workers, Args args,
+            ConnectionCounter counter, ControlApi control, DocRoot docRoot, SslContext tls) {
+        return new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, args.integer("backlog", 1024))
                 .childOption(ChannelOption.TCP_NODELAY, true)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel channel) {
-                        channel.pipeline().addLast(counter,
+                        channel.pipeline().addLast(counter);
+                        if (tls != null) {
+                            channel.pipeline().addLast(tls.newHandler(channel.alloc()));
+                        }
+                        channel.pipeline().addLast(
                                 new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE),
-                                new HttpServerExpectContinueHandler(),
-                                new HttpHandler(control, docRoot));
+                                new HttpServerExpectContinueHandler());
+                        if (tls != null) {
+                            // Files go as chunks there: sendfile cannot pass through TLS.
+                            channel.pipeline().addLast(new ChunkedWriteHandler());
+                        }
+                        channel.pipeline().addLast(new HttpHandler(control, docRoot));
                     }
                 });
-        int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
-        return new Running(port, boss, workers);
     }
 
     /** Binds the first address, then the others on the port it got; returns that port. */
