@@ -85,10 +85,7 @@ def verify_contestant(
     if report.error:
         return report
     cases = select(all_cases, manifest.parts(), pattern)
-    report.not_claimed = sorted(
-        {case.part for case in select(all_cases, SPEC_PARTS, pattern)} - set(manifest.parts()),
-        key=SPEC_PARTS.index,
-    )
+    report.not_claimed = not_claimed(manifest, all_cases, pattern)
     with tempfile.TemporaryDirectory(
         prefix=f"verify-{manifest.name}-", dir=scratch.own_folder()
     ) as base:
@@ -114,6 +111,12 @@ def verify_contestant(
         finally:
             server.stop()
     return report
+
+
+def not_claimed(manifest: Manifest, cases: list[Case], pattern: str | None) -> list[str]:
+    """The parts with cases (that match the pattern) which the contestant does not claim."""
+    parts = {case.part for case in select(cases, list(SPEC_PARTS), pattern)}
+    return sorted(parts - set(manifest.parts()), key=SPEC_PARTS.index)
 
 
 def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult:
