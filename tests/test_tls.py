@@ -132,6 +132,14 @@ def test_each_tls_fault_fails_exactly_its_cases(transports_dir, fault, failing):
     assert len(report.results) == 12  # tls.plaintext starts with p too
 
 
+def test_an_exchange_carried_over_tls_fails_as_it_does_in_cleartext(transports_dir):
+    report = verify_contestant(
+        find("reference-tls"), pattern="tls.perf", settings={"fault": "no_date_perf"}
+    )
+    [result] = report.results
+    assert result.status == FAIL and "perf.get: 200 response without a Date header" in result.reason
+
+
 def run_check(server, kind: str, params: dict) -> Outcome:
     docroot = make_docroot(scratch.make("docroot-"))
     ctx = VerifyContext(server, docroot, new_run_tag(), "h2c.x", timeout_s=2.0, give_up_s=0.5)
