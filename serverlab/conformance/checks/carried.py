@@ -9,6 +9,7 @@ normalise are not sent over HTTP/2, nor bodies past its initial flow-control win
 H2_BODY_LIMIT); the case says how many it left out.
 """
 
+import h2.exceptions
 import httpx
 
 from serverlab.base import httpclient
@@ -108,7 +109,8 @@ def h2_request(ctx, transport, method, target, headers=(), body=b"") -> httpclie
             answer = client.request(
                 method, base + target, headers=headers, content=content, timeout=ctx.timeout_s
             )
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, h2.exceptions.ProtocolError) as error:
+        # httpcore lets the h2 library's verdict on a broken answer through as it is.
         raise httpclient.HttpError(f"over {transport}: {type(error).__name__}: {error}") from None
     if answer.http_version != "HTTP/2":
         raise httpclient.HttpError(f"over {transport}: answered in {answer.http_version}")

@@ -11,7 +11,7 @@ import javax.net.ssl.SSLException;
 /**
  * Spec §12: the TLS port's context. The JDK's own SSLEngine under Netty's SslHandler (the
  * netty-tcnative OpenSSL binding is not in the build), TLS 1.2 and 1.3, AEAD suites only,
- * ALPN offering http/1.1 (this server does not claim h2).
+ * ALPN offering h2 and http/1.1.
  */
 final class Tls {
     /** TLS 1.3's suites and TLS 1.2's ECDHE suites with AEAD, in the JDK's names. */
@@ -37,7 +37,7 @@ final class Tls {
                         ApplicationProtocolConfig.Protocol.ALPN,
                         ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
                         ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT,
-                        ApplicationProtocolNames.HTTP_1_1))
+                        ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1))
                 .build();
     }
 }
