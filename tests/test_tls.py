@@ -173,7 +173,9 @@ def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir,
         assert run_check(server, kind, params).status == FAIL
 
 
-@pytest.mark.parametrize(("case", "status"), zip(H2C_CASES, (PASS, PASS, WARN, PASS), strict=True))
+@pytest.mark.parametrize(
+    ("case", "status"), list(zip(H2C_CASES, (PASS, PASS, WARN, PASS), strict=True))
+)
 def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_excess_warns(
     transports_dir, case, status
 ):
