@@ -61,6 +61,13 @@ class VerifyContext:
             )
         return httpclient.HttpConnection("127.0.0.1", self.port, timeout_s)
 
+    def origin(self, scheme: str) -> str:
+        """`http://127.0.0.1:<port>` (or `ws`), or its TLS form on the TLS port while a case
+        of part `tls` carries another part's (spec §12)."""
+        if self.transport == "tls":
+            return f"{scheme}s://127.0.0.1:{self.tls_port}"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
     @property
     def tls_port(self) -> int:
         return self.server.tls_port

@@ -1,4 +1,5 @@
-"""Another part's exchange cases, carried over TLS, HTTP/2 over TLS, or h2c (spec §12-§14).
+"""Another part's cases, carried over TLS, HTTP/2 over TLS, or h2c (spec §12-§14): its
+exchanges, and over TLS also the check kinds whose clients follow `ctx.transport`.
 
 A transport is conformant when every part the server claims works over it as it does in
 cleartext HTTP/1.1, so the cases are the same ones, judged the same way. Over TLS they run
@@ -16,9 +17,35 @@ from serverlab.base import httpclient
 from serverlab.conformance.cases import Case, load_cases
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.exchange import check_response, request_body, run_steps
-from serverlab.conformance.outcome import Outcome
+from serverlab.conformance.outcome import CaseAborted, Outcome
 
 HTTP1_ONLY = ("raw", "chunks", "header_filler", "close")
+# Check kinds whose clients take the TLS port while ctx.transport is "tls"; sent_stamps
+# opens a thousand raw sockets of its own on the cleartext port.
+OVER_TLS_ALSO = frozenset(
+    {
+        "longpoll_timeout",
+        "longpoll_event",
+        "comet_stream",
+        "fanout",
+        "seq_continues",
+        "emitter_replace",
+        "emitter_clear_stops",
+        "push_stats",
+        "gone_subscriber",
+        "sse_stream",
+        "sse_heartbeat",
+        "sse_replay",
+        "sse_gap",
+        "ws_echo",
+        "ws_subscribe",
+        "ws_publish",
+        "ws_ping",
+        "ws_close",
+        "ws_deflate_declined",
+        "ws_bad_frame",
+    }
+)
 # A body past HTTP/2's initial flow-control window may be answered early (a 413) and its
 # stream reset; httpcore then fails the request while sending, before reading the answer.
 H2_BODY_LIMIT = 65535
@@ -30,7 +57,12 @@ def carried(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     if part not in ctx.parts:
         outcome.observed.append(f"{part} not claimed: nothing to carry")
         return
-    cases = [case for case in load_cases() if case.part == part and case.steps]
+    carried_checks = OVER_TLS_ALSO if transport == "tls" else frozenset()
+    cases = [
+        case
+        for case in load_cases()
+        if case.part == part and (case.steps or case.check in carried_checks)
+    ]
     left_out = 0
     for case in cases:
         inner = Outcome()
@@ -48,10 +80,16 @@ def carried(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 
 def _over_tls(ctx: VerifyContext, case: Case, outcome: Outcome) -> None:
+    # Here, not at the top: the registry of check kinds imports this module.
+    from serverlab.conformance.checks import CHECKS
+
     ctx.transport, ctx.case_id = "tls", case.id
     try:
-        run_steps(ctx, case.steps, outcome)
-    except httpclient.HttpError as error:
+        if case.steps:
+            run_steps(ctx, case.steps, outcome)
+        else:
+            CHECKS[case.check](ctx, case.params, outcome)
+    except (httpclient.HttpError, CaseAborted, OSError) as error:
         outcome.fail(str(error))
     finally:
         ctx.transport = "tcp"
