@@ -79,11 +79,17 @@ def carried(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.observed.append(f"{len(cases) - left_out} {part} cases over {transport}{note}")
 
 
+def _carried_id(transport: str, case: Case) -> str:
+    """`tls.sse.stream`: event names come from the case id (VerifyContext.event_name), and a
+    server's seq numbers never reset, so the carried case must not reuse the cleartext one's."""
+    return f"{transport}.{case.id}"
+
+
 def _over_tls(ctx: VerifyContext, case: Case, outcome: Outcome) -> None:
     # Here, not at the top: the registry of check kinds imports this module.
     from serverlab.conformance.checks import CHECKS
 
-    ctx.transport, ctx.case_id = "tls", case.id
+    ctx.transport, ctx.case_id = "tls", _carried_id("tls", case)
     try:
         if case.steps:
             run_steps(ctx, case.steps, outcome)
@@ -97,7 +103,7 @@ def _over_tls(ctx: VerifyContext, case: Case, outcome: Outcome) -> None:
 
 def _over_h2(ctx: VerifyContext, case: Case, transport: str, outcome: Outcome) -> bool:
     """Runs the case over HTTP/2; False if it cannot be said in HTTP/2."""
-    ctx.case_id = case.id
+    ctx.case_id = _carried_id(transport, case)
     steps = [(ctx.substitute(s.request), ctx.substitute(s.expect)) for s in case.steps]
     if any(key in request for request, _ in steps for key in HTTP1_ONLY):
         return False
