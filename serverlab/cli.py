@@ -201,6 +201,13 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
             f"{name} listening on http://127.0.0.1:{server.port} "
             f"(syslog {server.syslog_port}), docroot {server.docroot}"
         )
+        if server.tls:
+            click.echo(
+                f"TLS on https://127.0.0.1:{server.tls_port}, trusting only the run's CA "
+                f"{server.tls.ca_cert} (gone when the server stops)"
+            )
+        if server.h2c_port:
+            click.echo(f"h2c (HTTP/2 with prior knowledge) on 127.0.0.1:{server.h2c_port}")
         click.echo(f"log: {server.log_path}; Ctrl-C stops it")
         while server.alive:
             time.sleep(0.2)
@@ -260,6 +267,8 @@ def _verify_one(name, pattern, settings, as_json):
         click.secho(f"FAIL  {_plain(name)}: {_plain(report.error)}", fg="red", err=as_json)
     for crash in report.crashes:
         click.secho(f"CRASH {_plain(crash)}", fg="red", err=as_json)
+    if report.not_claimed:
+        click.echo(f"not claimed (not checked): {', '.join(report.not_claimed)}", err=as_json)
     summary = _plain(report.summary())
     click.secho(summary, fg="green" if report.ok else "red", bold=True, err=as_json)
     return report

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -85,6 +86,11 @@ FAULTS = {
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
+    # TLS (spec §12), on --tls-port:
+    "tls11": "TLS 1.0 and 1.1 are accepted (OpenSSL's security level 0)",
+    "tls_cbc": "TLS 1.2 suites with CBC and an HMAC are accepted",
+    "alpn_h2": "ALPN offers and picks h2, which this server does not speak",
+    "no_close_notify": "TLS connections end with a bare TCP close, no close_notify",
 }
 # After a refusal, how long unread input is drained so that the close does not turn into a
 # reset that could destroy the answer.
@@ -478,6 +484,8 @@ class HttpConnection:
             pass
         finally:
             counters.connections_open -= 1
+            if self.server.has_fault("no_close_notify"):
+                self.writer.transport.abort()  # the socket closed under TLS: no alert
             self.writer.close()
 
     async def serve_one(self) -> bool:
@@ -1057,13 +1065,35 @@ class ReferenceServer:
     def open_count(self, kind: str) -> int:
         return sum(1 for request in self.hub.open if request.kind == kind)
 
-    async def run(self, port: int, syslog_port: int | None, host: str = LOOPBACK) -> None:
+    def tls_context(self, cert: str, key: str) -> ssl.SSLContext:
+        """TLS 1.2 and 1.3, AEAD suites, ALPN http/1.1, as spec §12 asks; or a fault."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20")
+        if self.has_fault("tls11"):
+            context.minimum_version = ssl.TLSVersion.TLSv1
+            context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:ECDHE+AES:@SECLEVEL=0")
+        if self.has_fault("tls_cbc"):
+            context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:ECDHE+AES")
+        context.set_alpn_protocols(
+            ["h2", "http/1.1"] if self.has_fault("alpn_h2") else ["http/1.1"]
+        )
+        return context
+
+    async def run(self, port: int, syslog_port: int | None, host: str = LOOPBACK, tls=None) -> None:
+        """`tls`: (port, cert file, key file) to serve HTTPS on as well, or None."""
+
         async def on_connection(reader, writer):
             await HttpConnection(self, reader, writer).serve()
 
         # Loopback always; a lab or cluster host's address too, when given one ({host}).
         hosts = [LOOPBACK] if host == LOOPBACK else [LOOPBACK, host]
         http = await asyncio.start_server(on_connection, hosts, port)
+        if tls:
+            context = self.tls_context(tls[1], tls[2])
+            secure = await asyncio.start_server(on_connection, hosts, tls[0], ssl=context)
+            await secure.start_serving()
         if syslog_port:
             loop = asyncio.get_running_loop()
             for address in hosts:
@@ -1091,6 +1121,7 @@ def main() -> None:
     parser.add_argument(
         "--die-after", type=float, default=0.0, help="SIGKILL itself after this many seconds"
     )
+    parser.add_argument("--tls", nargs=3, metavar=("PORT", "CERT", "KEY"), help="serve HTTPS too")
     args = parser.parse_args()
     if args.die_after > 0:
         # A crash mid-test, as an out-of-memory kill would look: no goodbye, no cleanup.
@@ -1105,7 +1136,8 @@ def main() -> None:
     faults = set(args.fault) - {"none"}
     server = ReferenceServer(args.name, args.docroot, faults, args.syslog_mode)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.run(args.port, args.syslog_port, args.host))
+        tls = (int(args.tls[0]), args.tls[1], args.tls[2]) if args.tls else None
+        asyncio.run(server.run(args.port, args.syslog_port, args.host, tls))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,11 @@ func main() {
 	version := flag.Bool("version", false, "print versions and exit")
 	signalsFile := flag.String("signals-file", "", "append runtime signals (GC pauses, heap, scheduling latency) to this file as JSON lines; empty = none")
 	syslogMode := flag.String("syslog-mode", "count", "count syslog messages, or parse each one too (spec §7.1): count or parse")
+	var ports extraPorts
+	flag.IntVar(&ports.tls, "tls-port", 0, "HTTPS and h2 (ALPN) port on 127.0.0.1; 0 = no TLS listener")
+	flag.StringVar(&ports.cert, "tls-cert", "", "the TLS certificate, PEM")
+	flag.StringVar(&ports.key, "tls-key", "", "the TLS private key, PEM")
+	flag.IntVar(&ports.h2c, "h2c-port", 0, "HTTP/2 with prior knowledge (h2c) port on 127.0.0.1; 0 = none")
 	flag.Parse()
 
 	if *version {
@@ -44,7 +49,7 @@ func main() {
 	if err := startSignals(*signalsFile); err != nil {
 		log.Fatal(err)
 	}
-	if err := run(addresses(*host), *port, *syslogPort, *docroot, *syslogMode); err != nil {
+	if err := run(addresses(*host), *port, *syslogPort, *docroot, *syslogMode, ports); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -59,7 +64,13 @@ func addresses(host string) []string {
 	return []string{loopback, host}
 }
 
-func run(hosts []string, port, syslogPort int, docroot, syslogMode string) error {
+// extraPorts are the listeners of the spec's transport parts (tls, h2, h2c).
+type extraPorts struct {
+	tls, h2c  int
+	cert, key string
+}
+
+func run(hosts []string, port, syslogPort int, docroot, syslogMode string, extra extraPorts) error {
 	srv, err := newServer(docroot)
 	if err != nil {
 		return err
@@ -77,14 +88,42 @@ func run(hosts []string, port, syslogPort int, docroot, syslogMode string) error
 	if err != nil {
 		return err
 	}
-	httpServer := newHTTPServer(srv)
-	go exitOnSignal(httpServer)
-	served := make(chan error, len(listeners))
+	httpServer := withHTTP2Settings(newHTTPServer(srv))
+	h2cServer := withHTTP2Settings(newH2CServer(srv))
+	go exitOnSignal(httpServer, h2cServer)
+	served := make(chan error, 3*len(listeners))
 	for _, ln := range listeners {
 		go func() { served <- httpServer.Serve(jsonErrorListener{Listener: ln, stats: srv.stats}) }()
 	}
+	if err := serveExtra(httpServer, h2cServer, hosts, extra, served); err != nil {
+		return err
+	}
 	if err := <-served; err != http.ErrServerClosed {
 		return err
+	}
+	return nil
+}
+
+func serveExtra(httpServer, h2cServer *http.Server, hosts []string, extra extraPorts, served chan<- error) error {
+	if extra.tls != 0 {
+		config, err := tlsConfig(extra.cert, extra.key)
+		if err != nil {
+			return err
+		}
+		listeners, err := listenHTTP(hosts, extra.tls)
+		if err != nil {
+			return err
+		}
+		serveTLS(httpServer, listeners, config, served)
+	}
+	if extra.h2c != 0 {
+		listeners, err := listenHTTP(hosts, extra.h2c)
+		if err != nil {
+			return err
+		}
+		for _, ln := range listeners {
+			go func() { served <- h2cServer.Serve(ln) }()
+		}
 	}
 	return nil
 }
@@ -117,9 +156,11 @@ func newHTTPServer(srv *server) *http.Server {
 
 // exitOnSignal closes every connection at once: long polls and comet streams would make a
 // graceful Shutdown wait for their timeouts, and serverlab wants a prompt exit on SIGTERM.
-func exitOnSignal(httpServer *http.Server) {
+func exitOnSignal(servers ...*http.Server) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	<-signals
-	httpServer.Close()
+	for _, httpServer := range servers {
+		httpServer.Close()
+	}
 }

@@ -11,7 +11,7 @@ const SERVER_NAME = 'node-http';
 const USAGE =
   'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
   '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH] ' +
-  '[--syslog-mode count|parse]';
+  '[--syslog-mode count|parse] [--tls-port N --tls-cert FILE --tls-key FILE] [--h2c-port N]';
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -26,16 +26,28 @@ function parseOptions(argv) {
       workers: { type: 'string', default: '1' },
       'signals-file': { type: 'string' },
       'syslog-mode': { type: 'string', default: 'count' },
+      'tls-port': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'h2c-port': { type: 'string' },
     },
   });
   const port = Number(values.port);
   const maxHeaderKb = Number(values['max-header-kb']);
   const backlog = Number(values.backlog);
   const workers = Number(values.workers);
-  const syslogPort = values['syslog-port'] === undefined ? null : Number(values['syslog-port']);
-  const validPort = (p) => Number.isInteger(p) && p >= 0 && p <= 65535;
-  if (!validPort(port) || (syslogPort !== null && !validPort(syslogPort))) {
+  const optionalPort = (name) => (values[name] === undefined ? null : Number(values[name]));
+  const syslogPort = optionalPort('syslog-port');
+  const tlsPort = optionalPort('tls-port');
+  const h2cPort = optionalPort('h2c-port');
+  const validPort = (p) => p === null || (Number.isInteger(p) && p >= 0 && p <= 65535);
+  if (!Number.isInteger(port) || ![port, syslogPort, tlsPort, h2cPort].every(validPort)) {
     throw new Error('ports must be integers from 0 to 65535');
+  }
+  const tlsCert = values['tls-cert'];
+  const tlsKey = values['tls-key'];
+  if ((tlsPort !== null) !== (tlsCert !== undefined && tlsKey !== undefined)) {
+    throw new Error('--tls-port needs --tls-cert and --tls-key, and they need it');
   }
   if (!(Number.isInteger(maxHeaderKb) && maxHeaderKb > 0)) {
     throw new Error('--max-header-kb must be a positive integer');
@@ -50,7 +62,19 @@ function parseOptions(argv) {
   const { docroot, host } = values;
   const signalsFile = values['signals-file'];
   return {
-    port, syslogPort, docroot, host, maxHeaderKb, backlog, workers, signalsFile, syslogMode,
+    port,
+    syslogPort,
+    tlsPort,
+    h2cPort,
+    tlsCert,
+    tlsKey,
+    docroot,
+    host,
+    maxHeaderKb,
+    backlog,
+    workers,
+    signalsFile,
+    syslogMode,
   };
 }
 

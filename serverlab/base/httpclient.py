@@ -7,6 +7,7 @@ can send malformed or oversize requests, and bounds every wait with a deadline.
 import contextlib
 import json
 import socket
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,13 +64,22 @@ class Deadline:
 class HttpConnection:
     """One client connection; requests run one after another (no pipelining)."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = 5.0):
+    def __init__(
+        self, host: str, port: int, timeout_s: float = 5.0, tls: ssl.SSLContext | None = None
+    ):
+        """`tls`: a client context to speak HTTPS with (the handshake is done here)."""
         self.host, self.port, self.timeout_s = host, port, timeout_s
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as error:
             raise HttpError(f"cannot connect to {host}:{port}: {error}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                self.sock = tls.wrap_socket(self.sock, server_hostname=host)
+            except OSError as error:
+                self.sock.close()
+                raise HttpError(f"TLS handshake with {host}:{port} failed: {error}") from None
         self.h11 = h11.Connection(h11.CLIENT)
         self._eof = False
 

@@ -18,6 +18,7 @@ _CASE_KEYS = {
     "about",
     "level",
     "bad_input",
+    "records",
     "request",
     "expect",
     "steps",
@@ -72,6 +73,7 @@ class Case:
     about: str
     level: str = "must"  # "should": a failure is only a warning
     bad_input: bool = False  # verify checks that the server still answers afterwards
+    records: bool = False  # what the server did is shown, as for bad input (a TLS posture)
     steps: tuple[Step, ...] = ()
     check: str = ""
     params: dict = field(default_factory=dict)
@@ -137,6 +139,7 @@ def _case(path: Path, part: str, entry: dict) -> Case:
         about=entry.get("about", ""),
         level=entry.get("level", "must"),
         bad_input=entry.get("bad_input", False),
+        records=entry.get("records", False),
         steps=tuple(Step(step["request"], step.get("expect", {})) for step in steps),
         check=entry.get("check", ""),
         params=entry.get("params", {}),

@@ -2,6 +2,7 @@
 
 import re
 import secrets
+import ssl
 import subprocess
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ class VerifyContext:
     timeout_s: float = 5.0
     # How long past its due time an answer or a count may come before verify gives up.
     give_up_s: float = 3.0
+    # "tls" while a case of part `tls` carries another part's exchanges (spec §12).
+    transport: str = "tcp"
 
     @property
     def port(self) -> int:
@@ -51,7 +54,35 @@ class VerifyContext:
         return value
 
     def connect(self, timeout_s: float | None = None) -> httpclient.HttpConnection:
-        return httpclient.HttpConnection("127.0.0.1", self.port, timeout_s or self.timeout_s)
+        timeout_s = timeout_s or self.timeout_s
+        if self.transport == "tls":
+            return httpclient.HttpConnection(
+                "127.0.0.1", self.tls_port, timeout_s, tls=self.tls_context(["http/1.1"])
+            )
+        return httpclient.HttpConnection("127.0.0.1", self.port, timeout_s)
+
+    def origin(self, scheme: str) -> str:
+        """`http://127.0.0.1:<port>` (or `ws`), or its TLS form on the TLS port while a case
+        of part `tls` carries another part's (spec §12)."""
+        if self.transport == "tls":
+            return f"{scheme}s://127.0.0.1:{self.tls_port}"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def tls_port(self) -> int:
+        return self.server.tls_port
+
+    @property
+    def h2c_port(self) -> int:
+        return self.server.h2c_port
+
+    def tls_context(self, alpn: list[str] | None = None) -> ssl.SSLContext:
+        """A client context that trusts only the run's CA (spec §12), TLS 1.2 and up."""
+        context = ssl.create_default_context(cafile=str(self.server.tls.ca_cert))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if alpn:
+            context.set_alpn_protocols(alpn)
+        return context
 
     def get(self, target: str) -> httpclient.Response:
         return httpclient.get(self.port, target, self.timeout_s)

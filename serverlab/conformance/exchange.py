@@ -71,11 +71,17 @@ def send(connection: httpclient.HttpConnection, request: dict, body: bytes) -> N
     )
 
 
-def check_response(ctx, response, expect: dict, request_body: bytes, outcome, prefix="") -> None:
+def check_response(
+    ctx, response, expect: dict, request_body: bytes, outcome, prefix="", http2=False
+) -> None:
+    """`http2`: the answer came over HTTP/2, whose framing is its own (spec §13)."""
     outcome.observed.append(str(response.status))
     if not check_status(response, expect, outcome, prefix):
         return
-    check_required_headers(response, outcome, prefix)
+    if http2:
+        check_http2_headers(response, outcome, prefix)
+    else:
+        check_required_headers(response, outcome, prefix)
     if response.status >= 400:
         check_error_body(response, outcome, prefix)
     checkers = {
@@ -123,6 +129,15 @@ def check_required_headers(response, outcome: Outcome, prefix="") -> None:
         outcome.fail(f"{prefix}{response.status} response without Content-Length or chunked")
     elif response.has_header("Content-Length") and response.has_header("Transfer-Encoding"):
         outcome.fail(f"{prefix}{response.status} response with both Content-Length and chunked")
+
+
+def check_http2_headers(response, outcome: Outcome, prefix="") -> None:
+    for name in ("Date", "Content-Type"):
+        if not response.has_header(name):
+            outcome.fail(f"{prefix}{response.status} response without a {name} header")
+    for name in ("Connection", "Transfer-Encoding", "Keep-Alive"):
+        if response.has_header(name):
+            outcome.fail(f"{prefix}{response.status} HTTP/2 response with a {name} header")
 
 
 def check_error_body(response, outcome: Outcome, prefix="") -> None:

@@ -20,7 +20,7 @@ from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.exchange import run_steps
 from serverlab.conformance.fixtures import make_docroot
 from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, CaseResult, Outcome
-from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
+from serverlab.contestant.manifest import SPEC_PARTS, SYSLOG_MODE, Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
 
 # A server's odd answer can break a check's reading of it; that is the server's FAIL.
@@ -34,6 +34,8 @@ class VerifyReport:
     results: list[CaseResult] = field(default_factory=list)
     error: str = ""  # the contestant could not be checked at all
     crashes: list[str] = field(default_factory=list)
+    # Spec parts with cases that the contestant does not claim: said, never skipped silently.
+    not_claimed: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for result in self.results if result.status == status)
@@ -57,6 +59,7 @@ class VerifyReport:
             "ok": self.ok,
             "error": self.error,
             "crashes": self.crashes,
+            "not_claimed": self.not_claimed,
             "cases": [r.as_dict() for r in self.results],
         }
 
@@ -85,6 +88,7 @@ def verify_contestant(
     if "syslog-parse" in manifest.implements:
         # Spec §7.1: parse mode counts everything count mode does, and parses too.
         settings = {SYSLOG_MODE: "parse", **(settings or {})}
+    report.not_claimed = not_claimed(manifest, all_cases, pattern)
     with tempfile.TemporaryDirectory(
         prefix=f"verify-{manifest.name}-", dir=scratch.own_folder()
     ) as base:
@@ -112,6 +116,12 @@ def verify_contestant(
     return report
 
 
+def not_claimed(manifest: Manifest, cases: list[Case], pattern: str | None) -> list[str]:
+    """The parts with cases (that match the pattern) which the contestant does not claim."""
+    parts = {case.part for case in select(cases, list(SPEC_PARTS), pattern)}
+    return sorted(parts - set(manifest.parts()), key=SPEC_PARTS.index)
+
+
 def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult:
     started = time.monotonic()
     ctx.case_id = case.id
@@ -136,7 +146,9 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
     if case.id in ctx.server.manifest.framing_limits:
         outcome.excuse(ctx.server.manifest.framing_limits[case.id])
     check_still_serving(ctx, case, outcome, report)
-    observed = ", ".join((outcome.observed if case.bad_input else []) + outcome.notes)
+    observed = ", ".join(
+        (outcome.observed if case.bad_input or case.records else []) + outcome.notes
+    )
     return CaseResult(case.id, outcome.status, outcome.reason, time.monotonic() - started, observed)
 
 

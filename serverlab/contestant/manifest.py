@@ -13,6 +13,7 @@ from serverlab.base import tomltext
 from serverlab.base.paths import contestants_root
 from serverlab.contestant.placeholders import (
     BUILTIN_PLACEHOLDERS,
+    PART_PLACEHOLDERS,
     PlaceholderError,
     check_placeholders,
 )
@@ -30,20 +31,27 @@ SPEC_PARTS = (
     "websocket",
     "syslog",
     "syslog-parse",
+    "tls",
+    "h2",
+    "h2c",
 )
-HTTP_PARTS = frozenset(SPEC_PARTS) - {"syslog"}
-# Server push over SSE and WebSocket uses the emitters and counters of `push` and `control`.
+HTTP_PARTS = frozenset(SPEC_PARTS) - {"syslog", "syslog-parse"}
+# Server push over SSE and WebSocket uses the emitters and counters of `push` and `control`;
+# HTTP/2 over TLS is chosen by TLS's ALPN. The transports carry the parts a server serves
+# in cleartext, so they need at least one of them.
 PART_NEEDS = {
     "push": ("control",),
     "sse": ("control", "push"),
     "websocket": ("control", "push"),
     "syslog-parse": ("syslog", "control"),
+    "h2": ("tls",),
 }
+TRANSPORT_PARTS = frozenset({"tls", "h2", "h2c"})
 # Spec §7.1: a syslog-parse server is started counting or parsing by this tunable.
 SYSLOG_MODE = "syslog_mode"
 SYSLOG_MODES = ("count", "parse")
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-CASE_ID = re.compile(r"^[a-z]+\.[a-z0-9_]+$")
+CASE_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
 _REQUIRED = {
     "name": str,
@@ -121,7 +129,12 @@ class Manifest:
         return [part for part in SPEC_PARTS if part in declared]
 
     def placeholder_names(self) -> set[str]:
-        return set(BUILTIN_PLACEHOLDERS) | set(self.tunables)
+        """Built-ins, tunables, and the placeholders of the parts it claims: a server
+        without `tls` is given no {tls_port}, {tls_cert} or {tls_key}."""
+        names = set(BUILTIN_PLACEHOLDERS) | set(self.tunables)
+        for part in self.implements:
+            names |= set(PART_PLACEHOLDERS.get(part, ()))
+        return names
 
     def is_built(self) -> bool:
         return all((self.folder / artifact).exists() for artifact in self.artifacts)
@@ -194,7 +207,8 @@ def _tunables(table: dict, fail) -> dict[str, Tunable]:
     tunables = {}
     for name, spec in table.items():
         key = f"tunables.{name}"
-        if not TUNABLE_NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
+        reserved = set(BUILTIN_PLACEHOLDERS).union(*PART_PLACEHOLDERS.values())
+        if not TUNABLE_NAME.match(name) or name in reserved:
             raise fail(key, "a tunable name is lower-case [a-z0-9_] and not a built-in placeholder")
         if not isinstance(spec, dict):
             raise fail(key, "expected a table with 'default' and 'type' (and optionally 'help')")
@@ -270,6 +284,12 @@ def _check_parts(manifest: Manifest, fail) -> None:
         _check_syslog_mode(manifest, fail)
     if manifest.speaks_http and "{port}" not in manifest.start:
         raise fail("start", "an HTTP server's start command must use {port}")
+    if parts and parts <= TRANSPORT_PARTS:
+        raise fail("implements", "names only transports (tls, h2, h2c): name what they carry")
+    for part in sorted(parts):
+        for name in PART_PLACEHOLDERS.get(part, ()):
+            if f"{{{name}}}" not in manifest.start:
+                raise fail("start", f"implements '{part}' but does not use {{{name}}}")
 
 
 def _check_syslog_mode(manifest: Manifest, fail) -> None:

@@ -24,6 +24,13 @@ BUILTIN_PLACEHOLDERS = (
     "signals_file",
 )
 
+# Placeholders a server gets only when it claims the part (spec §12-§14): the TLS port and
+# the run's throwaway certificate and key (serverlab.base.tlskeys), the h2c port.
+PART_PLACEHOLDERS = {
+    "tls": ("tls_port", "tls_cert", "tls_key"),
+    "h2c": ("h2c_port",),
+}
+
 
 class PlaceholderError(ValueError):
     pass

@@ -19,14 +19,17 @@ import psutil
 
 from serverlab.base import httpclient, owner, scratch
 from serverlab.base.ports import free_port, port_open
+from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KeyMaterial, make_key_material
 from serverlab.contestant.manifest import Manifest
-from serverlab.contestant.placeholders import render_command
+from serverlab.contestant.placeholders import PART_PLACEHOLDERS, render_command
 from serverlab.contestant.tunables import TunableValueError
 
 LOG_FILE = "server.log"
 LOG_TAIL_LINES = 20
 # The runtime signals side file ({signals_file}), in the workdir beside the log.
 SIGNALS_FILE = "signals.jsonl"
+# The run's throwaway CA, certificate and key (spec §12), in the workdir: gone with it.
+TLS_FOLDER = "tls"
 
 
 # Every server listens here; a lab or cluster host adds its own address ({host}).
@@ -120,6 +123,7 @@ class ContestantServer:
         cpus: str | None = None,
         stop_grace_s: float = 5.0,
         host: str = LOOPBACK,
+        tls_key_type: str = DEFAULT_KEY_TYPE,
     ):
         self.manifest = manifest
         # Another address the server listens on besides loopback: a lab or cluster host's.
@@ -127,6 +131,10 @@ class ContestantServer:
         self.settings = resolve_settings(manifest, settings)
         self.port = port or free_port()
         self.syslog_port = syslog_port or free_port(also_udp=True, avoid={self.port})
+        # Ports of the parts it claims only: a server without `tls` is given no TLS port.
+        self.part_ports = _part_ports(manifest, {self.port, self.syslog_port})
+        self.tls_key_type = tls_key_type
+        self.tls: KeyMaterial | None = None
         self._owned_workdir = workdir is None
         self.workdir = Path(workdir or scratch.make(f"{manifest.name}-"))
         self.docroot = Path(docroot) if docroot else self.workdir / "docroot"
@@ -147,7 +155,23 @@ class ContestantServer:
             docroot=self.docroot,
             workdir=self.workdir,
             signals_file=self.signals_path,
+            **self.part_ports,
+            **self._tls_files(),
         )
+
+    def _tls_files(self) -> dict[str, Path]:
+        if "tls" not in self.manifest.implements:
+            return {}
+        folder = self.workdir / TLS_FOLDER
+        return {"tls_cert": folder / "server.pem", "tls_key": folder / "server.key"}
+
+    @property
+    def tls_port(self) -> int | None:
+        return self.part_ports.get("tls_port")
+
+    @property
+    def h2c_port(self) -> int | None:
+        return self.part_ports.get("h2c_port")
 
     @property
     def signals_path(self) -> Path:
@@ -174,6 +198,9 @@ class ContestantServer:
         """Starts the server and waits until it is ready; ServerError (with log tail) if not."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.docroot.mkdir(parents=True, exist_ok=True)
+        if "tls" in self.manifest.implements and self.tls is None:
+            # Made once per server: a restart after a crash serves the same certificate.
+            self.tls = make_key_material(self.workdir / TLS_FOLDER, self.tls_key_type)
         argv = ["/bin/sh", "-c", self.start_command]
         if self.cpus:
             argv = ["taskset", "-c", self.cpus, *argv]
@@ -265,6 +292,16 @@ class ContestantServer:
         if response.status != 200:
             raise httpclient.HttpError(f"GET /stats answered {response.status}")
         return response.json()
+
+
+def _part_ports(manifest: Manifest, taken: set[int]) -> dict[str, int]:
+    """A free port for each port placeholder of the parts the manifest claims."""
+    ports = {}
+    for part in manifest.implements:
+        for name in PART_PLACEHOLDERS.get(part, ()):
+            if name.endswith("_port"):
+                ports[name] = free_port(avoid=taken | set(ports.values()))
+    return ports
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

@@ -10,15 +10,20 @@ const { onClientError, onConnectRequest } = require('./clienterror');
 const { trackConnections } = require('./stats');
 const { startSyslog } = require('./syslog');
 const { createUpgradeHandler } = require('./websocket');
+const { createTlsServer, createH2cServer } = require('./secure');
 
 const LOOPBACK = '127.0.0.1';
 
 function createHttpServer(handlers, options) {
-  const { onRequest, onUnsupportedExpectation } = handlers;
   const server = http.createServer(
     { maxHeaderSize: options.maxHeaderKb * 1024, requireHostHeader: false },
-    onRequest,
+    handlers.onRequest,
   );
+  return serveHttp1(server, handlers);
+}
+
+// What an HTTP/1.1 server needs beyond its request handler; the TLS port's HTTP/1.1 side too.
+function serveHttp1(server, { onRequest, onUnsupportedExpectation }) {
   server.on('checkExpectation', onUnsupportedExpectation);
   server.on('upgrade', createUpgradeHandler(onRequest));
   server.on('connect', onConnectRequest);
@@ -29,7 +34,7 @@ function createHttpServer(handlers, options) {
   return server;
 }
 
-function listenHttp(server, port, host, backlog) {
+function listenOn(server, port, host, backlog) {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ port, host, backlog }, () => {
@@ -51,7 +56,19 @@ async function listenAll(options, serverName) {
   const handlers = createRequestHandler({ serverName, docroot: options.docroot });
   let port = options.port;
   for (const host of addresses(options.host)) {
-    port = await listenHttp(createHttpServer(handlers, options), port, host, options.backlog);
+    port = await listenOn(createHttpServer(handlers, options), port, host, options.backlog);
+  }
+  let tlsPort = options.tlsPort;
+  if (tlsPort !== null) {
+    for (const host of addresses(options.host)) {
+      tlsPort = await listenOn(createTlsServer(handlers, options, serveHttp1), tlsPort, host, options.backlog);
+    }
+  }
+  let h2cPort = options.h2cPort;
+  if (h2cPort !== null) {
+    for (const host of addresses(options.host)) {
+      h2cPort = await listenOn(createH2cServer(handlers), h2cPort, host, options.backlog);
+    }
   }
   let syslogPort = options.syslogPort;
   if (syslogPort !== null) {
@@ -59,11 +76,13 @@ async function listenAll(options, serverName) {
       syslogPort = (await startSyslog(syslogPort, host)).tcp.address().port;
     }
   }
-  return { port, syslogPort };
+  return { port, syslogPort, tlsPort, h2cPort };
 }
 
-function listeningLine(serverName, options, { port, syslogPort }) {
-  const syslog = syslogPort === null ? '' : `, syslog on ${LOOPBACK}:${syslogPort}`;
+function listeningLine(serverName, options, { port, syslogPort, tlsPort, h2cPort }) {
+  let syslog = syslogPort === null ? '' : `, syslog on ${LOOPBACK}:${syslogPort}`;
+  if (tlsPort !== null && tlsPort !== undefined) syslog += `, tls on ${LOOPBACK}:${tlsPort}`;
+  if (h2cPort !== null && h2cPort !== undefined) syslog += `, h2c on ${LOOPBACK}:${h2cPort}`;
   const also = options.host === LOOPBACK ? '' : ` (also on ${options.host})`;
   const workers = options.workers === 1 ? '' : `, ${options.workers} workers`;
   return `${serverName} listening on ${LOOPBACK}:${port}${syslog}${also}${workers}\n`;

@@ -1,18 +1,21 @@
 """Check kinds: the cases that need a program (framing, concurrency, streams, timing,
-syslog). A case in spec/cases names a kind and its parameters; each kind is one function
-`(ctx, params, outcome) -> None` registered here.
+syslog, TLS and HTTP/2). A case in spec/cases names a kind and its parameters; each kind is
+one function `(ctx, params, outcome) -> None` registered here.
 """
 
 from serverlab.conformance.checks import (
+    carried,
     control,
     framing,
     gone,
+    h2,
     http,
     push,
     sse,
     stamps,
     syslog,
     syslogparse,
+    tls,
     websocket,
 )
 
@@ -27,4 +30,7 @@ CHECKS = {
     **websocket.CHECKS,
     **syslog.CHECKS,
     **syslogparse.CHECKS,
+    **tls.CHECKS,
+    **h2.CHECKS,
+    **carried.CHECKS,
 }

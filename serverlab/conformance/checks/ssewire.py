@@ -97,10 +97,13 @@ def open_sse(
     """An SSE stream; `quiet_s` is the longest silence expected between two messages."""
     headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
     timeout = httpx.Timeout(ctx.timeout_s, read=quiet_s + ctx.give_up_s)
-    url = f"http://127.0.0.1:{ctx.port}{sse_target(events, **params)}"
+    # Over TLS when a case of part `tls` carries this one (spec §12).
+    tls = ctx.transport == "tls"
+    url = f"{ctx.origin('http')}{sse_target(events, **params)}"
+    verify = ctx.tls_context(["http/1.1"]) if tls else True
     try:
         with (
-            httpx.Client(timeout=timeout) as client,
+            httpx.Client(timeout=timeout, verify=verify) as client,
             httpx_sse.connect_sse(client, "GET", url, headers=headers) as source,
         ):
             yield SseStream(source.response)

@@ -27,7 +27,12 @@ WS_ERRORS = (websockets.exceptions.WebSocketException, TimeoutError, OSError)
 
 
 def ws_uri(ctx: VerifyContext) -> str:
-    return f"ws://127.0.0.1:{ctx.port}/ws"
+    """ws://, or wss:// on the TLS port when a case of part `tls` carries this one."""
+    return f"{ctx.origin('ws')}/ws"
+
+
+def _tls(ctx: VerifyContext):
+    return ctx.tls_context(["http/1.1"]) if ctx.transport == "tls" else None
 
 
 @contextmanager
@@ -41,6 +46,7 @@ def open_ws(ctx: VerifyContext, compression: str | None = None):
             close_timeout=ctx.give_up_s,
             ping_interval=None,
             max_size=2**20,
+            ssl=_tls(ctx),
         ) as connection:
             yield connection
     except WS_ERRORS as error:
@@ -84,7 +90,10 @@ class RawWebSocket:
     def __init__(self, ctx: VerifyContext):
         self.timeout_s = ctx.timeout_s
         self.protocol = ClientProtocol(parse_uri(ws_uri(ctx)))
-        self.sock = socket.create_connection(("127.0.0.1", ctx.port), timeout=ctx.timeout_s)
+        port = ctx.tls_port if ctx.transport == "tls" else ctx.port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=ctx.timeout_s)
+        if ctx.transport == "tls":
+            self.sock = _tls(ctx).wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.protocol.send_request(self.protocol.connect())
         self._flush()
         self.events: list = []

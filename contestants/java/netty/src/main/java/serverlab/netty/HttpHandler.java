@@ -7,6 +7,10 @@ import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.DefaultFileRegion;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.handler.ssl.SslHandler;
+import io.netty.handler.codec.http.HttpChunkedInput;
+import io.netty.handler.stream.ChunkedFile;
 import io.netty.handler.codec.DecoderResult;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
@@ -47,6 +51,8 @@ import serverlab.core.WebSocketHandshake;
  * are hashed chunk by chunk, never aggregated) and answers. Nothing here blocks.
  */
 final class HttpHandler extends ChannelInboundHandlerAdapter {
+    /** Spec §12, §13: a file's chunk over TLS or HTTP/2, where sendfile cannot reach the socket. */
+    private static final int FILE_CHUNK = 64 * 1024;
     /** Read-only and never released, so every /perf answer shares one direct buffer. */
     private static final ByteBuf PERF_BODY = Unpooled.unreleasableBuffer(
             Unpooled.directBuffer(Perf.body().length).writeBytes(Perf.body()).asReadOnly());
@@ -234,12 +240,18 @@ final class HttpHandler extends ChannelInboundHandlerAdapter {
         HttpResponses.markConnection(head, keepAlive);
         log.responded(request, 200);
         ctx.write(head);
+        ChannelFuture done;
         if (request.method().equals(HttpMethod.HEAD)) {
             open.close();
+            done = ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+        } else if (!(ctx.channel() instanceof SocketChannel) || ctx.pipeline().get(SslHandler.class) != null) {
+            // TLS, or an HTTP/2 stream: the file goes through the heap, as HTTP contents that
+            // end with the last one, framed or encrypted on their way.
+            done = ctx.writeAndFlush(new HttpChunkedInput(new ChunkedFile(open, 0, length, FILE_CHUNK)));
         } else {
             ctx.write(new DefaultFileRegion(open.getChannel(), 0, length)); // zero-copy sendfile
+            done = ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
         }
-        ChannelFuture done = ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
         HttpResponses.closeUnlessKeptAlive(done, keepAlive);
     }
 

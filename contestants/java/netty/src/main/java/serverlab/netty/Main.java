@@ -8,14 +8,14 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.handler.codec.http.HttpServerCodec;
-import io.netty.handler.codec.http.HttpServerExpectContinueHandler;
+import io.netty.handler.ssl.SslContext;
 import io.netty.util.Version;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import serverlab.core.Args;
 import serverlab.core.ControlApi;
 import serverlab.core.DocRoot;
@@ -29,11 +29,6 @@ import serverlab.core.Stats;
  * transport's Linux jars are not served by the registry this project builds from.)
  */
 public final class Main {
-    private static final int MAX_INITIAL_LINE = 16 * 1024;
-    /** Spec §8: header sections up to 64 KiB are read; larger ones get 431. */
-    private static final int MAX_HEADER_SIZE = 64 * 1024;
-    private static final int MAX_CHUNK_SIZE = 64 * 1024;
-
     private Main() {
     }
 
@@ -69,20 +64,38 @@ public final class Main {
             Syslog.listen(boss, workers, addresses, Integer.parseInt(args.required("syslog-port")), stats);
         }
         ConnectionCounter counter = new ConnectionCounter(stats);
-        ServerBootstrap http = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+        Pipelines pipelines = new Pipelines(control, docRoot);
+        // Spec §12-§14: TLS (HTTP/1.1 or h2 by ALPN) and h2c beside the HTTP port, bound
+        // first so that readiness, judged on the HTTP port, finds them all open.
+        if (args.has("tls-port")) {
+            SslContext tls = Tls.context(args.required("tls-cert"), args.required("tls-key"));
+            bindAll(bootstrap(boss, workers, args, counter, channel -> {
+                channel.pipeline().addLast(tls.newHandler(channel.alloc()), pipelines.byAlpn());
+            }), addresses, Integer.parseInt(args.required("tls-port")));
+        }
+        if (args.has("h2c-port")) {
+            bindAll(bootstrap(boss, workers, args, counter, channel -> pipelines.http2(channel.pipeline())),
+                    addresses, Integer.parseInt(args.required("h2c-port")));
+        }
+        ServerBootstrap http = bootstrap(boss, workers, args, counter,
+                channel -> pipelines.http1(channel.pipeline(), false));
+        int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
+        return new Running(port, boss, workers);
+    }
+
+    /** A bootstrap whose connections are counted, then given their handlers by {@code protocol}. */
+    private static ServerBootstrap bootstrap(EventLoopGroup boss, EventLoopGroup workers, Args args,
+            ConnectionCounter counter, Consumer<SocketChannel> protocol) {
+        return new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, args.integer("backlog", 1024))
                 .childOption(ChannelOption.TCP_NODELAY, true)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel channel) {
-                        channel.pipeline().addLast(counter,
-                                new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE),
-                                new HttpServerExpectContinueHandler(),
-                                new HttpHandler(control, docRoot));
+                        channel.pipeline().addLast(counter);
+                        protocol.accept(channel);
                     }
                 });
-        int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
-        return new Running(port, boss, workers);
     }
 
     /** Binds the first address, then the others on the port it got; returns that port. */

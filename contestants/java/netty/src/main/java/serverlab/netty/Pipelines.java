@@ -1,0 +1,76 @@
+package serverlab.netty;
+
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelPipeline;
+import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.handler.codec.http.HttpServerExpectContinueHandler;
+import io.netty.handler.codec.http2.Http2FrameCodecBuilder;
+import io.netty.handler.codec.http2.Http2MultiplexHandler;
+import io.netty.handler.codec.http2.Http2Settings;
+import io.netty.handler.codec.http2.Http2StreamFrameToHttpObjectCodec;
+import io.netty.handler.ssl.ApplicationProtocolNames;
+import io.netty.handler.ssl.ApplicationProtocolNegotiationHandler;
+import io.netty.handler.stream.ChunkedWriteHandler;
+import serverlab.core.ControlApi;
+import serverlab.core.DocRoot;
+
+/**
+ * The handlers behind a connection: HTTP/1.1, and HTTP/2 (spec §13, §14) as Netty's frame
+ * codec with one child channel per stream, each carrying the HTTP/1.1 handler on HTTP
+ * objects converted from its frames.
+ */
+final class Pipelines {
+    private static final int MAX_INITIAL_LINE = 16 * 1024;
+    /** Spec §8: header sections up to 64 KiB are read; larger ones get 431. */
+    private static final int MAX_HEADER_SIZE = 64 * 1024;
+    private static final int MAX_CHUNK_SIZE = 64 * 1024;
+    /** SETTINGS_MAX_CONCURRENT_STREAMS: the spec wants 100 to 1000 (§13). */
+    private static final int H2_STREAMS = 250;
+
+    private final ControlApi control;
+    private final DocRoot docRoot;
+
+    Pipelines(ControlApi control, DocRoot docRoot) {
+        this.control = control;
+        this.docRoot = docRoot;
+    }
+
+    /** HTTP/1.1; {@code chunked}: files go as chunks (TLS, where sendfile cannot reach). */
+    void http1(ChannelPipeline pipeline, boolean chunked) {
+        pipeline.addLast(new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE),
+                new HttpServerExpectContinueHandler());
+        if (chunked) {
+            pipeline.addLast(new ChunkedWriteHandler());
+        }
+        pipeline.addLast(new HttpHandler(control, docRoot));
+    }
+
+    /** HTTP/2 from the connection preface on: h2 after ALPN, or h2c with prior knowledge. */
+    void http2(ChannelPipeline pipeline) {
+        Http2Settings settings = Http2Settings.defaultSettings().maxConcurrentStreams(H2_STREAMS);
+        pipeline.addLast(Http2FrameCodecBuilder.forServer().initialSettings(settings).build(),
+                new Http2MultiplexHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel stream) {
+                        stream.pipeline().addLast(new Http2StreamFrameToHttpObjectCodec(true),
+                                new ChunkedWriteHandler(), new HttpHandler(control, docRoot));
+                    }
+                }));
+    }
+
+    /** After the TLS handshake: h2 or HTTP/1.1, as ALPN chose. */
+    ApplicationProtocolNegotiationHandler byAlpn() {
+        return new ApplicationProtocolNegotiationHandler(ApplicationProtocolNames.HTTP_1_1) {
+            @Override
+            protected void configurePipeline(ChannelHandlerContext ctx, String protocol) {
+                if (ApplicationProtocolNames.HTTP_2.equals(protocol)) {
+                    http2(ctx.pipeline());
+                } else {
+                    http1(ctx.pipeline(), true);
+                }
+            }
+        };
+    }
+}

@@ -1,0 +1,57 @@
+'use strict';
+// TLS and HTTP/2 (spec §12-§14): HTTPS and h2 on one TLS port, chosen by ALPN, and h2c
+// with prior knowledge on a cleartext port of its own. Node's http2 module serves all three;
+// on the TLS port `allowHTTP1` hands HTTP/1.1 connections to the same request handler as
+// the cleartext port's, and its HTTP/2 compatibility objects look like http's req and res.
+
+const fs = require('fs');
+const http2 = require('http2');
+const { trackConnections } = require('./stats');
+
+// TLS 1.3's suites and TLS 1.2's ECDHE suites with AEAD, nothing else (spec §12).
+const AEAD_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+// Node announces no stream limit unless told; the spec wants one from 100 to 1000 (§13).
+const H2_SETTINGS = { maxConcurrentStreams: 250 };
+
+// A session broken by bad frames ends by itself (GOAWAY); it must not take the server.
+function quietSessions(server) {
+  server.on('sessionError', () => {});
+  return server;
+}
+
+// serveHttp1: listen.js's set-up of an HTTP/1.1 server (client errors, upgrades, counts),
+// for the connections that ALPN gives HTTP/1.1.
+function createTlsServer(handlers, options, serveHttp1) {
+  const server = http2.createSecureServer(
+    {
+      cert: fs.readFileSync(options.tlsCert),
+      key: fs.readFileSync(options.tlsKey),
+      minVersion: 'TLSv1.2',
+      ciphers: AEAD_CIPHERS,
+      allowHTTP1: true,
+      settings: H2_SETTINGS,
+      maxHeaderSize: options.maxHeaderKb * 1024,
+    },
+    handlers.onRequest,
+  );
+  return quietSessions(serveHttp1(server, handlers));
+}
+
+function createH2cServer(handlers) {
+  const server = http2.createServer({ settings: H2_SETTINGS }, handlers.onRequest);
+  trackConnections(server);
+  return quietSessions(server);
+}
+
+module.exports = { createTlsServer, createH2cServer };

@@ -1,0 +1,96 @@
+"""A small HTTP/2 server with prior knowledge (h2c) on the `h2` library, for the tests of
+verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that breaks RFC
+9113 with GOAWAY PROTOCOL_ERROR and a close; `--mode silent` ignores what it cannot
+parse and leaves the connection open, so that the checks are seen to fail.
+
+Every request gets `200` and a short body, sent as flow control allows: a client that
+opens no window holds its streams open. The cleartext `--port` only accepts connections
+(serverlab's readiness probe).
+"""
+
+import argparse
+import asyncio
+import contextlib
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+
+BODY = b"hello over h2c\n"
+MAX_STREAMS = 100
+
+
+class Connection:
+    def __init__(self, reader, writer, mode: str):
+        self.reader, self.writer, self.mode = reader, writer, mode
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        self.pending: dict[int, bytes] = {}
+
+    async def serve(self) -> None:
+        self.h2.initiate_connection()
+        self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS})
+        self.flush()
+        while data := await self.reader.read(65536):
+            try:
+                events = self.h2.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                if self.mode == "silent":
+                    await self.reader.read()  # hold the connection until the client goes
+                    return
+                self.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                self.flush()
+                return
+            for event in events:
+                self.on_event(event)
+            self.send_pending()
+            self.flush()
+
+    def on_event(self, event) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            headers = [(":status", "200"), ("content-type", "text/plain")]
+            headers += [
+                ("content-length", str(len(BODY))),
+                ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+            ]
+            self.h2.send_headers(event.stream_id, headers)
+            self.pending[event.stream_id] = BODY
+
+    def send_pending(self) -> None:
+        for stream_id, body in list(self.pending.items()):
+            window = self.h2.local_flow_control_window(stream_id)
+            if window >= len(body):
+                self.h2.send_data(stream_id, body, end_stream=True)
+                del self.pending[stream_id]
+
+    def flush(self) -> None:
+        self.writer.write(self.h2.data_to_send())
+
+
+async def main(port: int, h2c_port: int, host: str, mode: str) -> None:
+    async def on_h2c(reader, writer):
+        with contextlib.suppress(ConnectionError):
+            await Connection(reader, writer, mode).serve()
+        writer.close()
+
+    async def on_plain(reader, writer):
+        writer.close()
+
+    hosts = sorted({"127.0.0.1", host})
+    plain = await asyncio.start_server(on_plain, hosts, port)
+    h2c = await asyncio.start_server(on_h2c, hosts, h2c_port)
+    async with plain, h2c:
+        await asyncio.gather(plain.serve_forever(), h2c.serve_forever())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--h2c-port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--mode", choices=("good", "silent"), default="good")
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(args.port, args.h2c_port, args.host, args.mode))
