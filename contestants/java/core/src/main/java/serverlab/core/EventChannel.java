@@ -81,17 +81,29 @@ final class EventChannel {
         }
         history.addLast(cycle);
         cycleOut[0] = cycle;
+        lastEmitMs = 0; // until one of its deliveries is written (a cycle to nobody keeps 0)
         List<Subscriber> snapshot = new ArrayList<>(subscribers);
         subscribers.removeIf(Subscriber::longPoll); // a long poll is answered by this cycle
         return snapshot;
     }
 
-    synchronized void endCycle(long delivered, long durationMs) {
+    /** The cycle has handed every delivery over: counted, though some may not be written yet. */
+    synchronized void endCycle(long delivered) {
         emits++;
         deliveries += delivered;
-        lastEmitMs = durationMs;
+    }
+
+    /**
+     * Cycle {@code seq}'s emit duration (spec §5: from its start to its last delivery) rose by
+     * {@code by} to {@code durationMs}, as one of its deliveries was written. The writing
+     * threads take those stamps, so a cycle's duration may still grow after the next began.
+     */
+    synchronized void raiseEmitDuration(long seq, long durationMs, long by) {
+        totalEmitMs += by;
         maxEmitMs = Math.max(maxEmitMs, durationMs);
-        totalEmitMs += durationMs;
+        if (seq == lastSeq) {
+            lastEmitMs = durationMs;
+        }
     }
 
     synchronized void markListed() {
