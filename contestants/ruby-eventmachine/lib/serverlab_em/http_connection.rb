@@ -52,6 +52,7 @@ module ServerlabEM
 
     def unbind
       @app.stats.connections_open -= 1
+      @socket = nil # EM closes the descriptor; its number may be reused
       @state = :closed
       @on_close&.call
       @on_close = nil
@@ -70,11 +71,13 @@ module ServerlabEM
       @loopback
     end
 
-    def respond(status, content_type, body, extra_headers = nil)
+    # now: a push delivery, handed to the kernel at once (see #write_now).
+    def respond(status, content_type, body, extra_headers = nil, now: false)
       connection = connection_header
       extra_headers = "#{extra_headers}#{connection}" if connection
       head = Responses.fixed_length(status, content_type, body.bytesize, extra_headers)
-      send_data(@request.head? ? head : head << body)
+      answer = @request.head? ? head : head << body
+      now ? write_now(answer) : send_data(answer)
       count_response(status)
       request_done
     end
@@ -93,6 +96,23 @@ module ServerlabEM
     def send_head(head_for_framing)
       send_data(head_for_framing.call(connection_header))
       count_response(200)
+    end
+
+    # Hands a push delivery to the kernel now, on the reactor thread, so that
+    # its `sent`, stamped just before, is the moment of the write (spec §6).
+    # send_data only buffers: EM writes at the reactor's next turn, after the
+    # whole emit cycle has been stamped. When nothing of this connection waits
+    # in EM's buffer the bytes are written here, as node's socket.write does;
+    # what the kernel does not take (its buffer full) follows through EM's
+    # buffer, in order. No TLS here: the descriptor carries plain bytes.
+    def write_now(data)
+      return send_data(data) unless get_outbound_data_size.zero?
+
+      written = socket.write_nonblock(data, exception: false)
+      written = 0 if written == :wait_writable
+      send_data(data.byteslice(written..)) if written < data.bytesize
+    rescue SystemCallError, IOError
+      close_connection # the client is gone (EPIPE, ECONNRESET); unbind follows
     end
 
     def request_done
@@ -312,6 +332,12 @@ module ServerlabEM
       @responded = true
       @app.stats.responses_total += 1
       @app.log_request(self, @request, status) if @app.logging
+    end
+
+    # The connection's descriptor as a Ruby socket for #write_now; EM owns it
+    # and closes it, so Ruby never does.
+    def socket
+      @socket ||= BasicSocket.for_fd(EM.get_file_descriptor(signature)).tap { |io| io.autoclose = false }
     end
 
     def loopback_peer?

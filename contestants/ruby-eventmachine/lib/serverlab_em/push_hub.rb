@@ -60,22 +60,25 @@ module ServerlabEM
     end
 
     # One emit cycle: snapshot the subscribers, deliver to each in order,
-    # skipping the ones gone since. Returns [seq, snapshot size].
+    # skipping the ones gone since. Each delivery is stamped, made and
+    # written to its socket in one step (spec §6); the cycle's emit duration
+    # runs to the last `sent`. Returns [seq, snapshot size].
     def emit(emitter, data_json = nil)
       created = Clock.now_ms
       seq = emitter.next_seq(created, data_json)
       snapshot = @subscribers.key?(emitter.name) ? @subscribers[emitter.name].keys : []
       total = snapshot.size
       delivered = 0
+      last_sent = created
       snapshot.each_with_index do |subscriber, index|
         next unless subscriber.deliverable?
 
-        sent = Clock.now_ms
-        event = EventJson.live(emitter, seq, created, sent, total, index + 1, data_json)
-        subscriber.deliver(event + subscriber.answer_tail(sent, @open_count), emitter.name, seq)
+        last_sent = Clock.now_ms
+        event = EventJson.live(emitter, seq, created, last_sent, total, index + 1, data_json)
+        subscriber.deliver(event + subscriber.answer_tail(last_sent, @open_count), emitter.name, seq)
         delivered += 1
       end
-      emitter.record_cycle(delivered, Clock.now_ms - created)
+      emitter.record_cycle(delivered, last_sent - created)
       [seq, total]
     end
 

@@ -7,8 +7,8 @@ module ServerlabEM
   # deliveries are SSE messages. Its id is its position, `name:seq` per
   # event; a reconnect with Last-Event-ID gets what it missed from each
   # event's replay buffer, or a gap message for what the buffer lost. Every
-  # message is one chunk in one send_data, so it is never split across
-  # flushes.
+  # message is one chunk in one write, so it is never split across flushes;
+  # a live delivery is written at once (HttpConnection#write_now).
   class SseStream < Subscriber
     CONTENT_TYPE = "text/event-stream"
     NO_CACHE = "Cache-Control: no-cache\r\n"
@@ -38,7 +38,7 @@ module ServerlabEM
 
     def deliver(body, name, seq)
       @app.stats.sse["deliveries"] += 1
-      send_event(body, name, seq)
+      send_event(body, name, seq, now: true)
     end
 
     private
@@ -48,13 +48,14 @@ module ServerlabEM
     end
 
     # One message; its id is the position after it.
-    def send_event(data, name, seq, type = nil)
+    def send_event(data, name, seq, type = nil, now: false)
       @positions[name] = seq
-      write("#{type && "event: #{type}\n"}id: #{id}\ndata: #{data}\n\n")
+      write("#{type && "event: #{type}\n"}id: #{id}\ndata: #{data}\n\n", now: now)
     end
 
-    def write(message)
-      @connection.send_data(Responses.chunk(message))
+    def write(message, now: false)
+      chunk = Responses.chunk(message)
+      now ? @connection.write_now(chunk) : @connection.send_data(chunk)
     end
 
     # What the stream missed of name after seq `after`: a gap message if the

@@ -24,10 +24,10 @@ module ServerlabEM
     def deliver(body, _name, _seq)
       @app.stats.responses_push += 1
       if @comet
-        @connection.send_data(Responses.chunk("#{body}\n"))
+        @connection.write_now(Responses.chunk("#{body}\n"))
       else
         leave
-        @connection.respond(200, Responses::JSON_TYPE, body)
+        @connection.respond(200, Responses::JSON_TYPE, body, now: true)
       end
     end
 

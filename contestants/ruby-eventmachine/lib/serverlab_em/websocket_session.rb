@@ -33,6 +33,7 @@ module ServerlabEM
       @lingering = false
       @quiet = nil
       @timers = []
+      @now = false
     end
 
     # Sends the 101 and takes the connection over; false if the driver
@@ -55,13 +56,22 @@ module ServerlabEM
       @lingering ? quiet_then_close : @driver.parse(data)
     end
 
-    # The driver's socket.
+    # The driver's socket. A delivery's frame is written at once
+    # (HttpConnection#write_now); replies go through EM's buffer.
     def write(data)
-      @connection.send_data(data)
+      @now ? @connection.write_now(data) : @connection.send_data(data)
     end
 
     def send_message(text)
       @driver.text(text)
+    end
+
+    # A push delivery: framed and handed to the kernel now (spec §6).
+    def deliver_message(text)
+      @now = true
+      @driver.text(text)
+    ensure
+      @now = false
     end
 
     private
@@ -159,7 +169,7 @@ module ServerlabEM
 
     def deliver(body, _name, _seq)
       @app.stats.websocket["deliveries"] += 1
-      @session.send_message(body)
+      @session.deliver_message(body)
     end
   end
 end

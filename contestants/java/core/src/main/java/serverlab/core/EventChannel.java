@@ -7,6 +7,8 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -32,9 +34,18 @@ final class EventChannel {
     private long lastSeq;
     private long emits;
     private long deliveries;
-    private long lastEmitMs;
-    private long maxEmitMs;
-    private long totalEmitMs;
+    /**
+     * The emit durations (spec §5), raised by the threads that write the deliveries right after
+     * each takes its {@code sent} and before it writes: atomics, so that no such thread ever
+     * waits for a lock between its stamp and its write.
+     */
+    private final AtomicReference<LastEmit> lastEmit = new AtomicReference<>(new LastEmit(0, 0));
+    private final AtomicLong maxEmitMs = new AtomicLong();
+    private final AtomicLong totalEmitMs = new AtomicLong();
+
+    /** The newest cycle begun and its emit duration so far. */
+    private record LastEmit(long seq, long durationMs) {
+    }
 
     /** One emit cycle: its seq, when it started, and a publish's data (JSON), else null. */
     record Cycle(long seq, long created, String dataJson) {
@@ -81,17 +92,28 @@ final class EventChannel {
         }
         history.addLast(cycle);
         cycleOut[0] = cycle;
+        lastEmit.set(new LastEmit(cycle.seq(), 0)); // until a delivery is written (to nobody: 0)
         List<Subscriber> snapshot = new ArrayList<>(subscribers);
         subscribers.removeIf(Subscriber::longPoll); // a long poll is answered by this cycle
         return snapshot;
     }
 
-    synchronized void endCycle(long delivered, long durationMs) {
+    /** The cycle has handed every delivery over: counted, though some may not be written yet. */
+    synchronized void endCycle(long delivered) {
         emits++;
         deliveries += delivered;
-        lastEmitMs = durationMs;
-        maxEmitMs = Math.max(maxEmitMs, durationMs);
-        totalEmitMs += durationMs;
+    }
+
+    /**
+     * Cycle {@code seq}'s emit duration (spec §5: from its start to its last delivery) rose by
+     * {@code by} to {@code durationMs}, as one of its deliveries was written. The writing
+     * threads take those stamps, so a cycle's duration may still grow after the next began.
+     */
+    void raiseEmitDuration(long seq, long durationMs, long by) {
+        totalEmitMs.addAndGet(by);
+        maxEmitMs.accumulateAndGet(durationMs, Math::max);
+        lastEmit.updateAndGet(last -> last.seq() == seq && last.durationMs() < durationMs
+                ? new LastEmit(seq, durationMs) : last);
     }
 
     synchronized void markListed() {
@@ -129,9 +151,9 @@ final class EventChannel {
         doc.put("emits", emits);
         doc.put("last_seq", lastSeq);
         doc.put("deliveries", deliveries);
-        doc.put("last_emit_duration_ms", lastEmitMs);
-        doc.put("max_emit_duration_ms", maxEmitMs);
-        doc.put("total_emit_duration_ms", totalEmitMs);
+        doc.put("last_emit_duration_ms", lastEmit.get().durationMs());
+        doc.put("max_emit_duration_ms", maxEmitMs.get());
+        doc.put("total_emit_duration_ms", totalEmitMs.get());
         return doc;
     }
 }

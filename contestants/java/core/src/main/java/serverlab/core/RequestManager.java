@@ -13,8 +13,8 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 
 /**
  * The seed 004 Request Manager and Event Manager: registers subscribers of every transport
- * with events, runs the emitters and publish cycles and hands each delivery to the
- * subscriber's {@link PushSink}. How a subscriber waits and how it is timed out belongs to
+ * with events, runs the emitters and publish cycles and hands each delivery, not yet made, to
+ * the subscriber's {@link PushSink}: the thread that writes it makes it (see {@link Delivery}). How a subscriber waits and how it is timed out belongs to
  * each request-handling model.
  */
 public final class RequestManager {
@@ -240,26 +240,29 @@ public final class RequestManager {
         try {
             EventChannel.Cycle[] cycle = new EventChannel.Cycle[1];
             List<Subscriber> snapshot = channel.beginCycle(dataJson, cycle);
+            Delivery.Stamps stamps = new Delivery.Stamps(channel, cycle[0]);
             int total = snapshot.size();
             long delivered = 0;
             for (int i = 0; i < total; i++) {
-                if (deliver(snapshot.get(i), channel.name, cycle[0], total, i + 1)) {
+                Subscriber subscriber = snapshot.get(i);
+                Delivery delivery = new Delivery(subscriber, channel.name, stamps, total, i + 1, openSubscribers::get);
+                if (deliver(subscriber, delivery)) {
                     delivered++;
                 }
             }
-            channel.endCycle(delivered, System.currentTimeMillis() - cycle[0].created());
+            // The emit durations follow the deliveries' `sent`, taken as they are written.
+            channel.endCycle(delivered);
             return new Published(cycle[0].seq(), total);
         } finally {
             channel.cycleLock.unlock();
         }
     }
 
-    private boolean deliver(Subscriber subscriber, String name, EventChannel.Cycle cycle, int total, int place) {
+    /** Hands one delivery over, unmade: the thread that writes it makes it (see {@link Delivery}). */
+    private boolean deliver(Subscriber subscriber, Delivery delivery) {
         if (subscriber.longPoll() ? !subscriber.finish() : subscriber.isFinished()) {
             return false; // answered by another event, timed out or gone meanwhile
         }
-        byte[] body = Deliveries.event(subscriber, name, cycle, System.currentTimeMillis(), total, place,
-                openSubscribers.get(), false);
         if (subscriber.longPoll()) {
             // Answered: out of every list before the client can read the answer, so a client
             // that asks /stats next never sees its own poll still open.
@@ -267,7 +270,7 @@ public final class RequestManager {
         }
         boolean accepted;
         try {
-            accepted = subscriber.sink().deliver(name, cycle.seq(), body);
+            accepted = subscriber.sink().deliver(delivery);
         } catch (RuntimeException e) {
             accepted = false;
         }

@@ -52,6 +52,11 @@ public final class Subscriber {
         return finished.get();
     }
 
+    /** Still in its events' lists: not yet answered (a long poll), ended or dropped. */
+    boolean registered() {
+        return registered.get();
+    }
+
     boolean unregisterOnce() {
         return registered.compareAndSet(true, false);
     }

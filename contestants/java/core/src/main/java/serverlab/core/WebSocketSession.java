@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * The messages of one {@code /ws} connection (spec §11): subscribe, echo and publish, and the
@@ -25,9 +26,11 @@ public final class WebSocketSession {
     public interface Connection {
         /**
          * Sends one text message at once, in the order of the calls; false when the
-         * connection can no longer take it. May be called from any thread.
+         * connection can no longer take it. May be called from any thread. The thread that
+         * writes the message gets its bytes from {@code message} right before that write, so
+         * that a delivery's {@code sent} is the moment of the write (spec §6).
          */
-        boolean send(byte[] json);
+        boolean send(Supplier<byte[]> message);
 
         /** Sends a close frame with this code, then closes the connection. */
         void close(int code, String reason);
@@ -112,19 +115,19 @@ public final class WebSocketSession {
                 return;
             }
             // Registered before the reply, so /stats counts it once the client has the reply.
-            subscription = manager.register(spec, (event, seq, json) -> deliver(json));
+            subscription = manager.register(spec, this::deliver);
             ObjectNode reply = Json.MAPPER.createObjectNode().put("type", "subscribed");
             reply.set("events", events);
-            connection.send(Json.bytes(reply));
+            send(reply);
         } finally {
             lock.unlock();
         }
     }
 
-    private boolean deliver(byte[] json) {
+    private boolean deliver(Delivery delivery) {
         lock.lock();
         try {
-            return connection.send(json);
+            return connection.send(delivery::body);
         } finally {
             lock.unlock();
         }
@@ -133,7 +136,7 @@ public final class WebSocketSession {
     private void echo(JsonNode message) {
         ObjectNode reply = Json.MAPPER.createObjectNode().put("type", "echo");
         reply.set("data", message.has("data") ? message.get("data") : NullNode.getInstance());
-        if (connection.send(Json.bytes(reply))) {
+        if (send(reply)) {
             stats.webSocketEcho();
         }
     }
@@ -145,6 +148,11 @@ public final class WebSocketSession {
         RequestManager.Published cycle = manager.publish(event, data.toString());
         ObjectNode reply = Json.MAPPER.createObjectNode().put("type", "published").put("event", event)
                 .put("seq", cycle.seq()).put("total", cycle.total());
-        connection.send(Json.bytes(reply));
+        send(reply);
+    }
+
+    private boolean send(ObjectNode reply) {
+        byte[] bytes = Json.bytes(reply);
+        return connection.send(() -> bytes);
     }
 }

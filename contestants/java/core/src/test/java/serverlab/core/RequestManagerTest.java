@@ -34,7 +34,7 @@ class RequestManagerTest {
     void oneEmitAnswersEveryLongPollInSubscriptionOrder() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
         for (int i = 0; i < 3; i++) {
-            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), (event, seq, body) -> inbox.offer(body));
+            manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"), delivery -> inbox.offer(delivery.body()));
         }
         assertEquals(3, manager.openPush());
         manager.set("e", 20);
@@ -51,7 +51,7 @@ class RequestManagerTest {
     @Test
     void sequenceNumbersSurviveReplaceAndClear() throws InterruptedException {
         BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
-        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), (event, seq, body) -> inbox.offer(body));
+        manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), delivery -> inbox.offer(delivery.body()));
         manager.set("e", 10);
         long first = next(inbox).path("response").path("event").path("seq").asLong();
         assertTrue(manager.set("e", 10), "an active emitter is replaced");
@@ -72,7 +72,7 @@ class RequestManagerTest {
     @Test
     void aTimedOutPollIsAnsweredOnceAndLeavesEveryList() {
         Subscriber poll = manager.register(
-                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), (event, seq, body) -> true);
+                spec("{\"type\":\"longpoll\",\"events\":[\"a\",\"b\"],\"duration_ms\":5}"), delivery -> true);
         byte[] answer = manager.timeout(poll);
         assertTrue(new String(answer, StandardCharsets.UTF_8).contains("\"timeout\":true"));
         assertNull(manager.timeout(poll), "a second answer is refused");
@@ -104,7 +104,8 @@ class RequestManagerTest {
     void oneCycleSnapshotsTheSubscribersOfEveryTransport() {
         List<String> order = new java.util.ArrayList<>();
         List<JsonNode> deliveries = new java.util.ArrayList<>();
-        PushSink sink = (event, seq, body) -> {
+        PushSink sink = delivery -> {
+            byte[] body = delivery.body();
             deliveries.add(Json.parse(body, 0, body.length));
             return true;
         };
@@ -142,7 +143,7 @@ class RequestManagerTest {
             manager.publish("r", "null");
         }
         SseStream stream = manager.registerSse(SseRequest.parse("events=r,other").spec(), Map.of("r", 2L),
-                (event, seq, body) -> true);
+                delivery -> true);
         List<Map<String, String>> messages = openingMessages(stream);
         assertEquals(List.of("r:3,other:0", "r:4,other:0", "r:5,other:0", "r:5,other:0"),
                 messages.stream().map(message -> message.get("id")).toList());
@@ -165,17 +166,55 @@ class RequestManagerTest {
             manager.publish("g", "null");
         }
         List<Map<String, String>> old = openingMessages(
-                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 2L), (event, seq, body) -> true));
+                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 2L), delivery -> true));
         assertEquals(Map.of("event", "gap", "id", "g:6", "data", "{\"gap\":{\"name\":\"g\",\"after\":2,\"next\":7}}"),
                 old.get(0));
         assertEquals(1 + EventChannel.REPLAY_BUFFER + 1, old.size(), "the gap, exactly 64 replays, the opening");
         assertEquals("g:7", old.get(1).get("id"));
         List<Map<String, String>> future = openingMessages(
-                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 1000L), (event, seq, body) -> true));
+                manager.registerSse(SseRequest.parse("events=g").spec(), Map.of("g", 1000L), delivery -> true));
         assertEquals(List.of(
                 Map.of("event", "gap", "id", "g:70", "data", "{\"gap\":{\"name\":\"g\",\"after\":1000,\"next\":71}}"),
                 Map.of("id", "g:70")), future);
         assertEquals(2L, group("sse").get("gaps"));
         assertEquals(64L, group("sse").get("replayed"));
+    }
+
+    /** timings of a delivery made after {@code wait}, as its writer would make it then; and when. */
+    private static long[] writeLate(Delivery delivery, long waitMs) throws InterruptedException {
+        Thread.sleep(waitMs);
+        byte[] body = delivery.body();
+        long made = System.currentTimeMillis();
+        JsonNode timings = Json.parse(body, 0, body.length).path("response").path("event").path("timings");
+        return new long[] {timings.path("sent").asLong(), timings.path("duration").asLong(),
+                timings.path("created").asLong(), made};
+    }
+
+    /**
+     * A delivery's {@code sent} is the moment the thread that writes it makes its bytes (spec
+     * §6), not the moment the emit cycle handed it over; the cycle's emit duration in /stats
+     * runs to the latest such stamp, counted once per cycle.
+     */
+    @Test
+    void sentIsTakenWhenTheDeliveryIsWrittenNotWhenItIsQueued() throws InterruptedException {
+        BlockingQueue<Delivery> queued = new LinkedBlockingQueue<>();
+        for (int i = 0; i < 2; i++) {
+            manager.register(spec("{\"type\":\"comet\",\"events\":[\"e\"]}"), queued::offer);
+        }
+        manager.publish("e", "null");
+        long handedOver = System.currentTimeMillis();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> before = (Map<String, Object>) manager.eventStats().get("e");
+        assertEquals(List.of(2L, 0L), List.of(before.get("deliveries"), before.get("max_emit_duration_ms")),
+                "handed over, none written");
+        long[] first = writeLate(queued.remove(), 30);
+        long[] last = writeLate(queued.remove(), 30);
+        assertTrue(first[0] >= handedOver + 30, "first sent " + first[0] + ", handed over at " + handedOver);
+        assertTrue(last[0] >= first[0] + 30 && last[0] <= last[3], "last sent " + last[0] + ", made at " + last[3]);
+        assertEquals(last[0] - last[2], last[1], "duration = sent - created");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> after = (Map<String, Object>) manager.eventStats().get("e");
+        assertEquals(List.of(last[1], last[1], last[1]), List.of(after.get("last_emit_duration_ms"),
+                after.get("max_emit_duration_ms"), after.get("total_emit_duration_ms")));
     }
 }

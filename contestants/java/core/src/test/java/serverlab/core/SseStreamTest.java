@@ -28,7 +28,7 @@ class SseStreamTest {
     @Test
     void everyMessageCarriesThePositionAfterIt() {
         PushSpec spec = SseRequest.parse("events=a,b").spec();
-        SseStream stream = new SseStream(new Subscriber(spec, (event, seq, json) -> true, 0, 1));
+        SseStream stream = new SseStream(new Subscriber(spec, delivery -> true, 0, 1));
         stream.position("a", 3);
         stream.position("b", 0);
         assertEquals("event: gap\nid: a:6,b:0\ndata: {\"gap\":{\"name\":\"a\",\"after\":3,\"next\":7}}\n\n",

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -22,7 +23,8 @@ class WebSocketSessionTest {
         Integer closeCode;
 
         @Override
-        public synchronized boolean send(byte[] json) {
+        public synchronized boolean send(Supplier<byte[]> message) {
+            byte[] json = message.get();
             sent.add(Json.parse(json, 0, json.length));
             return closeCode == null;
         }

@@ -12,6 +12,7 @@ import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
+import serverlab.core.Delivery;
 import serverlab.core.PushSink;
 import serverlab.core.PushSpec;
 import serverlab.core.RequestManager;
@@ -20,7 +21,8 @@ import serverlab.core.Subscriber;
 /**
  * One long poll or comet stream on a channel. Emitter threads hand deliveries over as tasks
  * on the channel's event loop, so every write, the timeout and the end of the response happen
- * on that one thread in order, without locks.
+ * on that one thread in order, without locks. The loop makes each delivery (its {@code sent})
+ * right before writing and flushing it (spec §6).
  */
 final class PushExchange implements PushSink {
     private static final String COMET_CONTENT_TYPE = "application/x-ndjson";
@@ -64,11 +66,15 @@ final class PushExchange implements PushSink {
 
     /** Called on an emitter thread. */
     @Override
-    public boolean deliver(String event, long seq, byte[] body) {
+    public boolean deliver(Delivery delivery) {
         if (!channel.isActive()) {
             return false;
         }
-        channel.eventLoop().execute(() -> write(body, longPoll));
+        channel.eventLoop().execute(() -> {
+            if (!ended) {
+                write(delivery.body(), longPoll);
+            }
+        });
         return true;
     }
 

@@ -15,6 +15,7 @@ import io.netty.util.concurrent.ScheduledFuture;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
+import serverlab.core.Delivery;
 import serverlab.core.PushSink;
 import serverlab.core.RequestManager;
 import serverlab.core.SseRequest;
@@ -23,8 +24,8 @@ import serverlab.core.Stats;
 
 /**
  * One SSE stream (spec §10) on a channel. Like a comet stream, deliveries reach the channel's
- * event loop as tasks, so every message is framed (its id) and written there, in order; the
- * heartbeats and the end are scheduled on the same loop. A closed channel is noticed at once.
+ * event loop as tasks, so every message is made (its {@code sent}), framed (its id) and written
+ * there, in order; the heartbeats and the end are scheduled on the same loop. A closed channel is noticed at once.
  */
 final class SseExchange implements PushSink {
     private final ChannelHandlerContext ctx;
@@ -76,11 +77,15 @@ final class SseExchange implements PushSink {
 
     /** Called on an emitter thread. */
     @Override
-    public synchronized boolean deliver(String event, long seq, byte[] json) {
+    public synchronized boolean deliver(Delivery delivery) {
         if (claimed || !channel.isActive()) {
             return false;
         }
-        channel.eventLoop().execute(() -> send(stream.event(event, seq, json)));
+        channel.eventLoop().execute(() -> {
+            if (!ended) {
+                send(stream.event(delivery.event(), delivery.seq(), delivery.body()));
+            }
+        });
         return true;
     }
 

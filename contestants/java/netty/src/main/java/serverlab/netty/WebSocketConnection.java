@@ -23,6 +23,7 @@ import io.netty.handler.codec.http.websocketx.WebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketFrameAggregator;
 import io.netty.handler.codec.http.websocketx.WebSocketServerHandshaker13;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import serverlab.core.ControlApi;
 import serverlab.core.Stats;
 import serverlab.core.WebSocketSession;
@@ -32,7 +33,8 @@ import serverlab.core.WebSocketSession;
  * RSV bits, opcodes, control frames: 1002; a frame over 64 KiB: 1009), UTF-8 validator (1007)
  * and frame aggregator (a message over 64 KiB: 1009). Messages go to the shared
  * {@link WebSocketSession}. Everything it sends, replies and emitters' deliveries alike,
- * reaches the channel's event loop as a task, so messages go out in the order they were sent.
+ * reaches the channel's event loop as a task, so messages go out in the order they were sent;
+ * the loop makes a delivery's bytes (its {@code sent}) right before writing them.
  */
 final class WebSocketConnection extends SimpleChannelInboundHandler<WebSocketFrame>
         implements WebSocketSession.Connection {
@@ -121,13 +123,13 @@ final class WebSocketConnection extends SimpleChannelInboundHandler<WebSocketFra
     }
 
     @Override
-    public boolean send(byte[] json) {
+    public boolean send(Supplier<byte[]> message) {
         if (closing || !channel.isActive()) {
             return false;
         }
         channel.eventLoop().execute(() -> {
             if (!closing) {
-                channel.writeAndFlush(new TextWebSocketFrame(Unpooled.wrappedBuffer(json)));
+                channel.writeAndFlush(new TextWebSocketFrame(Unpooled.wrappedBuffer(message.get())));
             }
         });
         return true;

@@ -5,6 +5,7 @@ import jakarta.servlet.AsyncEvent;
 import jakarta.servlet.AsyncListener;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import serverlab.core.Delivery;
 import serverlab.core.PushSink;
 import serverlab.core.PushSpec;
 import serverlab.core.RequestManager;
@@ -35,12 +36,12 @@ final class AsyncRequestMonitor implements AsyncListener, PushSink {
     }
 
     @Override
-    public synchronized boolean deliver(String event, long seq, byte[] body) {
+    public synchronized boolean deliver(Delivery delivery) {
         if (done) {
             return false;
         }
         try {
-            write(body);
+            write(delivery.body()); // made on this thread, right before its write (spec §6)
         } catch (IOException | IllegalStateException clientGone) {
             finish();
             return false;
@@ -54,7 +55,7 @@ final class AsyncRequestMonitor implements AsyncListener, PushSink {
     private void write(byte[] body) throws IOException {
         HttpServletResponse response = (HttpServletResponse) async.getResponse();
         if (longPoll) {
-            Responses.json(response, body);
+            Responses.jsonNow(response, body);
         } else {
             response.getOutputStream().write(body);
             response.getOutputStream().flush();

@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import serverlab.core.Delivery;
 import serverlab.core.PushSink;
 import serverlab.core.RequestManager;
 import serverlab.core.SseRequest;
@@ -56,8 +57,8 @@ final class AsyncSseStream implements AsyncListener, PushSink {
     }
 
     @Override
-    public synchronized boolean deliver(String event, long seq, byte[] json) {
-        return !done && write(stream.event(event, seq, json));
+    public synchronized boolean deliver(Delivery delivery) {
+        return !done && write(stream.event(delivery.event(), delivery.seq(), delivery.body()));
     }
 
     private synchronized void heartbeat() {

@@ -9,6 +9,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
+import serverlab.core.Delivery;
 import serverlab.core.PushSpec;
 import serverlab.core.Subscriber;
 import serverlab.tomcat.PushServlet;
@@ -17,7 +18,8 @@ import serverlab.tomcat.Responses;
 /**
  * {@code POST /push} in the thread-per-request model: the request thread registers, then
  * blocks on its own inbox until an emitter hands it a delivery or its time is up. A waiting
- * poll or stream holds one thread for its whole life, as Tomcat 6 did in seed 004.
+ * poll or stream holds one thread for its whole life, as Tomcat 6 did in seed 004. That thread
+ * makes each delivery (its {@code sent}) right before it writes and flushes it (spec §6).
  */
 public final class BlockingPushServlet extends PushServlet {
     private static final long serialVersionUID = 1L;
@@ -29,11 +31,11 @@ public final class BlockingPushServlet extends PushServlet {
     @Override
     protected void handle(HttpServletRequest request, HttpServletResponse response) throws IOException {
         PushSpec spec = readSpec(request);
-        BlockingQueue<byte[]> inbox = new LinkedBlockingQueue<>();
-        Subscriber push = manager.register(spec, (event, seq, body) -> inbox.offer(body));
+        BlockingQueue<Delivery> inbox = new LinkedBlockingQueue<>();
+        Subscriber push = manager.register(spec, inbox::offer);
         try {
             if (spec.longPoll()) {
-                Responses.json(response, awaitAnswer(push, inbox));
+                Responses.jsonNow(response, awaitAnswer(push, inbox));
             } else {
                 stream(push, inbox, request, response);
             }
@@ -45,17 +47,17 @@ public final class BlockingPushServlet extends PushServlet {
         }
     }
 
-    private byte[] awaitAnswer(Subscriber push, BlockingQueue<byte[]> inbox) throws InterruptedException {
-        byte[] answer = inbox.poll(push.spec().durationMs(), TimeUnit.MILLISECONDS);
-        if (answer != null) {
-            return answer;
+    private byte[] awaitAnswer(Subscriber push, BlockingQueue<Delivery> inbox) throws InterruptedException {
+        Delivery delivery = inbox.poll(push.spec().durationMs(), TimeUnit.MILLISECONDS);
+        if (delivery != null) {
+            return delivery.body();
         }
-        answer = manager.timeout(push);
+        byte[] answer = manager.timeout(push);
         // null: an emitter claimed this poll just as it timed out, and its delivery is on the way.
-        return answer != null ? answer : inbox.take();
+        return answer != null ? answer : inbox.take().body();
     }
 
-    private void stream(Subscriber push, BlockingQueue<byte[]> inbox, HttpServletRequest request,
+    private void stream(Subscriber push, BlockingQueue<Delivery> inbox, HttpServletRequest request,
             HttpServletResponse response)
             throws IOException, InterruptedException {
         startStream(request, response);
@@ -63,17 +65,17 @@ public final class BlockingPushServlet extends PushServlet {
         Long durationMs = push.spec().durationMs();
         long deadline = durationMs == null ? 0 : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);
         while (true) {
-            byte[] line = durationMs == null
+            Delivery delivery = durationMs == null
                     ? inbox.take()
                     : inbox.poll(deadline - System.nanoTime(), TimeUnit.NANOSECONDS);
-            if (line == null) {
-                line = manager.endStream(push);
-                if (line != null) {
-                    writeLine(out, line);
+            if (delivery == null) {
+                byte[] last = manager.endStream(push);
+                if (last != null) {
+                    writeLine(out, last);
                 }
                 return;
             }
-            writeLine(out, line);
+            writeLine(out, delivery.body());
         }
     }
 

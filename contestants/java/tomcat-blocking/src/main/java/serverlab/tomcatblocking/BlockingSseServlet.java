@@ -11,6 +11,7 @@ import java.util.Map;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import serverlab.core.ControlApi;
+import serverlab.core.Delivery;
 import serverlab.core.SseRequest;
 import serverlab.core.SseStream;
 import serverlab.core.Subscriber;
@@ -19,18 +20,15 @@ import serverlab.tomcat.SseServlet;
 /**
  * {@code GET /sse} in the thread-per-request model: the request thread registers, writes the
  * opening, then blocks on its own inbox until a delivery comes, a heartbeat is due or the
- * duration has passed, and writes that. It learns that its client left only when a write
- * fails: the heartbeats (spec §10) are what lets it notice.
+ * duration has passed, and writes that; it makes a delivery (its {@code sent}) right before
+ * writing it. It learns that its client left only when a write fails: the heartbeats (spec
+ * §10) are what lets it notice.
  */
 public final class BlockingSseServlet extends SseServlet {
     private static final long serialVersionUID = 1L;
 
     public BlockingSseServlet(ControlApi control) {
         super(control);
-    }
-
-    /** One delivery waiting for the stream's thread. */
-    private record Delivery(String event, long seq, byte[] json) {
     }
 
     /**
@@ -68,8 +66,7 @@ public final class BlockingSseServlet extends SseServlet {
             Map<String, Long> lastEventId) throws IOException {
         startStream(request, response);
         Inbox inbox = new Inbox();
-        SseStream stream = manager.registerSse(sse.spec(), lastEventId,
-                (event, seq, json) -> inbox.offer(new Delivery(event, seq, json)));
+        SseStream stream = manager.registerSse(sse.spec(), lastEventId, inbox::offer);
         try {
             ServletOutputStream out = response.getOutputStream();
             write(out, stream.opening());
@@ -101,7 +98,7 @@ public final class BlockingSseServlet extends SseServlet {
             Delivery delivery = wait == Long.MAX_VALUE ? inbox.take() : inbox.poll(wait);
             now = System.nanoTime();
             if (delivery != null) {
-                write(out, stream.event(delivery.event(), delivery.seq(), delivery.json()));
+                write(out, stream.event(delivery.event(), delivery.seq(), delivery.body()));
             } else if (durationMs != null && now - deadline >= 0) {
                 end(stream, inbox, out);
                 return;
@@ -118,7 +115,7 @@ public final class BlockingSseServlet extends SseServlet {
         Subscriber subscriber = stream.subscriber();
         byte[] last = manager.endStream(subscriber);
         for (Delivery delivery : inbox.close()) {
-            write(out, stream.event(delivery.event(), delivery.seq(), delivery.json()));
+            write(out, stream.event(delivery.event(), delivery.seq(), delivery.body()));
         }
         if (last != null) {
             write(out, SseStream.timeout(last));

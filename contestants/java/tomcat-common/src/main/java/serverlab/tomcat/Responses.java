@@ -22,6 +22,15 @@ public final class Responses {
         send(response, 200, Json.CONTENT_TYPE, body);
     }
 
+    /**
+     * A long poll's answer, written to the socket now (spec §6: its {@code sent} is the moment
+     * of this write), not when the request ends and the container flushes the buffer.
+     */
+    public static void jsonNow(HttpServletResponse response, byte[] body) throws IOException {
+        json(response, body);
+        response.flushBuffer();
+    }
+
     public static void error(HttpServletResponse response, ApiException error) throws IOException {
         if (response.isCommitted()) {
             return;

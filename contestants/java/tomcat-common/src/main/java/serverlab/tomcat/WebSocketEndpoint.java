@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 import serverlab.core.ControlApi;
 import serverlab.core.Stats;
 import serverlab.core.WebSocketSession;
@@ -70,13 +71,14 @@ public final class WebSocketEndpoint extends Endpoint implements WebSocketSessio
     }
 
     @Override
-    public boolean send(byte[] json) {
+    public boolean send(Supplier<byte[]> message) {
         sending.lock();
         try {
             if (!session.isOpen()) {
                 return false;
             }
-            session.getBasicRemote().sendText(new String(json, StandardCharsets.UTF_8));
+            // Made here, once this thread may write: a delivery's `sent` is its write's moment.
+            session.getBasicRemote().sendText(new String(message.get(), StandardCharsets.UTF_8));
             return true;
         } catch (IOException | IllegalStateException gone) {
             return false;
