@@ -14,7 +14,7 @@ from serverlab.results.report.metrics import (
     flags_for,
     validity_flags,
 )
-from serverlab.results.report.transports import cycle_row
+from serverlab.results.report.transports import cycle_row, resubscribe_gap_ms
 from serverlab.results.store import EmitCycle, RecordedTest
 
 CLIENTS = 50
@@ -123,7 +123,9 @@ def assert_engine_floor_fires_on_a_planted_drain(test) -> None:
     cycle.record.drain_us = int(p99 * TAIL_FLOOR_SHARE) + 1_000
     (floor,) = [f for f in flags_for(test, "p99") if f.code == "engine-floor"]
     assert floor.figures == {"p50", "p99"}
-    assert f"cycle {cycle.seq}" in floor.text
+    assert (
+        f"cycle {cycle.seq}" in floor.text and "p50 (" in floor.text and "and p99 (" in floor.text
+    )
     assert not [f for f in flags_for(test, "rss") if f.code == "engine-floor"]
     assert not [f for f in flags_for(test, "cpu") if f.code == "engine-floor"]
 
@@ -226,3 +228,36 @@ def test_a_server_that_dies_before_the_clear_is_due_is_a_crash_and_the_clear_is_
     assert clear["made"] == 0 and "sent_ms" not in clear
     noticed_ms = (test.started_at + test.crash.time) * 1000
     assert noticed_ms < clear["due_ms"], "noticed while the timed call waited for its time"
+
+
+LONGPOLL = """
+[[scenario]]
+name = "longpoll"
+behaviour = "longpoll"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.5
+duration_s = 3.0
+emit_interval_ms = 500
+longpoll_duration_ms = 30000
+"""
+
+
+def test_a_long_polls_re_subscribe_gap_and_its_cycles_delays_are_reported(
+    contestants_dir, tmp_path
+):
+    _, (test,), _ = run_in_process(write_suite(tmp_path, LONGPOLL), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    gap = test.summary["resubscribe_gap_us"]
+    # A gap per answer followed by a poll: all of them, but for a client whose budget ended
+    # with its answer (a poll still held at the run's end had one before it).
+    answers = test.summary["events"]["longpoll_event_answers"]
+    answers += test.summary["events"]["longpoll_timeout_answers"]
+    assert answers - 20 <= gap["count"] <= answers
+    p50 = resubscribe_gap_ms("p50")(test)
+    p99 = resubscribe_gap_ms("p99")(test)
+    assert p50 is not None and p99 is not None and p50 <= p99 < 500, (p50, p99)
+    window = push.in_window(test)
+    assert len(window) >= 3 and all(c.record is not None for c in window)
+    assert push.delay_us(test, "p50") is not None
+    assert "delay-includes-ramp" not in codes(test)
