@@ -50,6 +50,8 @@ LATE_CONTROL_S = 1.0
 # The few_threads fault's pool: requests served at once (a comet stream holds one until it ends).
 FEW_THREADS = 150
 EARLY_SENT_HOLD_S = 0.15
+# The slow_first_cycle fault's hold of the first cycle that reaches a subscriber.
+SLOW_FIRST_HOLD_S = 0.4
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
@@ -83,6 +85,7 @@ FAULTS = {
     "early_sent": "sent is stamped when a cycle starts, and its writes are held 150 ms after",
     "few_threads": "150 requests are served at once, a stream holding its place until it ends; "
     "more wait unanswered, as in a thread pool's queue",
+    "slow_first_cycle": "the first cycle that reaches a subscriber is written 400 ms late",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -175,6 +178,7 @@ class PushHub:
         self.emitters: dict[str, asyncio.Task] = {}
         self.stats: dict[str, dict] = {}
         self.history: dict[str, collections.deque] = {}  # the SSE replay buffer per event
+        self.slowed: set[str] = set()  # events whose first cycle slow_first_cycle held
 
     def entry(self, name: str) -> dict:
         return self.stats.setdefault(
@@ -232,18 +236,24 @@ class PushHub:
         )
         snapshot = list(self.subscribers.get(name, []))
         held = []
+        # slow_first_cycle: a cold server's first cycle (a ramp's), the later ones prompt.
+        hold_s = EARLY_SENT_HOLD_S
+        slow_first = snapshot and "slow_first_cycle" in self.faults and name not in self.slowed
+        if slow_first:
+            self.slowed.add(name)
+            hold_s = SLOW_FIRST_HOLD_S
         for share in self._shares(snapshot):
             for place, request in enumerate(share, 1):
                 shown_place = 1 if "fanout_place" in self.faults else place
                 # `sent` is stamped immediately before the write that hands it to the kernel.
                 event = self.event(name, entry["last_seq"], created, data, len(share), shown_place)
-                if "early_sent" in self.faults:
+                if "early_sent" in self.faults or slow_first:
                     held.append((request, {"event": event}))
                 else:
                     self._deliver(request, {"event": event})
         if held:
             # Stamped now, written later: the stamps claim a delay the clients never see.
-            asyncio.get_running_loop().call_later(EARLY_SENT_HOLD_S, self._deliver_all, held)
+            asyncio.get_running_loop().call_later(hold_s, self._deliver_all, held)
         duration = now_ms() - created
         entry["deliveries"] += len(snapshot)
         entry["last_emit_duration_ms"] = duration

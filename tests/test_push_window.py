@@ -3,10 +3,19 @@
 early. The flags fire, and the figures stay those of the cycles between the end of the ramp
 and the emitters' intended stop."""
 
+from hdrh.histogram import HdrHistogram
 from test_runner import run_in_process, write_suite
 
 from serverlab.results.report import push
-from serverlab.results.report.metrics import flags_for, validity_flags
+from serverlab.results.report.hdr import values_at_quantiles
+from serverlab.results.report.metrics import (
+    METRICS_BY_NAME,
+    TAIL_FLOOR_SHARE,
+    flags_for,
+    validity_flags,
+)
+from serverlab.results.report.transports import cycle_row, resubscribe_gap_ms
+from serverlab.results.store import EmitCycle, RecordedTest
 
 CLIENTS = 50
 # Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.
@@ -94,9 +103,94 @@ def test_sent_stamped_early_leaves_the_client_measured_delays_and_the_window_sta
     assert test.summary["event_delay_us"]["p50"] >= 150_000
     assert_in_window_figures(test)
     assert "control-late" not in codes(test)
-    # Delays pool every cycle until the engine reports them per cycle: said on p50/p99 only.
-    pooled = [f for f in flags_for(test, "p99") if f.code == "delay-includes-ramp"]
-    assert pooled and not [f for f in flags_for(test, "rss") if f.code == "delay-includes-ramp"]
+    # The engine recorded each cycle: the delays shown are the window's, nothing is pooled,
+    # and a 50-delivery burst drains far within a quarter of the 150 ms its clients waited.
+    assert push.has_cycle_records(test)
+    assert push.delay_us(test, "p50") >= 150_000
+    assert {"delay-includes-ramp", "engine-floor"}.isdisjoint(codes(test))
+    assert_engine_floor_fires_on_a_planted_drain(test)
+
+
+def assert_engine_floor_fires_on_a_planted_drain(test) -> None:
+    """A cycle drained at the engine for longer than a quarter of the delay shown flags the
+    delay figures (only those), through the real report code; outside the window it does not."""
+    p99 = push.delay_us(test, "p99")
+    before = push.cycles(test)[0]
+    assert before.created_ms < push.window_ms(test)[0], "the ramp's cycle"
+    before.record.drain_us = int(p99)  # the ramp's own cycle: not a figure shown
+    assert "engine-floor" not in codes(test)
+    cycle = push.in_window(test)[1]
+    cycle.record.drain_us = int(p99 * TAIL_FLOOR_SHARE) + 1_000
+    (floor,) = [f for f in flags_for(test, "p99") if f.code == "engine-floor"]
+    assert floor.figures == {"p50", "p99"}
+    assert (
+        f"cycle {cycle.seq}" in floor.text and "p50 (" in floor.text and "and p99 (" in floor.text
+    )
+    assert not [f for f in flags_for(test, "rss") if f.code == "engine-floor"]
+    assert not [f for f in flags_for(test, "cpu") if f.code == "engine-floor"]
+
+
+# Ramp 1 s over two 500 ms cycles, held 3 s, emitters cleared at 3 s: the server's first cycle
+# that reaches anyone falls in the ramp and is held 400 ms; the window's are prompt.
+SLOW_RAMP = """
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 50
+ramp_up_s = 1.0
+duration_s = 3.0
+emit_interval_ms = 500
+[scenario.tunables.reference]
+fault = "slow_first_cycle"
+"""
+
+
+def test_push_delay_percentiles_come_from_the_windows_cycles_and_leave_the_ramps_out(
+    contestants_dir, tmp_path
+):
+    _, (test,), _ = run_in_process(write_suite(tmp_path, SLOW_RAMP), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    start, _ = push.window_ms(test)
+    ramp = [c for c in push.cycles(test) if c.created_ms < start]
+    slow = [c for c in ramp if push.cycle_delay_us(c, [0.0])[0] >= 400_000]
+    assert len(slow) == 1, [(c.seq, push.cycle_delay_us(c, [0.5, 1.0])) for c in ramp]
+    # The engine's pool over the whole test holds the slow cycle; the window's figures do not.
+    assert test.summary["event_delay_us"]["max"] >= 400_000
+    window = push.in_window(test)
+    assert len(window) >= 3
+    assert all(push.cycle_delay_us(c, [1.0])[0] < 400_000 for c in window)
+    p99 = push.delay_us(test, "p99")
+    assert p99 is not None and p99 < 400_000
+    assert push.window_delays(test).get_total_count() == sum(c.received for c in window)
+    assert METRICS_BY_NAME["p99"].of(test) == p99 / 1000
+    assert "delay-includes-ramp" not in codes(test)
+    # The cycles' table shows each one's delays and the engine's drain of it.
+    row = cycle_row(test)
+    assert all(", delay p50 " in cell and " ms, drain " in cell for cell in row.cycles)
+    assert all(c.record.drain_samples == c.received for c in push.cycles(test))
+
+
+def test_cycle_records_add_up_to_the_percentiles_of_every_delivery_together():
+    """Two records of one cycle (as two workers or generators would hand them over) and a
+    later cycle: the figures are those of one histogram of every value."""
+    groups = [[1_000 * k for k in range(1, 300)], [250_000 + 7_000 * k for k in range(40)], [3_000]]
+    every = HdrHistogram(1, 3_600_000_000, 3)
+    cycles = []
+    for index, values in enumerate(groups):
+        one = HdrHistogram(1, 3_600_000_000, 3)
+        for value in values:
+            one.record_value(value)
+            every.record_value(value)
+        created = 2_000 + 500 * (index // 2)
+        encoded = one.encode().decode()
+        cycles.append(EmitCycle("e1", 1 + index // 2, created, len(values), 50, encoded, 0.0, 0.0))
+    test = RecordedTest(1, "k", "reference", 0, "ok", 0.0, 1.0, params={"behaviour": "comet"})
+    test.cycles = cycles
+    test.run_info["emit_window"] = {"start_ms": 1_000.0, "stop_ms": 9_000.0}
+    for name, quantile in (("p50", 0.5), ("p99", 0.99)):
+        assert push.delay_us(test, name) == values_at_quantiles(every, [quantile])[0]
+    assert push.window_delays(test).get_total_count() == sum(map(len, groups))
 
 
 def test_an_unanswered_stats_is_explained_in_the_servers_terms():
@@ -134,3 +228,36 @@ def test_a_server_that_dies_before_the_clear_is_due_is_a_crash_and_the_clear_is_
     assert clear["made"] == 0 and "sent_ms" not in clear
     noticed_ms = (test.started_at + test.crash.time) * 1000
     assert noticed_ms < clear["due_ms"], "noticed while the timed call waited for its time"
+
+
+LONGPOLL = """
+[[scenario]]
+name = "longpoll"
+behaviour = "longpoll"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.5
+duration_s = 3.0
+emit_interval_ms = 500
+longpoll_duration_ms = 30000
+"""
+
+
+def test_a_long_polls_re_subscribe_gap_and_its_cycles_delays_are_reported(
+    contestants_dir, tmp_path
+):
+    _, (test,), _ = run_in_process(write_suite(tmp_path, LONGPOLL), tmp_path / "lab.db")
+    assert test.status == "ok", test.validity
+    gap = test.summary["resubscribe_gap_us"]
+    # A gap per answer followed by a poll: all of them, but for a client whose budget ended
+    # with its answer (a poll still held at the run's end had one before it).
+    answers = test.summary["events"]["longpoll_event_answers"]
+    answers += test.summary["events"]["longpoll_timeout_answers"]
+    assert answers - 20 <= gap["count"] <= answers
+    p50 = resubscribe_gap_ms("p50")(test)
+    p99 = resubscribe_gap_ms("p99")(test)
+    assert p50 is not None and p99 is not None and p50 <= p99 < 500, (p50, p99)
+    window = push.in_window(test)
+    assert len(window) >= 3 and all(c.record is not None for c in window)
+    assert push.delay_us(test, "p50") is not None
+    assert "delay-includes-ramp" not in codes(test)

@@ -20,6 +20,7 @@ from serverlab.results.migrations import migration_steps
 from serverlab.results.recovery import recover as export_recover
 from serverlab.results.store import (
     Crash,
+    EmitCycle,
     EmitRecord,
     EngineInterval,
     MonitorSample,
@@ -68,6 +69,10 @@ def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="
         server_stats=[ServerStats(t=12.4, stats={"responses": {"total": 11999}})],
         emits=[
             EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
+        ],
+        cycles=[
+            EmitCycle("e1", 1, 1000, 3, 3, "HISTFAAAAB94nJNp", 1001.5, 1003.25, 420, 3),
+            EmitCycle("e1", 2, 2000, 2, 3, "HISTFAAAAB94nJNp", 2001.0, 2002.0),
         ],
         signals=[
             RuntimeSignal(t=2.5, kind="gc_pause", value=4.2, data={"gc": "scavenge"}),
@@ -294,6 +299,7 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
     names = sorted(f.stem for f in files)
     assert names == sorted(
         [
+            "emit_cycles",
             "emit_records",
             "engine_intervals",
             "histograms",
@@ -576,7 +582,7 @@ def test_the_lock_never_closes_a_descriptor_that_would_drop_sqlites_own_locks(db
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 TABLES = [
     *("suites", "runs", "tests", "engine_intervals", "monitor_samples"),
-    *("histograms", "server_stats", "emit_records", "runtime_signals"),
+    *("histograms", "server_stats", "emit_records", "emit_cycles", "runtime_signals"),
 ]
 
 

@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::emits::Delivery;
 use crate::http::{build_request, request_head, ParseError};
 use crate::inbox::{discard, Answer};
+use crate::ledger::Arrival;
 pub(crate) use crate::plain::Plain;
 use crate::plan::{SyslogFraming, ValidPlan};
 use crate::shared::WorkerCtx;
@@ -132,13 +133,17 @@ struct EventPlace {
 }
 
 impl PushEvent<'_> {
-    fn delivery(&self) -> Delivery<'_> {
+    /// The delivery as the emit log keeps it; `arrival` as `Ledger::event` measured it.
+    fn delivery(&self, arrival: Arrival) -> Delivery<'_> {
         Delivery {
             event: &self.name,
             seq: self.seq,
             created_ms: self.timings.created,
             duration_ms: self.timings.duration,
             place: self.connections.as_ref().map(|c| (c.place, c.total)),
+            arrival_ms: arrival.at_ms,
+            delay_us: arrival.delay_us,
+            read_delay_us: arrival.read_delay_us,
         }
     }
 }
@@ -239,11 +244,11 @@ pub(crate) fn observe_response(
     };
     let c = ctx.ledger.counters();
     Counters::add(&c.events, 1);
-    ctx.ledger.event(event.timings.created, subscribed);
+    let arrival = ctx.ledger.event(event.timings.created, subscribed);
     if event.replayed {
         Counters::add(&c.replayed, 1);
     } else {
-        ctx.emits.borrow_mut().observe(&event.delivery());
+        ctx.emits.borrow_mut().observe(&event.delivery(arrival));
     }
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
@@ -271,11 +276,13 @@ impl LongPoll {
     }
 }
 
-/// A long-polling client's answer body, and the event sequence numbers of all its polls.
+/// A long-polling client's answer body, the event sequence numbers of all its polls, and
+/// when its last answer arrived (the re-subscribe gap runs from there to the next poll).
 #[derive(Default)]
 pub(crate) struct PollState {
     body: Vec<u8>,
     seq: SeqTracker,
+    answered: Option<Instant>,
 }
 
 impl Behaviour for LongPoll {
@@ -292,6 +299,9 @@ impl Behaviour for LongPoll {
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
         let sent = c.open_and_send(&self.request).await?;
+        if let Some(answered) = state.answered.take() {
+            c.ledger().resubscribed(answered.elapsed());
+        }
         let body = &mut state.body;
         body.clear();
         let answer = c
@@ -318,6 +328,7 @@ impl LongPoll {
     ) -> Result<(), ErrorKind> {
         c.record_answer(intended, sent, &answer);
         c.finish(&answer, true);
+        state.answered = Some(Instant::now());
         if answer.status >= 400 {
             return Ok(());
         }

@@ -22,8 +22,11 @@ pub struct Client {
     read_pace: Option<ReadPace>,
     no_delay: bool,
     /// Whether answers are stamped by the kernel and their reading delay is recorded
-    /// (`notice_us`): latency-bound plans, whose connections are few.
+    /// (`notice_us`): latency-bound plans, whose connections are few, and push streams.
     stamps: bool,
+    /// Push streams stamp every read, not only an answer's first: each delivery's wait in
+    /// the kernel goes to its cycle's drain time (`EmitLine::drain_us`).
+    push: bool,
     /// Bytes written, if the socket takes them at once, when the client goes away with its
     /// connection open (a WebSocket's close frame as the run ends).
     farewell: Option<[u8; 8]>,
@@ -45,7 +48,8 @@ impl Client {
         Client {
             read_pace: behaviour.read_pace(),
             no_delay: behaviour.wants_no_delay(),
-            stamps: ctx.shared.plan.plan.latency_bound(),
+            stamps: ctx.shared.plan.plan.stamps_arrivals(),
+            push: behaviour.events().is_some(),
             conn: None,
             farewell: None,
             inbox: Inbox::default(),
@@ -183,7 +187,7 @@ impl Client {
         // No read buffer is held while waiting: a held connection borrows one from the
         // worker only when its bytes have come (a readiness left from the last read may be
         // stale, so a read that finds nothing gives the buffer back and waits again).
-        let stamped = self.stamps && first;
+        let stamped = self.stamps && (first || self.push);
         let n = loop {
             self.inbox.lend_back();
             conn.readable().await?;
@@ -194,8 +198,11 @@ impl Client {
                 }
             } else if let Some(read) = conn.try_read_stamped(spare) {
                 let (n, stamp) = read?;
-                if let Some(arrived) = stamp {
-                    self.ctx.ledger.noticed(waited_since(arrived));
+                let waited = stamp.map(waited_since);
+                match waited {
+                    _ if self.push => self.ctx.ledger.push_read(waited),
+                    Some(waited) => self.ctx.ledger.noticed(waited),
+                    None => {}
                 }
                 break n;
             }

@@ -1,13 +1,20 @@
-//! Per-emit records for long poll and comet (seed 004: emit duration against place in the
-//! emit list, requests per emit cycle). Each worker aggregates the deliveries it received
-//! per (event, seq); the workers' logs are merged at the end. Memory is bounded whatever the
-//! run length: at most `MAX_SEQS` seqs are kept (the newest), and at most `MAX_PLACES`
-//! sampled places per seq.
+//! Per-emit records for every push transport (seed 004: emit duration against place in the
+//! emit list, requests per emit cycle; issue 19: each cycle's delivery delays, arrivals and
+//! the engine's drain time, so that a test's delay percentiles can be taken over the cycles
+//! of its window alone). Each worker aggregates the deliveries it received per (event, seq);
+//! the workers' logs are merged at the end, and generators' emit lines by `--merge`, exactly:
+//! counts add, delay buckets add, spans and maxima widen. Memory is bounded whatever the run
+//! length: at most `MAX_SEQS` seqs are kept (the newest), at most `MAX_PLACES` sampled places
+//! per seq, and the delays of a seq as (bucket, count) pairs, one per HdrHistogram bucket
+//! that a delivery fell in (a cycle's deliveries span few buckets).
 
 use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::stats::{decode_histogram, encode_histogram, new_histogram, round3, MAX_US};
 
 /// Smallest and largest of a set of values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -37,6 +44,28 @@ pub struct EmitLine {
     /// Sampled `[place, duration_ms]` pairs: places 1, 1+k, 1+2k… with k = ceil(total/200),
     /// at most 200, by place.
     pub places: Vec<[u64; 2]>,
+    /// Each delivery's delay as `event_delay_us` measures it (the server's `created` to the
+    /// arrival, read on the server's clock, millisecond grain), in microseconds, as an
+    /// HdrHistogram in the summary's encoding: added over cycles or generators, it gives
+    /// the percentiles of exactly those deliveries.
+    pub delay_histogram: String,
+    /// The cycle's first and last arrival at this run's clients, on the server's clock (this
+    /// host's plus `clock_offset_ms`), Unix milliseconds.
+    pub first_arrival_ms: f64,
+    pub last_arrival_ms: f64,
+    /// The engine's drain time of the cycle, in microseconds: the longest any of the cycle's
+    /// deliveries waited in this host's kernel (its receive stamp, `SO_TIMESTAMPNS`) before
+    /// the engine read it. When a burst lands at once, its last-read delivery waits for the
+    /// engine to read all the others first, so this is how long the engine took to drain it;
+    /// when the server trickles its sends, the engine keeps up and this stays small. It is
+    /// the engine's share alone: the span from the first delivery's kernel stamp to the last
+    /// read would also hold the server's own spread of sends (its emit duration). A maximum,
+    /// not a p99, because it merges exactly (the largest of the workers' and generators')
+    /// and bounds what the engine added to any delivery's delay in the cycle. Null when no
+    /// delivery of the cycle carried a stamp.
+    pub drain_us: Option<u64>,
+    /// Deliveries of the cycle whose read carried a kernel stamp (what `drain_us` is over).
+    pub drain_samples: u64,
 }
 
 /// Sampled `[place, duration_ms]` pairs kept per (event, seq).
@@ -53,6 +82,12 @@ pub struct Delivery<'a> {
     pub duration_ms: u64,
     /// `(place, total)` in the emit list, when the server said.
     pub place: Option<(u64, u64)>,
+    /// When it arrived, on the server's clock (Unix ms), and its delay in microseconds.
+    pub arrival_ms: f64,
+    pub delay_us: u64,
+    /// How long its bytes waited in the kernel before the engine read them, when the read
+    /// carried the kernel's receive stamp.
+    pub read_delay_us: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +97,67 @@ struct EmitRecord {
     created_ms: u64,
     duration_ms: MinMax,
     places: Vec<[u64; 2]>,
+    delays: Delays,
+    arrivals: (f64, f64),
+    drain_us: Option<u64>,
+    drain_samples: u64,
+}
+
+/// Delays in microseconds as `(bucket, count)` pairs by bucket, each bucket the lowest
+/// value of its HdrHistogram bucket at the summary's bounds and precision: what a histogram
+/// would hold, kept in the few buckets a cycle uses rather than a whole histogram each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Delays(Vec<(u64, u64)>);
+
+/// Bits of exact value below a bucket's shift: 3 significant digits take 2,048 sub-buckets.
+const SUB_BUCKET_BITS: u32 = 11;
+
+/// The lowest value of `us`'s bucket in a histogram of bounds (1, `MAX_US`), 3 digits.
+fn bucket_of(us: u64) -> u64 {
+    let us = us.clamp(1, MAX_US);
+    let shift = (64 - (us | ((1 << SUB_BUCKET_BITS) - 1)).leading_zeros()) - SUB_BUCKET_BITS;
+    (us >> shift) << shift
+}
+
+impl Delays {
+    pub fn record_n(&mut self, us: u64, n: u64) {
+        let bucket = bucket_of(us);
+        match self.0.binary_search_by_key(&bucket, |&(b, _)| b) {
+            Ok(i) => self.0[i].1 += n,
+            Err(i) => self.0.insert(i, (bucket, n)),
+        }
+    }
+
+    fn absorb(&mut self, other: &Delays) {
+        for &(bucket, n) in &other.0 {
+            self.record_n(bucket, n);
+        }
+    }
+
+    /// The delays as a histogram (into `scratch`, emptied first), encoded.
+    fn encode(&self, scratch: &mut Histogram<u64>) -> String {
+        scratch.reset();
+        for &(bucket, n) in &self.0 {
+            scratch.saturating_record_n(bucket, n);
+        }
+        encode_histogram(scratch)
+    }
+
+    /// Reads what `encode` wrote (an empty text: no delay).
+    pub fn decode(text: &str) -> Result<Delays, String> {
+        let mut delays = Delays::default();
+        if text.is_empty() {
+            return Ok(delays);
+        }
+        let h = decode_histogram(text)?;
+        for v in h.iter_recorded() {
+            delays.record_n(
+                h.lowest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            );
+        }
+        Ok(delays)
+    }
 }
 
 /// Emit records keyed by seq, then event name (a subscription names at most 16 events).
@@ -102,25 +198,32 @@ impl EmitLog {
     }
 
     /// A log holding the records of output lines (another engine's, to merge with).
-    pub fn from_lines(lines: impl IntoIterator<Item = EmitLine>) -> EmitLog {
+    pub fn from_lines(lines: impl IntoIterator<Item = EmitLine>) -> Result<EmitLog, String> {
         let mut log = EmitLog::default();
         for line in lines {
+            let delays = Delays::decode(&line.delay_histogram)
+                .map_err(|e| format!("emit line {} seq {}: {e}", line.event, line.seq))?;
             let record = EmitRecord {
                 total: line.total,
                 received: line.received,
                 created_ms: line.created_ms,
                 duration_ms: line.duration_ms,
                 places: line.places,
+                delays,
+                arrivals: (line.first_arrival_ms, line.last_arrival_ms),
+                drain_us: line.drain_us,
+                drain_samples: line.drain_samples,
             };
             log.merge_record(line.seq, line.event, record);
         }
         log.trim();
-        log
+        Ok(log)
     }
 
     /// The records as output lines, by seq then event name, places in order.
     pub fn into_lines(self) -> Vec<EmitLine> {
         let mut lines = Vec::new();
+        let mut scratch = new_histogram();
         for (seq, mut events) in self.by_seq {
             events.sort_by(|a, b| a.0.cmp(&b.0));
             for (event, mut r) in events {
@@ -134,6 +237,11 @@ impl EmitLog {
                     created_ms: r.created_ms,
                     duration_ms: r.duration_ms,
                     places: r.places,
+                    delay_histogram: r.delays.encode(&mut scratch),
+                    first_arrival_ms: round3(r.arrivals.0),
+                    last_arrival_ms: round3(r.arrivals.1),
+                    drain_us: r.drain_us,
+                    drain_samples: r.drain_samples,
                 });
             }
         }
@@ -158,11 +266,24 @@ impl EmitRecord {
                 max: d.duration_ms,
             },
             places: Vec::new(),
+            delays: Delays::default(),
+            arrivals: (d.arrival_ms, d.arrival_ms),
+            drain_us: None,
+            drain_samples: 0,
         }
     }
 
     fn add(&mut self, d: &Delivery) {
         self.received += 1;
+        self.delays.record_n(d.delay_us, 1);
+        self.arrivals = (
+            self.arrivals.0.min(d.arrival_ms),
+            self.arrivals.1.max(d.arrival_ms),
+        );
+        if let Some(waited) = d.read_delay_us {
+            self.drain_us = Some(self.drain_us.map_or(waited, |d| d.max(waited)));
+            self.drain_samples += 1;
+        }
         self.duration_ms.min = self.duration_ms.min.min(d.duration_ms);
         self.duration_ms.max = self.duration_ms.max.max(d.duration_ms);
         if let Some((place, total)) = d.place {
@@ -181,6 +302,13 @@ impl EmitRecord {
         self.duration_ms.max = self.duration_ms.max.max(other.duration_ms.max);
         let room = MAX_PLACES.saturating_sub(self.places.len());
         self.places.extend(other.places.into_iter().take(room));
+        self.delays.absorb(&other.delays);
+        self.arrivals = (
+            self.arrivals.0.min(other.arrivals.0),
+            self.arrivals.1.max(other.arrivals.1),
+        );
+        self.drain_us = self.drain_us.max(other.drain_us);
+        self.drain_samples += other.drain_samples;
     }
 }
 
@@ -202,6 +330,9 @@ mod tests {
             created_ms: 1000 + seq,
             duration_ms: place / 10,
             place: Some((place, total)),
+            arrival_ms: 2000.5 + place as f64,
+            delay_us: 1000 * (1000 + place),
+            read_delay_us: (place % 2 == 1).then_some(place * 7),
         }
     }
 
@@ -248,5 +379,87 @@ mod tests {
         let lines = log.into_lines();
         assert_eq!(lines.len(), MAX_SEQS);
         assert_eq!(lines[0].seq, 51);
+    }
+
+    /// Delays from `delays`, as one cycle's deliveries split between two workers by `split`.
+    fn split_logs(delays: &[u64], split: impl Fn(usize) -> bool) -> (EmitLog, EmitLog) {
+        let (mut a, mut b) = (EmitLog::default(), EmitLog::default());
+        for (i, &us) in delays.iter().enumerate() {
+            let mut d = delivery(3, i as u64 + 1, delays.len() as u64);
+            d.delay_us = us;
+            d.arrival_ms = 5000.0 + i as f64;
+            d.read_delay_us = Some(us / 100);
+            let log = if split(i) { &mut a } else { &mut b };
+            log.observe(&d);
+        }
+        (a, b)
+    }
+
+    #[test]
+    fn two_workers_cycle_records_merge_to_one_histogram_of_every_delay() {
+        // Skewed shares: one worker got the fast deliveries, the other the slow tail.
+        let delays: Vec<u64> = (0..3000u64)
+            .map(|i| 1000 * (5 + i % 40 + if i % 97 == 0 { 4000 } else { 0 }))
+            .collect();
+        let (mut a, b) = split_logs(&delays, |i| delays[i] < 30_000);
+        a.merge(b);
+        let merged = a.into_lines();
+        let mut all = new_histogram();
+        for &us in &delays {
+            crate::stats::record_us(&mut all, us);
+        }
+        let got = decode_histogram(&merged[0].delay_histogram).unwrap();
+        assert_eq!(got, all, "the merge is the histogram of every delay");
+        for q in [0.5, 0.99, 0.999] {
+            assert_eq!(got.value_at_quantile(q), all.value_at_quantile(q));
+        }
+        let line = &merged[0];
+        assert_eq!(
+            (line.first_arrival_ms, line.last_arrival_ms),
+            (5000.0, 7999.0)
+        );
+        assert_eq!((line.drain_us, line.drain_samples), (Some(40_440), 3000));
+    }
+
+    #[test]
+    fn emit_lines_read_back_and_merge_as_the_records_did() {
+        let delays: Vec<u64> = (1..=500u64).map(|i| i * 12_000).collect();
+        let (a, b) = split_logs(&delays, |i| i % 3 == 0);
+        let (mut direct, lines_b) = (EmitLog::default(), b.into_lines());
+        direct.merge(EmitLog::from_lines(a.into_lines()).unwrap());
+        let mut via_lines = direct;
+        via_lines.merge(EmitLog::from_lines(lines_b).unwrap());
+        let line = &via_lines.into_lines()[0];
+        let (whole, _) = split_logs(&delays, |_| true);
+        let want = &whole.into_lines()[0];
+        assert_eq!(line.delay_histogram, want.delay_histogram);
+        assert_eq!((line.received, line.drain_us), (500, Some(60_000)));
+        assert!(EmitLog::from_lines([EmitLine {
+            delay_histogram: "not base64!".into(),
+            ..want.clone()
+        }])
+        .is_err());
+    }
+
+    #[test]
+    fn buckets_are_the_histograms_own() {
+        let h = new_histogram();
+        for us in (0..40)
+            .map(|k| 1u64 << k)
+            .flat_map(|p| [p - 1, p, p + 1, p * 3 / 2])
+        {
+            let clamped = us.clamp(1, MAX_US);
+            assert_eq!(bucket_of(us), h.lowest_equivalent(clamped), "{us}");
+        }
+    }
+
+    #[test]
+    fn a_cycle_read_without_stamps_has_no_drain_time() {
+        let mut log = EmitLog::default();
+        let mut d = delivery(1, 1, 1);
+        d.read_delay_us = None;
+        log.observe(&d);
+        let line = &log.into_lines()[0];
+        assert_eq!((line.drain_us, line.drain_samples), (None, 0));
     }
 }

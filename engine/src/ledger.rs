@@ -4,7 +4,7 @@
 //! opened, connected and closed; bytes move. The counters are read by the coordinator while
 //! the run goes on; the histograms stay with the worker until the end.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +25,22 @@ pub struct Ledger {
     clock_offset_ms: f64,
     /// Steps of the sockets, watched by the spinning wait (epoll loop).
     pub steps: Steps,
+    /// How long the bytes of the read being parsed now waited in the kernel (µs), when the
+    /// read carried a receive stamp: the deliveries parsed from it carry it to the emit log.
+    /// Set by every read of a stamped push stream, before its bytes are parsed and with no
+    /// wait between, so no other task's read comes between a read and its deliveries.
+    read_delay_us: Cell<Option<u64>>,
+}
+
+/// One pushed event's arrival, as `Ledger::event` measured it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    /// On the server's clock (this host's plus the plan's offset), Unix milliseconds.
+    pub at_ms: f64,
+    /// From the server's `created` stamp to the arrival, in whole milliseconds as µs.
+    pub delay_us: u64,
+    /// How long the bytes waited in the kernel before the engine read them, when stamped.
+    pub read_delay_us: Option<u64>,
 }
 
 impl Ledger {
@@ -34,6 +50,7 @@ impl Ledger {
             histograms: RefCell::default(),
             clock_offset_ms,
             steps: Steps::default(),
+            read_delay_us: Cell::new(None),
         }
     }
 
@@ -122,14 +139,35 @@ impl Ledger {
         record_us(&mut self.histograms.borrow_mut().notice, micros(waited));
     }
 
+    /// A push stream's read: its bytes waited `waited` in the kernel (`None`: the read had
+    /// no stamp). Recorded in `notice_us` too, and kept for the deliveries parsed from it.
+    pub fn push_read(&self, waited: Option<Duration>) {
+        if let Some(waited) = waited {
+            self.noticed(waited);
+        }
+        self.read_delay_us.set(waited.map(micros));
+    }
+
     /// A pushed event created at `created_ms` (server clock, ms since the epoch) arrived on a
     /// subscription sent at `subscribed`. The arrival is read on the server's clock (this
-    /// host's plus the plan's offset) in whole milliseconds, the grain of the server's stamp.
-    pub fn event(&self, created_ms: u64, subscribed: Instant) {
-        let now_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0) as u64;
+    /// host's plus the plan's offset); its delay in whole milliseconds, the grain of the
+    /// server's stamp.
+    pub fn event(&self, created_ms: u64, subscribed: Instant) -> Arrival {
+        let at_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0);
+        let delay_us = (at_ms as u64).saturating_sub(created_ms) * 1000;
         let mut h = self.histograms.borrow_mut();
-        record_us(&mut h.event_delay, now_ms.saturating_sub(created_ms) * 1000);
+        record_us(&mut h.event_delay, delay_us);
         record_us(&mut h.event_since_subscribe, micros(subscribed.elapsed()));
+        Arrival {
+            at_ms,
+            delay_us,
+            read_delay_us: self.read_delay_us.get(),
+        }
+    }
+
+    /// A long poll was sent again `gap` after the last answer arrived.
+    pub fn resubscribed(&self, gap: Duration) {
+        record_us(&mut self.histograms.borrow_mut().resubscribe, micros(gap));
     }
 
     /// A stream's handshake (connect to response head, or to the `101`) took `took`.

@@ -101,7 +101,7 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
     let outputs: Vec<&Output> = named.iter().map(|(_, o)| o).collect();
     Ok(Output {
         intervals: merge_intervals(&outputs),
-        emits: merge_emits(&outputs),
+        emits: merge_emits(named)?,
         summary: merge_summaries(named)?,
     })
 }
@@ -142,13 +142,16 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
 }
 
 /// Emit records per (event, seq): deliveries summed, sampled places pooled, duration ranges
-/// widened, the earliest `created_ms` (all on the server's clock).
-fn merge_emits(outputs: &[&Output]) -> Vec<EmitLine> {
+/// widened, the earliest `created_ms` (all on the server's clock), delay histograms added,
+/// the earliest first and latest last arrival, the longest drain.
+fn merge_emits(named: &[(String, Output)]) -> Result<Vec<EmitLine>, MergeError> {
     let mut log = EmitLog::default();
-    for output in outputs {
-        log.merge(EmitLog::from_lines(output.emits.iter().cloned()));
+    for (name, output) in named {
+        let theirs = EmitLog::from_lines(output.emits.iter().cloned())
+            .map_err(|e| MergeError(format!("{name}: {e}")))?;
+        log.merge(theirs);
     }
-    log.into_lines()
+    Ok(log.into_lines())
 }
 
 fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
@@ -452,27 +455,39 @@ mod tests {
         assert_eq!(lines[1].rps, 7.0);
     }
 
-    #[test]
-    fn emit_records_merge_per_event_and_seq() {
-        let line = |seq: u64, received: u64, created_ms: u64, places: Vec<[u64; 2]>| EmitLine {
+    /// One generator's emit line of seq `seq`: `delays` (µs) arrived from `arrived_ms` on, one
+    /// a millisecond, and the engine read them at most `drain_us` after the kernel had them.
+    fn emit_line(seq: u64, created_ms: u64, places: Vec<[u64; 2]>, delays: &[u64]) -> EmitLine {
+        let mut h = crate::stats::new_histogram();
+        delays.iter().for_each(|&us| record_us(&mut h, us));
+        EmitLine {
             kind: "emit".into(),
             event: "e1".into(),
             seq,
             total: 4,
-            received,
+            received: delays.len() as u64,
             created_ms,
             duration_ms: crate::report::MinMax {
                 min: places[0][1],
                 max: places[places.len() - 1][1],
             },
             places,
-        };
+            delay_histogram: encode_histogram(&h),
+            first_arrival_ms: created_ms as f64 + 0.5,
+            last_arrival_ms: created_ms as f64 + delays.len() as f64,
+            drain_us: Some(delays[0] / 10),
+            drain_samples: delays.len() as u64,
+        }
+    }
+
+    #[test]
+    fn emit_records_merge_per_event_and_seq() {
         let mut a = run(&[10], &[], 1.0, &[]);
-        a.emits = vec![line(7, 2, 1000, vec![[1, 0], [3, 2]])];
+        a.emits = vec![emit_line(7, 1000, vec![[1, 0], [3, 2]], &[3000, 90_000])];
         let mut b = run(&[10], &[], 1.0, &[]);
         b.emits = vec![
-            line(7, 2, 999, vec![[2, 1], [4, 5]]),
-            line(8, 1, 2000, vec![[1, 0]]),
+            emit_line(7, 999, vec![[2, 1], [4, 5]], &[400_000, 5000]),
+            emit_line(8, 2000, vec![[1, 0]], &[1000]),
         ];
         let emits = merge(&named(vec![a, b])).unwrap().emits;
         assert_eq!(emits.len(), 2);
@@ -481,6 +496,30 @@ mod tests {
         assert_eq!((e.duration_ms.min, e.duration_ms.max), (0, 5));
         assert_eq!(e.places, vec![[1, 0], [2, 1], [3, 2], [4, 5]]);
         assert_eq!((emits[1].seq, emits[1].received), (8, 1));
+        // The generators' delays as one histogram; the widest arrivals; the longest drain.
+        let mut all = crate::stats::new_histogram();
+        for us in [3000, 90_000, 400_000, 5000] {
+            record_us(&mut all, us);
+        }
+        let delays = decode_histogram(&e.delay_histogram).unwrap();
+        assert_eq!(delays, all);
+        assert_eq!(delays.value_at_quantile(0.5), all.value_at_quantile(0.5));
+        assert_eq!((e.first_arrival_ms, e.last_arrival_ms), (999.5, 1002.0));
+        assert_eq!((e.drain_us, e.drain_samples), (Some(40_000), 4));
+    }
+
+    #[test]
+    fn an_emit_line_whose_delays_do_not_decode_is_refused_by_name() {
+        let mut a = run(&[10], &[], 1.0, &[]);
+        a.emits = vec![emit_line(7, 1000, vec![[1, 0]], &[3000])];
+        let mut b = run(&[10], &[], 1.0, &[]);
+        b.emits = vec![emit_line(7, 1000, vec![[1, 0]], &[3000])];
+        b.emits[0].delay_histogram = "bm90IGEgaGlzdG9ncmFt".into();
+        let err = merge(&named(vec![a, b])).unwrap_err().to_string();
+        assert!(
+            err.starts_with("generator-1.jsonl: emit line e1 seq 7: "),
+            "{err}"
+        );
     }
 
     #[test]

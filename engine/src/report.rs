@@ -3,20 +3,23 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::emits::{EmitLine, MinMax};
 use crate::plan::{PacerSpec, Plan};
+pub(crate) use crate::stats::round3;
+pub use crate::stats::{decode_histogram, encode_histogram};
 use crate::stats::{ErrorKind, Histograms, Snapshot};
 
 /// Output format version; raised when a field changes meaning or disappears.
 ///
 /// 2: `rps` counts answered attempts (`answered`), never failed ones; `floor_us` is per answer.
-pub const OUTPUT_VERSION: u32 = 2;
+/// 3: emit lines carry each cycle's delay histogram, first and last arrival and the engine's
+/// drain time, and come from every push transport; push plans stamp every read, so their
+/// `notice_us` is measured; the summary adds the long poll's `resubscribe_gap_us`.
+pub const OUTPUT_VERSION: u32 = 3;
 
 /// Errors by kind. Every kind is always present.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -272,7 +275,8 @@ pub struct Summary {
     /// The engine's own reading delay: from the kernel's receive timestamp of an answer's
     /// bytes to the loop reading them. The io_uring loop samples one kept-alive connection in
     /// 64; the epoll loop stamps every connection of a latency-bound plan (new connections
-    /// included), and none of other plans. A latency can read high by up to this much.
+    /// included) and every read of a push plan's streams, and none of other plans. A latency
+    /// can read high by up to this much.
     pub notice_us: Percentiles,
     /// Push: server `created` timestamp to arrival, the arrival read on the server's clock
     /// (this host's plus `clock_offset_ms`), millisecond grain.
@@ -284,6 +288,9 @@ pub struct Summary {
     /// WebSocket publish: from sending a publish to the server's `published`
     /// acknowledgement, which follows the cycle's last delivery.
     pub broadcast_rtt_us: Percentiles,
+    /// Long poll: from an answer's arrival to the next poll's request written, when the
+    /// client is subscribed to nothing.
+    pub resubscribe_gap_us: Percentiles,
     /// `latency_us` as HdrHistogram V2 + DEFLATE, base64 (standard alphabet, padded).
     pub histogram: String,
     /// `service_us` in the same encoding.
@@ -305,6 +312,8 @@ pub struct Summary {
     pub handshake_histogram: String,
     /// `broadcast_rtt_us` in the same encoding.
     pub broadcast_rtt_histogram: String,
+    /// `resubscribe_gap_us` in the same encoding.
+    pub resubscribe_gap_histogram: String,
     pub events: Events,
     pub connections_opened: u64,
     pub bytes_read: u64,
@@ -410,6 +419,7 @@ impl Summary {
             event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
             handshake_us: Percentiles::of(&h.handshake),
             broadcast_rtt_us: Percentiles::of(&h.broadcast_rtt),
+            resubscribe_gap_us: Percentiles::of(&h.resubscribe),
             histogram: encode_histogram(&h.latency),
             service_histogram: encode_histogram(&h.service),
             connect_histogram: encode_histogram(&h.connect),
@@ -420,6 +430,7 @@ impl Summary {
             event_since_subscribe_histogram: encode_histogram(&h.event_since_subscribe),
             handshake_histogram: encode_histogram(&h.handshake),
             broadcast_rtt_histogram: encode_histogram(&h.broadcast_rtt),
+            resubscribe_gap_histogram: encode_histogram(&h.resubscribe),
             events: Events::from_snapshot(s),
             connections_opened: s.connections_opened,
             bytes_read: s.bytes_read,
@@ -457,7 +468,7 @@ impl Summary {
     }
 
     /// Every histogram the summary carries, beside the percentiles read from it.
-    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 10] {
+    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 11] {
         [
             (&mut self.latency_us, &mut self.histogram),
             (&mut self.service_us, &mut self.service_histogram),
@@ -474,6 +485,10 @@ impl Summary {
             (
                 &mut self.broadcast_rtt_us,
                 &mut self.broadcast_rtt_histogram,
+            ),
+            (
+                &mut self.resubscribe_gap_us,
+                &mut self.resubscribe_gap_histogram,
             ),
         ]
     }
@@ -569,6 +584,13 @@ impl Summary {
                 self.achieved_rate
             );
         }
+        if self.resubscribe_gap_us.count > 0 {
+            out += &format!(
+                "  Long poll re-subscribe gap (answer to next poll): p50 {}, p99 {}\n",
+                fmt_us(self.resubscribe_gap_us.p50),
+                fmt_us(self.resubscribe_gap_us.p99)
+            );
+        }
         if self.notice_us.count > 0 {
             out += &format!(
                 "  Answers read after arrival: p50 {}, p99 {} (sampled; part of the latency)\n",
@@ -621,28 +643,6 @@ impl Summary {
             (_, None) => "a new connection per arrival".into(),
         }
     }
-}
-
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
-        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
-        Err(_) => String::new(),
-    }
-}
-
-/// Reads a histogram `encode_histogram` wrote.
-pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| format!("not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("not an HdrHistogram: {e:?}"))
-}
-
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 fn fmt_us(us: u64) -> String {

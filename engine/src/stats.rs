@@ -5,6 +5,8 @@
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 /// Why one request (or message, or subscription) failed.
@@ -211,7 +213,7 @@ impl Snapshot {
 }
 
 /// Largest value a histogram holds: one hour in microseconds. Larger values are clamped.
-const MAX_US: u64 = 3_600_000_000;
+pub(crate) const MAX_US: u64 = 3_600_000_000;
 
 /// The histograms of one worker, all in microseconds.
 #[derive(Debug, Clone)]
@@ -235,9 +237,12 @@ pub struct Histograms {
     pub handshake: Histogram<u64>,
     /// WebSocket: from sending a publish to its `published` acknowledgement.
     pub broadcast_rtt: Histogram<u64>,
+    /// Long poll: from an answer's arrival to the next poll's request written (the time a
+    /// client is not subscribed, in which an emit reaches nobody).
+    pub resubscribe: Histogram<u64>,
 }
 
-fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds are valid")
 }
 
@@ -254,6 +259,7 @@ impl Default for Histograms {
             event_since_subscribe: new_histogram(),
             handshake: new_histogram(),
             broadcast_rtt: new_histogram(),
+            resubscribe: new_histogram(),
         }
     }
 }
@@ -284,11 +290,36 @@ impl Histograms {
             ),
             (&mut self.handshake, &other.handshake),
             (&mut self.broadcast_rtt, &other.broadcast_rtt),
+            (&mut self.resubscribe, &other.resubscribe),
         ];
         for (dst, src) in pairs {
             dst.add(src).expect("histograms share bounds");
         }
     }
+}
+
+pub(crate) fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// A histogram as the output carries it: HdrHistogram V2 + DEFLATE, base64 (standard
+/// alphabet, padded).
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        Err(_) => String::new(),
+    }
+}
+
+/// Reads a histogram `encode_histogram` wrote.
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("not an HdrHistogram: {e:?}"))
 }
 
 #[cfg(test)]

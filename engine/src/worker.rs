@@ -55,7 +55,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
                 .enable_all()
                 .build()?;
             let local = tokio::task::LocalSet::new();
-            let _stamping = match ctx.shared.plan.plan.latency_bound() {
+            let _stamping = match ctx.shared.plan.plan.stamps_arrivals() {
                 true => Some(crate::conn::hold_stamping()?),
                 false => None,
             };

@@ -222,6 +222,10 @@ fn long_polls_record_emits_too() {
     );
     let seqs: Vec<u64> = outcome.emits.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4]);
+    // Four answers, three gaps from an answer to the next poll (the fourth had none after).
+    let gap = &outcome.summary.resubscribe_gap_us;
+    assert_eq!(gap.count, 3);
+    assert!(gap.max < 1_000_000, "{gap:?}");
     assert!(outcome
         .emits
         .iter()

@@ -136,6 +136,20 @@ fn every_emit_reached_everyone(out: &Outcome, clients: u64) {
     }
     let received: u64 = lines.iter().map(|l| l.received).sum();
     assert_eq!(received, out.summary.events.received);
+    // Each cycle's own delays, arrivals and drain time (issue 19): every delivery is in its
+    // cycle's histogram, and every read of a push stream carries the kernel's stamp.
+    for line in lines {
+        let delays = serverlab_load::report::decode_histogram(&line.delay_histogram).unwrap();
+        assert_eq!(delays.len(), line.received, "seq {}", line.seq);
+        assert!(line.first_arrival_ms <= line.last_arrival_ms);
+        assert!(
+            line.first_arrival_ms >= line.created_ms as f64,
+            "seq {}",
+            line.seq
+        );
+        assert_eq!(line.drain_samples, line.received, "seq {}", line.seq);
+        assert!(line.drain_us.is_some(), "seq {}", line.seq);
+    }
 }
 
 #[test]

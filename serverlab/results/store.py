@@ -243,6 +243,28 @@ class EmitRecord:
 
 
 @dataclass
+class EmitCycle:
+    """One emit cycle as the clients measured it (engine output version 3): ``received``
+    deliveries, the server's snapshot ``total``, the deliveries' delays (an HdrHistogram in
+    µs that adds up over cycles), the first and last arrival (Unix ms, server's clock) and the
+    engine's drain time (µs; None when no read of the cycle carried a kernel stamp)."""
+
+    event: str
+    seq: int
+    created_ms: int
+    received: int
+    total: int
+    delay_histogram: str
+    first_arrival_ms: float
+    last_arrival_ms: float
+    drain_us: int | None = None
+    drain_samples: int = 0
+
+
+CYCLE_COLUMNS = tuple(f.name for f in fields(EmitCycle))
+
+
+@dataclass
 class RuntimeSignal:
     """One line of the server runtime's side file (serverlab.run.signals): ``t`` is seconds
     since the test started, ``kind`` e.g. "gc_pause" (ms), "loop_delay" (ms), "heap_used"
@@ -278,6 +300,8 @@ class RecordedTest:
     histograms: dict[str, str] = field(default_factory=dict)
     server_stats: list[ServerStats] = field(default_factory=list)
     emits: list[EmitRecord] = field(default_factory=list)
+    # Per-cycle records (version 3 engines); older tests have none.
+    cycles: list[EmitCycle] = field(default_factory=list)
     signals: list[RuntimeSignal] = field(default_factory=list)
     # The test plan it ran from (serverlab.run.testplan, as JSON data), and what the
     # executor bound and saw at run time: stored beside what identifies the test.
@@ -616,8 +640,8 @@ class Store:
 
     @_sqlite_errors("read a test's figures")
     def load_details(self, test: RecordedTest) -> RecordedTest:
-        """Fill intervals, samples, histograms, server stats, emit records and runtime signals
-        of a test."""
+        """Fill intervals, samples, histograms, server stats, emit records, emit cycles and
+        runtime signals of a test."""
         test.intervals = [
             EngineInterval(r["seq"], r["t"], json.loads(r["data_json"]))
             for r in self._select("engine_intervals", test.id, "seq")
@@ -634,6 +658,10 @@ class Store:
         test.emits = [
             EmitRecord(**_without_test_id(r))
             for r in self._select("emit_records", test.id, "event, seq, place")
+        ]
+        test.cycles = [
+            EmitCycle(**_without_test_id(r))
+            for r in self._select("emit_cycles", test.id, "event, seq")
         ]
         test.signals = [
             RuntimeSignal(r["t"], r["kind"], r["value"], json.loads(r["data_json"]))
@@ -769,6 +797,11 @@ def _insert_details(db: sqlite3.Connection, test_id: int, test: RecordedTest) ->
             )
             for e in test.emits
         ],
+    )
+    db.executemany(
+        f"INSERT INTO emit_cycles (test_id, {', '.join(CYCLE_COLUMNS)})"
+        f" VALUES (?, {', '.join('?' for _ in CYCLE_COLUMNS)})",
+        [(test_id, *(getattr(c, name) for name in CYCLE_COLUMNS)) for c in test.cycles],
     )
     db.executemany(
         "INSERT INTO runtime_signals (test_id, t, kind, value, data_json) VALUES (?, ?, ?, ?, ?)",

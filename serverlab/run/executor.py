@@ -30,6 +30,7 @@ from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import LOOPBACK, ContestantServer, ServerError, log_tail
 from serverlab.results.store import (
     Crash,
+    EmitCycle,
     EmitRecord,
     EngineInterval,
     MonitorSample,
@@ -470,6 +471,7 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
     if result.summary is None and result.stderr_tail:
         test.validity["engine_stderr"] = result.stderr_tail
     test.emits = [row for cycle in result.emits for row in _emit_rows(cycle)]
+    test.cycles = [_emit_cycle(cycle) for cycle in result.emits if "delay_histogram" in cycle]
     if result.generators:
         test.run_info["generators"] = result.generators
     if result.lost:
@@ -502,6 +504,22 @@ def _emit_rows(cycle: dict) -> list[EmitRecord]:
         )
         for place, duration in cycle.get("places", [])
     ]
+
+
+def _emit_cycle(cycle: dict) -> EmitCycle:
+    """The engine's record of one emit cycle as the clients measured it (output version 3)."""
+    return EmitCycle(
+        event=cycle["event"],
+        seq=cycle["seq"],
+        created_ms=cycle["created_ms"],
+        received=cycle["received"],
+        total=cycle["total"],
+        delay_histogram=cycle["delay_histogram"],
+        first_arrival_ms=cycle["first_arrival_ms"],
+        last_arrival_ms=cycle["last_arrival_ms"],
+        drain_us=cycle.get("drain_us"),
+        drain_samples=cycle.get("drain_samples", 0),
+    )
 
 
 def _crash(server: ContestantServer, at_s: float) -> Crash:

@@ -490,6 +490,12 @@ impl Plan {
             }
     }
 
+    /// Whether the epoll clients ask the kernel to stamp arrivals: a latency-bound plan's
+    /// answers (`notice_us`) and every push delivery (its cycle's drain time).
+    pub fn stamps_arrivals(&self) -> bool {
+        self.latency_bound() || self.behaviour.events().is_some()
+    }
+
     /// An open loop whose arrivals are spread over a pool of `connections` kept-alive
     /// connections (wrk2 style), rather than each opening its own.
     pub fn is_pooled(&self) -> bool {

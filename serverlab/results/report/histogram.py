@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from hdrh.histogram import HdrHistogram
-
-from serverlab.results.report.push import is_push
+from serverlab.results.report import push
+from serverlab.results.report.hdr import HistogramError, decode, values_at_quantiles
 from serverlab.results.store import DEFAULT_HISTOGRAM, RecordedTest
 
 # Quantiles drawn on the curve: dense towards the tail, where architectures differ. Written
@@ -16,9 +14,7 @@ CURVE_QUANTILES = (
     0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
 )  # fmt: skip
 
-
-class HistogramError(ValueError):
-    """A stored histogram that does not decode."""
+__all__ = ["HistogramError", "PercentileCurve", "decode", "percentile_curve", "values_at_quantiles"]
 
 
 @dataclass(frozen=True)
@@ -26,39 +22,6 @@ class PercentileCurve:
     quantiles: list[float]
     values: list[float]
     count: int
-
-
-def decode(encoded: str) -> HdrHistogram:
-    try:
-        histogram = HdrHistogram.decode(encoded.strip())
-    except Exception as error:  # the codec raises bare and zlib errors alike
-        raise HistogramError(f"not an HdrHistogram V2 base64 string: {error}") from error
-    if histogram is None:
-        raise HistogramError("not an HdrHistogram V2 base64 string")
-    return histogram
-
-
-def values_at_quantiles(histogram: HdrHistogram, quantiles: list[float]) -> list[int]:
-    """Values at ascending quantiles by the engine's rule (Rust hdrhistogram: the first bucket
-    whose running count reaches ceil(q * total)), so that the report's p50 or p99 is the very
-    number the engine printed. The Python package rounds the rank to nearest instead."""
-    total = histogram.get_total_count()
-    targets = [max(1, math.ceil(min(q, 1.0) * total)) for q in quantiles]
-    values: list[int] = []
-    running = 0
-    for index in range(histogram.counts_len):
-        running += histogram.get_count_at_index(index)
-        while len(values) < len(targets) and running >= targets[len(values)]:
-            value = histogram.get_value_from_index(index)
-            at_zero = quantiles[len(values)] == 0.0
-            values.append(
-                histogram.get_lowest_equivalent_value(value)
-                if at_zero
-                else histogram.get_highest_equivalent_value(value)
-            )
-        if len(values) == len(targets):
-            break
-    return values
 
 
 def percentile_curve(encoded: str, scale: float = 1.0) -> PercentileCurve:
@@ -74,9 +37,12 @@ def percentile_curve(encoded: str, scale: float = 1.0) -> PercentileCurve:
 def latency_histogram(test: RecordedTest) -> str | None:
     """The test's latency histogram: the stored one, else the one inside the engine summary.
     For push, the delivery delay's: a long poll's answer time is mostly its wait for the next
-    emit, not the server's speed."""
+    emit, not the server's speed; over the window's cycles where the engine recorded them."""
+    window = push.window_delays(test) if push.is_push(test) else None
+    if window is not None:
+        return window.encode().decode()
     delay = (test.summary or {}).get("event_delay_histogram")
-    if is_push(test) and isinstance(delay, str) and delay:
+    if push.is_push(test) and isinstance(delay, str) and delay:
         return delay
     if DEFAULT_HISTOGRAM in test.histograms:
         return test.histograms[DEFAULT_HISTOGRAM]

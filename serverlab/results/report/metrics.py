@@ -75,9 +75,12 @@ def throughput(test: RecordedTest) -> float | None:
 
 def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
     def of(test: RecordedTest) -> float | None:
-        # For push, the delay from the server's emit to the event's arrival.
-        histogram = "event_delay_us" if _is_stream(test) else "latency_us"
-        micros = _summary_number(test, histogram, percentile)
+        # For push, the delay from the server's emit to the event's arrival, over the
+        # window's cycles (push.delay_us).
+        if _is_stream(test):
+            micros = push.delay_us(test, percentile)
+        else:
+            micros = _summary_number(test, "latency_us", percentile)
         return None if micros is None else micros / 1000
 
     return of
@@ -267,7 +270,8 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
 
 # Figures of the push section that read the server's /stats (push.emitted_after_window).
 STATS_FIGURES = frozenset({"after"})
-# Figures that pool every cycle's delay while the engine reports no delay per cycle.
+# Figures that pool every cycle's delay where the engine recorded no delay per cycle
+# (tests stored before engine output version 3).
 POOLED_DELAY_FIGURES = frozenset({"p50", "p99"})
 # What a late control call touches: the figures taken over the whole load, which the cycles
 # emitted after the intended stop are part of. The in-window figures (subscribers admitted,
@@ -296,10 +300,37 @@ def _push_flags(test: RecordedTest) -> list[Flag]:
     if unreadable:
         text = _flag_text("stats_unreadable", unreadable)
         flags.append(Flag("stats-unreadable", text, STATS_FIGURES))
-    if push.window_ms(test) is not None and test.summary and test.summary.get("event_delay_us"):
+    pooled = not push.has_cycle_records(test)
+    if pooled and push.window_ms(test) is not None and (test.summary or {}).get("event_delay_us"):
         text = "delivery delays pooled over every cycle, the ramp's too (no per-cycle delay)"
         flags.append(Flag("delay-includes-ramp", text, POOLED_DELAY_FIGURES))
-    return flags
+    return flags + _drain_flags(test)
+
+
+def _drain_flags(test: RecordedTest) -> list[Flag]:
+    """Push engine-floor: an in-window cycle's drain time at the engine (the longest any of
+    its deliveries waited in the kernel before the engine read it) above ``TAIL_FLOOR_SHARE``
+    of a delay percentile shown. It touches the percentiles it exceeds the share of: p50
+    alone, or p50 and p99 (p99 is never below p50)."""
+    worst = push.worst_drain_us(test)
+    if worst is None:
+        return []
+    cycle, drain = worst
+    shown = {name: push.delay_us(test, name) for name in ("p50", "p99")}
+    touched = {
+        name: value
+        for name, value in shown.items()
+        if value is not None and drain > TAIL_FLOOR_SHARE * value
+    }
+    if not touched:
+        return []
+    over = " and ".join(f"{name} ({value / 1000:,.1f} ms)" for name, value in touched.items())
+    text = (
+        f"engine drain time of cycle {cycle.seq} {drain / 1000:,.1f} ms is over "
+        f"{TAIL_FLOOR_SHARE:.0%} of delivery delay {over}: the delay measures the engine's "
+        "reading as much as the server"
+    )
+    return [Flag("engine-floor", text, frozenset(touched))]
 
 
 def _late_text(test: RecordedTest, late_ms: float) -> str:
@@ -316,6 +347,8 @@ def _late_text(test: RecordedTest, late_ms: float) -> str:
 def _floor_flags(test: RecordedTest) -> list[Flag]:
     """A median latency within ``FLOOR_RATIO`` times the engine's floor (``floor_us``: what
     the engine adds to one exchange by itself) measures the client as much as the server."""
+    if _is_stream(test):
+        return []  # push shows delivery delays, not latency_us: the drain-time rule applies
     floor = _summary_number(test, "floor_us")
     p50 = _summary_number(test, "latency_us", "p50")
     if not floor or p50 is None or p50 > FLOOR_RATIO * floor:

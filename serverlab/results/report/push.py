@@ -6,6 +6,10 @@ A cycle emitted after the window (a clear the server served late) reached client
 no longer measured: its deliveries are reported apart, as "emitted after the window", never
 as throughput or as deliveries to nobody. Per-second counts of a push test are a property
 of its plan (cycles x subscribers / window), not of the server, so none is a headline.
+
+Delivery delay percentiles come from the in-window cycles' own delay histograms (engine
+output version 3), added together: exactly the percentiles of those deliveries, the ramp's
+cycle left out. Tests stored before have only the engine's pool of every cycle.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from serverlab.results.store import RecordedTest
+from hdrh.histogram import HdrHistogram
+
+from serverlab.results.report import hdr
+from serverlab.results.store import EmitCycle, RecordedTest
 
 PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
 # A timed control call answered this much after it was due, or a cycle created this much after
@@ -38,14 +45,27 @@ class Cycle:
     created_ms: int
     received: int
     total: int
+    # What the clients measured of it (engine output version 3), when stored.
+    record: EmitCycle | None = None
 
 
 def is_push(test: RecordedTest) -> bool:
     return test.params.get("behaviour") in PUSH_BEHAVIOURS
 
 
+def has_cycle_records(test: RecordedTest) -> bool:
+    """Whether the engine recorded each cycle's delays (output version 3 on)."""
+    return bool(test.cycles)
+
+
 def cycles(test: RecordedTest) -> list[Cycle]:
-    """One per (event, seq), from the stored rows (one row per sampled place)."""
+    """One per (event, seq): the engine's per-cycle records, or for older tests the stored
+    rows (one row per sampled place)."""
+    if test.cycles:
+        return sorted(
+            (Cycle(r.event, r.seq, r.created_ms, r.received, r.total, r) for r in test.cycles),
+            key=lambda c: (c.created_ms, c.event, c.seq),
+        )
     seen: dict[tuple[str, int], Cycle] = {}
     for row in test.emits:
         if row.created_ms is None:
@@ -70,6 +90,56 @@ def in_window(test: RecordedTest) -> list[Cycle]:
     if window is None:
         return []
     return [c for c in cycles(test) if window[0] <= c.created_ms <= window[1]]
+
+
+def window_delays(test: RecordedTest) -> HdrHistogram | None:
+    """The in-window cycles' delivery delays (µs) added into one histogram; None for a test
+    without per-cycle records (its delays are only the engine's pool over every cycle)."""
+    if not has_cycle_records(test) or window_ms(test) is None:
+        return None
+    records = [c.record for c in in_window(test) if c.record is not None]
+    return hdr.added(r.delay_histogram for r in records)
+
+
+def delay_us(test: RecordedTest, percentile: str) -> float | None:
+    """Delivery delay at ``percentile`` ("p50", "p99"), in µs: over the in-window cycles
+    where the engine recorded them, else the engine's pool over every cycle."""
+    window = window_delays(test)
+    if window is not None:
+        if window.get_total_count() == 0:
+            return None
+        quantile = float(percentile[1:]) / 100
+        return float(hdr.values_at_quantiles(window, [quantile])[0])
+    if has_cycle_records(test) and window_ms(test) is not None:
+        return None
+    value = ((test.summary or {}).get("event_delay_us") or {}).get(percentile)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def cycle_delay_us(cycle: Cycle, percentiles: list[float]) -> list[int] | None:
+    """One cycle's delay at ascending quantiles (µs); None without its record."""
+    if cycle.record is None or cycle.received == 0:
+        return None
+    return hdr.values_at_quantiles(hdr.decode(cycle.record.delay_histogram), percentiles)
+
+
+def worst_drain_us(test: RecordedTest) -> tuple[Cycle, int] | None:
+    """The in-window cycle whose drain at the engine was longest, and that drain (µs)."""
+    drains = [
+        (c, c.record.drain_us)
+        for c in in_window(test)
+        if c.record is not None and c.record.drain_us is not None
+    ]
+    return max(drains, key=lambda pair: pair[1], default=None)
+
+
+def resubscribe_gap_us(test: RecordedTest, percentile: str) -> float | None:
+    """Long poll: from an answer's arrival to the next poll (engine, µs), over the test."""
+    gap = (test.summary or {}).get("resubscribe_gap_us") or {}
+    if test.params.get("behaviour") != "longpoll" or not gap.get("count"):
+        return None
+    value = gap.get(percentile)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def after_window(test: RecordedTest) -> list[Cycle]:

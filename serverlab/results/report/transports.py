@@ -2,12 +2,14 @@
 architecture. Per transport, contestant and client count: the subscribers admitted by the
 end of the ramp, the worst in-window cycle's completeness, the server's memory per held
 connection, its CPU per 1,000 events received over the window, the p50 and p99 delivery
-delay, the events lost, duplicated and reordered, those the server delivered to clients
-that had gone ("delivered to nobody", so that one architecture's dead subscribers do not
-pass for throughput) and those it emitted after the window (a late clear's); per test, each
-in-window cycle's completeness beside the server's own snapshot total; and per transport
-and contestant, the capacity: the most clients of a capacity ladder held with p99 delay at
-most 250 ms and nothing lost. Cycles and their window: serverlab.results.report.push.
+delay over the window's cycles, the long poll's re-subscribe gap, the events lost,
+duplicated and reordered, those the server delivered to clients that had gone ("delivered
+to nobody", so that one architecture's dead subscribers do not pass for throughput) and
+those it emitted after the window (a late clear's); per test, each in-window cycle's
+completeness beside the server's own snapshot total, its delay p50/p99 and the engine's
+drain time of it; and per transport and contestant, the capacity: the most clients of a
+capacity ladder held with p99 delay at most 250 ms and nothing lost. Cycles and their
+window: serverlab.results.report.push.
 """
 
 from __future__ import annotations
@@ -109,8 +111,20 @@ def _cpu_seconds_between(samples: list, start: float, stop: float) -> float | No
 
 
 def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+    """Delivery delay over the window's cycles (push.delay_us), in ms."""
+
     def of(test: RecordedTest) -> float | None:
-        value = ((test.summary or {}).get("event_delay_us") or {}).get(percentile)
+        value = push.delay_us(test, percentile)
+        return None if value is None else value / 1000
+
+    return of
+
+
+def resubscribe_gap_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+    """Long poll: an answer's arrival to the next poll (engine), in ms."""
+
+    def of(test: RecordedTest) -> float | None:
+        value = push.resubscribe_gap_us(test, percentile)
         return None if value is None else value / 1000
 
     return of
@@ -153,6 +167,8 @@ FIGURES = (
     ),
     TransportFigure("p50", "delivery delay p50", "ms", delay_ms("p50")),
     TransportFigure("p99", "delivery delay p99", "ms", delay_ms("p99")),
+    TransportFigure("gap50", "long-poll re-subscribe gap p50", "ms", resubscribe_gap_ms("p50")),
+    TransportFigure("gap99", "long-poll re-subscribe gap p99", "ms", resubscribe_gap_ms("p99")),
     TransportFigure("lost", "events lost", "", lost),
     TransportFigure("duplicated", "events duplicated", "", _event_count("duplicated")),
     TransportFigure("reordered", "events reordered", "", _event_count("reordered")),
@@ -205,6 +221,7 @@ def cycle_row(test: RecordedTest) -> CycleRow:
     start = window[0] if window else 0.0
     cells = [
         f"+{(c.created_ms - start) / 1000:.1f} s: {share:.1%} (server {c.total:,})"
+        + _cycle_delays(c)
         for c, share in push.completeness(test)
     ]
     subscribers = push.admitted(test)
@@ -216,6 +233,18 @@ def cycle_row(test: RecordedTest) -> CycleRow:
         "-" if subscribers is None else f"{subscribers:,}",
         cells or ["no cycle in the window"],
         "-" if rate is None else f"{rate:,.0f}",
+    )
+
+
+def _cycle_delays(cycle: push.Cycle) -> str:
+    """A cycle's delivery delay p50/p99 (clients) and its drain time at the engine."""
+    delays = push.cycle_delay_us(cycle, [0.5, 0.99])
+    if delays is None or cycle.record is None:
+        return ""
+    drain = cycle.record.drain_us
+    drained = "-" if drain is None else f"{drain / 1000:,.1f}"
+    return (
+        f", delay p50 {delays[0] / 1000:,.1f} / p99 {delays[1] / 1000:,.1f} ms, drain {drained} ms"
     )
 
 
