@@ -85,6 +85,11 @@ def test_a_clear_served_late_flags_control_late_and_its_cycles_stay_out_of_the_f
     assert late.text.startswith("control-late (")
     assert "POST /event/clear answered" in late.text
     assert "created after the emitters' stop" in late.text
+    # The delays shown come from the window's own cycles, so the late cycles are not in
+    # them: the flag touches the whole load's figures, not these.
+    assert push.has_cycle_records(test)
+    assert not late.touches("p50") and not late.touches("p99")
+    assert late.touches("cpu") and late.touches("lost")
     # The emitter went on for the second the clear took: those cycles are apart.
     after = push.after_window(test)
     assert after, "cycles created after the intended stop"

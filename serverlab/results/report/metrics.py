@@ -293,14 +293,16 @@ def _push_flags(test: RecordedTest) -> list[Flag]:
     if not push.is_push(test):
         return []
     flags = []
+    pooled = not push.has_cycle_records(test)
     late = push.control_late_ms(test)
     if late is not None:
-        flags.append(Flag("control-late", _late_text(test, late), CONTROL_LATE_FIGURES))
+        # Delays from the window's own cycles leave the late cycles out, as completeness does.
+        touched = CONTROL_LATE_FIGURES - (frozenset() if pooled else POOLED_DELAY_FIGURES)
+        flags.append(Flag("control-late", _late_text(test, late), touched))
     unreadable = test.validity.get("stats_unreadable")
     if unreadable:
         text = _flag_text("stats_unreadable", unreadable)
         flags.append(Flag("stats-unreadable", text, STATS_FIGURES))
-    pooled = not push.has_cycle_records(test)
     if pooled and push.window_ms(test) is not None and (test.summary or {}).get("event_delay_us"):
         text = "delivery delays pooled over every cycle, the ramp's too (no per-cycle delay)"
         flags.append(Flag("delay-includes-ramp", text, POOLED_DELAY_FIGURES))
