@@ -171,8 +171,8 @@ def _field(text: bytes, key: bytes) -> bytes:
 def sample(pid: int) -> tuple[int, int, int, int] | None:
     """(context switches, RSS bytes, threads, open descriptors) of a live process; None
     for a zombie or a gone one. Read for every member ten times a second: kept to one
-    status read and one directory listing (its CPU is `cpu_seconds`, read apart because
-    its cost grows with the process's threads)."""
+    status read and one stat of its descriptor folder (its CPU is `cpu_seconds`, read apart
+    because its cost grows with the process's threads)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as file:
             text = file.read()
@@ -180,15 +180,24 @@ def sample(pid: int) -> tuple[int, int, int, int] | None:
         return None
     if _field(text, b"State").startswith(b"Z") or not text:
         return None
-    try:
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        fds = 0
+    fds = open_descriptors(pid)
     switches = int(_field(text, b"voluntary_ctxt_switches") or 0) + int(
         _field(text, b"nonvoluntary_ctxt_switches") or 0
     )
     rss = 1024 * int((_field(text, b"VmRSS") or b"0").split()[0])
     return switches, rss, int(_field(text, b"Threads") or 0), fds
+
+
+def open_descriptors(pid: int) -> int:
+    """How many descriptors a process holds. Linux 6.2 on gives the count as the size of
+    /proc/<pid>/fd, read from the descriptor table's bitmap; listing the folder instead costs
+    a directory entry per descriptor (milliseconds for a server holding 20,000 streams).
+    Older kernels say 0 there, and are listed. 0 for a gone process."""
+    path = f"/proc/{pid}/fd"
+    try:
+        return os.stat(path).st_size or len(os.listdir(path))
+    except OSError:
+        return 0
 
 
 def memory_used_bytes() -> int:
