@@ -22,9 +22,10 @@ from serverlab.contestant.server import ContestantServer
 
 TLS_MANIFEST = (
     REFERENCE_MANIFEST.replace('name = "reference"', 'name = "reference-tls"')
-    .replace('"websocket", "syslog"]', '"websocket", "syslog", "tls"]')
+    .replace('"syslog-parse"]', '"syslog-parse", "tls"]')
     .replace("{clock_skew_ms}", "{clock_skew_ms} --tls {tls_port} {tls_cert} {tls_key}")
 )
+assert '"tls"]' in TLS_MANIFEST, "the reference manifest's parts changed: claim tls anew"
 H2C_MANIFEST = f"""
 name = "reference-h2c"
 language = "python"
@@ -102,6 +103,19 @@ def test_a_server_that_claims_no_transport_still_verifies_and_is_told_what_it_do
     report = verify_contestant(find("reference"), pattern="[pth][e2l]*")
     assert report.ok and {r.case_id.split(".")[0] for r in report.results} == {"perf"}
     assert report.not_claimed == ["tls", "h2", "h2c"]
+
+
+def test_a_run_leaves_out_the_transports_it_does_not_speak_and_verify_alone_checks_them(
+    transports_dir,
+):
+    # What `serverlab run` asks before its tests (commands._verify_all): perf.* and tls.*
+    # asked, and no TLS case runs.
+    run = verify_contestant(
+        find("reference-tls"), pattern="[pt][el]*.[!o]*", leave_out=frozenset({"tls", "h2", "h2c"})
+    )
+    assert run.ok and {r.case_id.split(".")[0] for r in run.results} == {"perf"}
+    alone = verify_contestant(find("reference-tls"), pattern="tls.alpn*")
+    assert [r.case_id for r in alone.results] == ["tls.alpn"]
 
 
 def test_a_correct_tls_server_passes_the_tls_cases(transports_dir):
