@@ -66,7 +66,8 @@ def test_placeholders_expand_with_tunable_overrides(contestants_dir):
     assert f"--syslog-port {server.syslog_port} " in command
     assert f"--docroot {server.docroot} " in command
     assert "--name reference --fault traversal --die-after 0 " in command
-    assert command.endswith("--host 127.0.0.1 --clock-skew-ms 0"), "{host}: loopback locally"
+    ending = "--host 127.0.0.1 --clock-skew-ms 0 --syslog-mode count"
+    assert command.endswith(ending), "{host}: loopback locally"
     server.cleanup()
     elsewhere = ContestantServer(find("reference"), host="198.18.0.2")
     assert "--host 198.18.0.2 " in elsewhere.start_command
@@ -74,7 +75,7 @@ def test_placeholders_expand_with_tunable_overrides(contestants_dir):
 
 
 def test_unknown_tunable_is_an_error(contestants_dir):
-    known = r"\(known: clock_skew_ms, die_after, fault\)"
+    known = r"\(known: clock_skew_ms, die_after, fault, syslog_mode\)"
     with pytest.raises(UnknownTunableError, match=r"no tunable 'threads' " + known):
         resolve_settings(find("reference"), {"threads": "4"})
 
