@@ -133,10 +133,14 @@ def test_a_run_beside_a_cpu_hog_is_flagged_machine_busy_and_run_again(contestant
     kernel = first.run_info["kernel"]
     seen = watch.inside(kernel)
     assert seen["hog"] > MACHINE_BUSY_PERCENT, f"the hog itself got too little CPU: {seen}"
-    other_ticks = kernel["machine_cpu_ticks"] - kernel["serverlab_cpu_ticks"]
-    # The hog is inside "other CPU": all its ticks in the window (less a tick of rounding
-    # at each end of the watch's shorter view).
-    assert other_ticks >= seen["hog_ticks"] - 2, (kernel, seen)
+    # The hog is what made the window's other CPU pass the threshold. Not tick for tick:
+    # the machine's busy ticks are sampled at each timer tick (/proc/stat), serverlab's own
+    # are its processes' exact run time, and the short bursts of the engine and the monitor
+    # between two ticks count in the second and not in the first, so "other" can read a few
+    # ticks under the hog's exact time (115 against 118 in one CI run). This kernel has no
+    # exact machine-wide run time (/proc/schedstat) to compare like with like.
+    assert kernel["other_cpu_percent"] > MACHINE_BUSY_PERCENT, (kernel, seen)
+    assert seen["other"] > MACHINE_BUSY_PERCENT, (kernel, seen)
     assert first.validity["machine_busy"] == f"{kernel['other_cpu_percent']:.0f} % of a core"
     assert outcome.rerun == 1 and outcome.finished == 1
     with Store(db) as store:
