@@ -73,7 +73,13 @@ def test_samples_the_whole_tree_ten_times_a_second():
 
 
 def test_engine_cpu_is_reported_once_watched():
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # The idle server says when its interpreter has started: on a busy machine Python's own
+    # start-up takes tens of ms of CPU, which is not idleness the check may count.
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
+    assert server.stdout.readline() == b"up\n"
     engine = subprocess.Popen(
         [sys.executable, "-c", "import time\nend=time.time()+30\nwhile time.time()<end: pass"]
     )
@@ -87,6 +93,7 @@ def test_engine_cpu_is_reported_once_watched():
         for p in (server, engine):
             p.kill()
             p.wait()
+        server.stdout.close()
     assert all(s.engine_cpu_percent is not None for s in mon.samples[1:])
     counted = integrated_cpu_seconds(mon.samples[1:], "engine_cpu_percent")
     assert used > 0.1
