@@ -1,10 +1,13 @@
 """The verify runner against the reference server: it passes a correct server, and each
 fault of tests/reference_server.py fails exactly the cases that check the broken rule."""
 
+import json
+
 import pytest
 from conftest import REFERENCE_MANIFEST, write_manifest
 
 from serverlab.conformance.cases import load_cases
+from serverlab.conformance.checks.stamps import _note_read
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
@@ -285,3 +288,18 @@ def test_node_http_stamps_sent_right_before_each_write_and_passes_the_stamp_chec
     assert not report.error
     (result,) = report.results
     assert result.status == PASS, result.reason
+
+
+def test_a_read_holding_two_cycles_stamps_the_newest_and_leaves_the_older_out_of_judgement():
+    """The kernel merges queued segments and keeps the newest stamp: an older cycle's lines
+    read behind a newer one have no known arrival, so that cycle is not judged."""
+
+    def line(seq, sent, created):
+        event = {"seq": seq, "timings": {"sent": sent, "created": created}}
+        return json.dumps({"response": {"event": event}}).encode()
+
+    seen = {}
+    _note_read(seen, [line(1, 110, 100), b"8f\r"], 120.0)
+    _note_read(seen, [line(1, 111, 100), line(2, 610, 600)], 1700.0)
+    assert (seen[1].count, seen[1].last_arrival, seen[1].blurred) == (2, 120.0, 1)
+    assert (seen[2].count, seen[2].last_arrival, seen[2].blurred) == (1, 1700.0, 0)
