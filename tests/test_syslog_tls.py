@@ -7,7 +7,7 @@ from conftest import REFERENCE_MANIFEST, write_manifest
 
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
-from serverlab.contestant.manifest import ManifestError, find, load_manifest
+from serverlab.contestant.manifest import UNSPOKEN_BY_RUNS, ManifestError, find, load_manifest
 from serverlab.contestant.server import ContestantServer
 
 SYSLOG_TLS_MANIFEST = (
@@ -39,6 +39,15 @@ def test_a_correct_syslog_tls_server_passes_every_syslog_tls_case(syslog_tls_dir
     observed = {r.case_id: r.observed for r in report.results}
     assert observed["syslog-tls.close_notify"] == "close_notify"
     assert observed["syslog-tls.bad_length_overflow"] == "close_notify"
+
+
+def test_a_run_leaves_syslog_over_tls_to_verify_as_the_engine_does_not_speak_it(syslog_tls_dir):
+    # What `serverlab run` asks before its tests (commands._verify_all): syslog.tcp_*
+    # and syslog-tls.octet_*, and only the cleartext ones run.
+    report = verify_contestant(
+        find("reference-syslog-tls"), pattern="syslog*.[to]c*", leave_out=UNSPOKEN_BY_RUNS
+    )
+    assert report.ok and {r.case_id.split(".")[0] for r in report.results} == {"syslog"}
 
 
 RSYSLOG_LIKE = """
