@@ -219,13 +219,23 @@ def read_plain(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
 
 def tls_truncated_hello(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """Half a ClientHello: others are served meanwhile, and the client's FIN ends it."""
+
+    def serve_other() -> bool:
+        with handshake(ctx, tls_client(ctx)) as other:
+            other.sendall(f"GET {ctx.probe_target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            return other.recv(65536).startswith(b"HTTP/1.1 ")
+
+    truncated_hello(ctx, ctx.tls_port, serve_other, outcome)
+
+
+def truncated_hello(ctx: VerifyContext, port: int, serve_other, outcome: Outcome) -> None:
+    """Half a ClientHello to `port`; while it hangs, `serve_other()` must say another TLS
+    client was served; after the client's FIN the server must close (spec §12, §15)."""
     hello = tlswire.client_hello("1.2", tlswire.AEAD_SUITES)
-    with socket.create_connection(("127.0.0.1", ctx.tls_port), timeout=ctx.timeout_s) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=ctx.timeout_s) as sock:
         sock.sendall(hello[: len(hello) // 2])
         try:
-            with handshake(ctx, tls_client(ctx)) as other:
-                other.sendall(f"GET {ctx.probe_target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-                served = other.recv(65536).startswith(b"HTTP/1.1 ")
+            served = serve_other()
         except OSError as error:
             served = False
             outcome.observed.append(f"other connection: {error}")
