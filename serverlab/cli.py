@@ -201,11 +201,13 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
             f"{name} listening on http://127.0.0.1:{server.port} "
             f"(syslog {server.syslog_port}), docroot {server.docroot}"
         )
-        if server.tls:
+        if server.tls_port:
             click.echo(
                 f"TLS on https://127.0.0.1:{server.tls_port}, trusting only the run's CA "
                 f"{server.tls.ca_cert} (gone when the server stops)"
             )
+        if server.syslog_tls_port:
+            click.echo(f"syslog over TLS (RFC 5425) on 127.0.0.1:{server.syslog_tls_port}")
         if server.h2c_port:
             click.echo(f"h2c (HTTP/2 with prior knowledge) on 127.0.0.1:{server.h2c_port}")
         click.echo(f"log: {server.log_path}; Ctrl-C stops it")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import h11
 import reference_syslog
+import reference_syslogtls
 from reference_framing import Framer, FramingError
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
@@ -34,7 +35,7 @@ from websockets.headers import build_extension, parse_extension
 from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
-SPEC_VERSION = "3.1"
+SPEC_VERSION = "3.2"
 LOOPBACK = "127.0.0.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024
@@ -94,6 +95,8 @@ FAULTS = {
     "tls_cbc": "TLS 1.2 suites with CBC and an HMAC are accepted",
     "alpn_h2": "ALPN offers and picks h2, which this server does not speak",
     "no_close_notify": "TLS connections end with a bare TCP close, no close_notify",
+    # Syslog over TLS (spec §15), on --syslog-tls (tests/reference_syslogtls.py):
+    **reference_syslogtls.FAULTS,
 }
 # After a refusal, how long unread input is drained so that the close does not turn into a
 # reset that could destroy the answer.
@@ -1091,8 +1094,11 @@ class ReferenceServer:
         )
         return context
 
-    async def run(self, port: int, syslog_port: int | None, host: str = LOOPBACK, tls=None) -> None:
-        """`tls`: (port, cert file, key file) to serve HTTPS on as well, or None."""
+    async def run(
+        self, port: int, syslog_port: int | None, host: str = LOOPBACK, tls=None, syslog_tls=None
+    ) -> None:
+        """`tls`, `syslog_tls`: (port, cert file, key file) to serve HTTPS or RFC 5425 syslog
+        on as well, or None."""
 
         async def on_connection(reader, writer):
             await HttpConnection(self, reader, writer).serve()
@@ -1104,6 +1110,8 @@ class ReferenceServer:
             context = self.tls_context(tls[1], tls[2])
             secure = await asyncio.start_server(on_connection, hosts, tls[0], ssl=context)
             await secure.start_serving()
+        if syslog_tls:
+            await reference_syslogtls.listen(self, hosts, *syslog_tls)
         if syslog_port:
             loop = asyncio.get_running_loop()
             for address in hosts:
@@ -1132,6 +1140,9 @@ def main() -> None:
         "--die-after", type=float, default=0.0, help="SIGKILL itself after this many seconds"
     )
     parser.add_argument("--tls", nargs=3, metavar=("PORT", "CERT", "KEY"), help="serve HTTPS too")
+    parser.add_argument(
+        "--syslog-tls", nargs=3, metavar=("PORT", "CERT", "KEY"), help="serve RFC 5425 syslog too"
+    )
     args = parser.parse_args()
     if args.die_after > 0:
         # A crash mid-test, as an out-of-memory kill would look: no goodbye, no cleanup.
@@ -1146,8 +1157,11 @@ def main() -> None:
     faults = set(args.fault) - {"none"}
     server = ReferenceServer(args.name, args.docroot, faults, args.syslog_mode)
     with contextlib.suppress(KeyboardInterrupt):
-        tls = (int(args.tls[0]), args.tls[1], args.tls[2]) if args.tls else None
-        asyncio.run(server.run(args.port, args.syslog_port, args.host, tls))
+        tls, syslog_tls = (
+            (int(given[0]), given[1], given[2]) if given else None
+            for given in (args.tls, args.syslog_tls)
+        )
+        asyncio.run(server.run(args.port, args.syslog_port, args.host, tls, syslog_tls))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ func main() {
 	flag.StringVar(&ports.cert, "tls-cert", "", "the TLS certificate, PEM")
 	flag.StringVar(&ports.key, "tls-key", "", "the TLS private key, PEM")
 	flag.IntVar(&ports.h2c, "h2c-port", 0, "HTTP/2 with prior knowledge (h2c) port on 127.0.0.1; 0 = none")
+	flag.IntVar(&ports.syslogTLS, "syslog-tls-port", 0, "RFC 5425 syslog over TLS port on 127.0.0.1, with -tls-cert and -tls-key; 0 = none")
 	flag.Parse()
 
 	if *version {
@@ -64,10 +65,11 @@ func addresses(host string) []string {
 	return []string{loopback, host}
 }
 
-// extraPorts are the listeners of the spec's transport parts (tls, h2, h2c).
+// extraPorts are the listeners of the spec's transport parts (tls, h2, h2c) and of
+// syslog over TLS (syslog-tls).
 type extraPorts struct {
-	tls, h2c  int
-	cert, key string
+	tls, h2c, syslogTLS int
+	cert, key           string
 }
 
 func run(hosts []string, port, syslogPort int, docroot, syslogMode string, extra extraPorts) error {
@@ -82,6 +84,11 @@ func run(hosts []string, port, syslogPort int, docroot, syslogMode string, extra
 			if err := srv.syslog.listen(net.JoinHostPort(host, strconv.Itoa(syslogPort))); err != nil {
 				return err
 			}
+		}
+	}
+	if extra.syslogTLS != 0 {
+		if err := srv.syslog.listenTLS(hosts, extra.syslogTLS, extra.cert, extra.key); err != nil {
+			return err
 		}
 	}
 	listeners, err := listenHTTP(hosts, port)

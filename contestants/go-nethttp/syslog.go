@@ -46,6 +46,12 @@ func (sl *syslogListener) listen(address string) error {
 }
 
 func (sl *syslogListener) acceptTCP(ln net.Listener) {
+	sl.accept(ln, sl.serveTCP)
+}
+
+// accept runs serve on each connection in a goroutine of its own; for a TLS listener the
+// handshake happens there too, so a client that stalls in it holds up no one else.
+func (sl *syslogListener) accept(ln net.Listener, serve func(net.Conn)) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -57,7 +63,7 @@ func (sl *syslogListener) acceptTCP(ln net.Listener) {
 			return
 		}
 		sl.counters.tcpConnections.Add(1)
-		go sl.serveTCP(conn)
+		go serve(conn)
 	}
 }
 

@@ -11,7 +11,8 @@ const SERVER_NAME = 'node-http';
 const USAGE =
   'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
   '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH] ' +
-  '[--syslog-mode count|parse] [--tls-port N --tls-cert FILE --tls-key FILE] [--h2c-port N]';
+  '[--syslog-mode count|parse] [--tls-port N --tls-cert FILE --tls-key FILE] [--h2c-port N] ' +
+  '[--syslog-tls-port N --tls-cert FILE --tls-key FILE]';
 
 function parseOptions(argv) {
   const { values } = parseArgs({
@@ -30,6 +31,7 @@ function parseOptions(argv) {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'h2c-port': { type: 'string' },
+      'syslog-tls-port': { type: 'string' },
     },
   });
   const port = Number(values.port);
@@ -40,14 +42,16 @@ function parseOptions(argv) {
   const syslogPort = optionalPort('syslog-port');
   const tlsPort = optionalPort('tls-port');
   const h2cPort = optionalPort('h2c-port');
+  const syslogTlsPort = optionalPort('syslog-tls-port');
   const validPort = (p) => p === null || (Number.isInteger(p) && p >= 0 && p <= 65535);
-  if (!Number.isInteger(port) || ![port, syslogPort, tlsPort, h2cPort].every(validPort)) {
+  if (!Number.isInteger(port) || ![port, syslogPort, tlsPort, h2cPort, syslogTlsPort].every(validPort)) {
     throw new Error('ports must be integers from 0 to 65535');
   }
   const tlsCert = values['tls-cert'];
   const tlsKey = values['tls-key'];
-  if ((tlsPort !== null) !== (tlsCert !== undefined && tlsKey !== undefined)) {
-    throw new Error('--tls-port needs --tls-cert and --tls-key, and they need it');
+  const anyTls = tlsPort !== null || syslogTlsPort !== null;
+  if (anyTls !== (tlsCert !== undefined && tlsKey !== undefined)) {
+    throw new Error('--tls-port and --syslog-tls-port need --tls-cert and --tls-key, and they need one');
   }
   if (!(Number.isInteger(maxHeaderKb) && maxHeaderKb > 0)) {
     throw new Error('--max-header-kb must be a positive integer');
@@ -66,6 +70,7 @@ function parseOptions(argv) {
     syslogPort,
     tlsPort,
     h2cPort,
+    syslogTlsPort,
     tlsCert,
     tlsKey,
     docroot,

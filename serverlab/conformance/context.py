@@ -76,6 +76,10 @@ class VerifyContext:
     def h2c_port(self) -> int:
         return self.server.h2c_port
 
+    @property
+    def syslog_tls_port(self) -> int:
+        return self.server.syslog_tls_port
+
     def tls_context(self, alpn: list[str] | None = None) -> ssl.SSLContext:
         """A client context that trusts only the run's CA (spec §12), TLS 1.2 and up."""
         context = ssl.create_default_context(cafile=str(self.server.tls.ca_cert))

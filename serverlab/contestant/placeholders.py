@@ -24,12 +24,16 @@ BUILTIN_PLACEHOLDERS = (
     "signals_file",
 )
 
-# Placeholders a server gets only when it claims the part (spec §12-§14): the TLS port and
-# the run's throwaway certificate and key (serverlab.base.tlskeys), the h2c port.
+# Placeholders a server gets only when it claims the part (spec §12-§15): the TLS port and
+# the run's throwaway certificate and key (serverlab.base.tlskeys), the h2c port, and the
+# RFC 5425 syslog port, which serves the same certificate.
 PART_PLACEHOLDERS = {
     "tls": ("tls_port", "tls_cert", "tls_key"),
     "h2c": ("h2c_port",),
+    "syslog-tls": ("syslog_tls_port", "tls_cert", "tls_key"),
 }
+# The parts that are served the run's key material.
+KEY_PARTS = frozenset(part for part, names in PART_PLACEHOLDERS.items() if "tls_key" in names)
 
 
 class PlaceholderError(ValueError):

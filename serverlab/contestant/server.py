@@ -21,7 +21,7 @@ from serverlab.base import httpclient, owner, scratch
 from serverlab.base.ports import free_port, port_open
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KeyMaterial, make_key_material
 from serverlab.contestant.manifest import Manifest
-from serverlab.contestant.placeholders import PART_PLACEHOLDERS, render_command
+from serverlab.contestant.placeholders import KEY_PARTS, PART_PLACEHOLDERS, render_command
 from serverlab.contestant.tunables import TunableValueError
 
 LOG_FILE = "server.log"
@@ -160,10 +160,15 @@ class ContestantServer:
         )
 
     def _tls_files(self) -> dict[str, Path]:
-        if "tls" not in self.manifest.implements:
+        if not self.serves_tls:
             return {}
         folder = self.workdir / TLS_FOLDER
         return {"tls_cert": folder / "server.pem", "tls_key": folder / "server.key"}
+
+    @property
+    def serves_tls(self) -> bool:
+        """Whether it claims a part served with the run's key material (spec §12, §15)."""
+        return bool(KEY_PARTS & set(self.manifest.implements))
 
     @property
     def tls_port(self) -> int | None:
@@ -172,6 +177,10 @@ class ContestantServer:
     @property
     def h2c_port(self) -> int | None:
         return self.part_ports.get("h2c_port")
+
+    @property
+    def syslog_tls_port(self) -> int | None:
+        return self.part_ports.get("syslog_tls_port")
 
     @property
     def signals_path(self) -> Path:
@@ -198,7 +207,7 @@ class ContestantServer:
         """Starts the server and waits until it is ready; ServerError (with log tail) if not."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.docroot.mkdir(parents=True, exist_ok=True)
-        if "tls" in self.manifest.implements and self.tls is None:
+        if self.serves_tls and self.tls is None:
             # Made once per server: a restart after a crash serves the same certificate.
             self.tls = make_key_material(self.workdir / TLS_FOLDER, self.tls_key_type)
         argv = ["/bin/sh", "-c", self.start_command]

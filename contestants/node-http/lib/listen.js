@@ -8,9 +8,9 @@ const net = require('net');
 const { createRequestHandler } = require('./router');
 const { onClientError, onConnectRequest } = require('./clienterror');
 const { trackConnections } = require('./stats');
-const { startSyslog } = require('./syslog');
+const { startSyslog, startSyslogTls } = require('./syslog');
 const { createUpgradeHandler } = require('./websocket');
-const { createTlsServer, createH2cServer } = require('./secure');
+const { createTlsServer, createH2cServer, tlsOptions } = require('./secure');
 
 const LOOPBACK = '127.0.0.1';
 
@@ -76,13 +76,22 @@ async function listenAll(options, serverName) {
       syslogPort = (await startSyslog(syslogPort, host)).tcp.address().port;
     }
   }
-  return { port, syslogPort, tlsPort, h2cPort };
+  let syslogTlsPort = options.syslogTlsPort;
+  if (syslogTlsPort !== null) {
+    for (const host of addresses(options.host)) {
+      syslogTlsPort = (await startSyslogTls(syslogTlsPort, host, tlsOptions(options))).address().port;
+    }
+  }
+  return { port, syslogPort, tlsPort, h2cPort, syslogTlsPort };
 }
 
-function listeningLine(serverName, options, { port, syslogPort, tlsPort, h2cPort }) {
+function listeningLine(serverName, options, { port, syslogPort, tlsPort, h2cPort, syslogTlsPort }) {
   let syslog = syslogPort === null ? '' : `, syslog on ${LOOPBACK}:${syslogPort}`;
   if (tlsPort !== null && tlsPort !== undefined) syslog += `, tls on ${LOOPBACK}:${tlsPort}`;
   if (h2cPort !== null && h2cPort !== undefined) syslog += `, h2c on ${LOOPBACK}:${h2cPort}`;
+  if (syslogTlsPort !== null && syslogTlsPort !== undefined) {
+    syslog += `, syslog tls on ${LOOPBACK}:${syslogTlsPort}`;
+  }
   const also = options.host === LOOPBACK ? '' : ` (also on ${options.host})`;
   const workers = options.workers === 1 ? '' : `, ${options.workers} workers`;
   return `${serverName} listening on ${LOOPBACK}:${port}${syslog}${also}${workers}\n`;

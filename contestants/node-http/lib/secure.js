@@ -32,13 +32,20 @@ function quietSessions(server) {
 
 // serveHttp1: listen.js's set-up of an HTTP/1.1 server (client errors, upgrades, counts),
 // for the connections that ALPN gives HTTP/1.1.
+// The certificate, versions and suites of every TLS port (spec §12, §15).
+function tlsOptions(options) {
+  return {
+    cert: fs.readFileSync(options.tlsCert),
+    key: fs.readFileSync(options.tlsKey),
+    minVersion: 'TLSv1.2',
+    ciphers: AEAD_CIPHERS,
+  };
+}
+
 function createTlsServer(handlers, options, serveHttp1) {
   const server = http2.createSecureServer(
     {
-      cert: fs.readFileSync(options.tlsCert),
-      key: fs.readFileSync(options.tlsKey),
-      minVersion: 'TLSv1.2',
-      ciphers: AEAD_CIPHERS,
+      ...tlsOptions(options),
       allowHTTP1: true,
       settings: H2_SETTINGS,
       maxHeaderSize: options.maxHeaderKb * 1024,
@@ -54,4 +61,4 @@ function createH2cServer(handlers) {
   return quietSessions(server);
 }
 
-module.exports = { createTlsServer, createH2cServer };
+module.exports = { createTlsServer, createH2cServer, tlsOptions };

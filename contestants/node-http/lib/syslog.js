@@ -1,9 +1,11 @@
 'use strict';
 // Syslog listener (spec §7): TCP with per-message octet-counting or newline framing, and
 // UDP one message per datagram. In count mode messages are counted, never buffered; in parse
-// mode (spec §7.1, --syslog-mode parse) each one is also gathered and parsed.
+// mode (spec §7.1, --syslog-mode parse) each one is also gathered and parsed. RFC 5425 over
+// TLS (spec §15, --syslog-tls-port) takes octet-counted frames only, on Node's tls module.
 
 const net = require('net');
+const tls = require('tls');
 const dgram = require('dgram');
 const { counters, settings } = require('./stats');
 const { parse } = require('./syslogparse');
@@ -40,10 +42,14 @@ function parseMessage(message) {
 }
 
 // Frames one TCP stream. Counting tracks only lengths, so a message split across segments
-// costs nothing to reassemble; parsing (onMessage) gathers the message's pieces.
+// costs nothing to reassemble; parsing (onMessage) gathers the message's pieces. With
+// onLost (RFC 5425, spec §15) frames are octet-counted only: a bad MSG-LEN (not 1-9 first,
+// a non-digit before SP, too many digits) calls onLost once, and nothing more is framed.
 class SyslogFramer {
-  constructor(onMessage = null) {
+  constructor(onMessage = null, onLost = null) {
     this.onMessage = onMessage;
+    this.onLost = onLost;
+    this.lost = false;
     this.pieces = [];
     this.state = FRAME_START;
     this.octetLength = 0;
@@ -54,8 +60,9 @@ class SyslogFramer {
 
   push(chunk) {
     let pos = 0;
-    while (pos < chunk.length) {
+    while (pos < chunk.length && !this.lost) {
       if (this.state === FRAME_START) this.beginFrame(chunk[pos]);
+      if (this.lost) break;
       if (this.state === OCTET_LENGTH) pos = this.readLength(chunk, pos);
       else if (this.state === OCTET_BODY) pos = this.readBody(chunk, pos);
       else pos = this.readLine(chunk, pos);
@@ -67,6 +74,12 @@ class SyslogFramer {
     this.digits = 0;
     this.lineLength = 0;
     this.state = firstByte >= DIGIT_1 && firstByte <= DIGIT_9 ? OCTET_LENGTH : LINE;
+    if (this.state === LINE && this.onLost) this.lose();
+  }
+
+  lose() {
+    this.lost = true;
+    this.onLost();
   }
 
   readLength(chunk, pos) {
@@ -80,6 +93,10 @@ class SyslogFramer {
       this.octetLength = this.octetLength * 10 + (byte - DIGIT_0);
       this.digits++;
       return pos + 1;
+    }
+    if (this.onLost) {
+      this.lose();
+      return pos;
     }
     // Not "MSG-LEN SP": the digits read so far were the start of a newline-framed message.
     this.state = LINE;
@@ -128,6 +145,16 @@ function onTcpConnection(socket) {
   socket.on('error', () => socket.destroy());
 }
 
+// RFC 5425: the same counters as TCP; a bad MSG-LEN ends the connection (with close_notify,
+// which end() sends), since nothing tells where the next frame would start.
+function onTlsConnection(socket) {
+  counters.syslogTcpConnections++;
+  const onMessage = settings.syslogMode === 'parse' ? parseMessage : null;
+  const framer = new SyslogFramer(onMessage, () => socket.end());
+  socket.on('data', (chunk) => framer.push(chunk));
+  socket.on('error', () => socket.destroy());
+}
+
 function onDatagram(message) {
   const length = message.length > 0 && message[message.length - 1] === NEWLINE
     ? message.length - 1
@@ -163,4 +190,14 @@ async function startSyslog(port, host) {
   return { tcp, udp };
 }
 
-module.exports = { startSyslog, SyslogFramer };
+// tlsOptions: the TLS port's certificate, key, versions and suites (secure.js).
+async function startSyslogTls(port, host, tlsOptions) {
+  const server = tls.createServer(tlsOptions, onTlsConnection);
+  // A failed handshake (plaintext, an old version, a cut hello) is that client's alone.
+  server.on('tlsClientError', () => {});
+  await listen(server, port, host);
+  server.on('error', (err) => process.stderr.write(`node-http syslog tls: ${err.message}\n`));
+  return server;
+}
+
+module.exports = { startSyslog, startSyslogTls, SyslogFramer };

@@ -36,6 +36,17 @@ test('framer: incomplete messages are not counted; digits without a space are a 
   assert.deepEqual(frameAll(['42abc\n']), { received: 1, bytes: 5 });
 });
 
+test('framer over TLS (RFC 5425): octet counting only, a bad MSG-LEN loses the framing', () => {
+  for (const bad of ['0 <14>x', '05 <14>1 x', '18446744073709551617 <14>x', '<14>1 x\n', '5x<14>1 x']) {
+    const before = counters.syslogReceived;
+    let lost = 0;
+    const framer = new SyslogFramer(null, () => lost++);
+    framer.push(Buffer.from(`5 <14>a${bad}5 <14>b`));
+    assert.equal(counters.syslogReceived - before, 1, bad);
+    assert.equal(lost, 1, bad);
+  }
+});
+
 test('TCP and UDP messages are counted in /stats', async () => {
   const socket = net.connect(server.syslogPort, HOST);
   await new Promise((resolve) => socket.on('connect', resolve));

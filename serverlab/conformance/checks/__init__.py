@@ -1,6 +1,6 @@
 """Check kinds: the cases that need a program (framing, concurrency, streams, timing,
-syslog, TLS and HTTP/2). A case in spec/cases names a kind and its parameters; each kind is
-one function `(ctx, params, outcome) -> None` registered here.
+syslog, TLS, HTTP/2, syslog over TLS). A case in spec/cases names a kind and its
+parameters; each kind is one function `(ctx, params, outcome) -> None` registered here.
 """
 
 from serverlab.conformance.checks import (
@@ -15,6 +15,7 @@ from serverlab.conformance.checks import (
     stamps,
     syslog,
     syslogparse,
+    syslogtls,
     tls,
     websocket,
 )
@@ -30,6 +31,7 @@ CHECKS = {
     **websocket.CHECKS,
     **syslog.CHECKS,
     **syslogparse.CHECKS,
+    **syslogtls.CHECKS,
     **tls.CHECKS,
     **h2.CHECKS,
     **carried.CHECKS,

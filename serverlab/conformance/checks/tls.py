@@ -1,5 +1,6 @@
 """TLS posture on `{tls_port}` (spec §12): versions, ciphers, certificate, close_notify,
-ALPN, resumption, and bad input before the handshake.
+ALPN, resumption, and bad input before the handshake. `tls_handshake` and `tls_refused`
+judge `{syslog_tls_port}` too (spec §15), when a case's params say `port = "syslog_tls"`.
 
 Python's `ssl` is the client wherever it can be (it shares nothing with the engine's
 rustls); the versions OpenSSL 3 no longer offers go as raw ClientHellos
@@ -30,9 +31,17 @@ def tls_client(ctx: VerifyContext, version: str | None = None, alpn=None) -> ssl
     return context
 
 
-def handshake(ctx: VerifyContext, context: ssl.SSLContext, **options) -> ssl.SSLSocket:
-    """A TLS connection to the server; OSError (an SSLError) if the handshake fails."""
-    raw = socket.create_connection(("127.0.0.1", ctx.tls_port), timeout=ctx.timeout_s)
+def target_port(ctx: VerifyContext, params: dict) -> int:
+    """`{tls_port}`, or `{syslog_tls_port}` for a case of part `syslog-tls` (spec §15)."""
+    return ctx.syslog_tls_port if params.get("port") == "syslog_tls" else ctx.tls_port
+
+
+def handshake(
+    ctx: VerifyContext, context: ssl.SSLContext, port: int | None = None, **options
+) -> ssl.SSLSocket:
+    """A TLS connection to the server (`{tls_port}` unless told another port); OSError (an
+    SSLError) if the handshake fails."""
+    raw = socket.create_connection(("127.0.0.1", port or ctx.tls_port), timeout=ctx.timeout_s)
     try:
         return context.wrap_socket(raw, server_hostname="127.0.0.1", **options)
     except BaseException:
@@ -44,7 +53,7 @@ def tls_handshake(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """A handshake of the given version succeeds and the certificate is `{tls_cert}`."""
     version = params["version"]
     try:
-        sock = handshake(ctx, tls_client(ctx, version))
+        sock = handshake(ctx, tls_client(ctx, version), target_port(ctx, params))
     except OSError as error:
         outcome.abort(f"a TLS {version} handshake failed: {error}")
     with sock:
@@ -58,10 +67,11 @@ def tls_handshake(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 def tls_refused(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """A raw ClientHello (`version`, `suites`: "cbc" or "aead") gets no ServerHello."""
-    _control_hello(ctx, outcome)
+    port = target_port(ctx, params)
+    _control_hello(ctx, port, outcome)
     suites = tlswire.AEAD_SUITES if params.get("suites") == "aead" else tlswire.CBC_SUITES
     hello = tlswire.client_hello(params["version"], suites)
-    answer = tlswire.first_answer(ctx.tls_port, hello, CLOSE_WITHIN_S + ctx.give_up_s)
+    answer = tlswire.first_answer(port, hello, CLOSE_WITHIN_S + ctx.give_up_s)
     outcome.observed.append(answer)
     if answer.startswith("server_hello"):
         what = f"a TLS {params['version']} ClientHello offering {params.get('suites', 'cbc')}"
@@ -72,11 +82,11 @@ def tls_refused(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         outcome.fail(f"answered with a record that is neither a ServerHello nor an alert: {answer}")
 
 
-def _control_hello(ctx: VerifyContext, outcome: Outcome) -> None:
+def _control_hello(ctx: VerifyContext, port: int, outcome: Outcome) -> None:
     """The same raw hello, as TLS 1.2 with AEAD suites, must be accepted: otherwise a
     refusal would prove nothing."""
     answer = tlswire.first_answer(
-        ctx.tls_port, tlswire.client_hello("1.2", tlswire.AEAD_SUITES), ctx.timeout_s
+        port, tlswire.client_hello("1.2", tlswire.AEAD_SUITES), ctx.timeout_s
     )
     if answer != "server_hello 1.2":
         outcome.abort(f"verify's raw TLS 1.2 ClientHello with AEAD suites got {answer}")
@@ -88,7 +98,7 @@ def tls_close_notify(ctx: VerifyContext, params: dict, outcome: Outcome) -> None
     request = f"GET {ctx.probe_target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     with sock:
         sock.sendall(request.encode())
-        received, ending = _read_to_end(sock, ctx.timeout_s + CLOSE_WITHIN_S)
+        received, ending = read_to_end(sock, ctx.timeout_s + CLOSE_WITHIN_S)
     outcome.observed.append(ending)
     if not received.startswith(b"HTTP/1.1 "):
         outcome.fail(f"no HTTP/1.1 answer over TLS: {received[:60]!r}")
@@ -96,7 +106,7 @@ def tls_close_notify(ctx: VerifyContext, params: dict, outcome: Outcome) -> None
         outcome.fail(f"the connection ended with {ending}, not close_notify")
 
 
-def _read_to_end(sock: ssl.SSLSocket, timeout_s: float) -> tuple[bytes, str]:
+def read_to_end(sock: ssl.SSLSocket, timeout_s: float) -> tuple[bytes, str]:
     """Everything until the end, and how it ended: close_notify (a clean TLS EOF), a TCP
     close without it, a reset, or still open."""
     deadline = time.monotonic() + timeout_s
@@ -169,8 +179,8 @@ def tls_plaintext(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """Plain HTTP on the TLS port: never served; an alert or a plain 400, then a close."""
     with socket.create_connection(("127.0.0.1", ctx.tls_port), timeout=ctx.timeout_s) as sock:
         sock.sendall(f"GET {ctx.probe_target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        received, closed = _read_plain(sock, CLOSE_WITHIN_S + ctx.give_up_s)
-    what = _describe_plain(received)
+        received, closed = read_plain(sock, CLOSE_WITHIN_S + ctx.give_up_s)
+    what = describe_plain(received)
     outcome.observed.append(f"{what}, {'closed' if closed else 'kept open'}")
     if what.startswith("HTTP ") and what != "HTTP 400":
         outcome.fail(f"a plaintext request on the TLS port was answered {what}")
@@ -180,7 +190,7 @@ def tls_plaintext(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         outcome.fail("the server did not close the connection after plaintext on the TLS port")
 
 
-def _describe_plain(received: bytes) -> str:
+def describe_plain(received: bytes) -> str:
     if not received:
         return "nothing"
     if received[:1] == bytes([tlswire.ALERT]) and len(received) >= 7:
@@ -190,7 +200,7 @@ def _describe_plain(received: bytes) -> str:
     return f"other {received[:16]!r}"
 
 
-def _read_plain(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
+def read_plain(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
     deadline = time.monotonic() + timeout_s
     received = b""
     while (remaining := deadline - time.monotonic()) > 0:
@@ -209,20 +219,30 @@ def _read_plain(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
 
 def tls_truncated_hello(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """Half a ClientHello: others are served meanwhile, and the client's FIN ends it."""
+
+    def serve_other() -> bool:
+        with handshake(ctx, tls_client(ctx)) as other:
+            other.sendall(f"GET {ctx.probe_target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            return other.recv(65536).startswith(b"HTTP/1.1 ")
+
+    truncated_hello(ctx, ctx.tls_port, serve_other, outcome)
+
+
+def truncated_hello(ctx: VerifyContext, port: int, serve_other, outcome: Outcome) -> None:
+    """Half a ClientHello to `port`; while it hangs, `serve_other()` must say another TLS
+    client was served; after the client's FIN the server must close (spec §12, §15)."""
     hello = tlswire.client_hello("1.2", tlswire.AEAD_SUITES)
-    with socket.create_connection(("127.0.0.1", ctx.tls_port), timeout=ctx.timeout_s) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=ctx.timeout_s) as sock:
         sock.sendall(hello[: len(hello) // 2])
         try:
-            with handshake(ctx, tls_client(ctx)) as other:
-                other.sendall(f"GET {ctx.probe_target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-                served = other.recv(65536).startswith(b"HTTP/1.1 ")
+            served = serve_other()
         except OSError as error:
             served = False
             outcome.observed.append(f"other connection: {error}")
         outcome.require(served, "another TLS client was not served while a ClientHello hung")
         sock.shutdown(socket.SHUT_WR)
-        received, closed = _read_plain(sock, CLOSE_WITHIN_S + ctx.give_up_s)
-    outcome.observed.append(f"{_describe_plain(received)}, {'closed' if closed else 'open'}")
+        received, closed = read_plain(sock, CLOSE_WITHIN_S + ctx.give_up_s)
+    outcome.observed.append(f"{describe_plain(received)}, {'closed' if closed else 'open'}")
     outcome.require(closed, "the server kept the connection of a truncated ClientHello open")
 
 
