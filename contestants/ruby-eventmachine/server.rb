@@ -17,11 +17,14 @@ LOOPBACK = "127.0.0.1"
 LISTEN_BACKLOG = 4096
 
 def parse_options(argv)
-  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK }
+  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK, syslog_mode: "count" }
   OptionParser.new do |parser|
-    parser.banner = "usage: server.rb --port N [--syslog-port N] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
+    parser.banner = "usage: server.rb --port N [--syslog-port N] [--syslog-mode count|parse] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
     parser.on("--syslog-port N", Integer, "syslog port, TCP and UDP") { |v| options[:syslog_port] = v }
+    parser.on("--syslog-mode MODE", ServerlabEM::SyslogReceiver::MODES, "count syslog messages, or parse each one too") do |v|
+      options[:syslog_mode] = v
+    end
     parser.on("--host ADDRESS", "an address to listen on besides 127.0.0.1") { |v| options[:host] = v }
     parser.on("--docroot DIR", "document root for /files") { |v| options[:docroot] = v }
     parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
@@ -98,8 +101,9 @@ def serve(app, options, address)
   EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
   return unless options[:syslog_port]
 
-  EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
-  EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
+  receiver = ServerlabEM::SyslogReceiver.new(app.stats, options[:syslog_mode])
+  EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, receiver)
+  EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, receiver)
 end
 
 def run(options)

@@ -5,7 +5,8 @@ require "eventmachine"
 module ServerlabEM
   # Splits a syslog TCP byte stream into messages (RFC 6587): a frame that
   # starts with 1-9 is octet-counted ("LEN SP MSG"), anything else ends at
-  # "\n". Messages are only measured, never copied out of the buffer.
+  # "\n". Each message is yielded as (length, buffer, start), never copied
+  # out of the buffer here: counting needs only its length.
   class SyslogFramer
     MAX_LENGTH_DIGITS = 10
     # A newline-framed message longer than this is not syslog; the caller
@@ -67,7 +68,7 @@ module ServerlabEM
       message_end = digits_end + 1 + length
       return nil if message_end > size
 
-      @on_message.call(length)
+      @on_message.call(length, @buffer, digits_end + 1)
       message_end
     end
 
@@ -76,7 +77,7 @@ module ServerlabEM
       return nil unless newline
 
       length = newline - position
-      @on_message.call(length) if length.positive?
+      @on_message.call(length, @buffer, position) if length.positive?
       newline + 1
     end
 
@@ -94,16 +95,38 @@ module ServerlabEM
     end
   end
 
+  # What happens to each complete message (spec §7, §7.1): counted, and in
+  # `parse` mode parsed too; the mode is fixed when the server starts.
+  class SyslogReceiver
+    MODES = %w[count parse].freeze
+
+    attr_reader :stats
+
+    def initialize(stats, mode)
+      @stats = stats
+      @parse = mode == "parse"
+      stats.syslog_mode = mode
+    end
+
+    def message(size, buffer, start)
+      @stats.count_syslog_message(size)
+      return unless @parse
+
+      text = start.zero? && size == buffer.bytesize ? buffer : buffer.byteslice(start, size)
+      @stats.count_parsed_syslog(SyslogParse.parse(text))
+    end
+  end
+
   # One syslog TCP client.
   class SyslogTcpConnection < EM::Connection
-    def initialize(stats)
+    def initialize(receiver)
       super()
-      @stats = stats
+      @receiver = receiver
     end
 
     def post_init
-      @stats.syslog_tcp_connections += 1
-      @framer = SyslogFramer.new { |size| @stats.count_syslog_message(size) }
+      @receiver.stats.syslog_tcp_connections += 1
+      @framer = SyslogFramer.new { |size, buffer, start| @receiver.message(size, buffer, start) }
     end
 
     def receive_data(data)
@@ -120,9 +143,9 @@ module ServerlabEM
     # elsewhere; the kernel caps it at net.core.rmem_max.
     RECEIVE_BUFFER_BYTES = 8 * 1024 * 1024
 
-    def initialize(stats)
+    def initialize(receiver)
       super()
-      @stats = stats
+      @receiver = receiver
     end
 
     def post_init
@@ -132,7 +155,7 @@ module ServerlabEM
     def receive_data(datagram)
       size = datagram.bytesize
       size -= 1 if size.positive? && datagram.getbyte(size - 1) == NEWLINE_BYTE
-      @stats.count_syslog_message(size) if size.positive?
+      @receiver.message(size, datagram.force_encoding(Encoding::BINARY), 0) if size.positive?
     end
   end
 end
