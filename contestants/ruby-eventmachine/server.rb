@@ -33,6 +33,9 @@ def parse_options(argv)
     parser.on("--signals-file PATH", "append runtime signals (GC, reactor lag) as JSON lines") do |v|
       options[:signals_file] = v
     end
+    parser.on("--tls-port N", Integer, "HTTPS port (EM's start_tls)") { |v| options[:tls_port] = v }
+    parser.on("--tls-cert PATH", "server certificate, PEM") { |v| options[:tls_cert] = v }
+    parser.on("--tls-key PATH", "its private key, PEM") { |v| options[:tls_key] = v }
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
@@ -68,6 +71,19 @@ def validate!(options)
   abort("server.rb: --host #{options[:host]} is not an IP address") unless ip_address?(options[:host])
   docroot = options[:docroot]
   abort("server.rb: docroot #{docroot} is not a directory") if docroot && !File.directory?(docroot)
+  validate_tls!(options)
+end
+
+# start_tls reads the files only at a connection's handshake, so a missing
+# one is refused here, before listening, rather than on every connection.
+def validate_tls!(options)
+  return unless options[:tls_port]
+
+  %i[tls_cert tls_key].each do |key|
+    flag = "--#{key.to_s.tr('_', '-')}"
+    abort("server.rb: --tls-port needs #{flag}") unless options[key]
+    abort("server.rb: #{flag} #{options[key]} is not a readable file") unless File.file?(options[key]) && File.readable?(options[key])
+  end
 end
 
 # 127.0.0.1, and the --host address when it is another one (a lab or
@@ -99,6 +115,10 @@ end
 
 def serve(app, options, address)
   EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
+  if options[:tls_port]
+    tls = ServerlabEM::Tls.options(cert: options[:tls_cert], key: options[:tls_key])
+    EM.attach_server(listener(address, options[:tls_port]), ServerlabEM::TlsHttpConnection, app, tls)
+  end
   return unless options[:syslog_port]
 
   receiver = ServerlabEM::SyslogReceiver.new(app.stats, options[:syslog_mode])
