@@ -36,6 +36,7 @@ def parse_options(argv)
     parser.on("--tls-port N", Integer, "HTTPS port (EM's start_tls)") { |v| options[:tls_port] = v }
     parser.on("--tls-cert PATH", "server certificate, PEM") { |v| options[:tls_cert] = v }
     parser.on("--tls-key PATH", "its private key, PEM") { |v| options[:tls_key] = v }
+    parser.on("--syslog-tls-port N", Integer, "RFC 5425 syslog over TLS port") { |v| options[:syslog_tls_port] = v }
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
@@ -77,11 +78,11 @@ end
 # start_tls reads the files only at a connection's handshake, so a missing
 # one is refused here, before listening, rather than on every connection.
 def validate_tls!(options)
-  return unless options[:tls_port]
+  return unless options[:tls_port] || options[:syslog_tls_port]
 
   %i[tls_cert tls_key].each do |key|
     flag = "--#{key.to_s.tr('_', '-')}"
-    abort("server.rb: --tls-port needs #{flag}") unless options[key]
+    abort("server.rb: --tls-port or --syslog-tls-port needs #{flag}") unless options[key]
     abort("server.rb: #{flag} #{options[key]} is not a readable file") unless File.file?(options[key]) && File.readable?(options[key])
   end
 end
@@ -115,15 +116,20 @@ end
 
 def serve(app, options, address)
   EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
-  if options[:tls_port]
-    tls = ServerlabEM::Tls.options(cert: options[:tls_cert], key: options[:tls_key])
-    EM.attach_server(listener(address, options[:tls_port]), ServerlabEM::TlsHttpConnection, app, tls)
-  end
-  return unless options[:syslog_port]
+  tls = ServerlabEM::Tls.options(cert: options[:tls_cert], key: options[:tls_key])
+  EM.attach_server(listener(address, options[:tls_port]), ServerlabEM::TlsHttpConnection, app, tls) if options[:tls_port]
+  serve_syslog(app, options, address, tls)
+end
 
+def serve_syslog(app, options, address, tls)
   receiver = ServerlabEM::SyslogReceiver.new(app.stats, options[:syslog_mode])
-  EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, receiver)
-  EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, receiver)
+  if options[:syslog_port]
+    EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, receiver)
+    EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, receiver)
+  end
+  return unless options[:syslog_tls_port]
+
+  EM.attach_server(listener(address, options[:syslog_tls_port]), ServerlabEM::SyslogTlsConnection, receiver, tls)
 end
 
 def run(options)

@@ -6,7 +6,8 @@ module ServerlabEM
   # Splits a syslog TCP byte stream into messages (RFC 6587): a frame that
   # starts with 1-9 is octet-counted ("LEN SP MSG"), anything else ends at
   # "\n". Each message is yielded as (length, buffer, start), never copied
-  # out of the buffer here: counting needs only its length.
+  # out of the buffer here: counting needs only its length. RFC 5425 (syslog
+  # over TLS) knows octet counting only: octet_counted_only refuses the rest.
   class SyslogFramer
     MAX_LENGTH_DIGITS = 10
     # A newline-framed message longer than this is not syslog; the caller
@@ -20,9 +21,13 @@ module ServerlabEM
     DIGIT_ZERO = 0x30
 
     class Overflow < StandardError; end
+    # Where RFC 5425 wants a MSG-LEN there is none (0, a leading zero, too
+    # many digits, no digit): the framing is lost, so is the connection.
+    class Unframed < Overflow; end
 
-    def initialize(&on_message)
+    def initialize(octet_counted_only: false, &on_message)
       @on_message = on_message
+      @octet_counted_only = octet_counted_only
       @buffer = String.new(encoding: Encoding::BINARY)
     end
 
@@ -51,6 +56,8 @@ module ServerlabEM
         octet_counted_end = take_octet_counted(position, size)
         return octet_counted_end unless octet_counted_end == :not_octet_counted
       end
+      raise Unframed if @octet_counted_only
+
       take_newline_framed(position)
     end
 
@@ -126,13 +133,41 @@ module ServerlabEM
 
     def post_init
       @receiver.stats.syslog_tcp_connections += 1
-      @framer = SyslogFramer.new { |size, buffer, start| @receiver.message(size, buffer, start) }
+      @framer = SyslogFramer.new(octet_counted_only: octet_counted_only?) do |size, buffer, start|
+        @receiver.message(size, buffer, start)
+      end
     end
 
+    # After a broken frame nothing more is read: EM may still hand over what
+    # it read before the close takes effect.
     def receive_data(data)
-      @framer.feed(data)
+      @framer&.feed(data)
     rescue SyslogFramer::Overflow
+      @framer = nil
       close_connection
+    end
+
+    def octet_counted_only?
+      false
+    end
+  end
+
+  # One RFC 5425 client on --syslog-tls-port: EM's start_tls (the options of
+  # Tls.options, the HTTPS port's), then octet-counted frames only, counted
+  # (and parsed in parse mode) as the cleartext TCP ones.
+  class SyslogTlsConnection < SyslogTcpConnection
+    def initialize(receiver, tls_options)
+      super(receiver)
+      @tls_options = tls_options
+    end
+
+    def post_init
+      super
+      start_tls(@tls_options)
+    end
+
+    def octet_counted_only?
+      true
     end
   end
 
