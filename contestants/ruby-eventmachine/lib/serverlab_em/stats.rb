@@ -37,14 +37,14 @@ module ServerlabEM
       @syslog_bytes += size
     end
 
-    # message: a SyslogParse::Message, or nil for a malformed one.
-    def count_parsed_syslog(message)
-      return @syslog_parse["malformed"] += 1 unless message
+    # parser: the SyslogParse that parsed the message, or nil if malformed.
+    def count_parsed_syslog(parser, msg_bytes)
+      return @syslog_parse["malformed"] += 1 unless parser
 
       @syslog_parse["parsed"] += 1
-      @syslog_parse["rfc3164"] += 1 if message.rfc3164
-      @syslog_parse["sd_elements"] += message.sd_elements
-      @syslog_parse["msg_bytes"] += message.msg.bytesize
+      @syslog_parse["rfc3164"] += 1 if parser.rfc3164
+      @syslog_parse["sd_elements"] += parser.sd_elements
+      @syslog_parse["msg_bytes"] += msg_bytes
     end
 
     def snapshot(push_hub)

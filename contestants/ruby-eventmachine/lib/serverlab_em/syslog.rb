@@ -111,16 +111,17 @@ module ServerlabEM
 
     def initialize(stats, mode)
       @stats = stats
-      @parse = mode == "parse"
+      @parser = mode == "parse" ? SyslogParse.new : nil
       stats.syslog_mode = mode
     end
 
     def message(size, buffer, start)
       @stats.count_syslog_message(size)
-      return unless @parse
+      return unless @parser
 
       text = start.zero? && size == buffer.bytesize ? buffer : buffer.byteslice(start, size)
-      @stats.count_parsed_syslog(SyslogParse.parse(text))
+      msg_bytes = @parser.parse(text)
+      @stats.count_parsed_syslog(msg_bytes && @parser, msg_bytes)
     end
   end
 
