@@ -17,11 +17,14 @@ LOOPBACK = "127.0.0.1"
 LISTEN_BACKLOG = 4096
 
 def parse_options(argv)
-  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK }
+  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK, syslog_mode: "count" }
   OptionParser.new do |parser|
-    parser.banner = "usage: server.rb --port N [--syslog-port N] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
+    parser.banner = "usage: server.rb --port N [--syslog-port N] [--syslog-mode count|parse] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
     parser.on("--syslog-port N", Integer, "syslog port, TCP and UDP") { |v| options[:syslog_port] = v }
+    parser.on("--syslog-mode MODE", ServerlabEM::SyslogReceiver::MODES, "count syslog messages, or parse each one too") do |v|
+      options[:syslog_mode] = v
+    end
     parser.on("--host ADDRESS", "an address to listen on besides 127.0.0.1") { |v| options[:host] = v }
     parser.on("--docroot DIR", "document root for /files") { |v| options[:docroot] = v }
     parser.on("--chunk-size BYTES", Integer, "read size when streaming files") { |v| options[:chunk_size] = v }
@@ -30,6 +33,10 @@ def parse_options(argv)
     parser.on("--signals-file PATH", "append runtime signals (GC, reactor lag) as JSON lines") do |v|
       options[:signals_file] = v
     end
+    parser.on("--tls-port N", Integer, "HTTPS port (EM's start_tls)") { |v| options[:tls_port] = v }
+    parser.on("--tls-cert PATH", "server certificate, PEM") { |v| options[:tls_cert] = v }
+    parser.on("--tls-key PATH", "its private key, PEM") { |v| options[:tls_key] = v }
+    parser.on("--syslog-tls-port N", Integer, "RFC 5425 syslog over TLS port") { |v| options[:syslog_tls_port] = v }
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
@@ -65,6 +72,19 @@ def validate!(options)
   abort("server.rb: --host #{options[:host]} is not an IP address") unless ip_address?(options[:host])
   docroot = options[:docroot]
   abort("server.rb: docroot #{docroot} is not a directory") if docroot && !File.directory?(docroot)
+  validate_tls!(options)
+end
+
+# start_tls reads the files only at a connection's handshake, so a missing
+# one is refused here, before listening, rather than on every connection.
+def validate_tls!(options)
+  return unless options[:tls_port] || options[:syslog_tls_port]
+
+  %i[tls_cert tls_key].each do |key|
+    flag = "--#{key.to_s.tr('_', '-')}"
+    abort("server.rb: --tls-port or --syslog-tls-port needs #{flag}") unless options[key]
+    abort("server.rb: #{flag} #{options[key]} is not a readable file") unless File.file?(options[key]) && File.readable?(options[key])
+  end
 end
 
 # 127.0.0.1, and the --host address when it is another one (a lab or
@@ -96,10 +116,20 @@ end
 
 def serve(app, options, address)
   EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
-  return unless options[:syslog_port]
+  tls = ServerlabEM::Tls.options(cert: options[:tls_cert], key: options[:tls_key])
+  EM.attach_server(listener(address, options[:tls_port]), ServerlabEM::TlsHttpConnection, app, tls) if options[:tls_port]
+  serve_syslog(app, options, address, tls)
+end
 
-  EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, app.stats)
-  EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, app.stats)
+def serve_syslog(app, options, address, tls)
+  receiver = ServerlabEM::SyslogReceiver.new(app.stats, options[:syslog_mode])
+  if options[:syslog_port]
+    EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, receiver)
+    EM.open_datagram_socket(address, options[:syslog_port], ServerlabEM::SyslogUdpHandler, receiver)
+  end
+  return unless options[:syslog_tls_port]
+
+  EM.attach_server(listener(address, options[:syslog_tls_port]), ServerlabEM::SyslogTlsConnection, receiver, tls)
 end
 
 def run(options)

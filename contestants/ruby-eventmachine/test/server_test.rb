@@ -103,6 +103,14 @@ class ServerTest < Minitest::Test
     assert_equal 1, after["tcp_connections"] - before["tcp_connections"]
   end
 
+  def test_count_mode_parses_nothing
+    TCPSocket.open("127.0.0.1", server.syslog_port) { |socket| socket.write("<14>1 - host app - - - ok\n<999>bad\n") }
+    assert eventually { stats["syslog"]["received"] >= 2 }
+    syslog = stats["syslog"]
+    assert_equal "count", syslog["mode"]
+    assert_equal [0] * 5, syslog.values_at("parsed", "malformed", "rfc3164", "sd_elements", "msg_bytes")
+  end
+
   def test_control_endpoints_and_stats_shape
     assert_equal({ "enabled" => false }, JSON.parse(post_json("/logging", "enabled" => false).body))
     assert_equal "400", post_json("/logging", "enabled" => "yes").code

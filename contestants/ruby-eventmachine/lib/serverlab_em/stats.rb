@@ -8,7 +8,7 @@ module ServerlabEM
 
     attr_accessor :connections_open, :connections_total, :requests_total,
                   :responses_total, :responses_push, :responses_timeouts,
-                  :syslog_received, :syslog_bytes, :syslog_tcp_connections
+                  :syslog_received, :syslog_bytes, :syslog_tcp_connections, :syslog_mode
     # The sse and websocket groups (spec §10, §11), but for the open
     # subscriber counts, which the push hub keeps.
     attr_reader :sse, :websocket
@@ -25,6 +25,9 @@ module ServerlabEM
       @syslog_received = 0
       @syslog_bytes = 0
       @syslog_tcp_connections = 0
+      @syslog_mode = "count"
+      # spec §7.1: what parse mode found; all 0 in count mode.
+      @syslog_parse = { "parsed" => 0, "malformed" => 0, "rfc3164" => 0, "sd_elements" => 0, "msg_bytes" => 0 }
       @sse = { "total" => 0, "deliveries" => 0, "replayed" => 0, "gaps" => 0, "heartbeats" => 0, "timeouts" => 0 }
       @websocket = { "open" => 0, "total" => 0, "deliveries" => 0, "echoes" => 0, "publishes" => 0 }
     end
@@ -32,6 +35,16 @@ module ServerlabEM
     def count_syslog_message(size)
       @syslog_received += 1
       @syslog_bytes += size
+    end
+
+    # parser: the SyslogParse that parsed the message, or nil if malformed.
+    def count_parsed_syslog(parser, msg_bytes)
+      return @syslog_parse["malformed"] += 1 unless parser
+
+      @syslog_parse["parsed"] += 1
+      @syslog_parse["rfc3164"] += 1 if parser.rfc3164
+      @syslog_parse["sd_elements"] += parser.sd_elements
+      @syslog_parse["msg_bytes"] += msg_bytes
     end
 
     def snapshot(push_hub)
@@ -45,7 +58,8 @@ module ServerlabEM
                          "timeouts" => @responses_timeouts },
         "events" => push_hub.event_stats,
         "syslog" => { "received" => @syslog_received, "bytes" => @syslog_bytes,
-                      "tcp_connections" => @syslog_tcp_connections },
+                      "tcp_connections" => @syslog_tcp_connections,
+                      "mode" => @syslog_mode, **@syslog_parse },
         "sse" => @sse.merge("open" => push_hub.open_subscribers(:sse)),
         "websocket" => @websocket.merge("subscribers" => push_hub.open_subscribers(:websocket))
       }

@@ -5,7 +5,9 @@ require "eventmachine"
 module ServerlabEM
   # Splits a syslog TCP byte stream into messages (RFC 6587): a frame that
   # starts with 1-9 is octet-counted ("LEN SP MSG"), anything else ends at
-  # "\n". Messages are only measured, never copied out of the buffer.
+  # "\n". Each message is yielded as (length, buffer, start), never copied
+  # out of the buffer here: counting needs only its length. RFC 5425 (syslog
+  # over TLS) knows octet counting only: octet_counted_only refuses the rest.
   class SyslogFramer
     MAX_LENGTH_DIGITS = 10
     # A newline-framed message longer than this is not syslog; the caller
@@ -19,9 +21,13 @@ module ServerlabEM
     DIGIT_ZERO = 0x30
 
     class Overflow < StandardError; end
+    # Where RFC 5425 wants a MSG-LEN there is none (0, a leading zero, too
+    # many digits, no digit): the framing is lost, so is the connection.
+    class Unframed < Overflow; end
 
-    def initialize(&on_message)
+    def initialize(octet_counted_only: false, &on_message)
       @on_message = on_message
+      @octet_counted_only = octet_counted_only
       @buffer = String.new(encoding: Encoding::BINARY)
     end
 
@@ -50,6 +56,8 @@ module ServerlabEM
         octet_counted_end = take_octet_counted(position, size)
         return octet_counted_end unless octet_counted_end == :not_octet_counted
       end
+      raise Unframed if @octet_counted_only
+
       take_newline_framed(position)
     end
 
@@ -67,7 +75,7 @@ module ServerlabEM
       message_end = digits_end + 1 + length
       return nil if message_end > size
 
-      @on_message.call(length)
+      @on_message.call(length, @buffer, digits_end + 1)
       message_end
     end
 
@@ -76,7 +84,7 @@ module ServerlabEM
       return nil unless newline
 
       length = newline - position
-      @on_message.call(length) if length.positive?
+      @on_message.call(length, @buffer, position) if length.positive?
       newline + 1
     end
 
@@ -94,22 +102,73 @@ module ServerlabEM
     end
   end
 
+  # What happens to each complete message (spec §7, §7.1): counted, and in
+  # `parse` mode parsed too; the mode is fixed when the server starts.
+  class SyslogReceiver
+    MODES = %w[count parse].freeze
+
+    attr_reader :stats
+
+    def initialize(stats, mode)
+      @stats = stats
+      @parser = mode == "parse" ? SyslogParse.new : nil
+      stats.syslog_mode = mode
+    end
+
+    def message(size, buffer, start)
+      @stats.count_syslog_message(size)
+      return unless @parser
+
+      text = start.zero? && size == buffer.bytesize ? buffer : buffer.byteslice(start, size)
+      msg_bytes = @parser.parse(text)
+      @stats.count_parsed_syslog(msg_bytes && @parser, msg_bytes)
+    end
+  end
+
   # One syslog TCP client.
   class SyslogTcpConnection < EM::Connection
-    def initialize(stats)
+    def initialize(receiver)
       super()
-      @stats = stats
+      @receiver = receiver
     end
 
     def post_init
-      @stats.syslog_tcp_connections += 1
-      @framer = SyslogFramer.new { |size| @stats.count_syslog_message(size) }
+      @receiver.stats.syslog_tcp_connections += 1
+      @framer = SyslogFramer.new(octet_counted_only: octet_counted_only?) do |size, buffer, start|
+        @receiver.message(size, buffer, start)
+      end
     end
 
+    # After a broken frame nothing more is read: EM may still hand over what
+    # it read before the close takes effect.
     def receive_data(data)
-      @framer.feed(data)
+      @framer&.feed(data)
     rescue SyslogFramer::Overflow
+      @framer = nil
       close_connection
+    end
+
+    def octet_counted_only?
+      false
+    end
+  end
+
+  # One RFC 5425 client on --syslog-tls-port: EM's start_tls (the options of
+  # Tls.options, the HTTPS port's), then octet-counted frames only, counted
+  # (and parsed in parse mode) as the cleartext TCP ones.
+  class SyslogTlsConnection < SyslogTcpConnection
+    def initialize(receiver, tls_options)
+      super(receiver)
+      @tls_options = tls_options
+    end
+
+    def post_init
+      super
+      start_tls(@tls_options)
+    end
+
+    def octet_counted_only?
+      true
     end
   end
 
@@ -120,9 +179,9 @@ module ServerlabEM
     # elsewhere; the kernel caps it at net.core.rmem_max.
     RECEIVE_BUFFER_BYTES = 8 * 1024 * 1024
 
-    def initialize(stats)
+    def initialize(receiver)
       super()
-      @stats = stats
+      @receiver = receiver
     end
 
     def post_init
@@ -132,7 +191,7 @@ module ServerlabEM
     def receive_data(datagram)
       size = datagram.bytesize
       size -= 1 if size.positive? && datagram.getbyte(size - 1) == NEWLINE_BYTE
-      @stats.count_syslog_message(size) if size.positive?
+      @receiver.message(size, datagram.force_encoding(Encoding::BINARY), 0) if size.positive?
     end
   end
 end
