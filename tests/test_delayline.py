@@ -168,8 +168,10 @@ def test_a_forwarder_that_cannot_start_fails_the_link_with_its_reason(monkeypatc
     broken.write_text("#!/bin/sh\necho 'no TUN here' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setenv(delayline.DELAYLINE_ENV, str(broken))
-    before = set(shapedlink.existing())
+    # Only this process's namespaces: tests beside it (pytest -n) make their own.
+    mark = owner.token().replace(".", "-")
+    before = {name for name in shapedlink.existing() if mark in name}
     link = shapedlink.shaped_namespace(rate_mbit=10, delay_ms=10)
     with pytest.raises(NetnsError, match="no TUN here"), link:
         pass
-    assert set(shapedlink.existing()) <= before
+    assert {name for name in shapedlink.existing() if mark in name} <= before

@@ -12,6 +12,9 @@ from serverlab.base.netns import Namespace, existing
 from serverlab.lab import network
 from serverlab.lab.topology import plan_lab
 
+# Beside the virtual lab's own tests, never at the same time: one pytest -n worker takes them all.
+pytestmark = pytest.mark.xdist_group("lab")
+
 DELAY_MS = 10
 
 
