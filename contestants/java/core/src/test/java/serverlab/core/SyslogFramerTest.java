@@ -12,11 +12,23 @@ import org.junit.jupiter.api.Test;
 class SyslogFramerTest {
     private final Stats stats = new Stats("test");
     private final SyslogFramer framer = new SyslogFramer(stats);
+    /** A server in parse mode (spec §7.1), with a connection's framer. */
+    private final Stats parsing = new Stats("test");
+    private final SyslogParsing parseMode = SyslogParsing.mode("parse");
+    private final SyslogFramer parser = new SyslogFramer(parsing, parseMode);
+
+    {
+        parsing.syslogParsing(parseMode);
+    }
 
     private void feedInPieces(String wire, int pieceSize) {
+        feedInPieces(framer, wire, pieceSize);
+    }
+
+    private static void feedInPieces(SyslogFramer to, String wire, int pieceSize) {
         byte[] bytes = wire.getBytes(StandardCharsets.US_ASCII);
         for (int i = 0; i < bytes.length; i += pieceSize) {
-            framer.feed(ByteBuffer.wrap(bytes, i, Math.min(pieceSize, bytes.length - i)));
+            to.feed(ByteBuffer.wrap(bytes, i, Math.min(pieceSize, bytes.length - i)));
         }
     }
 
@@ -74,18 +86,11 @@ class SyslogFramerTest {
 
     @Test
     void parseModeParsesEachMessageOfEitherFramingEvenByteByByte() {
-        Stats parsing = new Stats("test");
-        SyslogParsing mode = SyslogParsing.mode("parse");
-        parsing.syslogParsing(mode);
-        SyslogFramer parser = new SyslogFramer(parsing, mode);
         String valid = "<14>1 - h a - - [x@1 k=\"v\"] hello";
         String wire = valid.length() + " " + valid + "<34>Oct 11 22:14:15 h su: two\n"
                 // Digits that open a newline-framed message stay part of it: this one is malformed.
                 + "1<14>1 - h a - - - three\n" + "9 <14>1 - h" + "\n";
-        byte[] bytes = wire.getBytes(StandardCharsets.US_ASCII);
-        for (int i = 0; i < bytes.length; i++) {
-            parser.feed(ByteBuffer.wrap(bytes, i, 1));
-        }
+        feedInPieces(parser, wire, 1);
         Map<String, Object> counts = syslogMap(parsing);
         assertEquals("parse", counts.get("mode"));
         assertEquals(List.of(4L, 2L, 2L, 1L, 1L, 5L + 3L), List.of(counts.get("received"), counts.get("parsed"),
@@ -94,26 +99,16 @@ class SyslogFramerTest {
 
     @Test
     void parseModeKeepsAMessageLongerThanItsBufferWhole() {
-        Stats parsing = new Stats("test");
-        SyslogParsing mode = SyslogParsing.mode("parse");
-        parsing.syslogParsing(mode);
-        SyslogFramer parser = new SyslogFramer(parsing, mode);
         String message = "<14>1 - h a - - - " + "x".repeat(20_000);
         String wire = message.length() + " " + message + message + "\n" + "<14>1 - h a - - - y\n";
-        byte[] bytes = wire.getBytes(StandardCharsets.US_ASCII);
-        for (int i = 0; i < bytes.length; i += 1000) {
-            parser.feed(ByteBuffer.wrap(bytes, i, Math.min(1000, bytes.length - i)));
-        }
+        feedInPieces(parser, wire, 1000);
         assertEquals(3L, syslogMap(parsing).get("parsed"));
         assertEquals(40_001L, syslogMap(parsing).get("msg_bytes"));
     }
 
     @Test
     void aParsedDatagramIsCountedWithoutItsTrailingNewline() {
-        Stats parsing = new Stats("test");
-        SyslogParsing mode = SyslogParsing.mode("parse");
-        parsing.syslogParsing(mode);
-        SyslogParsing.Tally tally = mode.tally();
+        SyslogParsing.Tally tally = parseMode.tally();
         ByteBuffer direct = ByteBuffer.allocateDirect(64);
         direct.put("<14>1 - h a - - - udp\n".getBytes(StandardCharsets.US_ASCII)).flip();
         SyslogFramer.countDatagram(parsing, direct, tally);
