@@ -13,12 +13,14 @@ public final class SyslogFramer {
     /** Nine digits is under 1 GB; a longer "length" is a newline-framed message that starts with digits. */
     private static final int MAX_LENGTH_DIGITS = 9;
 
-    private enum State { FRAME_START, LENGTH, OCTETS, LINE }
+    private enum State { FRAME_START, LENGTH, OCTETS, LINE, LOST }
 
     /** A parse-mode connection's buffer starts at this size; one grown past it is let go after its message. */
     private static final int KEPT_SIZE = 8 * 1024;
 
     private final Stats stats;
+    /** RFC 5425's framing lost: null on §7's TCP, which reads a bad length as a newline-framed message. */
+    private final Runnable onLost;
     /** Null in count mode: nothing is kept. */
     private final SyslogParsing.Tally tally;
     private byte[] kept;
@@ -34,9 +36,23 @@ public final class SyslogFramer {
 
     /** {@code parsing}: the server's mode; in parse mode each message is parsed too. */
     public SyslogFramer(Stats stats, SyslogParsing parsing) {
+        this(stats, parsing, null);
+    }
+
+    private SyslogFramer(Stats stats, SyslogParsing parsing, Runnable onLost) {
         this.stats = stats;
+        this.onLost = onLost;
         this.tally = parsing != null && parsing.parses() ? parsing.tally() : null;
         this.kept = tally == null ? null : new byte[KEPT_SIZE];
+    }
+
+    /**
+     * RFC 5425 (spec §15): octet-counted frames only. A bad MSG-LEN (0, a leading zero, more
+     * than nine digits, no digit) leaves no way to find the next frame: the frames before it
+     * are counted, it is not, {@code onLost} runs once, and nothing more is read.
+     */
+    public static SyslogFramer octetCounting(Stats stats, SyslogParsing parsing, Runnable onLost) {
+        return new SyslogFramer(stats, parsing, onLost);
     }
 
     /** Takes every byte of {@code buf}; the counts are published before it returns. */
@@ -52,6 +68,9 @@ public final class SyslogFramer {
                 case OCTETS:
                     skipOctets(buf);
                     break;
+                case LOST:
+                    buf.position(buf.limit());
+                    break;
                 default:
                     scanLine(buf);
                     break;
@@ -66,7 +85,18 @@ public final class SyslogFramer {
         digits = 0;
         messageLength = 0;
         keptLength = 0;
-        state = first >= '1' && first <= '9' ? State.LENGTH : State.LINE;
+        if (first >= '1' && first <= '9') {
+            state = State.LENGTH;
+        } else if (onLost != null) {
+            lose();
+        } else {
+            state = State.LINE;
+        }
+    }
+
+    private void lose() {
+        state = State.LOST;
+        onLost.run();
     }
 
     private void readLength(byte b) {
@@ -83,6 +113,8 @@ public final class SyslogFramer {
         if (b >= '0' && b <= '9' && digits < MAX_LENGTH_DIGITS) {
             messageLength = messageLength * 10 + (b - '0');
             digits++;
+        } else if (onLost != null) {
+            lose();
         } else {
             // Not octet counting after all: the digits read so far open a newline-framed message.
             messageLength = digits;

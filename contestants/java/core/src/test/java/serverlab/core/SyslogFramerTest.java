@@ -118,6 +118,31 @@ class SyslogFramerTest {
     }
 
     @Test
+    void rfc5425FramesAreCountedAndParsedAcrossAnySplit() {
+        int[] lost = {0};
+        SyslogFramer tls = SyslogFramer.octetCounting(parsing, parseMode, () -> lost[0]++);
+        String message = "<14>1 - h a - - - m\nn";
+        feedInPieces(tls, (message.length() + " " + message).repeat(3), 1);
+        assertEquals(List.of(3L, 3L, 9L), List.of(syslogMap(parsing).get("received"), syslogMap(parsing).get("parsed"),
+                syslogMap(parsing).get("msg_bytes")));
+        assertEquals(0, lost[0]);
+    }
+
+    @Test
+    void rfc5425ABadMsgLenLosesTheFramingAndCountsNothingMore() {
+        String good = "5 <14>x";
+        for (String bad : List.of("0 <14>x", "05 <14>x", "18446744073709551617 <14>x", "<14>1 - h a - - - x\n",
+                "12x <14>x\n", " 5 <14>x")) {
+            Stats counted = new Stats("test");
+            int[] lost = {0};
+            SyslogFramer tls = SyslogFramer.octetCounting(counted, null, () -> lost[0]++);
+            feedInPieces(tls, good + good + bad + good + "\n" + good, 3);
+            assertEquals(2L, syslogMap(counted).get("received"), bad);
+            assertEquals(1, lost[0], bad);
+        }
+    }
+
+    @Test
     void anUnknownModeIsRefused() {
         assertThrows(IllegalArgumentException.class, () -> SyslogParsing.mode("fast"));
     }

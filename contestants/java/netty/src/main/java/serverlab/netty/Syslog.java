@@ -14,6 +14,7 @@ import io.netty.channel.socket.DatagramPacket;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioDatagramChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.ssl.SslCloseCompletionEvent;
 import io.netty.handler.ssl.SslContext;
 import io.netty.util.ReferenceCountUtil;
 import java.nio.ByteBuffer;
@@ -39,7 +40,9 @@ final class Syslog {
     /** Binds TCP and UDP on {@code port} (0: a free one) at every address; returns the port. */
     static int listen(EventLoopGroup boss, EventLoopGroup workers, List<String> addresses, int port, Stats stats,
             SyslogParsing parsing) throws InterruptedException {
-        int bound = Main.bindAll(tcp(boss, workers, channel -> { }, stats, parsing), addresses, port);
+        int bound = Main.bindAll(tcp(boss, workers,
+                channel -> channel.pipeline().addLast(new TcpHandler(stats, new SyslogFramer(stats, parsing)))),
+                addresses, port);
         Bootstrap udp = new Bootstrap().group(workers).channel(NioDatagramChannel.class)
                 .option(ChannelOption.SO_RCVBUF, UDP_RECEIVE_BUFFER)
                 .option(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(MAX_DATAGRAM))
@@ -57,24 +60,23 @@ final class Syslog {
 
     /**
      * Spec §15, RFC 5425: TLS as on the HTTPS port (versions, AEAD suites, the certificate),
-     * then the frames of a TCP connection, counted and parsed alike. Returns the bound port.
+     * then octet-counted frames, counted and parsed as TCP's. A bad MSG-LEN closes the
+     * connection, the SslHandler sending close_notify first. Returns the bound port.
      */
     static int listenTls(EventLoopGroup boss, EventLoopGroup workers, List<String> addresses, int port, Stats stats,
             SyslogParsing parsing, SslContext tls) throws InterruptedException {
-        return Main.bindAll(tcp(boss, workers, channel -> channel.pipeline().addLast(tls.newHandler(channel.alloc())),
-                stats, parsing), addresses, port);
+        return Main.bindAll(tcp(boss, workers, channel -> channel.pipeline().addLast(tls.newHandler(channel.alloc()),
+                new TcpHandler(stats, SyslogFramer.octetCounting(stats, parsing, channel::close)))), addresses, port);
     }
 
-    /** A syslog TCP server whose connections get {@code transport}'s handlers, then a framer. */
-    private static ServerBootstrap tcp(EventLoopGroup boss, EventLoopGroup workers, Consumer<SocketChannel> transport,
-            Stats stats, SyslogParsing parsing) {
+    /** A syslog TCP server whose connections get {@code handlers}. */
+    private static ServerBootstrap tcp(EventLoopGroup boss, EventLoopGroup workers, Consumer<SocketChannel> handlers) {
         return new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .option(ChannelOption.SO_BACKLOG, 1024)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel channel) {
-                        transport.accept(channel);
-                        channel.pipeline().addLast(new TcpHandler(stats, parsing));
+                        handlers.accept(channel);
                     }
                 });
     }
@@ -84,9 +86,9 @@ final class Syslog {
         private final Stats stats;
         private final SyslogFramer framer;
 
-        TcpHandler(Stats stats, SyslogParsing parsing) {
+        TcpHandler(Stats stats, SyslogFramer framer) {
             this.stats = stats;
-            this.framer = new SyslogFramer(stats, parsing);
+            this.framer = framer;
         }
 
         @Override
@@ -104,6 +106,15 @@ final class Syslog {
             } finally {
                 ReferenceCountUtil.release(msg);
             }
+        }
+
+        /** The client's close_notify (RFC 5425 §4.4): answered with the server's, then the close. */
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) throws Exception {
+            if (evt instanceof SslCloseCompletionEvent) {
+                ctx.close();
+            }
+            super.userEventTriggered(ctx, evt);
         }
 
         @Override

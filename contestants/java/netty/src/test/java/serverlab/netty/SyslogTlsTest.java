@@ -180,4 +180,32 @@ class SyslogTlsTest {
             // A reset is a close too.
         }
     }
+
+    @Test
+    void aBadMsgLenCountsTheFramesBeforeItAndEndsWithCloseNotify() throws Exception {
+        long before = syslogStats().get("received").asLong();
+        try (SSLSocket socket = tlsClient("TLSv1.3")) {
+            byte[] good = octetCounted(List.of("<14>1 - host app - - - one", "<14>1 - host app - - - two"));
+            socket.getOutputStream().write(good);
+            // A leading zero: RFC 5425 has no way to find the next frame, so the good one after it is lost.
+            socket.getOutputStream().write("05 <14>x".getBytes(StandardCharsets.US_ASCII));
+            socket.getOutputStream().write(octetCounted(List.of("<14>1 - host app - - - three")));
+            socket.getOutputStream().flush();
+            // close_notify makes the JDK's read end with -1; a bare TCP close would throw.
+            assertEquals(-1, socket.getInputStream().read());
+        }
+        assertEquals(before + 2, awaitReceived(before + 2).get("received").asLong());
+    }
+
+    @Test
+    void theClientsCloseNotifyIsAnsweredWithTheServersAfterItsMessagesAreCounted() throws Exception {
+        long before = syslogStats().get("received").asLong();
+        try (SSLSocket socket = tlsClient("TLSv1.3")) {
+            socket.getOutputStream().write(octetCounted(List.of("<14>1 - host app - - - last")));
+            socket.getOutputStream().flush();
+            socket.shutdownOutput();
+            assertEquals(-1, socket.getInputStream().read());
+        }
+        assertEquals(before + 1, awaitReceived(before + 1).get("received").asLong());
+    }
 }
