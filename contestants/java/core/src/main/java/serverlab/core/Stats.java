@@ -35,6 +35,8 @@ public final class Stats {
     private final LongAdder webSocketDeliveries = new LongAdder();
     private final LongAdder webSocketEchoes = new LongAdder();
     private final LongAdder webSocketPublishes = new LongAdder();
+    /** Spec §7.1: set on a syslog-parse server, whose /stats then shows its mode and parse counts. */
+    private volatile SyslogParsing syslogParsing;
     private volatile LongSupplier openConnections = () -> connectionsTotal.sum() - connectionsClosed.sum();
 
     public Stats(String serverName) {
@@ -127,6 +129,10 @@ public final class Stats {
         syslogTcpConnections.increment();
     }
 
+    public void syslogParsing(SyslogParsing parsing) {
+        syslogParsing = parsing;
+    }
+
     public long syslogReceived() {
         return syslogReceived.sum();
     }
@@ -143,8 +149,13 @@ public final class Stats {
         doc.put("responses", Map.of("total", responses.sum(), "push", pushResponses.sum(),
                 "timeouts", timeouts.sum()));
         doc.put("events", events);
-        doc.put("syslog", Map.of("received", syslogReceived.sum(), "bytes", syslogBytes.sum(),
-                "tcp_connections", syslogTcpConnections.sum()));
+        Map<String, Object> syslog = new LinkedHashMap<>(Map.of("received", syslogReceived.sum(),
+                "bytes", syslogBytes.sum(), "tcp_connections", syslogTcpConnections.sum()));
+        SyslogParsing parsing = syslogParsing;
+        if (parsing != null) {
+            parsing.putInto(syslog);
+        }
+        doc.put("syslog", syslog);
         doc.put("sse", Map.of("open", open.applyAsInt(Transport.SSE), "total", sseTotal.sum(),
                 "deliveries", sseDeliveries.sum(), "replayed", sseReplayed.sum(), "gaps", sseGaps.sum(),
                 "heartbeats", sseHeartbeats.sum(), "timeouts", sseTimeouts.sum()));

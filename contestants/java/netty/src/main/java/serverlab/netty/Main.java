@@ -22,6 +22,7 @@ import serverlab.core.DocRoot;
 import serverlab.core.ListenAddresses;
 import serverlab.core.RequestManager;
 import serverlab.core.Stats;
+import serverlab.core.SyslogParsing;
 
 /**
  * java-netty: Netty NIO event loops, one per core, for HTTP and the syslog listener, on
@@ -32,8 +33,8 @@ public final class Main {
     private Main() {
     }
 
-    /** A started server, for tests: its HTTP port, and a way to stop it. */
-    record Running(int port, EventLoopGroup boss, EventLoopGroup workers) {
+    /** A started server, for tests: its HTTP and syslog TLS ports (0: none), and a way to stop it. */
+    record Running(int port, int syslogTlsPort, EventLoopGroup boss, EventLoopGroup workers) {
         void stop() {
             boss.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
             workers.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
@@ -41,13 +42,22 @@ public final class Main {
     }
 
     public static void main(String[] argv) throws Exception {
-        Args args = new Args(argv);
-        if (args.has("version")) {
-            System.out.println("java " + Runtime.version() + " (" + System.getProperty("java.vm.vendor") + "), netty "
-                    + Version.identify().get("netty-common").artifactVersion() + " (nio), jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION);
+        Running running;
+        try {
+            Args args = new Args(argv);
+            if (args.has("version")) {
+                System.out.println("java " + Runtime.version() + " (" + System.getProperty("java.vm.vendor") + "), netty "
+                        + Version.identify().get("netty-common").artifactVersion() + " (nio), jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION);
+                return;
+            }
+            running = start(args);
+        } catch (IllegalArgumentException e) {
+            // A bad start argument (an unknown --syslog-mode, a missing value): one line, exit 2.
+            System.err.println("java-netty: " + e.getMessage());
+            System.exit(2);
             return;
         }
-        start(args).boss().terminationFuture().sync();
+        running.boss().terminationFuture().sync();
     }
 
     /** Binds every listen address; {@code --port 0} takes a free port, the same on all of them. */
@@ -60,9 +70,7 @@ public final class Main {
         EventLoopGroup boss = new NioEventLoopGroup(1);
         EventLoopGroup workers = new NioEventLoopGroup(loops > 0 ? loops : Runtime.getRuntime().availableProcessors());
         // Syslog first: readiness is judged on the HTTP port, so it must open last.
-        if (args.has("syslog-port")) {
-            Syslog.listen(boss, workers, addresses, Integer.parseInt(args.required("syslog-port")), stats);
-        }
+        int syslogTlsPort = syslog(args, boss, workers, addresses, stats);
         ConnectionCounter counter = new ConnectionCounter(stats);
         Pipelines pipelines = new Pipelines(control, docRoot);
         // Spec §12-§14: TLS (HTTP/1.1 or h2 by ALPN) and h2c beside the HTTP port, bound
@@ -80,7 +88,26 @@ public final class Main {
         ServerBootstrap http = bootstrap(boss, workers, args, counter,
                 channel -> pipelines.http1(channel.pipeline(), false));
         int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
-        return new Running(port, boss, workers);
+        return new Running(port, syslogTlsPort, boss, workers);
+    }
+
+    /**
+     * The syslog ports (spec §7, §15), in the mode of {@code --syslog-mode} (§7.1, count
+     * unless it says parse); returns the syslog TLS port, or 0 without one.
+     */
+    private static int syslog(Args args, EventLoopGroup boss, EventLoopGroup workers, List<String> addresses,
+            Stats stats) throws IOException, InterruptedException {
+        SyslogParsing parsing = SyslogParsing.mode(args.string("syslog-mode", "count"));
+        stats.syslogParsing(parsing);
+        if (args.has("syslog-port")) {
+            Syslog.listen(boss, workers, addresses, Integer.parseInt(args.required("syslog-port")), stats, parsing);
+        }
+        if (!args.has("syslog-tls-port")) {
+            return 0;
+        }
+        SslContext tls = Tls.syslogContext(args.required("tls-cert"), args.required("tls-key"));
+        return Syslog.listenTls(boss, workers, addresses, Integer.parseInt(args.required("syslog-tls-port")), stats,
+                parsing, tls);
     }
 
     /** A bootstrap whose connections are counted, then given their handlers by {@code protocol}. */

@@ -9,7 +9,7 @@ import java.util.List;
 import javax.net.ssl.SSLException;
 
 /**
- * Spec §12: the TLS port's context. The JDK's own SSLEngine under Netty's SslHandler (the
+ * Spec §12 and §15: the TLS ports' contexts. The JDK's own SSLEngine under Netty's SslHandler (the
  * netty-tcnative OpenSSL binding is not in the build), TLS 1.2 and 1.3, AEAD suites only,
  * ALPN offering h2 and http/1.1.
  */
@@ -29,15 +29,25 @@ final class Tls {
     private Tls() {
     }
 
+    /** The HTTPS port's: ALPN offers h2 and http/1.1. */
     static SslContext context(String certFile, String keyFile) throws SSLException {
-        return SslContextBuilder.forServer(new File(certFile), new File(keyFile))
-                .protocols("TLSv1.3", "TLSv1.2")
-                .ciphers(AEAD_SUITES)
+        return builder(certFile, keyFile)
                 .applicationProtocolConfig(new ApplicationProtocolConfig(
                         ApplicationProtocolConfig.Protocol.ALPN,
                         ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
                         ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT,
                         ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1))
                 .build();
+    }
+
+    /** The syslog TLS port's (spec §15): the same versions, suites and certificate; no ALPN. */
+    static SslContext syslogContext(String certFile, String keyFile) throws SSLException {
+        return builder(certFile, keyFile).build();
+    }
+
+    private static SslContextBuilder builder(String certFile, String keyFile) {
+        return SslContextBuilder.forServer(new File(certFile), new File(keyFile))
+                .protocols("TLSv1.3", "TLSv1.2")
+                .ciphers(AEAD_SUITES);
     }
 }
