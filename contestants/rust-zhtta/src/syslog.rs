@@ -71,37 +71,16 @@ impl Framer {
             let at = all.len() - data.len();
             let used = match self.state {
                 State::Refused => return,
-                State::Start | State::Length { .. } if self.octet_only => {
-                    self.state = octet_length(self.state, data[0]);
-                    1
-                }
-                State::Start => {
-                    self.state = match data[0] {
-                        b'\n' => State::Start,
-                        digit @ b'1'..=b'9' => State::Length {
-                            value: u64::from(digit - b'0'),
-                            digits: 1,
-                        },
-                        _ => State::Line { len: 1 },
+                State::Start | State::Length { .. } => {
+                    let (next, ended) = if self.octet_only {
+                        (octet_length(self.state, data[0]), None)
+                    } else {
+                        text_length(self.state, data[0])
                     };
-                    1
-                }
-                State::Length { value, digits } => {
-                    self.state = match data[0] {
-                        b' ' if value > 0 => State::Counted {
-                            left: value,
-                            total: value,
-                        },
-                        digit @ b'0'..=b'9' if digits < MAX_LENGTH_DIGITS => State::Length {
-                            value: value * 10 + u64::from(digit - b'0'),
-                            digits: digits + 1,
-                        },
-                        b'\n' => {
-                            on_message(digits, at, at + 1);
-                            State::Start
-                        }
-                        _ => State::Line { len: digits + 1 },
-                    };
+                    if let Some(len) = ended {
+                        on_message(len, at, at + 1);
+                    }
+                    self.state = next;
                     1
                 }
                 State::Counted { left, total } => {
@@ -134,6 +113,33 @@ impl Framer {
             data = &data[used..];
         }
     }
+}
+
+/// §7's start of a TCP frame, one byte at a time: digits and a space make an octet count;
+/// anything else, digits ending in a newline included, is a newline-framed message (the
+/// length of one that ends at this byte comes back with the next state).
+fn text_length(state: State, byte: u8) -> (State, Option<u64>) {
+    let next = match (state, byte) {
+        (State::Start, b'\n') => State::Start,
+        (State::Start, digit @ b'1'..=b'9') => State::Length {
+            value: u64::from(digit - b'0'),
+            digits: 1,
+        },
+        (State::Length { value, .. }, b' ') if value > 0 => State::Counted {
+            left: value,
+            total: value,
+        },
+        (State::Length { value, digits }, digit @ b'0'..=b'9') if digits < MAX_LENGTH_DIGITS => {
+            State::Length {
+                value: value * 10 + u64::from(digit - b'0'),
+                digits: digits + 1,
+            }
+        }
+        (State::Length { digits, .. }, b'\n') => return (State::Start, Some(digits)),
+        (State::Length { digits, .. }, _) => State::Line { len: digits + 1 },
+        _ => State::Line { len: 1 },
+    };
+    (next, None)
 }
 
 /// RFC 5425's `MSG-LEN SP` (spec §15), one byte at a time: `NONZERO-DIGIT *9DIGIT`, then
