@@ -3,7 +3,14 @@
 
 use std::process::Command;
 
-const LIBRARIES: [&str; 5] = ["httparse", "sha2", "serde_json", "socket2", "tungstenite"];
+const LIBRARIES: [&str; 6] = [
+    "httparse",
+    "rustls",
+    "sha2",
+    "serde_json",
+    "socket2",
+    "tungstenite",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=Cargo.lock");

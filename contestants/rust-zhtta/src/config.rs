@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--host ADDR] [--syslog-port N] \
 [--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
-[--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] [--syslog-mode count|parse] | --version";
+[--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] [--syslog-mode count|parse] \
+[--tls-port N] [--syslog-tls-port N] [--tls-cert PEM --tls-key PEM] | --version";
 
 const MIN_CHUNK: usize = 1024;
 const MAX_CHUNK: usize = 512 * 1024 * 1024;
@@ -59,6 +60,17 @@ pub struct Config {
     pub cache: Option<CacheConfig>,
     /// `None`: as many as the machine's limits allow.
     pub connection_threads: Option<usize>,
+    /// HTTPS and RFC 5425 syslog, when a TLS port is given.
+    pub tls: Option<TlsConfig>,
+}
+
+/// The TLS ports (spec §12, §15) and the run's certificate and key, PEM files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub port: Option<u16>,
+    pub syslog_port: Option<u16>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 pub enum Command {
@@ -68,60 +80,106 @@ pub enum Command {
 
 impl Command {
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
-        let mut port = None;
-        let mut host = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let mut syslog_port = None;
-        let mut syslog_parse = false;
-        let mut docroot = None;
-        let mut read = ReadMode::Whole;
-        let mut chunk_size = 512_000;
-        let mut responders = 1;
-        let mut schedule = Schedule::Fifo;
-        let mut cache_mb = None;
-        let mut policy = CachePolicy::Lru;
-        let mut connection_threads = None;
+        let mut options = Options::default();
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "--version" {
                 return Ok(Command::Version);
             }
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-            match flag.as_str() {
-                "--port" => port = Some(parse_port(&value)?),
-                "--host" => {
-                    host = value
-                        .parse()
-                        .map_err(|_| format!("bad address {value:?}"))?
-                }
-                "--syslog-port" => syslog_port = Some(parse_port(&value)?),
-                "--syslog-mode" => syslog_parse = parse_syslog_mode(&value)?,
-                "--docroot" => docroot = Some(PathBuf::from(value)),
-                "--read" => read = parse_read_mode(&value)?,
-                "--chunk-size" => chunk_size = parse_chunk_size(&value)?,
-                "--responders" => responders = parse_responders(&value)?,
-                "--schedule" => schedule = parse_schedule(&value)?,
-                "--cache" => cache_mb = parse_cache_size(&value)?,
-                "--cache-policy" => policy = parse_cache_policy(&value)?,
-                "--connection-threads" => connection_threads = parse_connection_threads(&value)?,
-                _ => return Err(format!("unknown option {flag}")),
-            }
+            options.set(&flag, value)?;
         }
-        Ok(Command::Serve(Config {
-            port: port.ok_or("--port is required")?,
-            addresses: addresses(host),
-            syslog_port,
-            syslog_parse,
-            docroot: docroot.ok_or("--docroot is required")?,
-            read,
-            chunk_size,
-            responders,
-            schedule,
-            cache: cache_mb.map(|mb| CacheConfig {
+        options.finish().map(Command::Serve)
+    }
+}
+
+/// The command line as it is read, before the checks that need all of it.
+struct Options {
+    config: Config,
+    port: Option<u16>,
+    host: IpAddr,
+    docroot: Option<PathBuf>,
+    cache_mb: Option<u64>,
+    policy: CachePolicy,
+    tls: TlsConfig,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        let config = Config {
+            port: 0,
+            addresses: Vec::new(),
+            syslog_port: None,
+            syslog_parse: false,
+            docroot: PathBuf::new(),
+            read: ReadMode::Whole,
+            chunk_size: 512_000,
+            responders: 1,
+            schedule: Schedule::Fifo,
+            cache: None,
+            connection_threads: None,
+            tls: None,
+        };
+        Options {
+            config,
+            port: None,
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            docroot: None,
+            cache_mb: None,
+            policy: CachePolicy::Lru,
+            tls: TlsConfig::default(),
+        }
+    }
+}
+
+impl Options {
+    fn set(&mut self, flag: &str, value: String) -> Result<(), String> {
+        let config = &mut self.config;
+        match flag {
+            "--port" => self.port = Some(parse_port(&value)?),
+            "--host" => {
+                self.host = value
+                    .parse()
+                    .map_err(|_| format!("bad address {value:?}"))?
+            }
+            "--syslog-port" => config.syslog_port = Some(parse_port(&value)?),
+            "--syslog-mode" => config.syslog_parse = parse_syslog_mode(&value)?,
+            "--docroot" => self.docroot = Some(PathBuf::from(value)),
+            "--read" => config.read = parse_read_mode(&value)?,
+            "--chunk-size" => config.chunk_size = parse_chunk_size(&value)?,
+            "--responders" => config.responders = parse_responders(&value)?,
+            "--schedule" => config.schedule = parse_schedule(&value)?,
+            "--cache" => self.cache_mb = parse_cache_size(&value)?,
+            "--cache-policy" => self.policy = parse_cache_policy(&value)?,
+            "--connection-threads" => config.connection_threads = parse_connection_threads(&value)?,
+            "--tls-port" => self.tls.port = Some(parse_port(&value)?),
+            "--syslog-tls-port" => self.tls.syslog_port = Some(parse_port(&value)?),
+            "--tls-cert" => self.tls.cert = PathBuf::from(value),
+            "--tls-key" => self.tls.key = PathBuf::from(value),
+            _ => return Err(format!("unknown option {flag}")),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Config, String> {
+        let tls = self.tls;
+        let has_files = !tls.cert.as_os_str().is_empty() && !tls.key.as_os_str().is_empty();
+        let has_port = tls.port.is_some() || tls.syslog_port.is_some();
+        if has_port && !has_files {
+            return Err("a TLS port needs --tls-cert and --tls-key".into());
+        }
+        let policy = self.policy;
+        Ok(Config {
+            port: self.port.ok_or("--port is required")?,
+            addresses: addresses(self.host),
+            docroot: self.docroot.ok_or("--docroot is required")?,
+            cache: self.cache_mb.map(|mb| CacheConfig {
                 capacity_bytes: mb * 1024 * 1024,
                 policy,
             }),
-            connection_threads,
-        }))
+            tls: has_port.then_some(tls),
+            ..self.config
+        })
     }
 }
 
@@ -282,6 +340,31 @@ mod tests {
         assert!(parse(&["--port", "1", "--docroot", "/", "--cache", "big"]).is_err());
         assert!(parse(&["--port", "1", "--docroot", "/", "--bogus", "1"]).is_err());
         assert!(parse(&["--docroot", "/"]).is_err());
+    }
+
+    #[test]
+    fn a_tls_port_needs_the_certificate_and_the_key() {
+        let base = ["--port", "1", "--docroot", "/"];
+        assert_eq!(parse(&base).unwrap().tls, None);
+        let files = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        for port in ["--tls-port", "--syslog-tls-port"] {
+            assert!(parse(&[&base[..], &[port, "2"]].concat()).is_err());
+            let without_key = [&base[..], &[port, "2"], &files[..2]].concat();
+            assert!(parse(&without_key).is_err());
+        }
+        let both = [
+            &base[..],
+            &["--tls-port", "2", "--syslog-tls-port", "3"],
+            &files,
+        ]
+        .concat();
+        let tls = parse(&both).unwrap().tls.unwrap();
+        assert_eq!((tls.port, tls.syslog_port), (Some(2), Some(3)));
+        assert_eq!(
+            (tls.cert.to_str(), tls.key.to_str()),
+            (Some("c.pem"), Some("k.pem"))
+        );
+        assert!(parse(&[&base[..], &["--tls-port", "x"], &files].concat()).is_err());
     }
 
     #[test]

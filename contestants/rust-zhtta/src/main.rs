@@ -9,15 +9,18 @@ mod http;
 mod push;
 mod server;
 mod stats;
+mod stream;
 mod syslog;
 mod syslogparse;
 mod threads;
+mod tls;
 mod upload;
 
 use app::App;
 use config::{Command, Config, USAGE};
 use files::FileService;
 use push::PushHub;
+use server::Listener;
 use socket2::{Domain, Socket, Type};
 use stats::Stats;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -63,11 +66,24 @@ fn run(config: Config) -> std::io::Result<()> {
         .connection_threads
         .unwrap_or_else(|| threads::automatic_limit(config.responders + FIXED_THREADS));
     let threads: &'static ThreadBudget = Box::leak(Box::new(ThreadBudget::new(thread_limit)));
-    let listeners = config
-        .addresses
-        .iter()
-        .map(|&address| listen(address, config.port))
-        .collect::<std::io::Result<Vec<_>>>()?;
+    let tls = match &config.tls {
+        Some(files) => Some(tls::load(&files.cert, &files.key).map_err(std::io::Error::other)?),
+        None => None,
+    };
+    // Syslog first: once the HTTP port (the one a client waits for) takes connections,
+    // every port does.
+    stats
+        .syslog_parse_mode
+        .store(config.syslog_parse, std::sync::atomic::Ordering::Relaxed);
+    for &address in &config.addresses {
+        if let Some(port) = config.syslog_port {
+            syslog::start(address, port, stats, threads)?;
+        }
+        if let (Some(port), Some(tls)) = (config.tls.as_ref().and_then(|t| t.syslog_port), &tls) {
+            syslog::start_tls(listen(address, port)?, &tls.syslog, stats, threads)?;
+        }
+    }
+    let listeners = http_listeners(&config, tls.as_ref())?;
     eprintln!(
         "{NAME}: {:?} port {}, read {:?}, {} responder(s), {:?} queue, up to {} connection threads",
         config.addresses,
@@ -77,14 +93,6 @@ fn run(config: Config) -> std::io::Result<()> {
         config.schedule,
         threads.limit()
     );
-    stats
-        .syslog_parse_mode
-        .store(config.syslog_parse, std::sync::atomic::Ordering::Relaxed);
-    if let Some(port) = config.syslog_port {
-        for &address in &config.addresses {
-            syslog::start(address, port, stats, threads)?;
-        }
-    }
     // The server lives as long as the process, so its state is leaked once and shared
     // as plain references by every thread.
     let app: &'static App = Box::leak(Box::new(App {
@@ -96,6 +104,24 @@ fn run(config: Config) -> std::io::Result<()> {
         started: Instant::now(),
     }));
     server::accept_loops(app, listeners)
+}
+
+/// The HTTP port on every address, and the HTTPS port when TLS is on (spec §12).
+fn http_listeners(
+    config: &Config,
+    tls: Option<&tls::TlsConfigs>,
+) -> std::io::Result<Vec<Listener>> {
+    let mut listeners = Vec::new();
+    for &address in &config.addresses {
+        let tcp = listen(address, config.port)?;
+        listeners.push(Listener { tcp, tls: None });
+        if let (Some(port), Some(tls)) = (config.tls.as_ref().and_then(|t| t.port), tls) {
+            let tcp = listen(address, port)?;
+            let tls = Some(std::sync::Arc::clone(&tls.https));
+            listeners.push(Listener { tcp, tls });
+        }
+    }
+    Ok(listeners)
 }
 
 fn listen(address: IpAddr, port: u16) -> std::io::Result<TcpListener> {

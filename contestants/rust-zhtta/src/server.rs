@@ -7,9 +7,12 @@ use crate::control;
 use crate::http::{Conn, HeadError, LimitedBodyError, Request, Sent, read_limited};
 use crate::push::{self, request::parse_push};
 use crate::stats::{GaugeGuard, bump};
+use crate::stream::Stream;
 use crate::upload;
+use rustls::ServerConfig;
 use std::io::{self, Read};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
@@ -68,8 +71,14 @@ impl Endpoint {
     }
 }
 
+/// A listening socket: the HTTP port, or the HTTPS port with its TLS configuration.
+pub struct Listener {
+    pub tcp: TcpListener,
+    pub tls: Option<Arc<ServerConfig>>,
+}
+
 /// Accepts on every listener, each on its own thread but the last, which keeps this one.
-pub fn accept_loops(app: &'static App, mut listeners: Vec<TcpListener>) -> io::Result<()> {
+pub fn accept_loops(app: &'static App, mut listeners: Vec<Listener>) -> io::Result<()> {
     let Some(last) = listeners.pop() else {
         return Ok(());
     };
@@ -82,30 +91,39 @@ pub fn accept_loops(app: &'static App, mut listeners: Vec<TcpListener>) -> io::R
     Ok(())
 }
 
-fn accept_loop(app: &'static App, listener: &TcpListener) {
-    for stream in listener.incoming() {
+fn accept_loop(app: &'static App, listener: &Listener) {
+    for stream in listener.tcp.incoming() {
         match stream {
-            Ok(stream) => spawn_connection(app, stream),
+            Ok(stream) => spawn_connection(app, stream, listener.tls.clone()),
             // Out of descriptors, or a connection reset while queued: keep accepting.
             Err(_) => thread::sleep(Duration::from_millis(10)),
         }
     }
 }
 
-fn spawn_connection(app: &'static App, stream: TcpStream) {
+/// Counts a connection of either port (spec §12: `/stats` counts both) and gives it a
+/// thread, which does the TLS handshake too: a slow one holds up nobody else.
+fn spawn_connection(app: &'static App, tcp: TcpStream, tls: Option<Arc<ServerConfig>>) {
     bump(&app.stats.connections_total);
     let (open, _) = GaugeGuard::raise(&app.stats.connections_open);
     // If no thread can be started the closure is dropped: the stream closes and the
     // gauge goes down. That client is refused; the server stays up.
     app.threads.spawn(CONNECTION_STACK, move || {
         let _open = open;
+        let _ = tcp.set_nodelay(true);
+        let _ = tcp.set_write_timeout(Some(WRITE_STALL_LIMIT));
+        let stream = match tls {
+            None => Stream::plain(tcp),
+            Some(config) => match Stream::tls(tcp, config) {
+                Ok(stream) => stream,
+                Err(_) => return,
+            },
+        };
         serve_connection(app, stream);
     });
 }
 
-fn serve_connection(app: &'static App, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(WRITE_STALL_LIMIT));
+fn serve_connection(app: &'static App, stream: Stream) {
     let loopback = stream
         .peer_addr()
         .map(|peer| peer.ip().is_loopback())
@@ -149,9 +167,10 @@ fn log_request(request: &Request, result: &io::Result<Sent>) {
     }
 }
 
-/// Half-closes, then reads and drops what the client still sends for a short while.
+/// Half-closes (over TLS, with close_notify first), then reads and drops what the client
+/// still sends for a short while.
 fn close_gracefully(conn: Conn) {
-    let _ = conn.stream.shutdown(Shutdown::Write);
+    let _ = conn.stream.close_write();
     let _ = conn.stream.set_read_timeout(Some(LINGER));
     let mut sink = [0; 8192];
     let mut drained = 0;

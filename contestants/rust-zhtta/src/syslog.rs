@@ -1,19 +1,24 @@
 //! The syslog listener (spec §7): TCP with octet-counting or newline framing decided per
-//! message, and UDP with one message per datagram. In count mode messages are counted, never
-//! buffered: the framer is a state machine over the byte stream. In parse mode (spec §7.1)
-//! the `Gatherer` hands each whole message to `syslogparse`; nothing is ever printed.
+//! message, and UDP with one message per datagram; and RFC 5425 syslog over TLS (spec §15),
+//! octet counting only. In count mode messages are counted, never buffered: the framer is a
+//! state machine over the byte stream. In parse mode (spec §7.1) the `Gatherer` hands each
+//! whole message to `syslogparse`; nothing is ever printed.
 
 use crate::stats::{Stats, add, bump};
+use crate::stream::Stream;
 use crate::syslogparse;
 use crate::threads::ThreadBudget;
+use rustls::ServerConfig;
 use std::io::{self, Read};
 use std::net::{IpAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::Arc;
 use std::thread;
 
 const READ_BUFFER: usize = 32 * 1024;
 const CONNECTION_STACK: usize = 64 * 1024;
-/// A length prefix longer than this cannot be a real MSG-LEN; the frame is then read as a
-/// newline-framed message that happens to start with digits.
+/// A length prefix longer than this cannot be a real MSG-LEN (RFC 5425's grammar allows
+/// ten digits); the frame is then read as a newline-framed message that happens to start
+/// with digits, or over TLS refused.
 const MAX_LENGTH_DIGITS: u64 = 10;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,15 +32,33 @@ enum State {
     Counted { left: u64, total: u64 },
     /// Inside a newline-framed message of `len` bytes so far.
     Line { len: u64 },
+    /// RFC 5425 only: a frame that is not `MSG-LEN SP` with MSG-LEN a decimal without a
+    /// leading zero. Nothing after it is framed or counted.
+    Refused,
 }
 
 /// Counts complete messages in a TCP byte stream, however it is split into reads.
 #[derive(Default)]
 pub struct Framer {
     state: State,
+    /// RFC 5425 (spec §15): octet counting only, and a bad MSG-LEN ends the stream.
+    octet_only: bool,
 }
 
 impl Framer {
+    /// A framer for RFC 5425 over TLS: every frame octet-counted.
+    pub fn octet_counted() -> Framer {
+        Framer {
+            state: State::Start,
+            octet_only: true,
+        }
+    }
+
+    /// A bad MSG-LEN was met (RFC 5425 only): the connection is to be closed.
+    pub fn refused(&self) -> bool {
+        matches!(self.state, State::Refused)
+    }
+
     /// Feeds bytes and calls `on_message(length)` for each message they complete.
     pub fn feed(&mut self, data: &[u8], mut on_message: impl FnMut(u64)) {
         self.feed_at(data, |len, _, _| on_message(len));
@@ -47,33 +70,17 @@ impl Framer {
         while !data.is_empty() {
             let at = all.len() - data.len();
             let used = match self.state {
-                State::Start => {
-                    self.state = match data[0] {
-                        b'\n' => State::Start,
-                        digit @ b'1'..=b'9' => State::Length {
-                            value: u64::from(digit - b'0'),
-                            digits: 1,
-                        },
-                        _ => State::Line { len: 1 },
+                State::Refused => return,
+                State::Start | State::Length { .. } => {
+                    let (next, ended) = if self.octet_only {
+                        (octet_length(self.state, data[0]), None)
+                    } else {
+                        text_length(self.state, data[0])
                     };
-                    1
-                }
-                State::Length { value, digits } => {
-                    self.state = match data[0] {
-                        b' ' if value > 0 => State::Counted {
-                            left: value,
-                            total: value,
-                        },
-                        digit @ b'0'..=b'9' if digits < MAX_LENGTH_DIGITS => State::Length {
-                            value: value * 10 + u64::from(digit - b'0'),
-                            digits: digits + 1,
-                        },
-                        b'\n' => {
-                            on_message(digits, at, at + 1);
-                            State::Start
-                        }
-                        _ => State::Line { len: digits + 1 },
-                    };
+                    if let Some(len) = ended {
+                        on_message(len, at, at + 1);
+                    }
+                    self.state = next;
                     1
                 }
                 State::Counted { left, total } => {
@@ -108,6 +115,55 @@ impl Framer {
     }
 }
 
+/// §7's start of a TCP frame, one byte at a time: digits and a space make an octet count;
+/// anything else, digits ending in a newline included, is a newline-framed message (the
+/// length of one that ends at this byte comes back with the next state).
+fn text_length(state: State, byte: u8) -> (State, Option<u64>) {
+    let next = match (state, byte) {
+        (State::Start, b'\n') => State::Start,
+        (State::Start, digit @ b'1'..=b'9') => State::Length {
+            value: u64::from(digit - b'0'),
+            digits: 1,
+        },
+        (State::Length { value, .. }, b' ') if value > 0 => State::Counted {
+            left: value,
+            total: value,
+        },
+        (State::Length { value, digits }, digit @ b'0'..=b'9') if digits < MAX_LENGTH_DIGITS => {
+            State::Length {
+                value: value * 10 + u64::from(digit - b'0'),
+                digits: digits + 1,
+            }
+        }
+        (State::Length { digits, .. }, b'\n') => return (State::Start, Some(digits)),
+        (State::Length { digits, .. }, _) => State::Line { len: digits + 1 },
+        _ => State::Line { len: 1 },
+    };
+    (next, None)
+}
+
+/// RFC 5425's `MSG-LEN SP` (spec §15), one byte at a time: `NONZERO-DIGIT *9DIGIT`, then
+/// the message; anything else is refused.
+fn octet_length(state: State, byte: u8) -> State {
+    match (state, byte) {
+        (State::Start, digit @ b'1'..=b'9') => State::Length {
+            value: u64::from(digit - b'0'),
+            digits: 1,
+        },
+        (State::Length { value, .. }, b' ') => State::Counted {
+            left: value,
+            total: value,
+        },
+        (State::Length { value, digits }, digit @ b'0'..=b'9') if digits < MAX_LENGTH_DIGITS => {
+            State::Length {
+                value: value * 10 + u64::from(digit - b'0'),
+                digits: digits + 1,
+            }
+        }
+        _ => State::Refused,
+    }
+}
+
 /// Whole messages from a TCP byte stream, for parsing: a message inside one read is a slice
 /// of it, one spread over reads is gathered in `pending` (every byte since the last
 /// message ended, of which the message is the last `length`).
@@ -118,6 +174,13 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
+    fn new(framer: Framer) -> Gatherer {
+        Gatherer {
+            framer,
+            pending: Vec::new(),
+        }
+    }
+
     pub fn feed(&mut self, data: &[u8], mut on_message: impl FnMut(&[u8])) {
         let Gatherer { framer, pending } = self;
         let mut from = 0;
@@ -190,39 +253,83 @@ pub fn start(
     Ok(())
 }
 
+/// RFC 5425 syslog (spec §15) on `listener`: TLS, then octet-counted frames, counted as
+/// the TCP ones are and by the same counters; each sender on a thread of its own.
+pub fn start_tls(
+    listener: TcpListener,
+    config: &Arc<ServerConfig>,
+    stats: &'static Stats,
+    threads: &'static ThreadBudget,
+) -> io::Result<()> {
+    let config = Arc::clone(config);
+    thread::Builder::new()
+        .name("syslog-tls".into())
+        .spawn(move || {
+            accept(&listener, stats, threads, move |tcp| {
+                Stream::tls(tcp, Arc::clone(&config)).ok()
+            })
+        })?;
+    Ok(())
+}
+
 fn accept_tcp(listener: &TcpListener, stats: &'static Stats, threads: &'static ThreadBudget) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else {
+    accept(listener, stats, threads, |tcp| Some(Stream::plain(tcp)));
+}
+
+/// Accepts senders for good; `wrap` makes a sender's stream (cleartext, or TLS whose
+/// handshake happens in the sender's thread).
+fn accept(
+    listener: &TcpListener,
+    stats: &'static Stats,
+    threads: &'static ThreadBudget,
+    wrap: impl Fn(TcpStream) -> Option<Stream>,
+) {
+    for tcp in listener.incoming() {
+        let Ok(tcp) = tcp else {
             // Out of descriptors or a connection reset while queued: keep listening.
             thread::sleep(std::time::Duration::from_millis(10));
             continue;
         };
         bump(&stats.syslog_tcp_connections);
+        let Some(stream) = wrap(tcp) else { continue };
         // If no thread can be started, dropping the stream refuses this sender only.
-        if stats
-            .syslog_parse_mode
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            threads.spawn(CONNECTION_STACK, move || parse_tcp(stream, stats));
-        } else {
-            threads.spawn(CONNECTION_STACK, move || count_tcp(stream, stats));
-        }
+        threads.spawn(CONNECTION_STACK, move || receive_tcp(stream, stats));
     }
 }
 
-/// Reads a connection until it closes, handing each read to `on_read`.
-fn each_read(mut stream: TcpStream, mut on_read: impl FnMut(&[u8])) {
+/// A sender's messages, counted (or parsed too, spec §7.1) as they arrive. Over TLS the
+/// frames are octet-counted only (RFC 5425), and a bad MSG-LEN ends the connection.
+fn receive_tcp(stream: Stream, stats: &'static Stats) {
+    let framer = if stream.is_tls() {
+        Framer::octet_counted()
+    } else {
+        Framer::default()
+    };
+    if stats
+        .syslog_parse_mode
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        parse_tcp(&stream, Gatherer::new(framer), stats);
+    } else {
+        count_tcp(&stream, framer, stats);
+    }
+    // Over TLS, close_notify: an answer to the sender's, or the end after a bad frame.
+    let _ = stream.close_write();
+}
+
+/// Reads a connection until it closes, or `on_read` returns false.
+fn each_read(mut stream: &Stream, mut on_read: impl FnMut(&[u8]) -> bool) {
     let mut buffer = vec![0; READ_BUFFER];
     loop {
         match stream.read(&mut buffer) {
             Ok(0) | Err(_) => return,
-            Ok(n) => on_read(&buffer[..n]),
+            Ok(n) if on_read(&buffer[..n]) => {}
+            Ok(_) => return,
         }
     }
 }
 
-fn count_tcp(stream: TcpStream, stats: &'static Stats) {
-    let mut framer = Framer::default();
+fn count_tcp(stream: &Stream, mut framer: Framer, stats: &'static Stats) {
     each_read(stream, |data| {
         let (mut messages, mut bytes) = (0, 0);
         framer.feed(data, |len| {
@@ -231,11 +338,11 @@ fn count_tcp(stream: TcpStream, stats: &'static Stats) {
         });
         add(&stats.syslog_received, messages);
         add(&stats.syslog_bytes, bytes);
+        !framer.refused()
     });
 }
 
-fn parse_tcp(stream: TcpStream, stats: &'static Stats) {
-    let mut gatherer = Gatherer::default();
+fn parse_tcp(stream: &Stream, mut gatherer: Gatherer, stats: &'static Stats) {
     each_read(stream, |data| {
         let (mut messages, mut bytes, mut tally) = (0, 0, Tally::default());
         gatherer.feed(data, |message| {
@@ -247,6 +354,7 @@ fn parse_tcp(stream: TcpStream, stats: &'static Stats) {
         tally.publish(stats);
         add(&stats.syslog_received, messages);
         add(&stats.syslog_bytes, bytes);
+        !gatherer.framer.refused()
     });
 }
 
@@ -347,6 +455,57 @@ mod tests {
             ];
             assert_eq!(seen, want, "reads of {step}");
         }
+    }
+
+    /// The lengths an RFC 5425 framer counts, and whether it refused the stream.
+    fn octet_frames(parts: &[&[u8]]) -> (Vec<u64>, bool) {
+        let mut framer = Framer::octet_counted();
+        let mut lengths = Vec::new();
+        for part in parts {
+            framer.feed(part, |len| lengths.push(len));
+        }
+        (lengths, framer.refused())
+    }
+
+    #[test]
+    fn rfc_5425_frames_are_counted_however_they_are_cut() {
+        assert_eq!(octet_frames(&[b"5 hello3 abc"]), (vec![5, 3], false));
+        assert_eq!(
+            octet_frames(&[b"1", b"0 0123", b"456789"]),
+            (vec![10], false)
+        );
+        assert_eq!(octet_frames(&[b"6 a\nb\nc\n"]), (vec![6], false));
+        assert_eq!(octet_frames(&[b"4 abc"]), (vec![], false), "incomplete");
+    }
+
+    #[test]
+    fn a_bad_msg_len_is_refused_and_nothing_after_it_counts() {
+        for bad in [
+            &b"05 hello"[..],
+            b"0 x",
+            b"<14>newline framed\n",
+            b"12345678901 x",
+            b"5x hello",
+            b"\n",
+        ] {
+            let stream = [&b"1 a"[..], bad, b"1 b"].concat();
+            assert_eq!(octet_frames(&[&stream]), (vec![1], true), "{bad:?}");
+        }
+        assert_eq!(
+            octet_frames(&[b"9999999999 x"]),
+            (vec![], false),
+            "ten digits"
+        );
+    }
+
+    #[test]
+    fn the_gatherer_refuses_as_its_framer_does() {
+        let mut gatherer = Gatherer::new(Framer::octet_counted());
+        let mut seen = Vec::new();
+        gatherer.feed(b"3 abc", |m| seen.push(m.to_vec()));
+        gatherer.feed(b"x3 def", |m| seen.push(m.to_vec()));
+        assert_eq!(seen, [b"abc".to_vec()]);
+        assert!(gatherer.framer.refused());
     }
 
     #[test]

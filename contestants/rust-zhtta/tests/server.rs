@@ -1,142 +1,12 @@
 //! The real server binary on loopback, driven over real sockets.
 
+mod common;
+
+use common::{Server, big_file, json, post_on, read_response, wait_until};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::thread;
 use std::time::{Duration, Instant};
-
-const BIG_LEN: usize = 3 * 1024 * 1024 + 17;
-
-struct Server {
-    child: Child,
-    port: u16,
-    syslog_port: u16,
-    docroot: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(self.docroot.parent().unwrap());
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn big_file() -> Vec<u8> {
-    (0..BIG_LEN).map(|i| (i * 7 % 251) as u8).collect()
-}
-
-impl Server {
-    fn start(name: &str, tunables: &[&str]) -> Server {
-        let base = std::env::temp_dir().join(format!("zhtta-it-{name}-{}", std::process::id()));
-        let docroot = base.join("www");
-        std::fs::create_dir_all(&docroot).unwrap();
-        std::fs::write(docroot.join("big.bin"), big_file()).unwrap();
-        std::fs::write(docroot.join("small.txt"), b"small\n").unwrap();
-        let (port, syslog_port) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_rust-zhtta"))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--syslog-port",
-                &syslog_port.to_string(),
-            ])
-            .arg("--docroot")
-            .arg(&docroot)
-            .args(tunables)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server {
-            child,
-            port,
-            syslog_port,
-            docroot,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start");
-            thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn connect(&self) -> TcpStream {
-        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream
-    }
-
-    fn get(&self, target: &str) -> (u16, Vec<u8>) {
-        let mut stream = self.connect();
-        write!(stream, "GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        read_response(&mut stream)
-    }
-
-    fn post(&self, target: &str, body: &str) -> (u16, Vec<u8>) {
-        let mut stream = self.connect();
-        post_on(&mut stream, target, body, "");
-        read_response(&mut stream)
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.get("/stats").1).unwrap()
-    }
-}
-
-/// `headers`: extra header lines, each ending in CRLF.
-fn post_on(stream: &mut TcpStream, target: &str, body: &str, headers: &str) {
-    let len = body.len();
-    write!(
-        stream,
-        "POST {target} HTTP/1.1\r\n{headers}Content-Length: {len}\r\n\r\n{body}"
-    )
-    .unwrap();
-}
-
-/// Reads one response with a Content-Length body, leaving the connection usable.
-fn read_response(stream: &mut TcpStream) -> (u16, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut byte = [0u8];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).unwrap(),
-            1,
-            "connection closed mid-head"
-        );
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let status = head[9..12].parse().unwrap();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .expect("Content-Length");
-    assert!(head.contains("\r\nDate: "));
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).unwrap();
-    (status, body)
-}
-
-fn json(body: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(body).unwrap()
-}
 
 #[test]
 fn every_read_mode_and_the_cache_serve_the_same_bytes() {
@@ -374,14 +244,6 @@ fn field<'a>(message: &'a SseMessage, name: &str) -> Option<&'a str> {
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

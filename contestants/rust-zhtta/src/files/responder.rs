@@ -7,9 +7,9 @@ use super::queue::JobQueue;
 use crate::config::ReadMode;
 use crate::http::{Length, Sent, write_head};
 use crate::stats::{Stats, bump};
+use crate::stream::Stream;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
@@ -18,7 +18,7 @@ const CONTENT_TYPE: &str = "application/octet-stream";
 /// A checked file request handed from a connection thread to the responders. The reply
 /// carries the response status, or `None` when the connection must be closed.
 pub struct FileJob {
-    pub stream: Arc<TcpStream>,
+    pub stream: Arc<Stream>,
     pub file: ResolvedFile,
     pub keep_alive: bool,
     pub reply: SyncSender<Option<Sent>>,

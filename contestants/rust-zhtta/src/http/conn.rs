@@ -4,9 +4,9 @@
 use super::framing::{Refusal, framing};
 use super::response::{Length, Sent, write_head};
 use crate::stats::{Stats, bump};
+use crate::stream::Stream;
 use serde::Serialize;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 
 /// Largest header section accepted; a bigger one gets 431.
@@ -122,7 +122,7 @@ fn has_token(value: &str, token: &str) -> bool {
 pub struct Conn {
     /// Shared (not dup'ed) with a responder or an emitter that writes to it, so that a
     /// connection costs one descriptor however it is served.
-    pub stream: Arc<TcpStream>,
+    pub stream: Arc<Stream>,
     pub stats: &'static Stats,
     input: Vec<u8>,
     start: usize,
@@ -131,7 +131,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, stats: &'static Stats) -> Conn {
+    pub fn new(stream: Stream, stats: &'static Stats) -> Conn {
         Conn {
             stream: Arc::new(stream),
             stats,

@@ -6,10 +6,11 @@
 use crate::clock::{lock, now_ms};
 use crate::http::{Length, write_head};
 use crate::stats::{Stats, bump, read};
+use crate::stream::Stream;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::io::Write;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tungstenite::protocol::frame::Frame;
@@ -96,14 +97,14 @@ pub enum SinkState {
 /// A connection's writing side: whoever writes to it holds this lock, so messages never
 /// interleave.
 pub struct Sink {
-    pub stream: Arc<TcpStream>,
+    pub stream: Arc<Stream>,
     pub state: SinkState,
     /// An SSE stream's position: for each of its events, in order, the newest seq sent.
     pub positions: Vec<(String, u64)>,
 }
 
 impl Sink {
-    pub fn new(stream: Arc<TcpStream>) -> Arc<Mutex<Sink>> {
+    pub fn new(stream: Arc<Stream>) -> Arc<Mutex<Sink>> {
         Arc::new(Mutex::new(Sink {
             stream,
             state: SinkState::Open,

@@ -11,12 +11,13 @@ use super::subscriber::{Sink, Transport, text_frame};
 use crate::clock::lock;
 use crate::http::{Conn, Request, Sent, Upgrade};
 use crate::stats::{GaugeGuard, Stats, bump};
+use crate::stream::Stream;
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tungstenite::error::ProtocolError;
@@ -106,6 +107,8 @@ pub fn serve(hub: &PushHub, conn: &mut Conn, request: &Request) -> io::Result<Se
     // Gone from every list and count before the close handshake's wait.
     drop(session.registration.take());
     session.end(&mut socket, ending);
+    // Over TLS, close_notify before the socket goes (spec §12).
+    let _ = conn.stream.close_write();
     let _ = conn.stream.shutdown(Shutdown::Both);
     Ok(Sent {
         status: 101,
@@ -117,7 +120,7 @@ pub fn serve(hub: &PushHub, conn: &mut Conn, request: &Request) -> io::Result<Se
 /// writes (pongs, close frames) take the connection's sink lock, so they never land
 /// inside a delivery an emitter is writing.
 struct Wire {
-    stream: Arc<TcpStream>,
+    stream: Arc<Stream>,
     sink: Arc<Mutex<Sink>>,
 }
 
@@ -311,7 +314,7 @@ fn ending_of(error: Error) -> Ending {
 
 /// Reads until the client's close frame or `deadline`; false if its framing broke again
 /// and the rest is to be dropped unparsed.
-fn await_close(socket: &mut WebSocket<Wire>, stream: &TcpStream, deadline: Instant) -> bool {
+fn await_close(socket: &mut WebSocket<Wire>, stream: &Stream, deadline: Instant) -> bool {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
@@ -328,7 +331,7 @@ fn await_close(socket: &mut WebSocket<Wire>, stream: &TcpStream, deadline: Insta
 
 /// Reads and drops what the client still sends until it closes or `deadline`, so that
 /// closing does not become a reset that destroys the close frame just sent.
-fn drain(stream: &TcpStream, deadline: Instant) {
+fn drain(stream: &Stream, deadline: Instant) {
     let mut discard = [0; 8192];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
