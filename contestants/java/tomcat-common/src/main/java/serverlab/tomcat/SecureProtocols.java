@@ -1,6 +1,8 @@
 package serverlab.tomcat;
 
 import java.util.List;
+import org.apache.catalina.Executor;
+import org.apache.catalina.core.StandardThreadExecutor;
 import org.apache.coyote.http2.Http2Protocol;
 import org.apache.tomcat.util.net.SSLHostConfig;
 import org.apache.tomcat.util.net.SSLHostConfigCertificate;
@@ -23,11 +25,7 @@ final class SecureProtocols {
     /** TLS 1.3's suites, all AEAD; named anyway so the set does not follow Tomcat's default. */
     private static final List<String> TLS13_SUITES = List.of(
             "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
-    /**
-     * Streams a client may open at once (spec §13 asks 100 to 1000; java-netty's figure). Each
-     * may run at once too: Tomcat's default runs 20 per connection and queues the rest, which
-     * would hold a long poll back behind twenty others, not a limit of any servlet model.
-     */
+    /** Streams a client may open at once: spec §13 asks 100 to 1000; java-netty's figure. */
     static final int MAX_STREAMS = 250;
 
     private SecureProtocols() {
@@ -52,11 +50,28 @@ final class SecureProtocols {
         return host;
     }
 
-    /** HTTP/2 for one connector (each needs its own instance). */
-    static Http2Protocol http2() {
+    /**
+     * HTTP/2 for one connector (each needs its own instance), running at most
+     * {@code runAtOnce} of a connection's streams on threads at the same time.
+     */
+    static Http2Protocol http2(int runAtOnce) {
         Http2Protocol http2 = new Http2Protocol();
         http2.setMaxConcurrentStreams(MAX_STREAMS);
-        http2.setMaxConcurrentStreamExecution(MAX_STREAMS);
+        http2.setMaxConcurrentStreamExecution(runAtOnce);
         return http2;
+    }
+
+    /**
+     * How many of one connection's streams run at once. Tomcat's default, 20, would hold a
+     * long poll back behind twenty others, a limit of no servlet model. But a connection's
+     * frames are read on a pool thread too: streams stalled on the client's flow-control
+     * window must not hold every thread, or the WINDOW_UPDATE that frees them is never read.
+     * So half of a bounded pool, and all the streams on virtual threads.
+     */
+    static int runAtOnce(Executor threads) {
+        if (threads instanceof StandardThreadExecutor pool) {
+            return Math.max(1, Math.min(MAX_STREAMS, pool.getMaxThreads() / 2));
+        }
+        return MAX_STREAMS;
     }
 }

@@ -206,10 +206,10 @@ public final class TomcatServer {
                 connector.setProperty("SSLEnabled", "true");
                 connector.setProperty("sslImplementationName", SecureProtocols.implementation());
                 connector.addSslHostConfig(SecureProtocols.hostConfig(args.required("tls-cert"), args.required("tls-key")));
-                connector.addUpgradeProtocol(SecureProtocols.http2());
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
             }
             case H2C -> {
-                connector.addUpgradeProtocol(SecureProtocols.http2());
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
                 h2cOnly.add(connector);
             }
             case HTTP -> {
