@@ -12,7 +12,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from serverlab.base import scratch
 from serverlab.base.tlskeys import KeyTypeError, make_key_material
-from serverlab.conformance.checks import CHECKS
+from serverlab.conformance.cases import load_cases
+from serverlab.conformance.checks import CHECKS, carried
 from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.fixtures import make_docroot
 from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, Outcome
@@ -208,3 +209,14 @@ def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_exce
     assert outcome.status == status, outcome.reason
     if status == WARN:
         assert "GOAWAY PROTOCOL_ERROR" in outcome.reason and "limit 100" in outcome.observed[0]
+
+
+def test_a_should_case_carried_over_tls_warns_as_it_does_in_cleartext(transports_dir, monkeypatch):
+    # Only push's two SHOULD cases, the ones keep_gone breaks: all 28 would take half a minute.
+    gone = [case for case in load_cases() if case.id in ("push.gone_longpoll", "push.gone_comet")]
+    assert [case.level for case in gone] == ["should", "should"]
+    monkeypatch.setattr(carried, "load_cases", lambda: gone)
+    with ContestantServer(find("reference-tls"), settings={"fault": "keep_gone"}) as server:
+        outcome = run_check(server, "carried", {"transport": "tls", "part": "push"})
+    assert outcome.status == WARN, outcome.reason
+    assert "push.gone_longpoll: " in outcome.reason and "push.gone_comet: " in outcome.reason

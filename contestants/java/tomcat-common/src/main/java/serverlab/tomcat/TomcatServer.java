@@ -5,8 +5,11 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumMap;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.apache.catalina.Context;
@@ -30,7 +33,8 @@ import serverlab.core.Stats;
 
 /**
  * Embedded Tomcat as every Tomcat contestant runs it: an NIO connector on 127.0.0.1 (and one
- * on the {@code --host} address when that is another), one thread pool for both, the shared
+ * on the {@code --host} address when that is another), the same for the TLS port (JSSE, with
+ * HTTP/2 by ALPN) and the h2c port when given, one thread pool for all, the shared
  * servlets and WebSocket endpoint, and the {@code /push} and {@code /sse} servlets of the
  * contestant's request-handling model.
  */
@@ -42,6 +46,20 @@ public final class TomcatServer {
 
     private final Args args;
     private final ControlApi control;
+    /** Every connector's protocol, for the open-connection count of {@code /stats}. */
+    private final List<CountingNioProtocol> protocols = new CopyOnWriteArrayList<>();
+    private final PriorKnowledgeValve h2cOnly = new PriorKnowledgeValve();
+
+    /** The ports a server listens on, each by its option; the HTTP one always. */
+    private enum Listener {
+        HTTP("port"), TLS("tls-port"), H2C("h2c-port");
+
+        private final String option;
+
+        Listener(String option) {
+            this.option = option;
+        }
+    }
 
     /** Builds one of the contestant's servlets from the shared core. */
     @FunctionalInterface
@@ -59,8 +77,8 @@ public final class TomcatServer {
     public record Model(ServletFactory push, ServletFactory sse, ExecutorFactory threads) {
     }
 
-    /** A started server, for tests: its port, and a way to stop it. */
-    public record Running(Tomcat tomcat, int port) {
+    /** A started server, for tests: its ports (-1 for one not asked for), and a way to stop it. */
+    public record Running(Tomcat tomcat, int port, int tlsPort, int h2cPort) {
         public void stop() throws LifecycleException {
             tomcat.stop();
             tomcat.destroy();
@@ -106,7 +124,10 @@ public final class TomcatServer {
         start(model).tomcat().getServer().await();
     }
 
-    /** Starts Tomcat on every listen address; {@code --port 0} takes a free port for all of them. */
+    /**
+     * Starts Tomcat on every listen address: the HTTP port, and the TLS and h2c ports when
+     * given (spec §12, §14); {@code --port 0} takes a free port, the same on every address.
+     */
     public Running start(Model model) throws IOException, LifecycleException {
         TOMCAT_LOG.setLevel(Level.WARNING);
         Tomcat tomcat = new Tomcat();
@@ -116,9 +137,14 @@ public final class TomcatServer {
         Executor threads = model.threads().create(args);
         tomcat.getService().addExecutor(threads);
         List<String> addresses = ListenAddresses.of(args);
-        List<CountingNioProtocol> protocols = new ArrayList<>();
-        Connector loopback = connector(addresses.get(0), Integer.parseInt(args.required("port")), threads, protocols);
-        tomcat.setConnector(loopback);
+        Map<Listener, Connector> loopback = new EnumMap<>(Listener.class);
+        for (Listener listener : listeners()) {
+            Connector connector = connector(listener, addresses.get(0), Integer.parseInt(args.required(listener.option)),
+                    threads);
+            loopback.put(listener, connector);
+            tomcat.getService().addConnector(connector);
+        }
+        tomcat.getEngine().getPipeline().addValve(h2cOnly);
         tomcat.getEngine().getPipeline().addValve(new StatsValve(control));
         tomcat.getEngine().getPipeline().addValve(new FramingValve());
         Context context = tomcat.addContext("", null);
@@ -126,12 +152,25 @@ public final class TomcatServer {
         addServlets(context, model);
         control.counters().openConnectionsFrom(
                 () -> protocols.stream().mapToLong(CountingNioProtocol::getConnectionCount).sum());
-        tomcat.start();
-        // Bound after the loopback connector, so a port of 0 means the same free port on both.
+        // Initialising binds the loopback connectors, so a port of 0 is known before the
+        // other addresses bind it; all are bound before start, and so before readiness.
+        tomcat.init();
         for (String address : addresses.subList(1, addresses.size())) {
-            tomcat.getService().addConnector(connector(address, loopback.getLocalPort(), threads, protocols));
+            loopback.forEach((listener, first) ->
+                    tomcat.getService().addConnector(connector(listener, address, first.getLocalPort(), threads)));
         }
-        return new Running(tomcat, loopback.getLocalPort());
+        tomcat.start();
+        return new Running(tomcat, localPort(loopback, Listener.HTTP), localPort(loopback, Listener.TLS),
+                localPort(loopback, Listener.H2C));
+    }
+
+    private List<Listener> listeners() {
+        return Arrays.stream(Listener.values()).filter(listener -> args.has(listener.option)).toList();
+    }
+
+    private static int localPort(Map<Listener, Connector> connectors, Listener listener) {
+        Connector connector = connectors.get(listener);
+        return connector == null ? -1 : connector.getLocalPort();
     }
 
     private Path baseDir() throws IOException {
@@ -139,7 +178,7 @@ public final class TomcatServer {
         return workdir != null ? Path.of(workdir) : Files.createTempDirectory("serverlab-tomcat");
     }
 
-    private Connector connector(String address, int port, Executor threads, List<CountingNioProtocol> protocols) {
+    private Connector connector(Listener listener, String address, int port, Executor threads) {
         Connector connector = new Connector(CountingNioProtocol.class.getName());
         connector.setPort(port);
         connector.setProperty("address", address);
@@ -151,10 +190,31 @@ public final class TomcatServer {
         // Benchmarks keep connections alive; Tomcat's default closes one after 100 requests.
         connector.setProperty("maxKeepAliveRequests", "-1");
         connector.setProperty("server", "serverlab");
+        // A raw backslash in the target: HTTP/2 streams refuse it before the container with a
+        // bare 400 (no Content-Type, no body, not counted). Let through the parser, it reaches
+        // the adapter, whose 400 goes through the valves and gets the JSON error body, as on
+        // HTTP/1.1; the path is still refused, never served.
+        connector.setProperty("relaxedPathChars", "\\");
         CountingNioProtocol protocol = (CountingNioProtocol) connector.getProtocolHandler();
         protocol.setExecutor(threads);
         protocol.countInto(control.counters());
         protocols.add(protocol);
+        switch (listener) {
+            case TLS -> {
+                connector.setSecure(true);
+                connector.setScheme("https");
+                connector.setProperty("SSLEnabled", "true");
+                connector.setProperty("sslImplementationName", SecureProtocols.implementation());
+                connector.addSslHostConfig(SecureProtocols.hostConfig(args.required("tls-cert"), args.required("tls-key")));
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
+            }
+            case H2C -> {
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
+                h2cOnly.add(connector);
+            }
+            case HTTP -> {
+            }
+        }
         return connector;
     }
 

@@ -1,0 +1,77 @@
+package serverlab.tomcat;
+
+import java.util.List;
+import org.apache.catalina.Executor;
+import org.apache.catalina.core.StandardThreadExecutor;
+import org.apache.coyote.http2.Http2Protocol;
+import org.apache.tomcat.util.net.SSLHostConfig;
+import org.apache.tomcat.util.net.SSLHostConfigCertificate;
+import org.apache.tomcat.util.net.jsse.JSSEImplementation;
+
+/**
+ * Spec §12-§14 on Tomcat: the TLS port's JSSE set-up (the JDK's SSLEngine, TLS 1.2 and 1.3,
+ * AEAD suites only, the PEM files the lab made) and the {@link Http2Protocol} that the TLS
+ * port offers by ALPN and the h2c port speaks from the client's preface on.
+ */
+final class SecureProtocols {
+    /** TLS 1.2's ECDHE suites with AEAD, in the JDK's names; Tomcat's default also allows CBC. */
+    private static final List<String> TLS12_AEAD_SUITES = List.of(
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256");
+    /** TLS 1.3's suites, all AEAD; named anyway so the set does not follow Tomcat's default. */
+    private static final List<String> TLS13_SUITES = List.of(
+            "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
+    /** Streams a client may open at once: spec §13 asks 100 to 1000; java-netty's figure. */
+    static final int MAX_STREAMS = 250;
+
+    private SecureProtocols() {
+    }
+
+    /** JSSE, not Tomcat's OpenSSL binding, which an embedded Tomcat uses only when tcnative loads. */
+    static String implementation() {
+        return JSSEImplementation.class.getName();
+    }
+
+    /** The default host's TLS set-up: the certificate and key given, TLS 1.2 and 1.3, AEAD only. */
+    static SSLHostConfig hostConfig(String certFile, String keyFile) {
+        SSLHostConfig host = new SSLHostConfig();
+        host.setProtocols("+TLSv1.2+TLSv1.3");
+        host.setCiphers(String.join(",", TLS12_AEAD_SUITES));
+        host.setCipherSuites(String.join(":", TLS13_SUITES));
+        SSLHostConfigCertificate certificate =
+                new SSLHostConfigCertificate(host, SSLHostConfigCertificate.Type.UNDEFINED);
+        certificate.setCertificateFile(certFile);
+        certificate.setCertificateKeyFile(keyFile);
+        host.addCertificate(certificate);
+        return host;
+    }
+
+    /**
+     * HTTP/2 for one connector (each needs its own instance), running at most
+     * {@code runAtOnce} of a connection's streams on threads at the same time.
+     */
+    static Http2Protocol http2(int runAtOnce) {
+        Http2Protocol http2 = new Http2Protocol();
+        http2.setMaxConcurrentStreams(MAX_STREAMS);
+        http2.setMaxConcurrentStreamExecution(runAtOnce);
+        return http2;
+    }
+
+    /**
+     * How many of one connection's streams run at once. Tomcat's default, 20, would hold a
+     * long poll back behind twenty others, a limit of no servlet model. But a connection's
+     * frames are read on a pool thread too: streams stalled on the client's flow-control
+     * window must not hold every thread, or the WINDOW_UPDATE that frees them is never read.
+     * So half of a bounded pool, and all the streams on virtual threads.
+     */
+    static int runAtOnce(Executor threads) {
+        if (threads instanceof StandardThreadExecutor pool) {
+            return Math.max(1, Math.min(MAX_STREAMS, pool.getMaxThreads() / 2));
+        }
+        return MAX_STREAMS;
+    }
+}
