@@ -59,8 +59,17 @@ class RayLoad:
                 "clock_offset_ms": check["offset_ms"],
             }
             futures.append(generator.run.remote(part, budget_s))
-            seen.append({"index": index, **check})
+            seen.append({"index": index, **check, **_numbering(part)})
         return _RayRunning(futures, [g for _, g, _ in active], seen, Path(workdir), tag)
+
+
+def _numbering(part: dict) -> dict:
+    """A syslog sender's first number (split.py gives each a range of its own), kept with
+    its figures so that the receiver's count can be set against each sender's."""
+    behaviour = part.get("behaviour", {})
+    if behaviour.get("kind") != "syslog" or "seq_start" not in behaviour:
+        return {}
+    return {"seq_first": behaviour["seq_start"]}
 
 
 def _planned_s(plan: dict) -> float:
