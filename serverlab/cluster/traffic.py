@@ -37,13 +37,15 @@ class RayLoad:
         # An ad-hoc target may have no /timestamp: then the offsets are taken as zero.
         self.clock_required = clock_required
 
-    def begin(self, plan, workdir, tag, on_interval=None):
+    def begin(self, plan, workdir, tag, on_interval=None, http_port=None):
         parts = split(plan, len(self.generators))
         pairs = enumerate(zip(self.generators, parts, strict=True))
         # Each part is checked as it will run: sent to this host, and nowhere else.
         allowed = {"allowed_hosts": [self.target_host]}
         active = [(i, g, {**p, **allowed}) for i, (g, p) in pairs if p]
-        port = urlsplit(plan["target"]).port
+        # The clock is read through /timestamp: on the HTTP port, whatever the target (a
+        # syslog flood's is the syslog port, which would take the request as a message).
+        port = http_port or urlsplit(plan["target"]).port
         checks = ray.get(
             [g.prepare.remote(p, self.target_host, port, self.clock_required) for _, g, p in active]
         )
