@@ -333,7 +333,7 @@ def run(
     hosts = tuple(h.strip() for h in (cluster_hosts or "").split(",") if h.strip())
     spread = commands.Spread(ray_address, generators, hosts) if ray_address else None
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
-    planned = commands.plan_suite(suite_file, scale, names, repeats, profile)
+    planned = commands.plan_suite(suite_file, scale, names, repeats, profile, spread)
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return

@@ -26,7 +26,7 @@ from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
-from serverlab.run import leftovers
+from serverlab.run import descriptors, leftovers
 from serverlab.run import tune as tuning
 from serverlab.run.engine import check_plans, engine_binary
 from serverlab.run.executor import Environment
@@ -34,7 +34,7 @@ from serverlab.run.machine import Pinning
 from serverlab.run.planner import plan_tests, suite_key_for
 from serverlab.run.progress import Progress
 from serverlab.run.runner import RunOutcome, Session, run_suite
-from serverlab.run.suite import Suite, load_suite
+from serverlab.run.suite import Suite, SuiteError, load_suite
 from serverlab.run.testplan import TestPlan, bind
 
 console = terminal.console(stderr=True)
@@ -46,6 +46,11 @@ class Planned:
 
     suite: Suite
     plans: list[TestPlan]
+    # Tests this machine's descriptor cap cannot hold: refused before anything runs.
+    refused: list[descriptors.Refused] = field(default_factory=list)
+
+    def planned_s(self) -> float:
+        return sum(plan.estimate_s for plan in self.plans)
 
 
 def plan_suite(
@@ -54,8 +59,10 @@ def plan_suite(
     only: list[str] | None,
     repeats: int | None,
     profile: str | None = None,
+    spread: Spread | None = None,
 ) -> Planned:
-    """The suite, checked with file:line, and every test's plan, judged by the engine."""
+    """The suite, checked with file:line, and every test's plan, judged by the engine; the
+    tests the descriptor cap cannot hold set apart, and the profile's budget checked."""
     known = {m.name: m for m in discover() if isinstance(m, Manifest)}
     suite = load_suite(path, scale=scale, known_contestants=known, only=only, profile=profile)
     if repeats is not None:
@@ -64,7 +71,45 @@ def plan_suite(
         suite.repeats = repeats
     plans = plan_tests(suite, known.__getitem__)
     check_engine_plans(suite, plans)
-    return Planned(suite, plans)
+    kept, refused = descriptors.refuse(plans, tuning.reachable_nofile(), _engines(spread))
+    planned = Planned(suite, kept, refused)
+    _check_budget(planned)
+    return planned
+
+
+def _engines(spread: Spread | None) -> int | None:
+    """How many engines share a test's clients, where their cap is this machine's: one
+    locally, the virtual lab's generators; None on a real cluster's hosts."""
+    if spread is None:
+        return 1
+    if spread.address != "lab":
+        return None
+    if spread.generators:
+        return spread.generators
+    lab = manage.read(manage.DEFAULT_NAME)
+    # A lab not up yet: its generators are not known, so one engine is assumed.
+    return max(1, sum(h.role == "generator" for h in lab.hosts)) if lab else 1
+
+
+def _check_budget(planned: Planned) -> None:
+    """A profile's budget_h bounds the machine time of the tests it will run."""
+    suite = planned.suite
+    if suite.budget_h is None or planned.planned_s() <= suite.budget_h * 3600:
+        return
+    where = suite.lines.in_table(f"profiles.{suite.profile}", "budget_h") if suite.lines else None
+    raise SuiteError(
+        suite.path,
+        where,
+        f"profile {suite.profile!r} plans {_duration(planned.planned_s())} of tests, over "
+        f"its budget_h of {suite.budget_h:g}: shorten it or raise the budget",
+    )
+
+
+def print_refused(planned: Planned) -> None:
+    """Every refused test, with its reason, before anything runs."""
+    out = terminal.console(stderr=True)
+    for refused in planned.refused:
+        out.print(literal(f"refused, not run: {refused.line()}"))
 
 
 # Any place does for --check: it opens no socket.
@@ -123,11 +168,21 @@ def print_plan(planned: Planned) -> None:
     for scenario, why in suite.left_out:
         if scenario in kept:  # not a scenario the profile leaves out anyway
             out.print(literal(f"left out: {why}"))
-    minutes = suite.estimated_seconds() / 60
-    out.print(
+    for refused in planned.refused:
+        out.print(literal(f"refused, not run: {refused.line()}"))
+    counts = (
         f"{len(suite.permutations)} permutations x {suite.repeats} repeats = "
-        f"{len(suite.tests())} tests, about {minutes:.1f} minutes"
+        f"{len(suite.tests())} tests"
     )
+    if planned.refused:
+        counts += f", {len(planned.refused)} refused: {len(planned.plans)} to run"
+    budget = "" if suite.budget_h is None else f" of machine time (budget {suite.budget_h:g} h)"
+    out.print(f"{counts}, about {_duration(planned.planned_s())}{budget}")
+
+
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:.1f} minutes" if minutes < 120 else f"{minutes / 60:.2f} h"
 
 
 @dataclass
@@ -161,6 +216,7 @@ def run(
     """``execute``: another executor for each plan (a paired run's: serverlab.run.paired)."""
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
+    print_refused(planned)
     if spread:
         _refuse_local_only(plans)
     # A spread run's limits are each generator's, for its share: its engine raises its own.

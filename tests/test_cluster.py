@@ -29,6 +29,7 @@ from serverlab.base.netns import existing
 from serverlab.lab import manage
 from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
+from serverlab.results.report.metrics import validity_flags
 from serverlab.results.store import Store
 from serverlab.run import shapedlink
 from serverlab.run.engine import engine_binary
@@ -347,6 +348,43 @@ def another_command(mark: str) -> bool:
         return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino
     except OSError:
         return False
+
+
+FLOOD = """
+[[scenario]]
+name = "flood"
+behaviour = "syslog"
+clients = 2
+syslog_messages = 100_000
+syslog_transport = "tcp"
+syslog_framing = "newline"
+"""
+
+
+def test_a_flood_from_two_generators_counts_each_sender_and_says_capacity(
+    lab, contestants_dir, tmp_path
+):
+    """Seed 002's large floods under --ray: one connection per generator, numbered in
+    ranges of their own, the loss exact against every sender's count; a generator above
+    90 % CPU over its flood flags that test's figures, naming it."""
+    db = tmp_path / "lab.db"
+    path = tmp_path / "suite.toml"
+    path.write_text('name = "seed-002-flood"\ncontestants = ["reference"]\n' + FLOOD)
+    out = finish(start_run(path, db, contestants_dir))
+    (flood,), _ = stored(db)
+    assert flood.status == "ok", (out, flood.validity)
+    figures = flood.summary["syslog"]
+    assert (figures["sent"], figures["received"], figures["lost"]) == (100_000, 100_000, 0)
+    senders = sorted(figures["senders"], key=lambda s: s["seq_first"])
+    assert [(s["seq_first"], s["sent"]) for s in senders] == [(1, 50_000), (50_001, 50_000)]
+    assert {s["address"] for s in senders} == {h.address for h in lab.generators}
+    # Each generator's CPU over its own sending: the flag is the flood's, on its cells.
+    bound = [g["address"] for g in flood.run_info["generators"] if g["cpu_percent"] > 90]
+    flags = [f.text for f in validity_flags(flood) if f.code == "generator-bound"]
+    assert bool(flags) == bool(bound) and all(a in flags[0] for a in bound), (flags, bound)
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    section = html[html.index('id="seed-002"') :]
+    assert "capacity figures, not speed figures" in section[: section.index("</section>")]
 
 
 def test_a_lab_run_leaves_no_temporary_folder(lab, contestants_dir, tmp_path):

@@ -37,13 +37,15 @@ class RayLoad:
         # An ad-hoc target may have no /timestamp: then the offsets are taken as zero.
         self.clock_required = clock_required
 
-    def begin(self, plan, workdir, tag, on_interval=None):
+    def begin(self, plan, workdir, tag, on_interval=None, http_port=None):
         parts = split(plan, len(self.generators))
         pairs = enumerate(zip(self.generators, parts, strict=True))
         # Each part is checked as it will run: sent to this host, and nowhere else.
         allowed = {"allowed_hosts": [self.target_host]}
         active = [(i, g, {**p, **allowed}) for i, (g, p) in pairs if p]
-        port = urlsplit(plan["target"]).port
+        # The clock is read through /timestamp: on the HTTP port, whatever the target (a
+        # syslog flood's is the syslog port, which would take the request as a message).
+        port = http_port or urlsplit(plan["target"]).port
         checks = ray.get(
             [g.prepare.remote(p, self.target_host, port, self.clock_required) for _, g, p in active]
         )
@@ -59,8 +61,17 @@ class RayLoad:
                 "clock_offset_ms": check["offset_ms"],
             }
             futures.append(generator.run.remote(part, budget_s))
-            seen.append({"index": index, **check})
+            seen.append({"index": index, **check, **_numbering(part)})
         return _RayRunning(futures, [g for _, g, _ in active], seen, Path(workdir), tag)
+
+
+def _numbering(part: dict) -> dict:
+    """A syslog sender's first number (split.py gives each a range of its own), kept with
+    its figures so that the receiver's count can be set against each sender's."""
+    behaviour = part.get("behaviour", {})
+    if behaviour.get("kind") != "syslog" or "seq_start" not in behaviour:
+        return {}
+    return {"seq_first": behaviour["seq_start"]}
 
 
 def _planned_s(plan: dict) -> float:

@@ -53,9 +53,11 @@ def start(lab: Lab, environment: dict[str, str] | None = None) -> None:
     another engine binary, say)."""
     env = {**os.environ, **RAY_ENV, owner.OWNER_ENV: owner.lab_mark(lab.name)}
     _ray_start(lab, [lab.head], env, environment or {})
-    # The other nodes only need the head: started side by side, a lab of four comes up in
-    # about the time of two.
-    _ray_start(lab, [h for h in lab.hosts if h.role != HEAD], env, environment or {})
+    # Then the other nodes, one at a time: started side by side on a busy 2-core machine
+    # (load 15), their agents starved one another past Ray's fixed start-up waits and
+    # `lab up` failed every time; one at a time it came up in 80 s under the same load.
+    for host in [h for h in lab.hosts if h.role != HEAD]:
+        _ray_start(lab, [host], env, environment or {})
     _wait_ready(lab)
 
 

@@ -283,7 +283,9 @@ class _Measurement:
         the result)."""
         if monitor is not None:
             monitor.open_window()  # the exact figures cover the engine's run, no more
-        running = self.load.begin(plan, self.server.workdir, tag, on_interval)
+        running = self.load.begin(
+            plan, self.server.workdir, tag, on_interval, http_port=self.server.port
+        )
         if monitor is not None and running.local_pid is not None:
             monitor.watch_engine(running.local_pid)
         crash = None

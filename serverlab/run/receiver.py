@@ -5,6 +5,7 @@ receiver, because socket buffers let a sender finish long before the last messag
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import threading
 import time
@@ -118,6 +119,7 @@ def put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> N
         "sent": sent,
         "lost": None if sent is None else sent - receiver["received"],
     }
+    per_sender(test, figures)
     if receiver["receiving_s"] < MIN_FLOOD_S:
         test.validity["short_flood"] = (
             f"{receiver['receiving_s']} s at the receiver, under {MIN_FLOOD_S:g} s"
@@ -130,6 +132,38 @@ def put_receiver_figures(test: RecordedTest, receiver: dict | None, server) -> N
         "rps": figures["messages_per_s"],
         "syslog": figures,
     }
+
+
+def per_sender(test: RecordedTest, figures: dict) -> None:
+    """A flood from several generators: each sender's numbers and count beside the total.
+    Loss is exact only if the senders' ranges are disjoint and their counts add up to what
+    was sent; either failing is flagged, never hidden in the total."""
+    generators = test.run_info.get("generators") or []
+    if not generators:
+        return
+    senders = [
+        {
+            "address": g.get("address"),
+            "seq_first": g.get("seq_first"),
+            "sent": (g.get("summary") or {}).get(
+                "answered", (g.get("summary") or {}).get("requests")
+            ),
+        }
+        for g in generators
+    ]
+    figures["senders"] = senders
+    counts = [s["sent"] for s in senders]
+    if None in counts or sum(counts) != figures["sent"]:
+        test.validity["syslog_senders_disagree"] = (
+            f"senders' counts {counts} against {figures['sent']} sent in all"
+        )
+    ranges = sorted(
+        (s["seq_first"], s["seq_first"] + (s["sent"] or 0))
+        for s in senders
+        if s["seq_first"] is not None
+    )
+    if len(ranges) != len(senders) or any(a[1] > b[0] for a, b in itertools.pairwise(ranges)):
+        test.validity["syslog_numbering_overlaps"] = f"sender ranges {ranges}"
 
 
 def _parse_counts(server: ContestantServer) -> dict:

@@ -66,7 +66,10 @@ SIZE_DISTRIBUTIONS = ("lognormal", "uniform")
 POPULARITIES = ("zipf", "uniform")
 # A profile's own `needs` replace the suite's key by key: a quick run of 5,000 clients
 # does not need what the full 20,000 do.
-PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs", "repeats"}
+# `cycles` (interval in ms -> cycles) lengthens each push test to hold that many emit cycles
+# (or, for long polls without an emitter, poll timeouts) after its ramp; `budget_h` caps the
+# profile's planned machine time (checked once the tests a machine cannot hold are refused).
+PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs", "repeats", "cycles", "budget_h"}
 FULL_PROFILE = "full"
 COUNT_FIELDS = ("requests", "syslog_messages")
 # key -> (accepted python types, may be a matrix list)
@@ -116,6 +119,8 @@ MAX_TESTS = 100_000
 QUIET_END_S = 1.0
 # A push test's figures come from the emit cycles of its window; fewer than this is no figure.
 MIN_WINDOW_CYCLES = 3
+# A test held for N cycles holds this much longer, so that a timer's jitter cannot cost one.
+CYCLE_SLACK_S = 1.0
 
 
 class SuiteError(ValueError):
@@ -162,6 +167,8 @@ class Suite:
     profile: str = FULL_PROFILE
     count_scale: float = 1.0
     needs: dict[str, int] = field(default_factory=dict)
+    cycles: dict[int, int] = field(default_factory=dict)  # the profile's: interval ms -> cycles
+    budget_h: float | None = None
     links: dict[str, dict[str, float]] = field(default_factory=dict)
     filesets: dict[str, dict[str, Any]] = field(default_factory=dict)
     permutations: list[Permutation] = field(default_factory=list)
@@ -197,6 +204,8 @@ class Profile:
     only: dict[str, list] = field(default_factory=dict)
     needs: dict[str, int] = field(default_factory=dict)
     repeats: int | None = None
+    cycles: dict[int, int] = field(default_factory=dict)
+    budget_h: float | None = None
 
     def admits(self, perm: Permutation, written: dict[str, Any]) -> bool:
         """Whether a test lies inside `only`; values compare as written in the file."""
@@ -322,6 +331,8 @@ def _suite(path: Path, raw: bytes, doc: dict, lines: _Lines, scale: float, chose
         profile=chosen.name,
         count_scale=chosen.count_scale,
         needs={**_needs(path, lines, doc.get("needs", {}), "needs"), **chosen.needs},
+        cycles=dict(chosen.cycles),
+        budget_h=chosen.budget_h,
         links=_named_tables(path, lines, doc, "links", _link),
         filesets=_named_tables(path, lines, doc, "filesets", _fileset),
         lines=lines,
@@ -372,7 +383,11 @@ def _check_emit_window(suite: Suite, index: int, perm: Permutation) -> None:
     p = perm.params
     window = emit_window_s(p)
     cycles = 0 if window is None else int((window[1] - window[0]) * 1000 // p["emit_interval_ms"])
-    if not p.get("emit_interval_ms") or cycles >= MIN_WINDOW_CYCLES:
+    # A profile may settle for fewer at its slowest interval (2 of 30 s), to fit its budget.
+    least = min(
+        MIN_WINDOW_CYCLES, suite.cycles.get(p.get("emit_interval_ms", 0), MIN_WINDOW_CYCLES)
+    )
+    if not p.get("emit_interval_ms") or cycles >= least:
         return
     stop = f"the emitters' stop ({window[1]:g} s)" if window else "the end (no quiet end fits)"
     raise SuiteError(
@@ -381,7 +396,7 @@ def _check_emit_window(suite: Suite, index: int, perm: Permutation) -> None:
         f"scenario {perm.scenario!r}: leaves {cycles} emit cycle(s) of "
         f"{p['emit_interval_ms']} ms between the end of the ramp "
         f"({float(p.get('ramp_up_s', 0)):g} s) and {stop}; push figures need at least "
-        f"{MIN_WINDOW_CYCLES}: lengthen duration_s",
+        f"{least}: lengthen duration_s",
     )
 
 
@@ -512,7 +527,44 @@ def _profile(path: Path, lines: _Lines, name: str, table: Any) -> Profile:
     if repeats is not None and (type(repeats) is not int or repeats < 1):
         where = lines.in_table(header, "repeats")
         raise SuiteError(path, where, f"{header}.repeats must be an integer of at least 1")
-    return Profile(name=name, only=dict(only), needs=needs, repeats=repeats, **scales)
+    budget = _number(path, lines, header, table, "budget_h", 1e-6) if "budget_h" in table else None
+    return Profile(
+        name=name,
+        only=dict(only),
+        needs=needs,
+        repeats=repeats,
+        cycles=_cycles(path, lines, header, table.get("cycles", {})),
+        budget_h=budget,
+        **scales,
+    )
+
+
+def _cycles(path: Path, lines: _Lines, header: str, table: Any) -> dict[int, int]:
+    """`[profiles.NAME.cycles]`: an interval in ms (a bare key of digits) -> cycles, >= 2."""
+    header = f"{header}.cycles"
+    if not isinstance(table, dict):
+        raise SuiteError(path, lines.in_table(header), f"{header} must be a table")
+    cycles = {}
+    for key, value in table.items():
+        where = lines.in_table(header, key)
+        if not key.isdigit() or int(key) < 1:
+            raise SuiteError(path, where, f"{header}: {key!r} is not an interval in ms")
+        if type(value) is not int or value < 2:
+            raise SuiteError(path, where, f"{header}.{key} must be an integer of at least 2")
+        cycles[int(key)] = value
+    return cycles
+
+
+def held_for_cycles(params: dict[str, Any], cycles: dict[int, int]) -> dict[str, Any]:
+    """The test lengthened (never shortened) to hold the profile's cycles after its ramp:
+    of its emitter, or of its poll timeouts when a long poll has no emitter."""
+    interval = params.get("emit_interval_ms")
+    if interval is None and params.get("behaviour") == "longpoll":
+        interval = params.get("longpoll_duration_ms")
+    if interval not in cycles or "duration_s" not in params:
+        return params
+    held = cycles[interval] * interval / 1000 + QUIET_END_S + CYCLE_SLACK_S
+    return {**params, "duration_s": max(float(params["duration_s"]), held)}
 
 
 def _check_only_dimensions(path: Path, lines: _Lines, profile: Profile, perms) -> None:
@@ -585,6 +637,7 @@ class _ScenarioContext:
         for contestant in contestants:
             for written in _product(dims):
                 params = _scaled(written, self.suite.scale, self.suite.count_scale)
+                params = held_for_cycles(params, self.suite.cycles)
                 self._check_combination(params)
                 if self._cannot_run(scenario["name"], contestant, params):
                     continue

@@ -47,8 +47,15 @@ class Running(Protocol):
 class Load(Protocol):
     target_host: str  # the address the engines reach the server at
 
+    # `http_port`: the server's HTTP port, for what a load asks of the server besides its
+    # target (a spread load's clock check through /timestamp, even for a syslog flood).
     def begin(
-        self, plan: dict, workdir: Path, tag: str, on_interval: Callable | None = None
+        self,
+        plan: dict,
+        workdir: Path,
+        tag: str,
+        on_interval: Callable | None = None,
+        http_port: int | None = None,
     ) -> Running: ...
 
 
@@ -62,7 +69,7 @@ class LocalLoad:
         if target_host:  # the server's address behind a delay line
             self.target_host = target_host
 
-    def begin(self, plan, workdir, tag, on_interval=None) -> Running:
+    def begin(self, plan, workdir, tag, on_interval=None, http_port=None) -> Running:
         if self.target_host != LocalLoad.target_host:
             # The delay line's server end: the one address besides loopback it may load.
             plan = {**plan, "allowed_hosts": [self.target_host]}

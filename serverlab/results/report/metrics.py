@@ -425,7 +425,12 @@ def _spread_flags(test: RecordedTest) -> list[Flag]:
     are only as good as the generators' clock offsets."""
     generators = test.run_info.get("generators", [])
     flags = []
-    bound = [g.get("address", "?") for g in generators if g.get("generator_bound")]
+    # Each generator's CPU is over its own run: for a flood, its sending window.
+    bound = [
+        f"{g.get('address', '?')} at {g.get('cpu_percent', '?')} % CPU"
+        for g in generators
+        if g.get("generator_bound")
+    ]
     if bound:
         flags.append(Flag("generator-bound", f"generator-bound ({', '.join(bound)})"))
     worst = max((g.get("uncertainty_ms") or 0 for g in generators), default=0)

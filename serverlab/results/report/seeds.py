@@ -64,6 +64,9 @@ class SeedSection:
     generator_bound: list[str] = field(default_factory=list)
     # The seed's scenarios through a shaped link, the server's side of them (slow_link).
     slow_links: list[SlowLinkBlock] = field(default_factory=list)
+    # Tests spread over generators that share one machine with the server: what their
+    # figures are (capacity, not speed), as the run recorded it.
+    spread_note: str = ""
 
 
 def seed_of_suite(suite: StoredSuite) -> str | None:
@@ -93,8 +96,20 @@ def seed_sections(
     sections = []
     for seed in sorted(suite_names):
         mine = [t for t in tests if seed_by_run.get(t.run_id) == seed]
-        sections.append(build_section(load_published(seed), mine, sorted(suite_names[seed])))
+        section = build_section(load_published(seed), mine, sorted(suite_names[seed]))
+        section.spread_note = spread_note(mine, runs)
+        sections.append(section)
     return sections
+
+
+def spread_note(tests: list[RecordedTest], runs: list[Run]) -> str:
+    """What the runs that spread these tests over generators said of their figures: on the
+    virtual lab, that the generators and the server share one machine's CPUs."""
+    spread = {t.run_id for t in tests if t.run_info.get("generators")}
+    notes = {
+        ((run.machine or {}).get("placement") or {}).get("note") for run in runs if run.id in spread
+    }
+    return "; ".join(sorted(note for note in notes if note))
 
 
 def build_section(

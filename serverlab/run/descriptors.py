@@ -1,0 +1,71 @@
+"""Plan stage: the tests a descriptor cap cannot hold, found before anything runs. A
+connection is a descriptor at each end, and one process cannot hold more than its
+RLIMIT_NOFILE: 20,000 held clients against a server of one process, under a cap of 20,000,
+would fail part-way through the ramp and be lost. Such a test is refused up front, with
+the reason, and the dry run and the run list it. Pure: the cap is the caller's to give.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from serverlab.run.testplan import TestPlan
+
+# Descriptors a process holds besides its connections: a JVM's jars, pipes and epoll, the
+# engine's timers and its output, a few libraries' own.
+RESERVED = 512
+# The one tunable that makes a contestant several processes sharing the listening socket
+# (node-http's node:cluster workers); a contestant without it is one process.
+PROCESSES_TUNABLE = "workers"
+SHARED_PARAMS = ("behaviour", "pacer", "ramp_up_s", "duration_s")
+
+
+@dataclass(frozen=True)
+class Refused:
+    plan: TestPlan
+    why: str
+
+    def line(self) -> str:
+        p = self.plan
+        # The matrix point without what every test of a scenario shares.
+        point = " ".join(f"{k}={v}" for k, v in p.params.items() if k not in SHARED_PARAMS)
+        return f"{p.scenario} x {p.contestant} {point}: {self.why}"
+
+
+def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
+    """Why this machine's cap cannot hold the test, or None. `engines`: how many engine
+    processes share its clients (1 locally, the generators under --ray on the virtual
+    lab); None when they run on hosts whose cap is not known here."""
+    clients = int(plan.params.get("clients", 1))
+    processes = max(1, int(plan.tunables.get(PROCESSES_TUNABLE, 1)))
+    server = math.ceil(clients / processes) + RESERVED
+    if server > cap:
+        shape = "one process" if processes == 1 else f"each of {processes} processes"
+        return (
+            f"{plan.contestant} as {shape} would need {server:,} descriptors (its "
+            f"connections and {RESERVED} more), over this machine's cap of {cap:,}"
+        )
+    if engines is not None:
+        engine = math.ceil(clients / engines) + RESERVED
+        if engine > cap:
+            shape = "one engine" if engines == 1 else f"each of {engines} engines"
+            return (
+                f"{shape} would need {engine:,} descriptors, over this machine's cap of "
+                f"{cap:,} (more generators: --ray lab)"
+            )
+    return None
+
+
+def refuse(
+    plans: list[TestPlan], cap: int, engines: int | None
+) -> tuple[list[TestPlan], list[Refused]]:
+    """(the tests the cap holds, in order; the refused ones, each with its reason)."""
+    kept, refused = [], []
+    for plan in plans:
+        why = refusal(plan, cap, engines)
+        if why is None:
+            kept.append(plan)
+        else:
+            refused.append(Refused(plan, why))
+    return kept, refused
