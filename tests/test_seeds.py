@@ -229,11 +229,16 @@ def test_seed_002_floods_run_counted_and_parsed_and_quick_floods_last_10_s():
     known = {m.name: m for m in discover(REPO_ROOT / "contestants") if isinstance(m, Manifest)}
     quick = load_suite(SUITES["002"], known_contestants=known, profile="quick")
     modes = {(p.contestant, p.params["syslog_mode"]) for p in quick.permutations}
-    for parser in ("node-http", "go-nethttp", "rust-zhtta"):
-        assert {(parser, "count"), (parser, "parse")} <= modes
-    assert (EM, "parse") not in modes and (EM, "count") in modes
-    why = f"tcp-flood-12s x {EM}: syslog_mode=parse, and it does not implement syslog-parse"
-    assert ("tcp-flood-12s", why) in quick.left_out
+    receivers = {p.contestant for p in quick.permutations}
+    parsers = {name for name in receivers if "syslog-parse" in known[name].implements}
+    assert {"node-http", "go-nethttp", "rust-zhtta", "java-netty", EM} <= parsers
+    for name in receivers:
+        assert ((name, "parse") in modes) == (name in parsers), name
+        assert (name, "count") in modes
+    for name in receivers - parsers:  # rsyslog counts only
+        why = f"tcp-flood-12s x {name}: syslog_mode=parse, and it does not implement syslog-parse"
+        assert ("tcp-flood-12s", why) in quick.left_out
+    assert receivers - parsers, "a receiver that counts only is left out of parse mode"
     assert all(p.params["duration_s"] >= 12 for p in quick.permutations)
     full = load_suite(SUITES["002"])
     assert {p.params["clients"] for p in full.permutations if "2senders" in p.scenario} == {2}
