@@ -64,7 +64,7 @@ test-contestants: venv
 	$(SERVERLAB) contestant-tests
 
 verify: venv
-	$(SERVERLAB) verify --all
+	$(SERVERLAB) verify --all --jobs 2
 
 demo: build
 	$(SERVERLAB) run suites/quick.toml

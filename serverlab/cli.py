@@ -15,11 +15,14 @@ from serverlab.base import interrupts
 _BEFORE_GUARD = interrupts.guard_start()
 interrupts.checkpoint("import")
 
+import concurrent.futures
 import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 
 import click
@@ -230,7 +233,15 @@ def serve(name, port, syslog_port, docroot, assignments, cpus):
 @click.option("--case", "pattern", metavar="GLOB", help="only the cases whose id matches")
 @SET_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON on stdout")
-def verify(names, all_contestants, pattern, assignments, as_json):
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="contestants verified side by side; each one's results print whole when it ends",
+)
+def verify(names, all_contestants, pattern, assignments, as_json, jobs):
     """Check contestants against spec/cases: PASS / WARN / FAIL per case."""
     if all_contestants == bool(names):
         raise UserError("name contestants or give --all (not both)")
@@ -240,6 +251,11 @@ def verify(names, all_contestants, pattern, assignments, as_json):
             find(name)  # raises the error that lists the known names
     names = names or sorted(known)
     settings = parse_assignments(assignments)
+    if jobs > 1 and len(names) > 1:
+        options = [*(("--case", pattern) if pattern else ()), *_set_options(assignments)]
+        if not verify_side_by_side(names, options, as_json, jobs):
+            sys.exit(1)
+        return
     # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
     owner.reap_orphans()
     scratch.reap()
@@ -248,6 +264,66 @@ def verify(names, all_contestants, pattern, assignments, as_json):
         click.echo(json.dumps([report.as_dict() for report in reports], indent=2))
     if not all(report.ok for report in reports):
         sys.exit(1)
+
+
+def _set_options(assignments):
+    return [word for assignment in assignments for word in ("--set", assignment)]
+
+
+def verify_side_by_side(names, options, as_json, jobs) -> bool:
+    """Verifies each contestant in a `serverlab verify NAME` of its own, `jobs` at a time
+    (verify mostly waits on the server it checks); prints each one's output whole as it
+    ends, never interleaved. True when every one passed."""
+    click.echo(
+        f"verifying {len(names)} contestants, {jobs} at a time; each prints when it ends",
+        err=True,
+    )
+    reports, failed = {}, []
+    for name, code, out, err in verify_children(names, options, as_json, jobs):
+        click.echo(err, nl=False, err=True)
+        if as_json:
+            reports[name] = json.loads(out) if out.strip() else []
+        else:
+            click.echo(out, nl=False)
+        if code != 0:
+            failed.append(name)
+    if as_json:
+        click.echo(json.dumps([r for name in names for r in reports.get(name, [])], indent=2))
+    ended = f"failed: {', '.join(sorted(failed))}" if failed else "all passed"
+    colour = "red" if failed else "green"
+    click.secho(f"verify: {len(names)} contestants, {ended}", fg=colour, err=as_json)
+    return not failed
+
+
+def verify_children(names, options, as_json, jobs):
+    """(name, exit code, stdout, stderr) of each child verify, in the order they end. A
+    child still running when this stops (Ctrl-C) is stopped with SIGTERM and waited for."""
+    children, lock, stopping = [], threading.Lock(), threading.Event()
+
+    def one(name):
+        argv = [sys.executable, "-c", "from serverlab.cli import main; main()", "verify", name]
+        argv += [*options, *(["--json"] if as_json else [])]
+        # Without --json, stderr joins stdout so that a contestant's lines keep their order.
+        stderr = subprocess.PIPE if as_json else subprocess.STDOUT
+        with lock:
+            if stopping.is_set():
+                return name, None, "", ""
+            child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
+            children.append(child)
+        out, err = child.communicate()
+        return name, child.returncode, out, err or ""
+
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
+        for future in concurrent.futures.as_completed([pool.submit(one, n) for n in names]):
+            yield future.result()
+    finally:
+        with lock:
+            stopping.set()
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _verify_one(name, pattern, settings, as_json):

@@ -12,7 +12,7 @@ import time
 import click
 import psutil
 import pytest
-from conftest import write_manifest
+from conftest import REFERENCE_MANIFEST, write_manifest
 
 from serverlab import cli
 from serverlab.base import httpclient, interrupts
@@ -61,6 +61,23 @@ def test_verify_json_and_exit_codes(contestants_dir):
     assert bad.returncode == 1
     assert "FAIL  perf.get  200 response without a Date header" in bad.stdout
     assert "0 passed, 0 warned, 1 failed" in bad.stdout
+
+
+def test_verify_side_by_side_prints_each_contestant_whole_and_fails_when_one_does(
+    contestants_dir,
+):
+    broken = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "undated"')
+    write_manifest(contestants_dir, "undated", broken.replace('"none"', '"no_date_perf"', 1))
+    done = serverlab("verify", "--all", "--case", "perf.get", "--jobs", "2")
+    assert done.returncode == 1, done.stdout
+    blocks = {b.split("\n", 1)[0]: b for b in done.stdout.split("== ")[1:]}
+    assert set(blocks) == {"reference", "undated"}
+    assert "PASS  perf.get" in blocks["reference"] and "FAIL" not in blocks["reference"]
+    assert "FAIL  perf.get  200 response without a Date header" in blocks["undated"]
+    assert done.stdout.rstrip().endswith("verify: 2 contestants, failed: undated")
+    as_json = serverlab("verify", "undated", "reference", "--case", "perf.get", "-j", "2", "--json")
+    reports = [(r["contestant"], r["ok"]) for r in json.loads(as_json.stdout)]
+    assert reports == [("undated", False), ("reference", True)]
 
 
 def test_verify_unknown_tunable_is_a_user_error(contestants_dir):
