@@ -51,10 +51,12 @@ lint: venv
 test: build lint test-python test-engine test-contestants verify
 
 # Most of the suite waits on real servers, so tests run side by side; the virtual lab's
-# tests share one lab and go to one worker (xdist_group "lab").
+# tests share one lab and go to one worker (xdist_group "lab"). Tests marked `alone` judge
+# the machine's other load, so they run afterwards with nothing beside them.
 PYTEST_WORKERS ?= 3
 test-python: venv
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup tests
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" tests
+	$(VENV)/bin/pytest -q -m alone tests
 
 test-engine:
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo test --release --locked; fi

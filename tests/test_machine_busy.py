@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from serverlab.contestant.manifest import find
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.summary import rerun_note
@@ -27,6 +29,10 @@ from serverlab.run.planner import plan_tests
 from serverlab.run.runner import Session, run_suite
 from serverlab.run.suite import load_suite
 from serverlab.run.validity import MACHINE_BUSY_PERCENT
+
+# A hog beside the run is what these tests make and judge: other tests beside them would be
+# a second, unknown load.
+pytestmark = pytest.mark.alone
 
 SUITE = """name = "busy"
 repeats = 1
