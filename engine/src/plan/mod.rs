@@ -10,11 +10,7 @@ mod parse;
 mod types;
 mod validate;
 
-pub use behaviour::{
-    BehaviourSpec, CometSpec, KeepaliveSpec, Kind, LongpollSpec, NewConnectionSpec, Publish,
-    ReadPace, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec, SyslogTransport,
-    WebsocketSpec,
-};
+pub use behaviour::*;
 pub use error::PlanError;
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};

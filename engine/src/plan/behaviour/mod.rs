@@ -188,12 +188,12 @@ mod tests {
 
     #[test]
     fn every_kind_is_asked_through_the_enum() {
-        let upload = BehaviourSpec::SlowUpload(SlowUploadSpec {
-            bytes: 0,
-            bytes_per_s: 0,
+        let poll = BehaviourSpec::Longpoll(LongpollSpec {
+            events: vec!["e1".into()],
+            duration_ms: 0,
         });
-        assert_eq!(upload.kind().own_method(), Some("POST"));
-        assert_eq!(upload.kind().check().len(), 1);
+        assert_eq!(poll.kind().own_method(), Some("POST"));
+        assert_eq!(poll.kind().check().len(), 1);
         assert!(BehaviourSpec::default().kind().is_bare_request());
         let syslog = BehaviourSpec::Syslog(SyslogSpec::default());
         assert!(!syslog.kind().needs_http());
