@@ -12,7 +12,6 @@ mod keepalive;
 mod longpoll;
 mod new_connection;
 mod slow_reader;
-mod slow_upload;
 mod sse;
 mod syslog;
 mod websocket;
@@ -25,7 +24,6 @@ pub use keepalive::KeepaliveSpec;
 pub use longpoll::LongpollSpec;
 pub use new_connection::NewConnectionSpec;
 pub use slow_reader::{ReadPace, SlowReaderSpec};
-pub use slow_upload::SlowUploadSpec;
 pub use sse::SseSpec;
 pub use syslog::{SyslogFraming, SyslogSpec, SyslogTransport};
 pub use websocket::{Publish, WebsocketSpec};
@@ -118,8 +116,6 @@ kinds! {
     /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
     /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
     Websocket(WebsocketSpec),
-    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
-    SlowUpload(SlowUploadSpec),
     /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
     SlowReader(SlowReaderSpec),
     /// Syslog messages numbered from `seq_start` on; one message counts as one request.
