@@ -8,8 +8,8 @@ use clap::Parser;
 
 use crate::plan::{
     BehaviourSpec, CometSpec, IoBackend, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
-    PlanError, Publish, SlowReaderSpec, SseSpec, SyslogFraming, SyslogSpec, SyslogTransport,
-    WaitMode, WebsocketSpec,
+    PlanError, Publish, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec,
+    SyslogTransport, WaitMode, WebsocketSpec,
 };
 
 #[derive(Debug, Parser)]
@@ -137,6 +137,12 @@ pub struct Args {
     /// Push request duration_ms (long poll timeout; comet and SSE stream length)
     #[arg(long)]
     pub push_ms: Option<u64>,
+    /// Slow upload: body size in bytes (with --upload-rate)
+    #[arg(long, requires = "upload_rate")]
+    pub upload_bytes: Option<u64>,
+    /// Slow upload: bytes per second
+    #[arg(long, requires = "upload_bytes")]
+    pub upload_rate: Option<u64>,
     /// Slow reader: bytes per read (with --read-interval)
     #[arg(long, requires = "read_interval")]
     pub read_bytes: Option<usize>,
@@ -233,6 +239,7 @@ impl Args {
             || self.comet.is_some()
             || self.sse.is_some()
             || self.websocket.is_some()
+            || self.upload_bytes.is_some()
             || self.read_bytes.is_some()
             || self.syslog.is_some()
     }
@@ -335,6 +342,12 @@ impl Args {
             }));
         }
         chosen.extend(self.stream_behaviours());
+        if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
+            chosen.push(BehaviourSpec::SlowUpload(SlowUploadSpec {
+                bytes,
+                bytes_per_s,
+            }));
+        }
         if let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) {
             let mut spec = SlowReaderSpec {
                 read_bytes,
@@ -402,7 +415,7 @@ impl Args {
             ),
             _ => Err(PlanError::Contradiction(
                 "flags",
-                "choose one behaviour: --new-connection, --longpoll, --comet, --sse, --websocket, --read-bytes or --syslog".into(),
+                "choose one behaviour: --new-connection, --longpoll, --comet, --sse, --websocket, --upload-bytes, --read-bytes or --syslog".into(),
             )),
         }
     }

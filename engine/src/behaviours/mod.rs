@@ -8,6 +8,7 @@ mod comet;
 mod longpoll;
 mod plain;
 mod push;
+mod slow_upload;
 mod sse;
 mod syslog;
 mod websocket;
@@ -71,6 +72,7 @@ pub(crate) fn build<R: Runner>(plan: &ValidPlan, worker: usize, runner: R) -> R:
         S::Comet(spec) => runner.run(comet::Comet::new(plan, spec)),
         S::Sse(spec) => runner.run(sse::Sse::new(plan, spec)),
         S::Websocket(spec) => runner.run(websocket::WebSocket::new(plan, spec)),
+        S::SlowUpload(spec) => runner.run(slow_upload::SlowUpload::new(plan, spec)),
         S::Syslog(spec) => runner.run(syslog::Syslog::new(plan, spec)),
     }
 }

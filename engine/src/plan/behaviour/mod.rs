@@ -12,6 +12,7 @@ mod keepalive;
 mod longpoll;
 mod new_connection;
 mod slow_reader;
+mod slow_upload;
 mod sse;
 mod syslog;
 mod websocket;
@@ -24,6 +25,7 @@ pub use keepalive::KeepaliveSpec;
 pub use longpoll::LongpollSpec;
 pub use new_connection::NewConnectionSpec;
 pub use slow_reader::{ReadPace, SlowReaderSpec};
+pub use slow_upload::SlowUploadSpec;
 pub use sse::SseSpec;
 pub use syslog::{SyslogFraming, SyslogSpec, SyslogTransport};
 pub use websocket::{Publish, WebsocketSpec};
@@ -116,6 +118,8 @@ kinds! {
     /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
     /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
     Websocket(WebsocketSpec),
+    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
+    SlowUpload(SlowUploadSpec),
     /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
     SlowReader(SlowReaderSpec),
     /// Syslog messages numbered from `seq_start` on; one message counts as one request.
