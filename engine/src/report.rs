@@ -625,7 +625,7 @@ impl Summary {
 impl Summary {
     /// The method on the wire, or what is sent instead of HTTP.
     fn method(&self) -> &str {
-        if self.plan.behaviour.needs_http() {
+        if self.plan.behaviour.kind().needs_http() {
             self.plan.wire_method()
         } else {
             "SYSLOG"

@@ -1,4 +1,4 @@
-//! Server-Sent Events (spec §10): a parser of the HTML standard's event-stream format over
+//! Behaviours stage: Server-Sent Events (spec §10): a parser of the HTML standard's event-stream format over
 //! the engine's own read buffers, and the `sse` behaviour built on it. One exchange is one
 //! stream; when it ends (the server's `duration_ms`, a close, an error) the slot opens the
 //! next with `Last-Event-ID`, so a stream that drops loses nothing the server can replay.
@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::behaviour::{observe_push, Attempt, Behaviour, PushKind, SeqTracker, MAX_PUSH_BODY};
+use super::push::{observe_push, PushKind, SeqTracker, MAX_PUSH_BODY};
+use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::{build_request_to, ParseError};
-use crate::plan::ValidPlan;
+use crate::plan::{SseSpec, ValidPlan};
 use crate::shared::WorkerCtx;
 use crate::stats::{Counters, ErrorKind};
 
@@ -188,12 +189,12 @@ pub(crate) struct Sse {
 }
 
 impl Sse {
-    pub fn new(
-        plan: &ValidPlan,
-        events: &[String],
-        heartbeat_ms: Option<u64>,
-        duration_ms: Option<u64>,
-    ) -> Sse {
+    pub fn new(plan: &ValidPlan, spec: &SseSpec) -> Sse {
+        let SseSpec {
+            events,
+            heartbeat_ms,
+            duration_ms,
+        } = spec;
         let mut path = format!("{}?events={}", plan.target.path, events.join(","));
         if plan.target.path.contains('?') {
             path = path.replacen("?events", "&events", 1);
