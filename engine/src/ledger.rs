@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::hdr::record_us;
 use crate::inbox::Answer;
 use crate::spin::Steps;
-use crate::stats::{micros, record_us, Counters, ErrorKind, Histograms};
+use crate::stats::{micros, Counters, ErrorKind, Histograms};
 
 /// How long a client starved of ports or descriptors pauses before it tries again: every
 /// retry would fail at once, and the pause keeps it from spinning while the run is reported

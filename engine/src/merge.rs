@@ -270,9 +270,10 @@ fn add_counts<const N: usize>(into: &mut [u64; N], from: &[u64; N]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hdr::record_us;
     use crate::plan::Plan;
     use crate::report::SummaryInput;
-    use crate::stats::{record_us, Histograms};
+    use crate::stats::Histograms;
 
     /// One generator's output: its latency and connect samples, and its counts.
     fn run(latencies: &[u64], connects: &[u64], duration_s: f64, intervals: &[u64]) -> Output {
@@ -458,7 +459,7 @@ mod tests {
     /// One generator's emit line of seq `seq`: `delays` (µs) arrived from `arrived_ms` on, one
     /// a millisecond, and the engine read them at most `drain_us` after the kernel had them.
     fn emit_line(seq: u64, created_ms: u64, places: Vec<[u64; 2]>, delays: &[u64]) -> EmitLine {
-        let mut h = crate::stats::new_histogram();
+        let mut h = crate::hdr::new_histogram();
         delays.iter().for_each(|&us| record_us(&mut h, us));
         EmitLine {
             kind: "emit".into(),
@@ -497,7 +498,7 @@ mod tests {
         assert_eq!(e.places, vec![[1, 0], [2, 1], [3, 2], [4, 5]]);
         assert_eq!((emits[1].seq, emits[1].received), (8, 1));
         // The generators' delays as one histogram; the widest arrivals; the longest drain.
-        let mut all = crate::stats::new_histogram();
+        let mut all = crate::hdr::new_histogram();
         for us in [3000, 90_000, 400_000, 5000] {
             record_us(&mut all, us);
         }

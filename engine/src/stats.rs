@@ -5,9 +5,9 @@
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+
+use crate::hdr::new_histogram;
 
 /// Why one request (or message, or subscription) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,9 +212,6 @@ impl Snapshot {
     }
 }
 
-/// Largest value a histogram holds: one hour in microseconds. Larger values are clamped.
-pub(crate) const MAX_US: u64 = 3_600_000_000;
-
 /// The histograms of one worker, all in microseconds.
 #[derive(Debug, Clone)]
 pub struct Histograms {
@@ -242,10 +239,6 @@ pub struct Histograms {
     pub resubscribe: Histogram<u64>,
 }
 
-pub(crate) fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds are valid")
-}
-
 impl Default for Histograms {
     fn default() -> Self {
         Histograms {
@@ -267,11 +260,6 @@ impl Default for Histograms {
 /// A duration in whole microseconds, saturating.
 pub fn micros(d: std::time::Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
-}
-
-/// Records a duration in microseconds, clamped into the histogram's range.
-pub fn record_us(h: &mut Histogram<u64>, us: u64) {
-    h.saturating_record(us.clamp(1, MAX_US));
 }
 
 impl Histograms {
@@ -302,29 +290,10 @@ pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// A histogram as the output carries it: HdrHistogram V2 + DEFLATE, base64 (standard
-/// alphabet, padded).
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
-        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
-        Err(_) => String::new(),
-    }
-}
-
-/// Reads a histogram `encode_histogram` wrote.
-pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| format!("not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("not an HdrHistogram: {e:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hdr::{record_us, MAX_US};
 
     #[test]
     fn connect_errors_classify_exhaustion() {
