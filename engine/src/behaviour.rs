@@ -15,7 +15,7 @@ use crate::ledger::Arrival;
 pub(crate) use crate::plain::Plain;
 use crate::plan::{SyslogFraming, ValidPlan};
 use crate::shared::WorkerCtx;
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 use crate::syslogmsg::Composer;
 
 pub(crate) trait Behaviour {
@@ -243,17 +243,17 @@ pub(crate) fn observe_response(
         (false, None) => return PushKind::Unreadable,
     };
     let c = ctx.ledger.counters();
-    Counters::add(&c.events, 1);
+    c.add(Event::Received, 1);
     let arrival = ctx.ledger.event(event.timings.created, subscribed);
     if event.replayed {
-        Counters::add(&c.replayed, 1);
+        c.add(Event::Replayed, 1);
     } else {
         ctx.emits.borrow_mut().observe(&event.delivery(arrival));
     }
     match tracker.observe(&event.name, event.seq) {
-        SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
-        SeqVerdict::Duplicate => Counters::add(&c.events_duplicated, 1),
-        SeqVerdict::Reordered => Counters::add(&c.events_reordered, 1),
+        SeqVerdict::Lost(n) if count_losses => c.add(Event::Lost, n),
+        SeqVerdict::Duplicate => c.add(Event::Duplicated, 1),
+        SeqVerdict::Reordered => c.add(Event::Reordered, 1),
         _ => {}
     }
     PushKind::Event
@@ -337,8 +337,8 @@ impl LongPoll {
         let kind = observe_push(&c.ctx, &state.body, &mut state.seq, sent, false);
         let c = c.ledger().counters();
         match kind {
-            PushKind::Event => Counters::add(&c.longpoll_event_answers, 1),
-            PushKind::Timeout => Counters::add(&c.longpoll_timeout_answers, 1),
+            PushKind::Event => c.add(Event::LongpollEventAnswers, 1),
+            PushKind::Timeout => c.add(Event::LongpollTimeoutAnswers, 1),
             PushKind::Unreadable => return Err(ErrorKind::Parse),
         }
         Ok(())
@@ -408,7 +408,7 @@ fn comet_bytes(
         };
         if !whole.trim_ascii().is_empty() {
             match observe_push(ctx, whole, tracker, subscribed, true) {
-                PushKind::Timeout => Counters::add(&ctx.ledger.counters().comet_timeout_lines, 1),
+                PushKind::Timeout => ctx.ledger.counters().add(Event::CometTimeoutLines, 1),
                 PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
                 PushKind::Event => {}
             }

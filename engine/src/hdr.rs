@@ -1,10 +1,12 @@
 //! Recording: the HdrHistogram every timing is kept in (its bounds, and how a value is
-//! recorded into them) and the text form the output carries it in, which `--merge` and the
-//! orchestrator decode again.
+//! recorded into them), its percentiles, and the text form the output carries it in, which
+//! `--merge` and the orchestrator decode again.
 
 use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Largest value a histogram holds: one hour in microseconds. Larger values are clamped.
 pub(crate) const MAX_US: u64 = 3_600_000_000;
@@ -36,6 +38,44 @@ pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
         .map_err(|e| format!("not an HdrHistogram: {e:?}"))
+}
+
+/// Percentiles of one histogram, in microseconds (0 when it is empty).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: round3(h.mean()),
+            stdev: round3(h.stdev()),
+        }
+    }
+}
+
+/// Rounded to three decimals, as the output prints figures.
+pub(crate) fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod http;
 mod inbox;
 mod ledger;
 pub mod merge;
+pub mod metrics;
 pub mod pacer;
 mod paths;
 mod plain;

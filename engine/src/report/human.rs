@@ -19,7 +19,7 @@ impl Summary {
 
     /// What ran, and its latency percentiles.
     fn human_latency(&self) -> String {
-        let l = &self.latency_us;
+        let l = &self.timings.latency_us;
         let mut out = format!(
             "{} {} with {} thread(s), {}, {}\n",
             self.method(),
@@ -42,7 +42,7 @@ impl Summary {
 
     /// The first line when no attempt was answered: the rates below are zero, not slow.
     fn human_no_answer(&self) -> String {
-        if self.answered > 0 {
+        if self.attempts.answered > 0 {
             return String::new();
         }
         let kinds: Vec<String> = ErrorKind::ALL
@@ -58,7 +58,7 @@ impl Summary {
         };
         format!(
             "NO ANSWER: none of {} attempt(s) got an answer{why}\n",
-            self.requests
+            self.attempts.requests
         )
     }
 
@@ -66,10 +66,10 @@ impl Summary {
     fn human_counts(&self) -> String {
         let mut out = format!(
             "  {} answered of {} attempts in {:.2}s, {} read, {} errors\n",
-            self.answered,
-            self.requests,
+            self.attempts.answered,
+            self.attempts.requests,
             self.duration_s,
-            fmt_bytes(self.bytes_read),
+            fmt_bytes(self.traffic.bytes_read),
             self.errors.total()
         );
         if self.errors.total() > 0 {
@@ -96,18 +96,18 @@ impl Summary {
                 self.achieved_rate
             );
         }
-        if self.resubscribe_gap_us.count > 0 {
+        if self.timings.resubscribe_gap_us.count > 0 {
             out += &format!(
                 "  Long poll re-subscribe gap (answer to next poll): p50 {}, p99 {}\n",
-                fmt_us(self.resubscribe_gap_us.p50),
-                fmt_us(self.resubscribe_gap_us.p99)
+                fmt_us(self.timings.resubscribe_gap_us.p50),
+                fmt_us(self.timings.resubscribe_gap_us.p99)
             );
         }
-        if self.notice_us.count > 0 {
+        if self.timings.notice_us.count > 0 {
             out += &format!(
                 "  Answers read after arrival: p50 {}, p99 {} (sampled; part of the latency)\n",
-                fmt_us(self.notice_us.p50),
-                fmt_us(self.notice_us.p99)
+                fmt_us(self.timings.notice_us.p50),
+                fmt_us(self.timings.notice_us.p99)
             );
         }
         out += &format!("Requests/sec: {:.2} (answers)\n", self.rps);

@@ -1,8 +1,9 @@
 //! Output: the lines `--json` prints (one JSON object per line) and the human summary. These
 //! types are the contract with the orchestrator; `schema/output.schema.json` is generated from
-//! them. One file per concern: the line types (`types`), the summary line and how a run makes
-//! it (`summary`), the wrk-like text (`human`) and the schema (`schema`); the histogram codec
-//! they use is `crate::hdr`, below, since emit lines encode histograms too.
+//! them. One file per concern: the interval line (`types`), the summary line and how a run
+//! makes it (`summary`), the wrk-like text (`human`) and the schema (`schema`). Below them:
+//! the counts and timings both lines carry are named once in `crate::metrics`, and the
+//! histogram codec is `crate::hdr`, since emit lines encode histograms too.
 
 mod human;
 mod schema;
@@ -10,11 +11,13 @@ mod summary;
 mod types;
 
 pub use crate::emits::{EmitLine, MinMax};
+pub use crate::hdr::Percentiles;
 pub use crate::hdr::{decode_histogram, encode_histogram};
+pub use crate::metrics::{Attempts, Errors, Events, Timings, Traffic};
 pub(crate) use crate::stats::round3;
 pub use schema::output_schema;
 pub use summary::{Summary, SummaryInput, WaitUsed};
-pub use types::{Errors, Events, IntervalLine, Percentiles};
+pub use types::IntervalLine;
 
 /// Output format version; raised when a field changes meaning or disappears.
 ///

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Errors, Events, Percentiles, OUTPUT_VERSION};
-use crate::hdr::encode_histogram;
+use super::OUTPUT_VERSION;
+use crate::metrics::Timings;
 use crate::plan::Plan;
-use crate::stats::{round3, Histograms, Snapshot};
+use crate::stats::{round3, Attempts, Errors, Events, Histograms, Snapshot, Traffic};
 
 /// The last line of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -26,15 +26,9 @@ pub struct Summary {
     pub stopped_early: bool,
     /// Engines whose outputs this summary adds up: 1 for a run, N for `--merge`.
     pub generators: u64,
-    /// Finished attempts (answered with any status, or failed). Syslog: messages sent.
-    pub requests: u64,
-    /// Finished attempts with a valid answer, whatever its status (syslog: messages sent).
-    /// Failed connects, resets and timeouts are in `errors`, never here.
-    pub answered: u64,
-    /// Attempts begun (`achieved_rate` is these per second).
-    pub started: u64,
-    /// Answers with a status below 400.
-    pub ok: u64,
+    // requests, answered, started, ok.
+    #[serde(flatten)]
+    pub attempts: Attempts,
     pub errors: Errors,
     /// Answers by status class: keys `1xx` … `5xx`.
     pub status: BTreeMap<String, u64>,
@@ -47,62 +41,13 @@ pub struct Summary {
     /// Attempts started per second: how well the generator kept to its schedule, not a
     /// throughput.
     pub achieved_rate: f64,
-    /// In open loop from the intended send time (corrected for coordinated omission), else
-    /// from the actual send; in microseconds.
-    pub latency_us: Percentiles,
-    /// From the actual send to the complete answer (the raw service time).
-    pub service_us: Percentiles,
-    pub connect_us: Percentiles,
-    /// From the send to the first byte of the answer.
-    pub first_byte_us: Percentiles,
-    /// Generator scheduling lag: actual minus intended send time (open loop only).
-    pub lag_us: Percentiles,
-    /// The engine's own reading delay: from the kernel's receive timestamp of an answer's
-    /// bytes to the loop reading them. The io_uring loop samples one kept-alive connection in
-    /// 64; the epoll loop stamps every connection of a latency-bound plan (new connections
-    /// included) and every read of a push plan's streams, and none of other plans. A latency
-    /// can read high by up to this much.
-    pub notice_us: Percentiles,
-    /// Push: server `created` timestamp to arrival, the arrival read on the server's clock
-    /// (this host's plus `clock_offset_ms`), millisecond grain.
-    pub event_delay_us: Percentiles,
-    /// Push: from the subscription request to each event's arrival.
-    pub event_since_subscribe_us: Percentiles,
-    /// SSE and WebSocket: from the start of the connect to the response head (the `101`).
-    pub handshake_us: Percentiles,
-    /// WebSocket publish: from sending a publish to the server's `published`
-    /// acknowledgement, which follows the cycle's last delivery.
-    pub broadcast_rtt_us: Percentiles,
-    /// Long poll: from an answer's arrival to the next poll's request written, when the
-    /// client is subscribed to nothing.
-    pub resubscribe_gap_us: Percentiles,
-    /// `latency_us` as HdrHistogram V2 + DEFLATE, base64 (standard alphabet, padded).
-    pub histogram: String,
-    /// `service_us` in the same encoding.
-    pub service_histogram: String,
-    // The other percentiles' histograms too, so that a merge adds them up.
-    /// `connect_us` in the same encoding.
-    pub connect_histogram: String,
-    /// `first_byte_us` in the same encoding.
-    pub first_byte_histogram: String,
-    /// `lag_us` in the same encoding.
-    pub lag_histogram: String,
-    /// `notice_us` in the same encoding.
-    pub notice_histogram: String,
-    /// `event_delay_us` in the same encoding.
-    pub event_delay_histogram: String,
-    /// `event_since_subscribe_us` in the same encoding.
-    pub event_since_subscribe_histogram: String,
-    /// `handshake_us` in the same encoding.
-    pub handshake_histogram: String,
-    /// `broadcast_rtt_us` in the same encoding.
-    pub broadcast_rtt_histogram: String,
-    /// `resubscribe_gap_us` in the same encoding.
-    pub resubscribe_gap_histogram: String,
+    // Each timing's percentiles (`latency_us` ...), then its histogram (`histogram` ...).
+    #[serde(flatten)]
+    pub timings: Timings,
     pub events: Events,
-    pub connections_opened: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
+    // connections_opened, bytes_read, bytes_written.
+    #[serde(flatten)]
+    pub traffic: Traffic,
     /// CPU time the generator process used during the run (user + system), seconds.
     pub client_cpu_s: f64,
     pub client_cpu_user_s: f64,
@@ -184,42 +129,16 @@ impl Summary {
             invalid_reasons: input.invalid_reasons,
             stopped_early: input.stopped_early,
             generators: 1,
-            requests: s.requests,
-            answered: s.answered,
-            started: s.started,
-            ok: s.ok,
-            errors: Errors::from_counts(&s.errors),
+            attempts: s.attempts,
+            errors: s.errors,
             status,
             duration_s: round3(input.duration_s),
-            rps: round3(s.answered as f64 / duration),
+            rps: round3(s.attempts.answered as f64 / duration),
             intended_rate: input.intended_rate.map(round3),
-            achieved_rate: round3(s.started as f64 / duration),
-            latency_us: Percentiles::of(&h.latency),
-            service_us: Percentiles::of(&h.service),
-            connect_us: Percentiles::of(&h.connect),
-            first_byte_us: Percentiles::of(&h.first_byte),
-            lag_us: Percentiles::of(&h.lag),
-            notice_us: Percentiles::of(&h.notice),
-            event_delay_us: Percentiles::of(&h.event_delay),
-            event_since_subscribe_us: Percentiles::of(&h.event_since_subscribe),
-            handshake_us: Percentiles::of(&h.handshake),
-            broadcast_rtt_us: Percentiles::of(&h.broadcast_rtt),
-            resubscribe_gap_us: Percentiles::of(&h.resubscribe),
-            histogram: encode_histogram(&h.latency),
-            service_histogram: encode_histogram(&h.service),
-            connect_histogram: encode_histogram(&h.connect),
-            first_byte_histogram: encode_histogram(&h.first_byte),
-            lag_histogram: encode_histogram(&h.lag),
-            notice_histogram: encode_histogram(&h.notice),
-            event_delay_histogram: encode_histogram(&h.event_delay),
-            event_since_subscribe_histogram: encode_histogram(&h.event_since_subscribe),
-            handshake_histogram: encode_histogram(&h.handshake),
-            broadcast_rtt_histogram: encode_histogram(&h.broadcast_rtt),
-            resubscribe_gap_histogram: encode_histogram(&h.resubscribe),
-            events: Events::from_snapshot(s),
-            connections_opened: s.connections_opened,
-            bytes_read: s.bytes_read,
-            bytes_written: s.bytes_written,
+            achieved_rate: round3(s.attempts.started as f64 / duration),
+            timings: Timings::of(&h.0),
+            events: s.events,
+            traffic: s.traffic,
             client_cpu_s: round3(input.cpu.0 + input.cpu.1),
             client_cpu_user_s: round3(input.cpu.0),
             client_cpu_system_s: round3(input.cpu.1),
@@ -240,41 +159,16 @@ impl Summary {
 
     /// The summary with its `floor_us` worked out from its CPU, spinning and `notice_us`.
     pub fn with_floor(mut self) -> Summary {
-        self.floor_us = (self.answered > 0).then(|| {
+        let (answered, notice) = (self.attempts.answered, &self.timings.notice_us);
+        self.floor_us = (answered > 0).then(|| {
             let own_cpu = (self.client_cpu_s - self.spin_cpu_s).max(0.0);
-            let notice = if self.notice_us.count > 0 {
-                self.notice_us.p50 as f64
+            let notice = if notice.count > 0 {
+                notice.p50 as f64
             } else {
                 0.0
             };
-            round3(own_cpu * 1e6 / self.answered as f64 + notice)
+            round3(own_cpu * 1e6 / answered as f64 + notice)
         });
         self
-    }
-
-    /// Every histogram the summary carries, beside the percentiles read from it.
-    pub fn histograms_mut(&mut self) -> [(&mut Percentiles, &mut String); 11] {
-        [
-            (&mut self.latency_us, &mut self.histogram),
-            (&mut self.service_us, &mut self.service_histogram),
-            (&mut self.connect_us, &mut self.connect_histogram),
-            (&mut self.first_byte_us, &mut self.first_byte_histogram),
-            (&mut self.lag_us, &mut self.lag_histogram),
-            (&mut self.notice_us, &mut self.notice_histogram),
-            (&mut self.event_delay_us, &mut self.event_delay_histogram),
-            (
-                &mut self.event_since_subscribe_us,
-                &mut self.event_since_subscribe_histogram,
-            ),
-            (&mut self.handshake_us, &mut self.handshake_histogram),
-            (
-                &mut self.broadcast_rtt_us,
-                &mut self.broadcast_rtt_histogram,
-            ),
-            (
-                &mut self.resubscribe_gap_us,
-                &mut self.resubscribe_gap_histogram,
-            ),
-        ]
     }
 }
