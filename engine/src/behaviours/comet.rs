@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::http::ParseError;
 use crate::plan::{CometSpec, ValidPlan};
 use crate::shared::WorkerCtx;
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 
 /// Comet: one subscription per exchange, its stream read to the end (or to the run's end).
 pub(crate) struct Comet {
@@ -76,7 +76,7 @@ fn comet_bytes(
         };
         if !whole.trim_ascii().is_empty() {
             match observe_push(ctx, whole, tracker, subscribed, true) {
-                PushKind::Timeout => Counters::add(&ctx.ledger.counters().comet_timeout_lines, 1),
+                PushKind::Timeout => ctx.ledger.counters().add(Event::CometTimeoutLines, 1),
                 PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
                 PushKind::Event => {}
             }

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::http::ParseError;
 use crate::inbox::Answer;
 use crate::plan::{LongpollSpec, ValidPlan};
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 
 /// Long poll: one answer per exchange, then the slot re-subscribes at once.
 pub(crate) struct LongPoll {
@@ -86,8 +86,8 @@ impl LongPoll {
         let kind = observe_push(&c.ctx, &state.body, &mut state.seq, sent, false);
         let c = c.ledger().counters();
         match kind {
-            PushKind::Event => Counters::add(&c.longpoll_event_answers, 1),
-            PushKind::Timeout => Counters::add(&c.longpoll_timeout_answers, 1),
+            PushKind::Event => c.add(Event::LongpollEventAnswers, 1),
+            PushKind::Timeout => c.add(Event::LongpollTimeoutAnswers, 1),
             PushKind::Unreadable => return Err(ErrorKind::Parse),
         }
         Ok(())

@@ -11,7 +11,7 @@ use crate::http::build_request;
 use crate::ledger::Arrival;
 use crate::plan::ValidPlan;
 use crate::shared::WorkerCtx;
-use crate::stats::Counters;
+use crate::stats::Event;
 
 /// The body the spec's `POST /push` takes.
 pub(crate) fn push_request(
@@ -179,17 +179,17 @@ pub(crate) fn observe_response(
         (false, None) => return PushKind::Unreadable,
     };
     let c = ctx.ledger.counters();
-    Counters::add(&c.events, 1);
+    c.add(Event::Received, 1);
     let arrival = ctx.ledger.event(event.timings.created, subscribed);
     if event.replayed {
-        Counters::add(&c.replayed, 1);
+        c.add(Event::Replayed, 1);
     } else {
         ctx.emits.borrow_mut().observe(&event.delivery(arrival));
     }
     match tracker.observe(&event.name, event.seq) {
-        SeqVerdict::Lost(n) if count_losses => Counters::add(&c.events_lost, n),
-        SeqVerdict::Duplicate => Counters::add(&c.events_duplicated, 1),
-        SeqVerdict::Reordered => Counters::add(&c.events_reordered, 1),
+        SeqVerdict::Lost(n) if count_losses => c.add(Event::Lost, n),
+        SeqVerdict::Duplicate => c.add(Event::Duplicated, 1),
+        SeqVerdict::Reordered => c.add(Event::Reordered, 1),
         _ => {}
     }
     PushKind::Event

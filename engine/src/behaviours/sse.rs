@@ -14,7 +14,7 @@ use crate::client::Client;
 use crate::http::{build_request_to, ParseError};
 use crate::plan::{SseSpec, ValidPlan};
 use crate::shared::WorkerCtx;
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 
 /// What the parser found: a comment line, or a dispatched event (its type and data).
 #[derive(Debug, PartialEq)]
@@ -245,7 +245,7 @@ impl Behaviour for Sse {
         }
         request.extend_from_slice(b"\r\n");
         if std::mem::replace(&mut state.opened, true) {
-            Counters::add(&c.ledger().counters().reconnects, 1);
+            c.ledger().counters().add(Event::Reconnects, 1);
         }
         state.parser.new_stream();
         let sent = c.open_and_send(&request).await?;
@@ -278,7 +278,7 @@ impl Behaviour for Sse {
 fn judge(ctx: &WorkerCtx, item: SseItem, seq: &mut SeqTracker, subscribed: Instant) {
     let c = ctx.ledger.counters();
     match item {
-        SseItem::Comment => Counters::add(&c.heartbeats, 1),
+        SseItem::Comment => c.add(Event::Heartbeats, 1),
         // The opening message says where each event stands, so the first delivery of a
         // stream is judged against it (an event missed before it is lost too).
         SseItem::Id(id) => {
@@ -295,12 +295,12 @@ fn judge(ctx: &WorkerCtx, item: SseItem, seq: &mut SeqTracker, subscribed: Insta
         },
         SseItem::Event {
             kind: b"timeout", ..
-        } => Counters::add(&c.sse_timeout_messages, 1),
+        } => c.add(Event::SseTimeoutMessages, 1),
         SseItem::Event { kind: b"gap", data } => match serde_json::from_slice::<GapMessage>(data) {
             Ok(GapMessage { gap }) => {
-                Counters::add(&c.gaps, 1);
+                c.add(Event::Gaps, 1);
                 seq.seed(gap.name, gap.after);
-                Counters::add(&c.events_lost, seq.skip_to(gap.name, gap.next));
+                c.add(Event::Lost, seq.skip_to(gap.name, gap.next));
             }
             Err(_) => c.error(ErrorKind::Parse),
         },

@@ -24,7 +24,7 @@ use crate::client::Client;
 use crate::http::build_request;
 use crate::inbox::Answer;
 use crate::plan::{ValidPlan, WebsocketSpec};
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 
 /// The largest message this client takes (the spec's servers take 64 KiB; a delivery
 /// carrying a publish's data is a little larger).
@@ -180,7 +180,7 @@ impl WebSocket {
                     let frame = state.frame_bytes(OpCode::Data(Data::Text), message);
                     state.sent_publishes.push_back(Instant::now());
                     c.send(&frame).await?;
-                    Counters::add(&c.ledger().counters().publishes, 1);
+                    c.ledger().counters().add(Event::Publishes, 1);
                     next_publish = Some(publish_at + *every);
                 }
             }
