@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, Publish, SyslogFraming, SyslogTransport,
-    WaitMode,
+    BehaviourSpec, CometSpec, IoBackend, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
+    PlanError, Publish, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec,
+    SyslogTransport, WaitMode, WebsocketSpec,
 };
 
 #[derive(Debug, Parser)]
@@ -267,7 +268,7 @@ impl Args {
         }
         if let Some(m) = self.method {
             plan.method = m;
-        } else if let Some(method) = plan.behaviour.own_method() {
+        } else if let Some(method) = plan.behaviour.kind().own_method() {
             plan.method = method.into();
         } else if self.body_file.is_some() {
             plan.method = "POST".into();
@@ -321,10 +322,11 @@ impl Args {
         Ok(PacerSpec::Closed {})
     }
 
+    /// The one behaviour the flags choose, each built from its spec's own defaults.
     fn behaviour(&self) -> Result<BehaviourSpec, PlanError> {
         let mut chosen = Vec::new();
         if self.new_connection || self.sequential {
-            chosen.push(BehaviourSpec::NewConnection {});
+            chosen.push(BehaviourSpec::NewConnection(NewConnectionSpec {}));
         }
         if let Some(events) = &self.longpoll {
             let duration_ms = self.push_ms.ok_or_else(|| {
@@ -333,62 +335,80 @@ impl Args {
                     "--longpoll needs --push-ms (the poll timeout)".into(),
                 )
             })?;
-            chosen.push(BehaviourSpec::Longpoll {
-                events: non_empty(events),
+            let events = non_empty(events);
+            chosen.push(BehaviourSpec::Longpoll(LongpollSpec {
+                events,
                 duration_ms,
-            });
+            }));
         }
+        chosen.extend(self.stream_behaviours());
+        if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
+            chosen.push(BehaviourSpec::SlowUpload(SlowUploadSpec {
+                bytes,
+                bytes_per_s,
+            }));
+        }
+        if let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) {
+            let mut spec = SlowReaderSpec {
+                read_bytes,
+                read_interval_ms: interval.as_millis() as u64,
+                ..SlowReaderSpec::default()
+            };
+            spec.rcvbuf = self.rcvbuf.unwrap_or(spec.rcvbuf);
+            chosen.push(BehaviourSpec::SlowReader(spec));
+        }
+        chosen.extend(self.syslog_behaviour());
+        self.one_of(chosen)
+    }
+
+    /// The streams the flags ask for: comet, SSE, WebSocket.
+    fn stream_behaviours(&self) -> Vec<BehaviourSpec> {
+        let mut chosen = Vec::new();
         if let Some(events) = &self.comet {
-            chosen.push(BehaviourSpec::Comet {
+            chosen.push(BehaviourSpec::Comet(CometSpec {
                 events: non_empty(events),
                 duration_ms: self.push_ms,
-            });
+            }));
         }
         if let Some(events) = &self.sse {
-            chosen.push(BehaviourSpec::Sse {
+            chosen.push(BehaviourSpec::Sse(SseSpec {
                 events: non_empty(events),
                 heartbeat_ms: self.heartbeat_ms,
                 duration_ms: self.push_ms,
-            });
+            }));
         }
         if let Some(events) = &self.websocket {
-            chosen.push(BehaviourSpec::Websocket {
+            let publish = self.publish_every.map(|every| {
+                let mut publish = Publish::every(every.as_millis() as u64);
+                publish.clients = self.publishers.unwrap_or(publish.clients);
+                publish
+            });
+            chosen.push(BehaviourSpec::Websocket(WebsocketSpec {
                 events: non_empty(events),
-                publish: self.publish_every.map(|every| Publish {
-                    every_ms: every.as_millis() as u64,
-                    clients: self.publishers.unwrap_or(1),
-                }),
-            });
+                publish,
+            }));
         }
-        if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
-            chosen.push(BehaviourSpec::SlowUpload { bytes, bytes_per_s });
+        chosen
+    }
+
+    /// Syslog from the spec's defaults, with what the flags say.
+    fn syslog_behaviour(&self) -> Option<BehaviourSpec> {
+        let transport = self.syslog.as_deref()?;
+        let mut spec = SyslogSpec::default();
+        if transport == "udp" {
+            spec.transport = SyslogTransport::Udp;
         }
-        if let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) {
-            chosen.push(BehaviourSpec::SlowReader {
-                rcvbuf: self.rcvbuf.unwrap_or(4096),
-                read_bytes,
-                read_interval_ms: interval.as_millis() as u64,
-            });
+        if self.syslog_framing.as_deref() == Some("octet") {
+            spec.syslog_framing = SyslogFraming::Octet;
         }
-        if let Some(transport) = &self.syslog {
-            chosen.push(BehaviourSpec::Syslog {
-                transport: if transport == "udp" {
-                    SyslogTransport::Udp
-                } else {
-                    SyslogTransport::Tcp
-                },
-                syslog_framing: match self.syslog_framing.as_deref() {
-                    Some("octet") => SyslogFraming::Octet,
-                    _ => SyslogFraming::Newline,
-                },
-                message_bytes: self
-                    .message_bytes
-                    .unwrap_or_else(crate::plan::default_message_bytes),
-                seq_start: crate::plan::default_seq_start(),
-            });
-        }
+        spec.message_bytes = self.message_bytes.unwrap_or(spec.message_bytes);
+        Some(BehaviourSpec::Syslog(spec))
+    }
+
+    /// The behaviour chosen, when the flags chose one at most.
+    fn one_of(&self, mut chosen: Vec<BehaviourSpec>) -> Result<BehaviourSpec, PlanError> {
         match chosen.len() {
-            0 => Ok(BehaviourSpec::Keepalive {}),
+            0 => Ok(BehaviourSpec::default()),
             1 => Ok(chosen.remove(0)),
             _ if self.sequential && chosen.len() == 2 && !self.new_connection => Err(
                 PlanError::Contradiction("flags", "--sequential works with plain requests only".into()),
@@ -442,7 +462,7 @@ mod tests {
             (100, Some(5.0), None)
         );
         assert_eq!(p.pacer, PacerSpec::Closed {});
-        assert_eq!(p.behaviour, BehaviourSpec::Keepalive {});
+        assert_eq!(p.behaviour, BehaviourSpec::default());
         assert_eq!(p.headers, vec!["X-A: b".to_string()]);
     }
 
@@ -465,7 +485,11 @@ mod tests {
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "6000"]).unwrap();
         assert_eq!(
             (p.pacer, p.behaviour, p.connections),
-            (PacerSpec::Sequential {}, BehaviourSpec::NewConnection {}, 1)
+            (
+                PacerSpec::Sequential {},
+                BehaviourSpec::NewConnection(NewConnectionSpec {}),
+                1
+            )
         );
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "60", "-c", "3"]).unwrap();
         assert_eq!(p.check().unwrap_err().field(), "connections");

@@ -44,10 +44,12 @@ impl Client {
     /// A client as the plan's behaviour wants its sockets (`TCP_NODELAY`, a slow reader's
     /// small receive buffer and paced reads).
     pub fn new(ctx: Rc<WorkerCtx>) -> Client {
-        let behaviour = &ctx.shared.plan.plan.behaviour;
+        let behaviour = ctx.shared.plan.plan.behaviour.kind();
         Client {
             read_pace: behaviour.read_pace(),
-            no_delay: behaviour.wants_no_delay(),
+            // Not with a new connection per request, where the request is one write on a
+            // fresh connection that never waits for an ACK anyway.
+            no_delay: !behaviour.new_connection_each(),
             stamps: ctx.shared.plan.plan.stamps_arrivals(),
             push: behaviour.events().is_some(),
             conn: None,

@@ -14,7 +14,8 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{decode_histogram, encode_histogram, new_histogram, round3, MAX_US};
+use crate::hdr::{decode_histogram, encode_histogram, new_histogram, MAX_US};
+use crate::stats::round3;
 
 /// Smallest and largest of a set of values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -406,7 +407,7 @@ mod tests {
         let merged = a.into_lines();
         let mut all = new_histogram();
         for &us in &delays {
-            crate::stats::record_us(&mut all, us);
+            crate::hdr::record_us(&mut all, us);
         }
         let got = decode_histogram(&merged[0].delay_histogram).unwrap();
         assert_eq!(got, all, "the merge is the histogram of every delay");

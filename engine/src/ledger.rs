@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::inbox::Answer;
 use crate::spin::Steps;
-use crate::stats::{micros, record_us, Counters, ErrorKind, Histograms};
+use crate::stats::{micros, Attempt, Counters, ErrorKind, Event, Flow, Histograms, Timing};
 
 /// How long a client starved of ports or descriptors pauses before it tries again: every
 /// retry would fail at once, and the pause keeps it from spinning while the run is reported
@@ -62,16 +62,16 @@ impl Ledger {
     /// An attempt of `units` requests (syslog: messages) begins.
     #[inline]
     pub fn begin(&self, units: u64) {
-        Counters::add(&self.counters.started, units);
+        self.counters.add(Attempt::Started, units);
     }
 
     /// An attempt of `units` ends, answered (whatever the status) or failed with `kind`.
     #[inline]
     pub fn end(&self, units: u64, result: Result<(), ErrorKind>) {
-        Counters::add(&self.counters.requests, units);
+        self.counters.add(Attempt::Requests, units);
         self.steps.step();
         match result {
-            Ok(()) => Counters::add(&self.counters.answered, units),
+            Ok(()) => self.counters.add(Attempt::Answered, units),
             Err(kind) => self.counters.error(kind),
         }
     }
@@ -89,17 +89,17 @@ impl Ledger {
     ) {
         let mut h = self.histograms.borrow_mut();
         let service = micros(done - sent);
-        record_us(&mut h.service, service);
-        record_us(
-            &mut h.first_byte,
+        h.record(Timing::Service, service);
+        h.record(
+            Timing::FirstByte,
             micros(answer.first_byte.saturating_duration_since(sent)),
         );
         match intended {
             Some(t) => {
-                record_us(&mut h.latency, micros(done.saturating_duration_since(t)));
-                record_us(&mut h.lag, micros(sent.saturating_duration_since(t)));
+                h.record(Timing::Latency, micros(done.saturating_duration_since(t)));
+                h.record(Timing::Lag, micros(sent.saturating_duration_since(t)));
             }
-            None => record_us(&mut h.latency, service),
+            None => h.record(Timing::Latency, service),
         }
         drop(h);
         self.counters.status(answer.status);
@@ -117,26 +117,30 @@ impl Ledger {
 
     /// A connect that took `took` succeeded.
     pub fn connected(&self, took: Duration) {
-        record_us(&mut self.histograms.borrow_mut().connect, micros(took));
-        Counters::add(&self.counters.connections_opened, 1);
+        self.histograms
+            .borrow_mut()
+            .record(Timing::Connect, micros(took));
+        self.counters.add(Flow::ConnectionsOpened, 1);
         self.steps.step();
     }
 
     #[inline]
     pub fn read(&self, bytes: usize) {
-        Counters::add(&self.counters.bytes_read, bytes as u64);
+        self.counters.add(Flow::BytesRead, bytes as u64);
         self.steps.step();
     }
 
     #[inline]
     pub fn wrote(&self, bytes: usize) {
-        Counters::add(&self.counters.bytes_written, bytes as u64);
+        self.counters.add(Flow::BytesWritten, bytes as u64);
         self.steps.step();
     }
 
     /// Answer bytes waited `waited` in the kernel before the loop read them.
     pub fn noticed(&self, waited: Duration) {
-        record_us(&mut self.histograms.borrow_mut().notice, micros(waited));
+        self.histograms
+            .borrow_mut()
+            .record(Timing::Notice, micros(waited));
     }
 
     /// A push stream's read: its bytes waited `waited` in the kernel (`None`: the read had
@@ -156,8 +160,8 @@ impl Ledger {
         let at_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0);
         let delay_us = (at_ms as u64).saturating_sub(created_ms) * 1000;
         let mut h = self.histograms.borrow_mut();
-        record_us(&mut h.event_delay, delay_us);
-        record_us(&mut h.event_since_subscribe, micros(subscribed.elapsed()));
+        h.record(Timing::EventDelay, delay_us);
+        h.record(Timing::EventSinceSubscribe, micros(subscribed.elapsed()));
         Arrival {
             at_ms,
             delay_us,
@@ -167,21 +171,24 @@ impl Ledger {
 
     /// A long poll was sent again `gap` after the last answer arrived.
     pub fn resubscribed(&self, gap: Duration) {
-        record_us(&mut self.histograms.borrow_mut().resubscribe, micros(gap));
+        self.histograms
+            .borrow_mut()
+            .record(Timing::Resubscribe, micros(gap));
     }
 
     /// A stream's handshake (connect to response head, or to the `101`) took `took`.
     pub fn handshake(&self, took: Duration) {
-        record_us(&mut self.histograms.borrow_mut().handshake, micros(took));
+        self.histograms
+            .borrow_mut()
+            .record(Timing::Handshake, micros(took));
     }
 
     /// A WebSocket publish was acknowledged `took` after it was sent.
     pub fn broadcast_rtt(&self, took: Duration) {
-        record_us(
-            &mut self.histograms.borrow_mut().broadcast_rtt,
-            micros(took),
-        );
-        Counters::add(&self.counters.published, 1);
+        self.histograms
+            .borrow_mut()
+            .record(Timing::BroadcastRtt, micros(took));
+        self.counters.add(Event::Published, 1);
     }
 
     /// The worker's histograms, at the end of its run.
@@ -222,10 +229,11 @@ mod tests {
         ledger.begin(64);
         ledger.end(64, Err(ErrorKind::Timeout));
         let s = Snapshot::sum([&*counters]);
-        assert_eq!((s.started, s.requests, s.answered, s.ok), (66, 66, 2, 1));
+        let a = s.attempts;
+        assert_eq!((a.started, a.requests, a.answered, a.ok), (66, 66, 2, 1));
         assert_eq!(s.error_count(ErrorKind::Status), 1);
         assert_eq!(s.error_count(ErrorKind::Timeout), 1);
-        assert_eq!(ledger.take_histograms().latency.len(), 2);
+        assert_eq!(ledger.take_histograms()[Timing::Latency].len(), 2);
     }
 
     #[test]
@@ -235,7 +243,7 @@ mod tests {
         let delay_ms = |offset_ms: f64| {
             let ledger = Ledger::new(Arc::new(Counters::default()), offset_ms);
             ledger.event(created, Instant::now());
-            ledger.take_histograms().event_delay.max() as f64 / 1000.0
+            ledger.take_histograms()[Timing::EventDelay].max() as f64 / 1000.0
         };
         let uncorrected = delay_ms(0.0);
         assert!((3_000.0..3_200.0).contains(&uncorrected), "{uncorrected}");

@@ -2,16 +2,18 @@
 //! load on one event loop per worker thread, reports each interval through a callback, and
 //! returns the summary; `merge` adds up the outputs of several engines that shared one run.
 
-mod behaviour;
+mod behaviours;
 pub mod check;
 pub mod cli;
 mod client;
 mod conn;
 pub mod emits;
+mod hdr;
 pub mod http;
 mod inbox;
 mod ledger;
 pub mod merge;
+pub mod metrics;
 pub mod pacer;
 mod paths;
 mod plain;
@@ -19,14 +21,12 @@ pub mod plan;
 pub mod report;
 mod shared;
 mod spin;
-mod sse;
 mod stamps;
 pub mod stats;
 mod syslogmsg;
 pub mod system;
 pub mod target;
 mod uring;
-mod websocket;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

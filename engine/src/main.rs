@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         }
     }
     match run(plan, json) {
-        Ok(summary) if by_hand && summary.answered == 0 => ExitCode::from(NO_ANSWER),
+        Ok(summary) if by_hand && summary.attempts.answered == 0 => ExitCode::from(NO_ANSWER),
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("serverlab-load: {e:#}");

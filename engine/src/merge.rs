@@ -11,10 +11,9 @@ use hdrhistogram::Histogram;
 
 use crate::emits::EmitLog;
 use crate::report::{
-    decode_histogram, encode_histogram, round3, EmitLine, Errors, IntervalLine, Percentiles,
-    Summary,
+    decode_histogram, encode_histogram, round3, EmitLine, IntervalLine, Percentiles, Summary,
 };
-use crate::stats::{ErrorKind, Snapshot};
+use crate::stats::{Snapshot, Timing};
 
 /// One engine's output, or several merged.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +112,6 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
     let mut totals = vec![0u64; outputs.len()];
     (0..longest)
         .map(|k| {
-            let mut errors = [0u64; ErrorKind::ALL.len()];
             let nothing = Snapshot::default();
             let mut line = IntervalLine::between(&nothing, &nothing, 0.0, 0.0);
             for (total, output) in totals.iter_mut().zip(outputs) {
@@ -125,15 +123,12 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
                 line.completed += l.completed;
                 line.answered += l.answered;
                 line.ok += l.ok;
-                add_counts(&mut errors, &l.errors.counts());
+                line.errors.add(&l.errors);
                 line.open_connections += l.open_connections;
-                line.connections_opened += l.connections_opened;
-                line.bytes_read += l.bytes_read;
-                line.bytes_written += l.bytes_written;
+                line.traffic.add(&l.traffic);
                 line.events += l.events;
                 *total = l.completed_total;
             }
-            line.errors = Errors::from_counts(&errors);
             line.completed_total = totals.iter().sum();
             line.rps = round3(line.answered as f64 / line.interval_s.max(1e-9));
             line
@@ -183,8 +178,8 @@ fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
     merged.io_backend = io.join("+");
     merged.wait = waits.join("+");
     let duration = merged.duration_s.max(1e-9);
-    merged.rps = round3(merged.answered as f64 / duration);
-    merged.achieved_rate = round3(merged.started as f64 / duration);
+    merged.rps = round3(merged.attempts.answered as f64 / duration);
+    merged.achieved_rate = round3(merged.attempts.started as f64 / duration);
     merged.intended_rate = scheduled.map(|n| round3(n / duration));
     merged.client_cpu_s = round3(merged.client_cpu_user_s + merged.client_cpu_system_s);
     add_histograms(&mut merged, named)?;
@@ -195,35 +190,14 @@ fn merge_summaries(named: &[(String, Output)]) -> Result<Summary, MergeError> {
 fn add_summary(merged: &mut Summary, s: &Summary) {
     merged.stopped_early |= s.stopped_early;
     merged.generators += s.generators;
-    merged.requests += s.requests;
-    merged.answered += s.answered;
-    merged.started += s.started;
-    merged.ok += s.ok;
-    let mut errors = merged.errors.counts();
-    add_counts(&mut errors, &s.errors.counts());
-    merged.errors = Errors::from_counts(&errors);
+    merged.attempts.add(&s.attempts);
+    merged.errors.add(&s.errors);
     for (class, n) in &s.status {
         *merged.status.entry(class.clone()).or_default() += n;
     }
     merged.duration_s = merged.duration_s.max(s.duration_s);
-    let (m, e) = (&mut merged.events, &s.events);
-    m.received += e.received;
-    m.lost += e.lost;
-    m.duplicated += e.duplicated;
-    m.reordered += e.reordered;
-    m.longpoll_event_answers += e.longpoll_event_answers;
-    m.longpoll_timeout_answers += e.longpoll_timeout_answers;
-    m.comet_timeout_lines += e.comet_timeout_lines;
-    m.heartbeats += e.heartbeats;
-    m.reconnects += e.reconnects;
-    m.replayed += e.replayed;
-    m.gaps += e.gaps;
-    m.sse_timeout_messages += e.sse_timeout_messages;
-    m.publishes += e.publishes;
-    m.published += e.published;
-    merged.connections_opened += s.connections_opened;
-    merged.bytes_read += s.bytes_read;
-    merged.bytes_written += s.bytes_written;
+    merged.events.add(&s.events);
+    merged.traffic.add(&s.traffic);
     merged.client_cpu_user_s = round3(merged.client_cpu_user_s + s.client_cpu_user_s);
     merged.client_cpu_system_s = round3(merged.client_cpu_system_s + s.client_cpu_system_s);
     merged.spin_cpu_s = round3(merged.spin_cpu_s + s.spin_cpu_s);
@@ -239,10 +213,10 @@ fn add_summary(merged: &mut Summary, s: &Summary) {
 /// Each histogram of the merged summary is the sum of the inputs' (decoded, added,
 /// encoded again), and its percentiles are read from that sum.
 fn add_histograms(merged: &mut Summary, named: &[(String, Output)]) -> Result<(), MergeError> {
-    let mut sums: Vec<Option<Histogram<u64>>> = vec![None; merged.histograms_mut().len()];
+    let mut sums: Vec<Option<Histogram<u64>>> = vec![None; Timing::N];
     for (name, output) in named {
-        let mut summary = output.summary.clone();
-        for (sum, (_, text)) in sums.iter_mut().zip(summary.histograms_mut()) {
+        let mut timings = output.summary.timings.clone();
+        for (sum, (_, text)) in sums.iter_mut().zip(timings.pairs_mut()) {
             let h = decode_histogram(text)
                 .map_err(|e| MergeError(format!("{name}: summary histogram {e}")))?;
             match sum {
@@ -253,7 +227,7 @@ fn add_histograms(merged: &mut Summary, named: &[(String, Output)]) -> Result<()
             }
         }
     }
-    for (sum, (percentiles, text)) in sums.into_iter().zip(merged.histograms_mut()) {
+    for (sum, (percentiles, text)) in sums.into_iter().zip(merged.timings.pairs_mut()) {
         let sum = sum.expect("one input at least");
         *percentiles = Percentiles::of(&sum);
         *text = encode_histogram(&sum);
@@ -261,40 +235,37 @@ fn add_histograms(merged: &mut Summary, named: &[(String, Output)]) -> Result<()
     Ok(())
 }
 
-fn add_counts<const N: usize>(into: &mut [u64; N], from: &[u64; N]) {
-    for (a, b) in into.iter_mut().zip(from) {
-        *a += b;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hdr::record_us;
     use crate::plan::Plan;
     use crate::report::SummaryInput;
-    use crate::stats::{record_us, Histograms};
+    use crate::stats::{Attempts, ErrorKind, Errors, Histograms};
 
     /// One generator's output: its latency and connect samples, and its counts.
     fn run(latencies: &[u64], connects: &[u64], duration_s: f64, intervals: &[u64]) -> Output {
         let mut h = Histograms::default();
         for &us in latencies {
-            record_us(&mut h.latency, us);
-            record_us(&mut h.service, us / 2);
+            h.record(Timing::Latency, us);
+            h.record(Timing::Service, us / 2);
         }
         for &us in connects {
-            record_us(&mut h.connect, us);
+            h.record(Timing::Connect, us);
         }
         let n = latencies.len() as u64;
-        let snapshot = Snapshot {
-            requests: n,
-            answered: n,
-            started: n + 1,
-            ok: n - 1,
-            errors: std::array::from_fn(|k| u64::from(ErrorKind::ALL[k] == ErrorKind::Status)),
+        let mut snapshot = Snapshot {
+            attempts: Attempts {
+                requests: n,
+                answered: n,
+                started: n + 1,
+                ok: n - 1,
+            },
+            errors: Errors::from_counts(&ErrorKind::ALL.map(|k| u64::from(k == ErrorKind::Status))),
             status_classes: [0, n - 1, 0, 1, 0],
-            bytes_read: 100 * n,
             ..Default::default()
         };
+        snapshot.traffic.bytes_read = 100 * n;
         let mut plan = Plan::for_target("http://127.0.0.1:1/");
         plan.pacer = crate::plan::PacerSpec::Open {
             rate: n as f64 / duration_s,
@@ -324,12 +295,12 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(k, &completed)| {
-                let now = Snapshot {
-                    requests: prev.requests + completed,
-                    answered: prev.answered + completed,
+                let mut now = Snapshot {
                     open_connections: 3,
                     ..Default::default()
                 };
+                now.attempts.requests = prev.attempts.requests + completed;
+                now.attempts.answered = prev.attempts.answered + completed;
                 let line = IntervalLine::between(&prev, &now, k as f64 + 1.0, 1.0);
                 prev = now;
                 line
@@ -359,14 +330,15 @@ mod tests {
         .summary;
         let mut both = Histograms::default();
         for &us in a.iter().chain(&b) {
-            record_us(&mut both.latency, us);
+            both.record(Timing::Latency, us);
         }
-        assert_eq!(merged.latency_us, Percentiles::of(&both.latency));
+        let (merged, both) = (merged.timings, &both[Timing::Latency]);
+        assert_eq!(merged.latency_us, Percentiles::of(both));
         // Averaging the two p99s would say about 37 ms; every sample together says 130 ms.
-        assert_eq!(merged.latency_us.p99, both.latency.value_at_quantile(0.99));
+        assert_eq!(merged.latency_us.p99, both.value_at_quantile(0.99));
         assert!(merged.latency_us.p99 > 100_000, "{:?}", merged.latency_us);
         let decoded = decode_histogram(&merged.histogram).unwrap();
-        assert_eq!(decoded, both.latency);
+        assert_eq!(&decoded, both);
         assert_eq!((merged.connect_us.count, merged.connect_us.max), (3, 700));
         assert_eq!(merged.service_us.count, 1000);
         assert_eq!(
@@ -381,15 +353,19 @@ mod tests {
         let a = run(&[10; 300], &[], 2.0, &[]);
         let b = run(&[10; 100], &[], 2.5, &[]);
         let s = merge(&named(vec![a, b])).unwrap().summary;
+        let a = s.attempts;
         assert_eq!(
-            (s.requests, s.answered, s.started, s.ok),
+            (a.requests, a.answered, a.started, a.ok),
             (400, 400, 402, 398)
         );
         assert_eq!(
             (s.errors.status, s.status["2xx"], s.status["4xx"]),
             (2, 398, 2)
         );
-        assert_eq!((s.bytes_read, s.threads, s.generators), (40_000, 4, 2));
+        assert_eq!(
+            (s.traffic.bytes_read, s.threads, s.generators),
+            (40_000, 4, 2)
+        );
         assert_eq!(s.duration_s, 2.5);
         assert_eq!(s.rps, 160.0);
         assert_eq!(s.achieved_rate, 160.8);
@@ -404,10 +380,11 @@ mod tests {
     fn merged_rates_count_answers_and_never_failed_attempts() {
         let a = run(&[10; 300], &[], 2.0, &[]);
         let mut b = run(&[10; 100], &[], 2.0, &[]);
-        b.summary.answered = 0;
+        b.summary.attempts.answered = 0;
         b.summary.errors.connect = 100;
         let s = merge(&named(vec![a, b])).unwrap().summary;
-        assert_eq!((s.requests, s.answered, s.errors.connect), (400, 300, 100));
+        let a = s.attempts;
+        assert_eq!((a.requests, a.answered, s.errors.connect), (400, 300, 100));
         assert_eq!(s.rps, 150.0);
     }
 
@@ -458,7 +435,7 @@ mod tests {
     /// One generator's emit line of seq `seq`: `delays` (µs) arrived from `arrived_ms` on, one
     /// a millisecond, and the engine read them at most `drain_us` after the kernel had them.
     fn emit_line(seq: u64, created_ms: u64, places: Vec<[u64; 2]>, delays: &[u64]) -> EmitLine {
-        let mut h = crate::stats::new_histogram();
+        let mut h = crate::hdr::new_histogram();
         delays.iter().for_each(|&us| record_us(&mut h, us));
         EmitLine {
             kind: "emit".into(),
@@ -497,7 +474,7 @@ mod tests {
         assert_eq!(e.places, vec![[1, 0], [2, 1], [3, 2], [4, 5]]);
         assert_eq!((emits[1].seq, emits[1].received), (8, 1));
         // The generators' delays as one histogram; the widest arrivals; the longest drain.
-        let mut all = crate::stats::new_histogram();
+        let mut all = crate::hdr::new_histogram();
         for us in [3000, 90_000, 400_000, 5000] {
             record_us(&mut all, us);
         }

@@ -1,6 +1,6 @@
 //! The plain request set: one prepared request per path (or the target's), the picker among
 //! them, and how they are sent. Both socket loops read it; its exchange on the epoll loop is
-//! a behaviour (`behaviour.rs`), and the io_uring loop runs it itself.
+//! a behaviour (`behaviours/plain.rs`), and the io_uring loop runs it itself.
 
 use std::time::Duration;
 

@@ -92,7 +92,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(plan: ValidPlan, start: Instant) -> Shared {
-        let first_seq = plan.plan.behaviour.seq_start();
+        let first_seq = plan.plan.behaviour.kind().seq_start();
         let end = match plan.stop {
             Stop::Duration(d) => Some(start + d),
             Stop::Requests(_) => None,

@@ -1,56 +1,21 @@
-//! Counters a reporter thread may read while the run goes on (relaxed atomics, one set per
-//! worker so no cache line is shared between workers), and the latency histograms each worker
-//! keeps to itself until the end.
+//! Recording: the counters a reporter thread may read while the run goes on (relaxed atomics,
+//! one set per worker so no cache line is shared between workers), and the latency histograms
+//! each worker keeps to itself until the end. Both are arrays indexed by the metrics' names
+//! (`crate::metrics`), so that summing them is a loop.
 
 use std::io;
+use std::ops::{Index, IndexMut};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-/// Why one request (or message, or subscription) failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    Connect,
-    Timeout,
-    Reset,
-    Closed,
-    Status,
-    Parse,
-    PortsExhausted,
-    FdsExhausted,
-    Other,
-}
+pub(crate) use crate::hdr::round3;
+use crate::hdr::{new_histogram, record_us};
+pub use crate::metrics::{
+    Attempt, Attempts, ErrorKind, Errors, Event, Events, Flow, Timing, Traffic,
+};
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 9] = [
-        ErrorKind::Connect,
-        ErrorKind::Timeout,
-        ErrorKind::Reset,
-        ErrorKind::Closed,
-        ErrorKind::Status,
-        ErrorKind::Parse,
-        ErrorKind::PortsExhausted,
-        ErrorKind::FdsExhausted,
-        ErrorKind::Other,
-    ];
-
-    /// The kind's name in the output (`errors.<name>`).
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Reset => "reset",
-            ErrorKind::Closed => "closed",
-            ErrorKind::Status => "status",
-            ErrorKind::Parse => "parse",
-            ErrorKind::PortsExhausted => "ports_exhausted",
-            ErrorKind::FdsExhausted => "fds_exhausted",
-            ErrorKind::Other => "other",
-        }
-    }
-
     /// Resource exhaustion on the client side makes the whole run invalid.
     pub fn invalidates_run(self) -> bool {
         matches!(self, ErrorKind::PortsExhausted | ErrorKind::FdsExhausted)
@@ -86,181 +51,126 @@ impl From<io::Error> for ErrorKind {
     }
 }
 
-/// Live counters of one worker. Every field only grows, except `open_connections`.
+/// Live counters of one worker. Every count only grows, except `open_connections`.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Finished attempts: answered (any status) or failed.
-    pub requests: AtomicU64,
-    /// Finished attempts that ended with a valid answer, whatever its status (syslog: messages
-    /// sent). Throughput counts these, never failed connects, resets or timeouts.
-    pub answered: AtomicU64,
-    /// Attempts begun (sent, or the connection for them opened).
-    pub started: AtomicU64,
-    /// Answers with a status below 400.
-    pub ok: AtomicU64,
-    pub errors: [AtomicU64; ErrorKind::ALL.len()],
-    pub status_classes: [AtomicU64; 5],
+    attempts: [AtomicU64; Attempt::N],
+    traffic: [AtomicU64; Flow::N],
+    events: [AtomicU64; Event::N],
+    errors: [AtomicU64; ErrorKind::N],
+    status_classes: [AtomicU64; 5],
     pub open_connections: AtomicI64,
-    pub connections_opened: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub events: AtomicU64,
-    pub events_lost: AtomicU64,
-    pub events_duplicated: AtomicU64,
-    pub events_reordered: AtomicU64,
-    pub longpoll_event_answers: AtomicU64,
-    pub longpoll_timeout_answers: AtomicU64,
-    pub comet_timeout_lines: AtomicU64,
-    pub heartbeats: AtomicU64,
-    pub reconnects: AtomicU64,
-    pub replayed: AtomicU64,
-    pub gaps: AtomicU64,
-    pub sse_timeout_messages: AtomicU64,
-    pub publishes: AtomicU64,
-    pub published: AtomicU64,
+}
+
+/// A count's name finds its cell among a worker's live counters.
+pub trait Counted: Copy {
+    fn cell(self, counters: &Counters) -> &AtomicU64;
+}
+
+impl Counted for Attempt {
+    fn cell(self, counters: &Counters) -> &AtomicU64 {
+        &counters.attempts[self as usize]
+    }
+}
+
+impl Counted for Flow {
+    fn cell(self, counters: &Counters) -> &AtomicU64 {
+        &counters.traffic[self as usize]
+    }
+}
+
+impl Counted for Event {
+    fn cell(self, counters: &Counters) -> &AtomicU64 {
+        &counters.events[self as usize]
+    }
+}
+
+impl Counted for ErrorKind {
+    fn cell(self, counters: &Counters) -> &AtomicU64 {
+        &counters.errors[self as usize]
+    }
 }
 
 impl Counters {
+    /// Adds `n` to the count `counted` names.
+    #[inline]
+    pub fn add(&self, counted: impl Counted, n: u64) {
+        counted.cell(self).fetch_add(n, Relaxed);
+    }
+
     pub fn error(&self, kind: ErrorKind) {
-        self.errors[kind as usize].fetch_add(1, Relaxed);
+        self.add(kind, 1);
     }
 
     pub fn status(&self, status: u16) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.status_classes[class].fetch_add(1, Relaxed);
         if status < 400 {
-            self.ok.fetch_add(1, Relaxed);
+            self.add(Attempt::Ok, 1);
         }
     }
+}
 
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Relaxed);
-    }
+fn load<const N: usize>(cells: &[AtomicU64; N]) -> [u64; N] {
+    std::array::from_fn(|k| cells[k].load(Relaxed))
 }
 
 /// A point-in-time sum over workers, for interval lines and the summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Snapshot {
-    pub requests: u64,
-    pub answered: u64,
-    pub started: u64,
-    pub ok: u64,
-    pub errors: [u64; ErrorKind::ALL.len()],
+    pub attempts: Attempts,
+    pub traffic: Traffic,
+    pub events: Events,
+    pub errors: Errors,
     pub status_classes: [u64; 5],
     pub open_connections: i64,
-    pub connections_opened: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub events: u64,
-    pub events_lost: u64,
-    pub events_duplicated: u64,
-    pub events_reordered: u64,
-    pub longpoll_event_answers: u64,
-    pub longpoll_timeout_answers: u64,
-    pub comet_timeout_lines: u64,
-    pub heartbeats: u64,
-    pub reconnects: u64,
-    pub replayed: u64,
-    pub gaps: u64,
-    pub sse_timeout_messages: u64,
-    pub publishes: u64,
-    pub published: u64,
 }
 
 impl Snapshot {
     pub fn sum<'a>(all: impl IntoIterator<Item = &'a Counters>) -> Snapshot {
         let mut s = Snapshot::default();
         for c in all {
-            s.requests += c.requests.load(Relaxed);
-            s.answered += c.answered.load(Relaxed);
-            s.started += c.started.load(Relaxed);
-            s.ok += c.ok.load(Relaxed);
-            for (dst, src) in s.errors.iter_mut().zip(&c.errors) {
-                *dst += src.load(Relaxed);
-            }
-            for (dst, src) in s.status_classes.iter_mut().zip(&c.status_classes) {
-                *dst += src.load(Relaxed);
+            s.attempts.add(&Attempts::from_counts(&load(&c.attempts)));
+            s.traffic.add(&Traffic::from_counts(&load(&c.traffic)));
+            s.events.add(&Events::from_counts(&load(&c.events)));
+            s.errors.add(&Errors::from_counts(&load(&c.errors)));
+            for (dst, src) in s.status_classes.iter_mut().zip(load(&c.status_classes)) {
+                *dst += src;
             }
             s.open_connections += c.open_connections.load(Relaxed);
-            s.connections_opened += c.connections_opened.load(Relaxed);
-            s.bytes_read += c.bytes_read.load(Relaxed);
-            s.bytes_written += c.bytes_written.load(Relaxed);
-            s.events += c.events.load(Relaxed);
-            s.events_lost += c.events_lost.load(Relaxed);
-            s.events_duplicated += c.events_duplicated.load(Relaxed);
-            s.events_reordered += c.events_reordered.load(Relaxed);
-            s.longpoll_event_answers += c.longpoll_event_answers.load(Relaxed);
-            s.longpoll_timeout_answers += c.longpoll_timeout_answers.load(Relaxed);
-            s.comet_timeout_lines += c.comet_timeout_lines.load(Relaxed);
-            s.heartbeats += c.heartbeats.load(Relaxed);
-            s.reconnects += c.reconnects.load(Relaxed);
-            s.replayed += c.replayed.load(Relaxed);
-            s.gaps += c.gaps.load(Relaxed);
-            s.sse_timeout_messages += c.sse_timeout_messages.load(Relaxed);
-            s.publishes += c.publishes.load(Relaxed);
-            s.published += c.published.load(Relaxed);
         }
         s
     }
 
     pub fn error_count(&self, kind: ErrorKind) -> u64 {
-        self.errors[kind as usize]
+        self.errors.get(kind)
     }
 
     pub fn total_errors(&self) -> u64 {
-        self.errors.iter().sum()
+        self.errors.total()
     }
 }
 
-/// Largest value a histogram holds: one hour in microseconds. Larger values are clamped.
-pub(crate) const MAX_US: u64 = 3_600_000_000;
-
-/// The histograms of one worker, all in microseconds.
+/// The histograms of one worker, all in microseconds, one per `Timing`.
 #[derive(Debug, Clone)]
-pub struct Histograms {
-    /// From the intended send time in open loop, else from the actual send.
-    pub latency: Histogram<u64>,
-    /// From the actual send to the end of the answer.
-    pub service: Histogram<u64>,
-    pub connect: Histogram<u64>,
-    pub first_byte: Histogram<u64>,
-    /// How late the generator sent compared with the schedule (open loop only).
-    pub lag: Histogram<u64>,
-    /// How long answers waited in the kernel before the loop read them (io_uring loop,
-    /// sampled connections only).
-    pub notice: Histogram<u64>,
-    /// Server push: from the server's `created` timestamp to arrival (wall clocks, ms grain).
-    pub event_delay: Histogram<u64>,
-    /// Server push: from sending the subscription to the arrival of each event.
-    pub event_since_subscribe: Histogram<u64>,
-    /// SSE and WebSocket: from the start of the connect to the response head (the 101).
-    pub handshake: Histogram<u64>,
-    /// WebSocket: from sending a publish to its `published` acknowledgement.
-    pub broadcast_rtt: Histogram<u64>,
-    /// Long poll: from an answer's arrival to the next poll's request written (the time a
-    /// client is not subscribed, in which an emit reaches nobody).
-    pub resubscribe: Histogram<u64>,
-}
-
-pub(crate) fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds are valid")
-}
+pub struct Histograms(pub [Histogram<u64>; Timing::N]);
 
 impl Default for Histograms {
     fn default() -> Self {
-        Histograms {
-            latency: new_histogram(),
-            service: new_histogram(),
-            connect: new_histogram(),
-            first_byte: new_histogram(),
-            lag: new_histogram(),
-            notice: new_histogram(),
-            event_delay: new_histogram(),
-            event_since_subscribe: new_histogram(),
-            handshake: new_histogram(),
-            broadcast_rtt: new_histogram(),
-            resubscribe: new_histogram(),
-        }
+        Histograms(std::array::from_fn(|_| new_histogram()))
+    }
+}
+
+impl Index<Timing> for Histograms {
+    type Output = Histogram<u64>;
+    fn index(&self, timing: Timing) -> &Histogram<u64> {
+        &self.0[timing as usize]
+    }
+}
+
+impl IndexMut<Timing> for Histograms {
+    fn index_mut(&mut self, timing: Timing) -> &mut Histogram<u64> {
+        &mut self.0[timing as usize]
     }
 }
 
@@ -269,62 +179,23 @@ pub fn micros(d: std::time::Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
 }
 
-/// Records a duration in microseconds, clamped into the histogram's range.
-pub fn record_us(h: &mut Histogram<u64>, us: u64) {
-    h.saturating_record(us.clamp(1, MAX_US));
-}
-
 impl Histograms {
+    /// Records `us` microseconds as a `timing`, clamped into the histogram's range.
+    pub fn record(&mut self, timing: Timing, us: u64) {
+        record_us(&mut self[timing], us);
+    }
+
     pub fn merge(&mut self, other: &Histograms) {
-        let pairs = [
-            (&mut self.latency, &other.latency),
-            (&mut self.service, &other.service),
-            (&mut self.connect, &other.connect),
-            (&mut self.first_byte, &other.first_byte),
-            (&mut self.lag, &other.lag),
-            (&mut self.notice, &other.notice),
-            (&mut self.event_delay, &other.event_delay),
-            (
-                &mut self.event_since_subscribe,
-                &other.event_since_subscribe,
-            ),
-            (&mut self.handshake, &other.handshake),
-            (&mut self.broadcast_rtt, &other.broadcast_rtt),
-            (&mut self.resubscribe, &other.resubscribe),
-        ];
-        for (dst, src) in pairs {
+        for (dst, src) in self.0.iter_mut().zip(&other.0) {
             dst.add(src).expect("histograms share bounds");
         }
     }
 }
 
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-/// A histogram as the output carries it: HdrHistogram V2 + DEFLATE, base64 (standard
-/// alphabet, padded).
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
-        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
-        Err(_) => String::new(),
-    }
-}
-
-/// Reads a histogram `encode_histogram` wrote.
-pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| format!("not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("not an HdrHistogram: {e:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hdr::MAX_US;
 
     #[test]
     fn connect_errors_classify_exhaustion() {
@@ -345,19 +216,35 @@ mod tests {
         b.error(ErrorKind::Timeout);
         b.status(503);
         a.status(200);
+        a.add(Event::Gaps, 3);
+        b.add(Event::Gaps, 4);
+        b.add(Flow::BytesRead, 10);
         let s = Snapshot::sum([&a, &b]);
         assert_eq!(s.error_count(ErrorKind::Timeout), 2);
-        assert_eq!((s.ok, s.status_classes[1], s.status_classes[4]), (1, 1, 1));
+        assert_eq!(
+            (s.events.gaps, s.traffic.bytes_read, s.events.received),
+            (7, 10, 0)
+        );
+        assert_eq!(
+            (s.attempts.ok, s.status_classes[1], s.status_classes[4]),
+            (1, 1, 1)
+        );
     }
 
     #[test]
     fn merged_histograms_keep_every_count() {
         let mut a = Histograms::default();
         let mut b = Histograms::default();
-        record_us(&mut a.latency, 100);
-        record_us(&mut b.latency, u64::MAX);
+        a.record(Timing::Latency, 100);
+        b.record(Timing::Latency, u64::MAX);
+        b.record(Timing::Handshake, 7);
         a.merge(&b);
-        assert_eq!(a.latency.len(), 2);
-        assert_eq!(a.latency.max(), a.latency.highest_equivalent(MAX_US));
+        let latency = &a[Timing::Latency];
+        assert_eq!(latency.len(), 2);
+        assert_eq!(latency.max(), latency.highest_equivalent(MAX_US));
+        assert_eq!(
+            (a[Timing::Handshake].len(), a[Timing::Connect].len()),
+            (1, 0)
+        );
     }
 }

@@ -1,28 +1,26 @@
-//! One worker thread: a single-threaded event loop running this worker's share of slots (or
+//! Run stage: one worker thread: a single-threaded event loop running this worker's share of slots (or
 //! its share of open-loop arrivals), all through one generic loop.
 
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::behaviour::{Attempt, Behaviour, Comet, LongPoll, Plain, SlowUpload, Syslog};
+use crate::behaviours::{self, Attempt, Behaviour, Runner};
 use crate::client::Client;
 use crate::emits::EmitLog;
 use crate::ledger::STARVED_PAUSE;
 use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
-use crate::plan::{BehaviourSpec, IoBackend, PacerSpec, SyslogTransport};
+use crate::plain::Plain;
+use crate::plan::{IoBackend, PacerSpec};
 use crate::shared::{Shared, WorkerCtx};
 use crate::spin;
-use crate::sse::Sse;
 use crate::stats::{ErrorKind, Histograms};
 use crate::uring;
-use crate::websocket::WebSocket;
-
-/// Messages per write when syslog is not paced: batching is what a real forwarder does.
-const SYSLOG_BATCH: u64 = 64;
 
 /// What one worker kept to itself during the run, merged with the others' at the end.
 pub struct WorkerResults {
@@ -102,50 +100,20 @@ fn my_share(total: u64, index: usize, threads: usize) -> usize {
 
 /// Runs this worker's share of the plan; returns when its pacers started.
 async fn drive(index: usize, ctx: Rc<WorkerCtx>) -> Instant {
-    let plan = &ctx.shared.plan;
-    match &plan.plan.behaviour {
-        BehaviourSpec::Keepalive {}
-        | BehaviourSpec::NewConnection {}
-        | BehaviourSpec::SlowReader { .. } => {
-            drive_with(index, &ctx, Plain::new(plan, index)).await
-        }
-        BehaviourSpec::Longpoll {
-            events,
-            duration_ms,
-        } => drive_with(index, &ctx, LongPoll::new(plan, events, *duration_ms)).await,
-        BehaviourSpec::Comet {
-            events,
-            duration_ms,
-        } => drive_with(index, &ctx, Comet::new(plan, events, *duration_ms)).await,
-        BehaviourSpec::Sse {
-            events,
-            heartbeat_ms,
-            duration_ms,
-        } => {
-            let sse = Sse::new(plan, events, *heartbeat_ms, *duration_ms);
-            drive_with(index, &ctx, sse).await
-        }
-        BehaviourSpec::Websocket { events, publish } => {
-            drive_with(index, &ctx, WebSocket::new(plan, events, *publish)).await
-        }
-        BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
-            drive_with(index, &ctx, SlowUpload::new(plan, *bytes, *bytes_per_s)).await
-        }
-        BehaviourSpec::Syslog {
-            transport,
-            syslog_framing,
-            message_bytes,
-            ..
-        } => {
-            let batch = if plan.plan.pacer.is_open() {
-                1
-            } else {
-                SYSLOG_BATCH
-            };
-            let udp = *transport == SyslogTransport::Udp;
-            let syslog = Syslog::new(plan, *syslog_framing, *message_bytes, udp, batch);
-            drive_with(index, &ctx, syslog).await
-        }
+    behaviours::build(&ctx.shared.plan, index, Drive { index, ctx: &ctx }).await
+}
+
+/// The worker's loop as the runner of whichever behaviour the plan builds.
+struct Drive<'a> {
+    index: usize,
+    ctx: &'a Rc<WorkerCtx>,
+}
+
+impl<'a> Runner for Drive<'a> {
+    type Out = Pin<Box<dyn Future<Output = Instant> + 'a>>;
+
+    fn run<B: Behaviour + 'static>(self, behaviour: B) -> Self::Out {
+        Box::pin(drive_with(self.index, self.ctx, behaviour))
     }
 }
 

@@ -29,9 +29,18 @@ fn large_bodies_arrive_whole() {
     });
     for io in BACKENDS {
         let s = run(&server, io);
-        assert_eq!((s.ok, s.errors.total()), (40, 0), "{io}: {:?}", s.errors);
-        assert!(s.bytes_read >= 40 * BODY as u64, "{io}: {}", s.bytes_read);
-        assert_eq!(s.connections_opened, 3, "{io}");
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{io}: {:?}",
+            s.errors
+        );
+        assert!(
+            s.traffic.bytes_read >= 40 * BODY as u64,
+            "{io}: {}",
+            s.traffic.bytes_read
+        );
+        assert_eq!(s.traffic.connections_opened, 3, "{io}");
     }
 }
 
@@ -56,8 +65,13 @@ fn chunked_bodies_in_small_writes_are_read_to_their_end() {
     });
     for io in BACKENDS {
         let s = run(&server, io);
-        assert_eq!((s.ok, s.errors.total()), (40, 0), "{io}: {:?}", s.errors);
-        assert_eq!(s.connections_opened, 3, "{io}");
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{io}: {:?}",
+            s.errors
+        );
+        assert_eq!(s.traffic.connections_opened, 3, "{io}");
     }
 }
 
@@ -71,8 +85,13 @@ fn a_server_closing_after_each_answer_gets_a_new_connection_each_time() {
     });
     for io in BACKENDS {
         let s = run(&server, io);
-        assert_eq!((s.ok, s.errors.total()), (40, 0), "{io}: {:?}", s.errors);
-        assert_eq!(s.connections_opened, 40, "{io}");
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{io}: {:?}",
+            s.errors
+        );
+        assert_eq!(s.traffic.connections_opened, 40, "{io}");
     }
 }
 
@@ -82,17 +101,25 @@ fn the_io_uring_loop_measures_how_long_answers_waited_to_be_read() {
     for io in BACKENDS {
         let s = common::run_plan(json!({"target": server.url("/perf"), "requests": 2000,
             "connections": 80, "threads": 1, "io": io}));
-        assert_eq!((s.ok, s.errors.total()), (2000, 0), "{io}: {:?}", s.errors);
-        let notice = &s.notice_us;
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (2000, 0),
+            "{io}: {:?}",
+            s.errors
+        );
+        let notice = &s.timings.notice_us;
         if io == "io_uring" {
             // Connections 0 and 64 of the 80 carry the kernel's receive timestamps.
-            assert!(notice.count > 0 && notice.count < s.ok / 2, "{notice:?}");
+            assert!(
+                notice.count > 0 && notice.count < s.attempts.ok / 2,
+                "{notice:?}"
+            );
             // An answer cannot wait longer to be read than its whole exchange took: a wrong
             // clock base would read as years or as nothing.
             assert!(
-                notice.max <= s.latency_us.max + 1_000,
+                notice.max <= s.timings.latency_us.max + 1_000,
                 "{notice:?} {:?}",
-                s.latency_us
+                s.timings.latency_us
             );
         } else {
             assert_eq!(notice.count, 0, "the epoll loop does not sample");

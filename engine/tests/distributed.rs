@@ -157,7 +157,7 @@ fn a_start_instant_already_passed_starts_at_once_and_says_so() {
     let start_at_ms = unix_ms() - 5_000;
     let s = common::run_plan(json!({"target": server.url("/perf"), "requests": 10,
         "connections": 1, "start_at_ms": start_at_ms}));
-    assert_eq!(s.requests, 10);
+    assert_eq!(s.attempts.requests, 10);
     assert!(s.start_late_ms >= 5_000.0, "{}", s.start_late_ms);
     assert!(s.start_late_ms < 6_000.0, "{}", s.start_late_ms);
     assert!(s.human().contains("after start_at_ms"));

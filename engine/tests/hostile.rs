@@ -21,9 +21,14 @@ fn run_against(
         check(&s);
         // A failed attempt is an error by kind and never adds to the rate.
         let failed: u64 = s.errors.total() - s.errors.status;
-        assert_eq!(s.answered, s.requests - failed, "{io}: {:?}", s.errors);
+        assert_eq!(
+            s.attempts.answered,
+            s.attempts.requests - failed,
+            "{io}: {:?}",
+            s.errors
+        );
         // `duration_s` is printed to the millisecond, `rps` from the exact duration.
-        let answered = s.answered as f64;
+        let answered = s.attempts.answered as f64;
         let (fast, slow) = ((s.duration_s - 0.0005).max(1e-9), s.duration_s + 0.0005);
         assert!(
             s.rps <= answered / fast + 0.001,
@@ -50,7 +55,7 @@ fn garbage_is_a_parse_error() {
         }
     });
     run_against(&server, 2000, |s| {
-        assert_eq!((s.requests, s.errors.parse), (6, 6));
+        assert_eq!((s.attempts.requests, s.errors.parse), (6, 6));
     });
 }
 
@@ -64,7 +69,12 @@ fn truncated_chunked_body_is_a_closed_error() {
         }
     });
     run_against(&server, 2000, |s| {
-        assert_eq!((s.requests, s.errors.closed), (6, 6), "{:?}", s.errors);
+        assert_eq!(
+            (s.attempts.requests, s.errors.closed),
+            (6, 6),
+            "{:?}",
+            s.errors
+        );
     });
 }
 
@@ -79,7 +89,12 @@ fn megabyte_header_is_refused() {
         }
     });
     run_against(&server, 2000, |s| {
-        assert_eq!((s.requests, s.errors.parse), (6, 6), "{:?}", s.errors);
+        assert_eq!(
+            (s.attempts.requests, s.errors.parse),
+            (6, 6),
+            "{:?}",
+            s.errors
+        );
     });
 }
 
@@ -98,7 +113,12 @@ fn reset_mid_body_is_a_reset() {
         }
     });
     run_against(&server, 2000, |s| {
-        assert_eq!((s.requests, s.errors.reset), (6, 6), "{:?}", s.errors);
+        assert_eq!(
+            (s.attempts.requests, s.errors.reset),
+            (6, 6),
+            "{:?}",
+            s.errors
+        );
     });
 }
 
@@ -107,7 +127,12 @@ fn silent_server_times_out() {
     let server =
         serve(|mut stream, _| async move { while read_request(&mut stream).await.is_some() {} });
     run_against(&server, 150, |s| {
-        assert_eq!((s.requests, s.errors.timeout), (6, 6), "{:?}", s.errors);
+        assert_eq!(
+            (s.attempts.requests, s.errors.timeout),
+            (6, 6),
+            "{:?}",
+            s.errors
+        );
     });
 }
 
@@ -123,8 +148,12 @@ fn refused_connections_are_connect_errors() {
             json!({"target": format!("http://127.0.0.1:{port}/"), "requests": 5,
             "connections": 1, "io": io}),
         );
-        assert_eq!((s.requests, s.errors.connect), (5, 5), "{io}");
-        assert_eq!((s.answered, s.rps, s.floor_us), (0, 0.0, None), "{io}");
+        assert_eq!((s.attempts.requests, s.errors.connect), (5, 5), "{io}");
+        assert_eq!(
+            (s.attempts.answered, s.rps, s.floor_us),
+            (0, 0.0, None),
+            "{io}"
+        );
     }
 }
 
@@ -143,8 +172,11 @@ fn error_statuses_are_counted_but_answered() {
         }
     });
     run_against(&server, 2000, |s| {
-        assert_eq!((s.requests, s.ok, s.errors.status), (6, 0, 6));
-        assert_eq!(s.answered, 6, "an error status is still an answer");
+        assert_eq!(
+            (s.attempts.requests, s.attempts.ok, s.errors.status),
+            (6, 0, 6)
+        );
+        assert_eq!(s.attempts.answered, 6, "an error status is still an answer");
         assert_eq!(s.status["5xx"], 6);
     });
 }
@@ -179,7 +211,11 @@ fn ambiguous_framing_is_a_parse_error_and_ends_the_connection() {
     ] {
         for io in common::BACKENDS {
             let (s, connections) = framed_by(head, io);
-            assert_eq!((s.requests, s.errors.parse), (6, 6), "{head:?} {io}");
+            assert_eq!(
+                (s.attempts.requests, s.errors.parse),
+                (6, 6),
+                "{head:?} {io}"
+            );
             assert_eq!(connections, 6, "{head:?} {io}: a connection was used again");
         }
     }
@@ -189,7 +225,11 @@ fn ambiguous_framing_is_a_parse_error_and_ends_the_connection() {
 fn one_length_said_twice_is_read_as_that_length() {
     for io in common::BACKENDS {
         let (s, connections) = framed_by("Content-Length: 5, 5", io);
-        assert_eq!((s.requests, s.ok, s.errors.total()), (6, 6, 0), "{io}");
+        assert_eq!(
+            (s.attempts.requests, s.attempts.ok, s.errors.total()),
+            (6, 6, 0),
+            "{io}"
+        );
         // Kept alive: no more connections than slots (a slot may find the budget spent
         // before it connects).
         assert!(
@@ -217,10 +257,15 @@ fn a_server_that_resets_every_connection_adds_nothing_to_the_rate() {
         let stop = std::sync::atomic::AtomicBool::new(false);
         let outcome = serverlab_load::run_with(plan, &stop, |l| intervals.push(l.clone())).unwrap();
         let s = outcome.summary;
-        assert!(s.requests > 0, "{io}");
-        assert_eq!(s.errors.total(), s.requests, "{io}: {:?}", s.errors);
+        assert!(s.attempts.requests > 0, "{io}");
+        assert_eq!(
+            s.errors.total(),
+            s.attempts.requests,
+            "{io}: {:?}",
+            s.errors
+        );
         assert!(s.errors.reset + s.errors.closed > 0, "{io}: {:?}", s.errors);
-        assert_eq!((s.answered, s.rps), (0, 0.0), "{io}");
+        assert_eq!((s.attempts.answered, s.rps), (0, 0.0), "{io}");
         assert!(s.human().starts_with("NO ANSWER: none of "), "{io}");
         assert!(!intervals.is_empty(), "{io}");
         for line in &intervals {

@@ -14,13 +14,17 @@ fn keepalive_makes_exactly_n_requests() {
             "threads": 2, "io": io}),
         );
         assert_eq!(s.io_backend, io);
-        assert_eq!(s.requests, 1003);
-        assert_eq!(s.ok, 1003);
+        assert_eq!(s.attempts.requests, 1003);
+        assert_eq!(s.attempts.ok, 1003);
         assert_eq!(s.errors.total(), 0);
         assert_eq!(ServerStats::get(&server.stats.requests), 1003);
         assert_eq!(ServerStats::get(&server.stats.connections), 7);
-        assert_eq!(s.bytes_read % 1003, 0, "every answer has the same size");
-        assert_eq!(s.latency_us.count, 1003);
+        assert_eq!(
+            s.traffic.bytes_read % 1003,
+            0,
+            "every answer has the same size"
+        );
+        assert_eq!(s.timings.latency_us.count, 1003);
         assert!(s.valid, "{:?}", s.invalid_reasons);
     }
 }
@@ -34,10 +38,10 @@ fn new_connection_opens_one_connection_per_request() {
             "behaviour": {"kind": "new-connection"}, "io": io}),
         );
         assert_eq!(s.io_backend, io);
-        assert_eq!((s.requests, s.ok), (200, 200));
-        assert_eq!(s.connections_opened, 200);
+        assert_eq!((s.attempts.requests, s.attempts.ok), (200, 200));
+        assert_eq!(s.traffic.connections_opened, 200);
         assert_eq!(ServerStats::get(&server.stats.connections), 200);
-        assert_eq!(s.connect_us.count, 200);
+        assert_eq!(s.timings.connect_us.count, 200);
     }
 }
 
@@ -56,7 +60,7 @@ fn sequential_is_one_connection_at_a_time() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 60,
         "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}}));
-    assert_eq!(s.requests, 60);
+    assert_eq!(s.attempts.requests, 60);
     assert_eq!(ServerStats::get(&server.stats.connections), 60);
     assert_eq!(
         server
@@ -76,9 +80,9 @@ fn open_loop_holds_its_rate_on_a_keepalive_pool() {
     );
     let expected = 2000.0;
     assert!(
-        (s.requests as f64 - expected).abs() / expected < 0.02,
+        (s.attempts.requests as f64 - expected).abs() / expected < 0.02,
         "{} requests",
-        s.requests
+        s.attempts.requests
     );
     assert!((s.intended_rate.unwrap() - 1000.0).abs() < 10.0);
     assert!(
@@ -86,7 +90,7 @@ fn open_loop_holds_its_rate_on_a_keepalive_pool() {
         "achieved {}",
         s.achieved_rate
     );
-    assert_eq!(s.lag_us.count, s.requests);
+    assert_eq!(s.timings.lag_us.count, s.attempts.requests);
     assert_eq!(ServerStats::get(&server.stats.connections), 10);
 }
 
@@ -96,7 +100,7 @@ fn open_loop_per_arrival_makes_k_calls_per_connection() {
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 100,
         "pacer": {"kind": "open", "rate": 400.0, "calls_per_connection": 2},
         "behaviour": {"kind": "new-connection"}}));
-    assert_eq!(s.requests, 100);
+    assert_eq!(s.attempts.requests, 100);
     assert_eq!(ServerStats::get(&server.stats.requests), 100);
     assert_eq!(ServerStats::get(&server.stats.connections), 50);
     // 50 arrivals at 400/s take about 0.125 s.
@@ -111,9 +115,9 @@ fn ramp_rises_to_its_final_rate() {
         "behaviour": {"kind": "new-connection"}}));
     // 300 arrivals during the ramp, then 500 in the last second.
     assert!(
-        (s.requests as f64 - 800.0).abs() < 24.0,
+        (s.attempts.requests as f64 - 800.0).abs() < 24.0,
         "{} requests",
-        s.requests
+        s.attempts.requests
     );
 }
 
@@ -122,7 +126,11 @@ fn users_ramp_up_then_hold() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "threads": 2,
         "pacer": {"kind": "users", "users": 6, "ramp_up_s": 0.6, "hold_s": 0.4}}));
-    assert!(s.requests > 100, "{} requests", s.requests);
+    assert!(
+        s.attempts.requests > 100,
+        "{} requests",
+        s.attempts.requests
+    );
     assert_eq!(ServerStats::get(&server.stats.connections), 6);
     assert!((s.duration_s - 1.0).abs() < 0.1, "{}", s.duration_s);
 }
@@ -136,7 +144,7 @@ fn source_addresses_are_spread() {
             "sources": ["127.0.0.2-127.0.0.5"], "behaviour": {"kind": "new-connection"},
             "io": io}),
         );
-        assert_eq!((s.requests, s.ok), (40, 40));
+        assert_eq!((s.attempts.requests, s.attempts.ok), (40, 40));
     }
 }
 
@@ -148,7 +156,7 @@ fn bodies_and_headers_are_sent() {
             json!({"target": server.url("/perf"), "requests": 10, "connections": 1,
             "method": "POST", "body": "hello", "headers": ["X-Test: 1"], "io": io}),
         );
-        assert_eq!(s.ok, 10);
+        assert_eq!(s.attempts.ok, 10);
         assert_eq!(ServerStats::get(&server.stats.body_bytes), 50);
     }
 }
@@ -162,7 +170,12 @@ fn bodies_larger_than_the_socket_buffer_are_sent_whole() {
             json!({"target": server.url("/perf"), "requests": 3, "connections": 2,
             "method": "POST", "body": body, "io": io}),
         );
-        assert_eq!((s.ok, s.errors.total()), (3, 0), "{io}: {:?}", s.errors);
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (3, 0),
+            "{io}: {:?}",
+            s.errors
+        );
         assert_eq!(ServerStats::get(&server.stats.body_bytes), 3 * (3 << 20));
     }
 }
@@ -201,7 +214,7 @@ fn a_run_closes_every_connection_it_opened() {
             let server = perf_server();
             let s = run_plan(json!({"target": server.url("/perf"), "connections": 5,
                 "requests": 200, "threads": 1, "behaviour": {"kind": kind}, "io": io}));
-            assert_eq!((s.io_backend.as_str(), s.ok), (io, 200));
+            assert_eq!((s.io_backend.as_str(), s.attempts.ok), (io, 200));
             assert_eq!(client_sockets(server.addr.port()), 0, "{io} {kind}");
         }
     }

@@ -48,7 +48,10 @@ fn requests_spread_over_paths_by_weight() {
     let paths = weighted(&[("/files/a", 1.0), ("/files/b", 2.0), ("/files/c", 7.0)]);
     let s = common::run_plan(json!({"target": server.url("/unused"), "requests": 10000,
         "connections": 4, "threads": 2, "paths": paths}));
-    assert_eq!((s.requests, s.ok, s.paths), (10000, 10000, 3));
+    assert_eq!(
+        (s.attempts.requests, s.attempts.ok, s.paths),
+        (10000, 10000, 3)
+    );
     let mut counts: HashMap<String, usize> = HashMap::new();
     for path in log.lock().unwrap().iter() {
         *counts.entry(path.clone()).or_default() += 1;
@@ -67,7 +70,7 @@ fn sequence(seed: u64) -> Vec<String> {
     let paths = weighted(&[("/a", 1.0), ("/b", 1.0), ("/c", 1.0), ("/d", 1.0)]);
     let s = common::run_plan(json!({"target": server.url("/"), "requests": 300,
         "connections": 1, "threads": 1, "seed": seed, "paths": paths}));
-    assert_eq!(s.requests, 300);
+    assert_eq!(s.attempts.requests, 300);
     let got = log.lock().unwrap().clone();
     got
 }
@@ -92,7 +95,7 @@ fn a_paths_file_holds_thousands_of_paths() {
     let s = common::run_plan(json!({"target": server.url("/"), "requests": 4000,
         "connections": 2, "paths_file": file}));
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!((s.requests, s.paths), (4000, 2000));
+    assert_eq!((s.attempts.requests, s.paths), (4000, 2000));
     let distinct: std::collections::HashSet<_> = log.lock().unwrap().iter().cloned().collect();
     // 4000 uniform draws over 2000 paths leave about e^-2 of them unseen.
     assert!(distinct.len() > 1500, "{}", distinct.len());

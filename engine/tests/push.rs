@@ -38,12 +38,12 @@ fn long_poll_resubscribes_and_counts_answers() {
         json!({"target": server.url("/push"), "requests": 30, "connections": 2,
         "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 50}}),
     );
-    assert_eq!(s.requests, 30);
+    assert_eq!(s.attempts.requests, 30);
     assert_eq!(answered.load(SeqCst), 30);
     assert_eq!(s.events.longpoll_timeout_answers, 10);
     assert_eq!(s.events.longpoll_event_answers, 20);
     assert_eq!(s.events.received, 20);
-    assert_eq!(s.event_delay_us.count, 20);
+    assert_eq!(s.timings.event_delay_us.count, 20);
     assert_eq!(s.events.duplicated + s.events.reordered, 0);
 }
 
@@ -68,7 +68,7 @@ fn event_delays_from_a_server_with_another_clock_are_corrected_by_the_plans_offs
             "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 50}}));
         assert_eq!(s.events.received, 20);
         assert_eq!(s.clock_offset_ms, Some(clock_offset_ms));
-        s.event_delay_us.p50 as f64 / 1000.0
+        s.timings.event_delay_us.p50 as f64 / 1000.0
     };
     let uncorrected = delay_p50_ms(0.0);
     assert!(uncorrected >= BEHIND_MS as f64, "{uncorrected} ms");
@@ -115,14 +115,14 @@ fn comet_catches_an_injected_gap_and_duplicate() {
         json!({"target": server.url("/push"), "requests": 1, "connections": 1,
         "behaviour": {"kind": "comet", "events": ["e1"], "duration_ms": 1000}}),
     );
-    assert_eq!(s.requests, 1);
+    assert_eq!(s.attempts.requests, 1);
     assert_eq!(s.errors.total(), 0, "{:?}", s.errors);
     assert_eq!(s.events.received, 8);
     assert_eq!(s.events.lost, 1, "3 → 5 skips 4");
     assert_eq!(s.events.duplicated, 1);
     assert_eq!(s.events.reordered, 1, "4 after 6");
     assert_eq!(s.events.comet_timeout_lines, 1);
-    assert_eq!(s.event_since_subscribe_us.count, 8);
+    assert_eq!(s.timings.event_since_subscribe_us.count, 8);
 }
 
 #[test]
@@ -223,7 +223,7 @@ fn long_polls_record_emits_too() {
     let seqs: Vec<u64> = outcome.emits.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4]);
     // Four answers, three gaps from an answer to the next poll (the fourth had none after).
-    let gap = &outcome.summary.resubscribe_gap_us;
+    let gap = &outcome.summary.timings.resubscribe_gap_us;
     assert_eq!(gap.count, 3);
     assert!(gap.max < 1_000_000, "{gap:?}");
     assert!(outcome

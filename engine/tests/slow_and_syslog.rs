@@ -15,9 +15,9 @@ fn slow_upload_takes_about_size_over_rate() {
         json!({"target": server.url("/upload"), "requests": 2, "connections": 2,
         "method": "POST", "behaviour": {"kind": "slow-upload", "bytes": 3000, "bytes_per_s": 6000}}),
     );
-    assert_eq!((s.requests, s.ok), (2, 2));
+    assert_eq!((s.attempts.requests, s.attempts.ok), (2, 2));
     assert_eq!(ServerStats::get(&server.stats.body_bytes), 6000);
-    let seconds = s.service_us.p50 as f64 / 1e6;
+    let seconds = s.timings.service_us.p50 as f64 / 1e6;
     assert!((0.45..0.75).contains(&seconds), "took {seconds} s");
 }
 
@@ -38,9 +38,9 @@ fn slow_reader_paces_its_reads() {
         json!({"target": server.url("/files/big"), "requests": 1, "connections": 1,
         "behaviour": {"kind": "slow-reader", "rcvbuf": 4096, "read_bytes": 8192, "read_interval_ms": 20}}),
     );
-    assert_eq!(s.ok, 1);
+    assert_eq!(s.attempts.ok, 1);
     // At least 64 KiB / 8 KiB = 8 reads, each after a 20 ms pause.
-    let seconds = s.service_us.p50 as f64 / 1e6;
+    let seconds = s.timings.service_us.p50 as f64 / 1e6;
     assert!(seconds >= 0.16, "took {seconds} s");
 }
 
@@ -97,7 +97,7 @@ fn syslog_tcp_run(framing: &str, seq_start: Option<u64>) {
         json!({"target": format!("tcp://{}", server.addr), "requests": 1000,
         "connections": 3, "behaviour": behaviour}),
     );
-    assert_eq!(s.requests, 1000);
+    assert_eq!(s.attempts.requests, 1000);
     // A slot whose share of the budget is empty never connects, so read until all arrived.
     let mut seqs = Vec::new();
     while seqs.len() < 1000 {
@@ -156,9 +156,9 @@ fn a_timed_flood_counts_as_sent_every_message_the_receiver_got() {
         let data = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         received += count_frames(&data).0;
     }
-    assert!(s.answered > 1000, "{}", s.answered);
+    assert!(s.attempts.answered > 1000, "{}", s.attempts.answered);
     assert_eq!(
-        received, s.answered,
+        received, s.attempts.answered,
         "sent = received, nothing cut at the end"
     );
 }
@@ -187,7 +187,7 @@ fn syslog_udp_sends_numbered_datagrams() {
         "pacer": {"kind": "open", "rate": 2000.0},
         "behaviour": {"kind": "syslog", "transport": "udp", "message_bytes": 120}}),
     );
-    assert_eq!(s.requests, 200);
+    assert_eq!(s.attempts.requests, 200);
     let mut seqs = receiver.join().unwrap();
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());

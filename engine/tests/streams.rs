@@ -167,8 +167,8 @@ fn sse_streams_from_the_reference_server_lose_nothing() {
     );
     assert_eq!(s.events.reconnects, 0);
     assert!(s.events.heartbeats >= 10 * 10, "{}", s.events.heartbeats);
-    assert_eq!(s.handshake_us.count, 10);
-    assert_eq!(s.event_delay_us.count, s.events.received);
+    assert_eq!(s.timings.handshake_us.count, 10);
+    assert_eq!(s.timings.event_delay_us.count, s.events.received);
     every_emit_reached_everyone(&out, 10);
 }
 
@@ -206,11 +206,11 @@ fn websockets_to_the_reference_server_lose_nothing_and_time_publishes() {
         (s.events.lost, s.events.duplicated, s.events.reordered),
         (0, 0, 0)
     );
-    assert_eq!(s.handshake_us.count, 10);
+    assert_eq!(s.timings.handshake_us.count, 10);
     // Two publishers, one every 200 ms each: about 20, all but those in flight answered.
     assert!(s.events.publishes >= 14, "{}", s.events.publishes);
     assert!(s.events.publishes - s.events.published <= 2);
-    assert_eq!(s.broadcast_rtt_us.count, s.events.published);
+    assert_eq!(s.timings.broadcast_rtt_us.count, s.events.published);
     every_emit_reached_everyone(&out, 10);
 }
 
@@ -406,7 +406,7 @@ fn every_connection_broke(
     kind: impl Fn(&serverlab_load::report::Errors) -> u64,
     deliveries_each: u64,
 ) {
-    let opened = s.connections_opened;
+    let opened = s.traffic.connections_opened;
     assert!(opened >= 1);
     let failed = kind(&s.errors);
     assert!(

@@ -15,7 +15,7 @@ fn a_spinning_sequential_run_reports_its_spin_apart_from_its_work() {
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 300,
         "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"},
         "wait": "spin"}));
-    assert_eq!((s.requests, s.ok), (300, 300));
+    assert_eq!((s.attempts.requests, s.attempts.ok), (300, 300));
     assert_eq!(ServerStats::get(&server.stats.connections), 300);
     assert_eq!(s.io_backend, "epoll");
     assert_eq!(
@@ -34,7 +34,7 @@ fn a_spinning_sequential_run_reports_its_spin_apart_from_its_work() {
         s.client_cpu_s
     );
     // Every connection of a latency-bound plan is stamped: new connections are measured.
-    assert!(s.notice_us.count > 0, "no reading delay measured");
+    assert!(s.timings.notice_us.count > 0, "no reading delay measured");
     let floor = s.floor_us.expect("a run with requests has a floor");
     let own = (s.client_cpu_s - s.spin_cpu_s) * 1e6 / 300.0;
     assert!(floor >= own - 0.01, "floor {floor} below own CPU {own}");
@@ -45,14 +45,14 @@ fn a_sleeping_run_spins_not_at_all() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 200,
         "connections": 1, "wait": "sleep", "io": "epoll"}));
-    assert_eq!((s.requests, s.ok), (200, 200));
+    assert_eq!((s.attempts.requests, s.attempts.ok), (200, 200));
     assert_eq!(
         (s.wait.as_str(), s.wait_reason.as_str()),
         ("sleep", "asked (--wait sleep)")
     );
     assert_eq!(s.spin_cpu_s, 0.0);
     assert!(
-        s.notice_us.count > 0,
+        s.timings.notice_us.count > 0,
         "a single connection is latency-bound: stamped"
     );
 }
@@ -62,7 +62,7 @@ fn a_keepalive_spin_takes_the_epoll_loop() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 200,
         "connections": 1, "wait": "spin"}));
-    assert_eq!((s.requests, s.io_backend.as_str()), (200, "epoll"));
+    assert_eq!((s.attempts.requests, s.io_backend.as_str()), (200, "epoll"));
     assert_eq!(s.wait, "spin");
 }
 
@@ -77,7 +77,7 @@ fn auto_does_not_spin_for_plans_that_are_not_latency_bound() {
     );
     assert_eq!(s.spin_cpu_s, 0.0);
     assert_eq!(
-        s.notice_us.count, 0,
+        s.timings.notice_us.count, 0,
         "only latency-bound plans are stamped on epoll"
     );
 }

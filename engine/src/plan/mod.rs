@@ -1,17 +1,16 @@
 //! The description of one run. Flags and `--plan FILE` both end here, and no worker starts
 //! before `Plan::validate` has accepted it: `types` says what a plan may hold (and what each
-//! kind of pacer and behaviour implies), `parse` reads one, `validate` judges it into a
+//! kind of pacer implies), `behaviour` what each behaviour holds, implies and must keep (a
+//! file per behaviour), `parse` reads one, `validate` judges it into a
 //! `ValidPlan` with the rules `serverlab-load --check` applies.
 
+mod behaviour;
 mod error;
 mod parse;
 mod types;
 mod validate;
 
+pub use behaviour::*;
 pub use error::PlanError;
-pub(crate) use types::{default_message_bytes, default_seq_start};
-pub use types::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, Publish, ReadPace, SyslogFraming, SyslogTransport,
-    WaitMode, WeightedPath,
-};
+pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};

@@ -1,11 +1,14 @@
-//! What a plan may hold: the types a plan file deserializes into (and the JSON schema is made
-//! from), with the rules each kind of pacer and behaviour brings as methods, so that the rest
-//! of the engine asks a plan what it is rather than matching its variants again.
+//! Plan stage: what a plan may hold: the types a plan file deserializes into (and the JSON
+//! schema is made from), with the rules each kind of pacer brings as methods, so that the rest
+//! of the engine asks a plan what it is rather than matching its variants again. Behaviours
+//! are asked through `BehaviourSpec::kind` (`super::behaviour`).
 
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::BehaviourSpec;
 
 /// A plan as written in a plan file (JSON). Every field but `target` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -258,217 +261,10 @@ impl PacerSpec {
     }
 }
 
-/// What each request is.
-// Kinds without settings are empty structs, as in `PacerSpec`. Kinds are spelt as suites
-// spell them (`new-connection`), so one name means one behaviour from a suite to a summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum BehaviourSpec {
-    /// Requests on a kept-alive connection.
-    Keepalive {},
-    /// A new connection per request (`Connection: close`).
-    NewConnection {},
-    /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
-    Longpoll {
-        events: Vec<String>,
-        duration_ms: u64,
-    },
-    /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
-    Comet {
-        events: Vec<String>,
-        #[serde(default)]
-        duration_ms: Option<u64>,
-    },
-    /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`, with
-    /// `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped stream is
-    /// opened again with `Last-Event-ID`.
-    Sse {
-        events: Vec<String>,
-        #[serde(default)]
-        heartbeat_ms: Option<u64>,
-        #[serde(default)]
-        duration_ms: Option<u64>,
-    },
-    /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
-    /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
-    Websocket {
-        events: Vec<String>,
-        #[serde(default)]
-        publish: Option<Publish>,
-    },
-    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
-    SlowUpload { bytes: u64, bytes_per_s: u64 },
-    /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
-    SlowReader {
-        #[serde(default = "default_rcvbuf")]
-        rcvbuf: u32,
-        read_bytes: usize,
-        read_interval_ms: u64,
-    },
-    /// Syslog messages numbered from `seq_start` on; one message counts as one request.
-    Syslog {
-        #[serde(default)]
-        transport: SyslogTransport,
-        /// TCP framing (RFC 6587); named apart from HTTP's message framing (issue 21).
-        #[serde(default)]
-        syslog_framing: SyslogFraming,
-        /// The mean message size: each message's shape scales it (`crate::syslogmsg`).
-        #[serde(default = "default_message_bytes")]
-        message_bytes: usize,
-        #[serde(default = "default_seq_start")]
-        seq_start: u64,
-    },
-}
-
-/// WebSocket publishers: how often, and how many of the run's clients.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Publish {
-    pub every_ms: u64,
-    #[serde(default = "default_publishers")]
-    pub clients: u64,
-}
-
-fn default_publishers() -> u64 {
-    1
-}
-
-impl Default for BehaviourSpec {
-    fn default() -> Self {
-        BehaviourSpec::Keepalive {}
-    }
-}
-
-fn default_rcvbuf() -> u32 {
-    4096
-}
-pub(crate) fn default_message_bytes() -> usize {
-    200
-}
-pub(crate) fn default_seq_start() -> u64 {
-    1
-}
-
-/// How a slow reader reads: its receive buffer, and at most `bytes` per read every `interval`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReadPace {
-    pub rcvbuf: u32,
-    pub bytes: usize,
-    pub interval: std::time::Duration,
-}
-
-impl BehaviourSpec {
-    /// Plain requests: the plan's own method, body and weighted paths make each request.
-    /// The other behaviours build their requests themselves.
-    pub fn is_plain(&self) -> bool {
-        matches!(
-            self,
-            BehaviourSpec::Keepalive {}
-                | BehaviourSpec::NewConnection {}
-                | BehaviourSpec::SlowReader { .. }
-        )
-    }
-
-    /// Everything but syslog speaks HTTP to an `http://` target.
-    pub fn needs_http(&self) -> bool {
-        !matches!(self, BehaviourSpec::Syslog { .. })
-    }
-
-    /// The plain requests the io_uring loop can drive (a slow reader's paced reads it cannot).
-    pub fn suits_io_uring(&self) -> bool {
-        matches!(
-            self,
-            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {}
-        )
-    }
-
-    /// A comet or SSE stream without `duration_ms`, and a WebSocket, last until the run
-    /// ends.
-    pub fn is_endless(&self) -> bool {
-        matches!(
-            self,
-            BehaviourSpec::Comet {
-                duration_ms: None,
-                ..
-            } | BehaviourSpec::Sse {
-                duration_ms: None,
-                ..
-            } | BehaviourSpec::Websocket { .. }
-        )
-    }
-
-    /// The events a push behaviour subscribes to.
-    pub fn events(&self) -> Option<&[String]> {
-        match self {
-            BehaviourSpec::Longpoll { events, .. }
-            | BehaviourSpec::Comet { events, .. }
-            | BehaviourSpec::Sse { events, .. }
-            | BehaviourSpec::Websocket { events, .. } => Some(events),
-            _ => None,
-        }
-    }
-
-    /// The method this behaviour always sends, whatever the plan's `method` says.
-    pub fn own_method(&self) -> Option<&'static str> {
-        match self {
-            BehaviourSpec::Longpoll { .. }
-            | BehaviourSpec::Comet { .. }
-            | BehaviourSpec::SlowUpload { .. } => Some("POST"),
-            _ => None,
-        }
-    }
-
-    /// Whether sockets want `TCP_NODELAY`: not with a new connection per request, where the
-    /// request is one write on a fresh connection that never waits for an ACK anyway.
-    pub fn wants_no_delay(&self) -> bool {
-        !matches!(self, BehaviourSpec::NewConnection {})
-    }
-
-    /// The first syslog message number (1 unless a plan says); other behaviours number none.
-    pub fn seq_start(&self) -> u64 {
-        match self {
-            BehaviourSpec::Syslog { seq_start, .. } => *seq_start,
-            _ => default_seq_start(),
-        }
-    }
-
-    /// A slow reader's pace; `None` for every other behaviour.
-    pub fn read_pace(&self) -> Option<ReadPace> {
-        match self {
-            BehaviourSpec::SlowReader {
-                rcvbuf,
-                read_bytes,
-                read_interval_ms,
-            } => Some(ReadPace {
-                rcvbuf: *rcvbuf,
-                bytes: *read_bytes,
-                interval: std::time::Duration::from_millis(*read_interval_ms),
-            }),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SyslogTransport {
-    #[default]
-    Tcp,
-    Udp,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SyslogFraming {
-    #[default]
-    Newline,
-    Octet,
-}
-
 impl Plan {
-    /// Whether the io_uring loop can run this plan: closed-loop plain requests.
+    /// Whether the io_uring loop can run this plan: closed-loop bare requests.
     pub fn suits_io_uring(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Closed {}) && self.behaviour.suits_io_uring()
+        matches!(self.pacer, PacerSpec::Closed {}) && self.behaviour.kind().is_bare_request()
     }
 
     /// Whether the plan's point is response time rather than load: plain requests one
@@ -477,11 +273,7 @@ impl Plan {
     pub fn latency_bound(&self) -> bool {
         const FEW_CONNECTIONS: u64 = 4;
         const LOW_RATE: f64 = 1000.0;
-        let plain = matches!(
-            self.behaviour,
-            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {}
-        );
-        plain
+        self.behaviour.kind().is_bare_request()
             && match &self.pacer {
                 PacerSpec::Sequential {} => true,
                 PacerSpec::Closed {} => self.connections <= FEW_CONNECTIONS,
@@ -493,13 +285,14 @@ impl Plan {
     /// Whether the epoll clients ask the kernel to stamp arrivals: a latency-bound plan's
     /// answers (`notice_us`) and every push delivery (its cycle's drain time).
     pub fn stamps_arrivals(&self) -> bool {
-        self.latency_bound() || self.behaviour.events().is_some()
+        self.latency_bound() || self.behaviour.kind().events().is_some()
     }
 
     /// An open loop whose arrivals are spread over a pool of `connections` kept-alive
     /// connections (wrk2 style), rather than each opening its own.
     pub fn is_pooled(&self) -> bool {
-        self.pacer.is_open() && matches!(self.behaviour, BehaviourSpec::Keepalive {})
+        let kind = self.behaviour.kind();
+        self.pacer.is_open() && kind.is_bare_request() && !kind.new_connection_each()
     }
 
     /// How many clients run at once; `None` when each open-loop arrival is a client of its
@@ -526,10 +319,7 @@ impl Plan {
     /// Whether a plain request's connection is kept for the next one. A new connection per
     /// request is kept only for the further calls of one open-loop arrival.
     pub fn keeps_alive(&self) -> bool {
-        match self.behaviour {
-            BehaviourSpec::NewConnection {} => self.pacer.calls_per_connection() > 1,
-            _ => true,
-        }
+        !self.behaviour.kind().new_connection_each() || self.pacer.calls_per_connection() > 1
     }
 
     /// Sequential pacing waits for the server's close before the next connection.
@@ -539,6 +329,6 @@ impl Plan {
 
     /// The method on the wire: the behaviour's own, else the plan's.
     pub fn wire_method(&self) -> &str {
-        self.behaviour.own_method().unwrap_or(&self.method)
+        self.behaviour.kind().own_method().unwrap_or(&self.method)
     }
 }

@@ -45,9 +45,9 @@ impl Plan {
             ));
         }
         let allowed = self.checked_allowed_hosts()?;
-        let target = Target::parse(&self.target, self.behaviour.needs_http(), &allowed)?;
+        let target = Target::parse(&self.target, self.behaviour.kind().needs_http(), &allowed)?;
         let stop = self.checked_stop()?;
-        if self.behaviour.is_endless() && matches!(stop, Stop::Requests(_)) {
+        if self.behaviour.kind().is_endless() && matches!(stop, Stop::Requests(_)) {
             return Err(PlanError::Contradiction(
                 "duration_s",
                 "a comet stream without duration_ms never ends: give -d, not -n".into(),
@@ -303,9 +303,7 @@ impl Plan {
                     self.connections
                 ),
             )),
-            PacerSpec::Sequential {}
-                if !matches!(self.behaviour, BehaviourSpec::NewConnection {}) =>
-            {
+            PacerSpec::Sequential {} if !self.behaviour.kind().new_connection_each() => {
                 Err(PlanError::Contradiction(
                     "behaviour",
                     "sequential pacing opens one connection per request: use --new-connection"
@@ -316,97 +314,11 @@ impl Plan {
         }
     }
 
+    /// The behaviour's own rules (the first it breaks: a refusal names one field and one
+    /// fault), then the body's, which depend on the behaviour.
     fn check_behaviour(&self) -> Result<(), PlanError> {
-        match &self.behaviour {
-            BehaviourSpec::Longpoll {
-                events,
-                duration_ms,
-            } => {
-                check_events(events)?;
-                if *duration_ms == 0 || *duration_ms > 3_600_000 {
-                    return Err(PlanError::Contradiction(
-                        "behaviour",
-                        "long poll duration_ms must be 1..3600000".into(),
-                    ));
-                }
-            }
-            BehaviourSpec::Comet {
-                events,
-                duration_ms,
-            } => {
-                check_events(events)?;
-                if matches!(duration_ms, Some(0)) {
-                    return Err(PlanError::NotPositive("behaviour", "comet duration_ms"));
-                }
-            }
-            BehaviourSpec::Sse {
-                events,
-                heartbeat_ms,
-                duration_ms,
-            } => {
-                check_stream_events(events)?;
-                if heartbeat_ms.is_some_and(|h| h != 0 && !(10..=3_600_000).contains(&h)) {
-                    return Err(PlanError::Contradiction(
-                        "behaviour",
-                        "sse heartbeat_ms must be 0 or 10..3600000".into(),
-                    ));
-                }
-                if duration_ms.is_some_and(|d| !(1..=3_600_000).contains(&d)) {
-                    return Err(PlanError::Contradiction(
-                        "behaviour",
-                        "sse duration_ms must be 1..3600000".into(),
-                    ));
-                }
-            }
-            BehaviourSpec::Websocket { events, publish } => {
-                check_stream_events(events)?;
-                if let Some(p) = publish {
-                    if !(1..=3_600_000).contains(&p.every_ms) {
-                        return Err(PlanError::Contradiction(
-                            "behaviour",
-                            "websocket publish every_ms must be 1..3600000".into(),
-                        ));
-                    }
-                    if p.clients == 0 {
-                        return Err(PlanError::NotPositive("behaviour", "publishing clients"));
-                    }
-                    too_large("behaviour", p.clients as f64, MAX_CONNECTIONS)?;
-                }
-            }
-            BehaviourSpec::SlowUpload { bytes, bytes_per_s } => {
-                if *bytes == 0 || *bytes_per_s == 0 {
-                    return Err(PlanError::NotPositive(
-                        "behaviour",
-                        "slow upload bytes and bytes_per_s",
-                    ));
-                }
-            }
-            BehaviourSpec::SlowReader {
-                rcvbuf,
-                read_bytes,
-                read_interval_ms,
-            } => {
-                if *rcvbuf == 0 || *read_bytes == 0 || *read_interval_ms == 0 {
-                    return Err(PlanError::NotPositive(
-                        "behaviour",
-                        "slow reader rcvbuf, read_bytes and read_interval_ms",
-                    ));
-                }
-            }
-            BehaviourSpec::Syslog {
-                message_bytes,
-                seq_start,
-                ..
-            } => {
-                if !(32..=65_000).contains(message_bytes) {
-                    return Err(PlanError::Contradiction(
-                        "behaviour",
-                        "syslog message_bytes must be 32..65000".into(),
-                    ));
-                }
-                too_large("behaviour", *seq_start as f64, MAX_REQUESTS)?;
-            }
-            BehaviourSpec::Keepalive {} | BehaviourSpec::NewConnection {} => {}
+        if let Some(first) = self.behaviour.kind().check().into_iter().next() {
+            return Err(first);
         }
         let body_given = self.body.is_some() || self.body_file.is_some();
         if self.body.is_some() && self.body_file.is_some() {
@@ -415,7 +327,7 @@ impl Plan {
                 "give body or body_file, not both".into(),
             ));
         }
-        if body_given && !self.behaviour.is_plain() {
+        if body_given && !self.behaviour.kind().is_plain() {
             return Err(PlanError::Contradiction(
                 "body",
                 "this behaviour builds its own body; drop --body-file".into(),
@@ -467,7 +379,7 @@ fn check_paths(paths: &[WeightedPath], behaviour: &BehaviourSpec) -> Result<(), 
     if paths.is_empty() {
         return Ok(());
     }
-    if !behaviour.is_plain() {
+    if !behaviour.kind().is_plain() {
         return Err(PlanError::Contradiction(
             "paths",
             "weighted paths apply to plain requests (keepalive, new-connection, slow-reader)"
@@ -493,8 +405,8 @@ fn check_paths(paths: &[WeightedPath], behaviour: &BehaviourSpec) -> Result<(), 
 
 /// The most one engine process is asked to do; past these a plan is a typo, not a test.
 const MAX_SECONDS: f64 = 7.0 * 86_400.0;
-const MAX_CONNECTIONS: f64 = 1_000_000.0;
-const MAX_REQUESTS: f64 = 1e12;
+pub(super) const MAX_CONNECTIONS: f64 = 1_000_000.0;
+pub(super) const MAX_REQUESTS: f64 = 1e12;
 const MAX_RATE: f64 = 10_000_000.0;
 const MAX_THREADS: f64 = 1024.0;
 /// How far ahead a start instant may be.
@@ -502,7 +414,7 @@ const MAX_START_AHEAD_MS: f64 = 10.0 * 60_000.0;
 /// A day: clocks of one lab further apart than that are not synchronised at all.
 const MAX_CLOCK_OFFSET_MS: f64 = 86_400_000.0;
 
-fn too_large(field: &'static str, value: f64, max: f64) -> Result<(), PlanError> {
+pub(super) fn too_large(field: &'static str, value: f64, max: f64) -> Result<(), PlanError> {
     if value.is_finite() && value <= max {
         return Ok(());
     }
@@ -511,49 +423,6 @@ fn too_large(field: &'static str, value: f64, max: f64) -> Result<(), PlanError>
         value: format!("{value}"),
         max: format!("{max}"),
     })
-}
-
-fn check_events(events: &[String]) -> Result<(), PlanError> {
-    if events.len() > 16 {
-        return Err(PlanError::Contradiction(
-            "behaviour",
-            "at most 16 events per subscription".into(),
-        ));
-    }
-    for name in events {
-        let ok = (1..=64).contains(&name.len())
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-        if !ok {
-            return Err(PlanError::Contradiction(
-                "behaviour",
-                format!("event name {name:?} does not match ^[A-Za-z0-9_.-]{{1,64}}$"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// SSE and WebSocket subscriptions name at least one event (the spec's 1 to 16).
-fn check_stream_events(events: &[String]) -> Result<(), PlanError> {
-    if events.is_empty() {
-        return Err(PlanError::Contradiction(
-            "behaviour",
-            "sse and websocket subscribe to 1 to 16 events".into(),
-        ));
-    }
-    if events
-        .iter()
-        .enumerate()
-        .any(|(i, e)| events[..i].contains(e))
-    {
-        return Err(PlanError::Contradiction(
-            "behaviour",
-            "an event is named twice".into(),
-        ));
-    }
-    check_events(events)
 }
 
 /// A namespace name is a plain file name under /var/run/netns.
@@ -866,7 +735,7 @@ mod tests {
                 "behaviour": {"kind": "syslog", "seq_start": seq_start}}))
         };
         assert_eq!(
-            syslog(1_000_001).unwrap().plan.behaviour.seq_start(),
+            syslog(1_000_001).unwrap().plan.behaviour.kind().seq_start(),
             1_000_001
         );
         assert_eq!(syslog(u64::MAX).unwrap_err().field(), "behaviour");

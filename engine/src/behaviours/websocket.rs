@@ -1,4 +1,4 @@
-//! WebSocket (spec §11): the `websocket` behaviour. The handshake and the frame codec are
+//! Behaviours stage: WebSocket (spec §11): the `websocket` behaviour. The handshake and the frame codec are
 //! tungstenite's (its key, its accept check, its frame header parser and formatter), driven
 //! over the engine's own socket and read buffer rather than through tungstenite's `WebSocket`
 //! type, whose stream and 128 KiB read buffer per connection would be a second event loop
@@ -18,12 +18,13 @@ use tungstenite::handshake::derive_accept_key;
 use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tungstenite::protocol::frame::{Frame, FrameHeader};
 
-use crate::behaviour::{observe_response, Attempt, Behaviour, PushKind, PushResponse, SeqTracker};
+use super::push::{observe_response, PushKind, PushResponse, SeqTracker};
+use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::build_request;
 use crate::inbox::Answer;
-use crate::plan::{Publish, ValidPlan};
-use crate::stats::{Counters, ErrorKind};
+use crate::plan::{ValidPlan, WebsocketSpec};
+use crate::stats::{ErrorKind, Event};
 
 /// The largest message this client takes (the spec's servers take 64 KiB; a delivery
 /// carrying a publish's data is a little larger).
@@ -44,7 +45,8 @@ pub(crate) struct WebSocket {
 }
 
 impl WebSocket {
-    pub fn new(plan: &ValidPlan, events: &[String], publish: Option<Publish>) -> WebSocket {
+    pub fn new(plan: &ValidPlan, spec: &WebsocketSpec) -> WebSocket {
+        let WebsocketSpec { events, publish } = spec;
         let mut head = build_request(plan, "GET", None, &[], false);
         head.truncate(head.len() - 2);
         head.extend_from_slice(
@@ -178,7 +180,7 @@ impl WebSocket {
                     let frame = state.frame_bytes(OpCode::Data(Data::Text), message);
                     state.sent_publishes.push_back(Instant::now());
                     c.send(&frame).await?;
-                    Counters::add(&c.ledger().counters().publishes, 1);
+                    c.ledger().counters().add(Event::Publishes, 1);
                     next_publish = Some(publish_at + *every);
                 }
             }

@@ -1,4 +1,4 @@
-//! Server-Sent Events (spec §10): a parser of the HTML standard's event-stream format over
+//! Behaviours stage: Server-Sent Events (spec §10): a parser of the HTML standard's event-stream format over
 //! the engine's own read buffers, and the `sse` behaviour built on it. One exchange is one
 //! stream; when it ends (the server's `duration_ms`, a close, an error) the slot opens the
 //! next with `Last-Event-ID`, so a stream that drops loses nothing the server can replay.
@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::behaviour::{observe_push, Attempt, Behaviour, PushKind, SeqTracker, MAX_PUSH_BODY};
+use super::push::{observe_push, PushKind, SeqTracker, MAX_PUSH_BODY};
+use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::{build_request_to, ParseError};
-use crate::plan::ValidPlan;
+use crate::plan::{SseSpec, ValidPlan};
 use crate::shared::WorkerCtx;
-use crate::stats::{Counters, ErrorKind};
+use crate::stats::{ErrorKind, Event};
 
 /// What the parser found: a comment line, or a dispatched event (its type and data).
 #[derive(Debug, PartialEq)]
@@ -188,12 +189,12 @@ pub(crate) struct Sse {
 }
 
 impl Sse {
-    pub fn new(
-        plan: &ValidPlan,
-        events: &[String],
-        heartbeat_ms: Option<u64>,
-        duration_ms: Option<u64>,
-    ) -> Sse {
+    pub fn new(plan: &ValidPlan, spec: &SseSpec) -> Sse {
+        let SseSpec {
+            events,
+            heartbeat_ms,
+            duration_ms,
+        } = spec;
         let mut path = format!("{}?events={}", plan.target.path, events.join(","));
         if plan.target.path.contains('?') {
             path = path.replacen("?events", "&events", 1);
@@ -244,7 +245,7 @@ impl Behaviour for Sse {
         }
         request.extend_from_slice(b"\r\n");
         if std::mem::replace(&mut state.opened, true) {
-            Counters::add(&c.ledger().counters().reconnects, 1);
+            c.ledger().counters().add(Event::Reconnects, 1);
         }
         state.parser.new_stream();
         let sent = c.open_and_send(&request).await?;
@@ -277,7 +278,7 @@ impl Behaviour for Sse {
 fn judge(ctx: &WorkerCtx, item: SseItem, seq: &mut SeqTracker, subscribed: Instant) {
     let c = ctx.ledger.counters();
     match item {
-        SseItem::Comment => Counters::add(&c.heartbeats, 1),
+        SseItem::Comment => c.add(Event::Heartbeats, 1),
         // The opening message says where each event stands, so the first delivery of a
         // stream is judged against it (an event missed before it is lost too).
         SseItem::Id(id) => {
@@ -294,12 +295,12 @@ fn judge(ctx: &WorkerCtx, item: SseItem, seq: &mut SeqTracker, subscribed: Insta
         },
         SseItem::Event {
             kind: b"timeout", ..
-        } => Counters::add(&c.sse_timeout_messages, 1),
+        } => c.add(Event::SseTimeoutMessages, 1),
         SseItem::Event { kind: b"gap", data } => match serde_json::from_slice::<GapMessage>(data) {
             Ok(GapMessage { gap }) => {
-                Counters::add(&c.gaps, 1);
+                c.add(Event::Gaps, 1);
                 seq.seed(gap.name, gap.after);
-                Counters::add(&c.events_lost, seq.skip_to(gap.name, gap.next));
+                c.add(Event::Lost, seq.skip_to(gap.name, gap.next));
             }
             Err(_) => c.error(ErrorKind::Parse),
         },

@@ -1,0 +1,92 @@
+//! Behaviours stage: `comet`: one subscription per exchange, its ndjson stream read to the
+//! end (or to the run's end), `seq` checked per event.
+
+use std::time::{Duration, Instant};
+
+use super::push::{observe_push, push_request, PushKind, SeqTracker, MAX_PUSH_BODY};
+use super::{Attempt, Behaviour};
+use crate::client::Client;
+use crate::http::ParseError;
+use crate::plan::{CometSpec, ValidPlan};
+use crate::shared::WorkerCtx;
+use crate::stats::{ErrorKind, Event};
+
+/// Comet: one subscription per exchange, its stream read to the end (or to the run's end).
+pub(crate) struct Comet {
+    request: Vec<u8>,
+    timeout: Option<Duration>,
+}
+
+impl Comet {
+    pub fn new(plan: &ValidPlan, spec: &CometSpec) -> Comet {
+        Comet {
+            request: push_request(plan, "comet", &spec.events, spec.duration_ms),
+            timeout: spec
+                .duration_ms
+                .map(|d| Duration::from_millis(d + plan.plan.timeout_ms)),
+        }
+    }
+}
+
+impl Behaviour for Comet {
+    /// The line being read (a line may span reads).
+    type State = Vec<u8>;
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    async fn exchange(
+        &self,
+        c: &mut Client,
+        line: &mut Vec<u8>,
+        attempt: Attempt,
+    ) -> Result<(), ErrorKind> {
+        let sent = c.open_and_send(&self.request).await?;
+        let ctx = c.ctx.clone();
+        line.clear();
+        let mut tracker = SeqTracker::default();
+        let answer = c
+            .read_answer(false, &mut |data: &[u8]| {
+                comet_bytes(&ctx, data, line, &mut tracker, sent)
+            })
+            .await?;
+        c.record_answer(attempt.intended, sent, &answer);
+        c.finish(&answer, true);
+        Ok(())
+    }
+}
+
+/// Splits stream bytes into lines (a line may span reads) and judges each complete one.
+fn comet_bytes(
+    ctx: &WorkerCtx,
+    mut data: &[u8],
+    line: &mut Vec<u8>,
+    tracker: &mut SeqTracker,
+    subscribed: Instant,
+) -> Result<(), ParseError> {
+    while let Some(pos) = data.iter().position(|&b| b == b'\n') {
+        // A line whole in this piece is judged where it lies; only a line cut across pieces
+        // is gathered, and its buffer freed after (a held stream keeps none).
+        let whole = if line.is_empty() {
+            &data[..pos]
+        } else {
+            line.extend_from_slice(&data[..pos]);
+            &line[..]
+        };
+        if !whole.trim_ascii().is_empty() {
+            match observe_push(ctx, whole, tracker, subscribed, true) {
+                PushKind::Timeout => ctx.ledger.counters().add(Event::CometTimeoutLines, 1),
+                PushKind::Unreadable => ctx.ledger.counters().error(ErrorKind::Parse),
+                PushKind::Event => {}
+            }
+        }
+        data = &data[pos + 1..];
+        *line = Vec::new();
+    }
+    if line.len() + data.len() > MAX_PUSH_BODY {
+        return Err(ParseError::BodyTooLarge);
+    }
+    line.extend_from_slice(data);
+    Ok(())
+}

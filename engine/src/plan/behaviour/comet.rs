@@ -1,0 +1,35 @@
+//! Plan stage: the `comet` behaviour's spec: the events streamed and, if the stream is to
+//! end before the run does, its length.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{check_events, Kind, PlanError};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CometSpec {
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
+impl Kind for CometSpec {
+    fn check(&self) -> Vec<PlanError> {
+        let mut errors = Vec::new();
+        check_events(&self.events, &mut errors);
+        if self.duration_ms == Some(0) {
+            errors.push(PlanError::NotPositive("behaviour", "comet duration_ms"));
+        }
+        errors
+    }
+    fn is_endless(&self) -> bool {
+        self.duration_ms.is_none()
+    }
+    fn events(&self) -> Option<&[String]> {
+        Some(&self.events)
+    }
+    fn own_method(&self) -> Option<&'static str> {
+        Some("POST")
+    }
+}

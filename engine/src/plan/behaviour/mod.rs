@@ -1,0 +1,202 @@
+//! Plan stage: what each request is. Each behaviour's settings live in a file of their own
+//! here (its spec: the JSON a plan holds, its defaults, its `check` and its facts), and
+//! `BehaviourSpec` is the thin enum a plan holds, which only delegates. The loops that run
+//! them sit higher, in `crate::behaviours`: a spec is plan data, which the wire codecs, the
+//! sockets and the drivers below the loops read too, so it cannot live beside its loop.
+//!
+//! Adding a behaviour: its spec file here, one line in `kinds!` below, its loop in
+//! `crate::behaviours`, and its flags (if any) in `crate::cli`.
+
+mod comet;
+mod keepalive;
+mod longpoll;
+mod new_connection;
+mod slow_reader;
+mod slow_upload;
+mod sse;
+mod syslog;
+mod websocket;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use comet::CometSpec;
+pub use keepalive::KeepaliveSpec;
+pub use longpoll::LongpollSpec;
+pub use new_connection::NewConnectionSpec;
+pub use slow_reader::{ReadPace, SlowReaderSpec};
+pub use slow_upload::SlowUploadSpec;
+pub use sse::SseSpec;
+pub use syslog::{SyslogFraming, SyslogSpec, SyslogTransport};
+pub use websocket::{Publish, WebsocketSpec};
+
+use super::PlanError;
+
+/// What a plan may ask of a behaviour, each answered by its spec. Defaults are what most
+/// behaviours are: HTTP requests the behaviour builds itself, ending on their own.
+pub trait Kind {
+    /// Every rule this behaviour's settings break (all of them, not the first).
+    fn check(&self) -> Vec<PlanError> {
+        Vec::new()
+    }
+    /// Plain requests: the plan's own method, body and weighted paths make each request.
+    fn is_plain(&self) -> bool {
+        false
+    }
+    /// A bare request and its answer, nothing paced or held: what the io_uring loop
+    /// drives, and what a latency-bound plan is made of.
+    fn is_bare_request(&self) -> bool {
+        false
+    }
+    /// A new connection per request (`Connection: close`).
+    fn new_connection_each(&self) -> bool {
+        false
+    }
+    /// Speaks HTTP to an `http://` target.
+    fn needs_http(&self) -> bool {
+        true
+    }
+    /// Lasts until the run ends (a stream without `duration_ms`).
+    fn is_endless(&self) -> bool {
+        false
+    }
+    /// The events a push behaviour subscribes to.
+    fn events(&self) -> Option<&[String]> {
+        None
+    }
+    /// The method this behaviour always sends, whatever the plan's `method` says.
+    fn own_method(&self) -> Option<&'static str> {
+        None
+    }
+    /// The first message number (syslog numbers its messages; other behaviours none).
+    fn seq_start(&self) -> u64 {
+        syslog::default_seq_start()
+    }
+    /// A slow reader's pace.
+    fn read_pace(&self) -> Option<ReadPace> {
+        None
+    }
+}
+
+/// The enum of behaviours and its one delegating match, from one list: adding a behaviour
+/// adds one line to the list.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident($spec:ty),)*) => {
+        /// What each request is.
+        // Kinds are spelt as suites spell them (`new-connection`), so one name means one
+        // behaviour from a suite to a summary.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+        pub enum BehaviourSpec {
+            $($(#[$doc])* $variant($spec),)*
+        }
+
+        impl BehaviourSpec {
+            /// The spec behind the tag, asked for every rule and fact.
+            pub fn kind(&self) -> &dyn Kind {
+                match self {
+                    $(BehaviourSpec::$variant(spec) => spec,)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// Requests on a kept-alive connection.
+    Keepalive(KeepaliveSpec),
+    /// A new connection per request (`Connection: close`).
+    NewConnection(NewConnectionSpec),
+    /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
+    Longpoll(LongpollSpec),
+    /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
+    Comet(CometSpec),
+    /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`, with
+    /// `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped stream is
+    /// opened again with `Last-Event-ID`.
+    Sse(SseSpec),
+    /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
+    /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
+    Websocket(WebsocketSpec),
+    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
+    SlowUpload(SlowUploadSpec),
+    /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
+    SlowReader(SlowReaderSpec),
+    /// Syslog messages numbered from `seq_start` on; one message counts as one request.
+    Syslog(SyslogSpec),
+}
+
+impl Default for BehaviourSpec {
+    fn default() -> Self {
+        BehaviourSpec::Keepalive(KeepaliveSpec {})
+    }
+}
+
+/// A refusal of a behaviour setting: every one is about the plan's `behaviour` field.
+fn refuse(why: impl Into<String>) -> PlanError {
+    PlanError::Contradiction("behaviour", why.into())
+}
+
+/// Event names of a subscription: at most 16, each `^[A-Za-z0-9_.-]{1,64}$`.
+fn check_events(events: &[String], errors: &mut Vec<PlanError>) {
+    if events.len() > 16 {
+        errors.push(refuse("at most 16 events per subscription"));
+    }
+    for name in events {
+        let ok = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        if !ok {
+            errors.push(refuse(format!(
+                "event name {name:?} does not match ^[A-Za-z0-9_.-]{{1,64}}$"
+            )));
+        }
+    }
+}
+
+/// SSE and WebSocket subscriptions name at least one event (the spec's 1 to 16), each once.
+fn check_stream_events(events: &[String], errors: &mut Vec<PlanError>) {
+    if events.is_empty() {
+        errors.push(refuse("sse and websocket subscribe to 1 to 16 events"));
+    }
+    if events
+        .iter()
+        .enumerate()
+        .any(|(i, e)| events[..i].contains(e))
+    {
+        errors.push(refuse("an event is named twice"));
+    }
+    check_events(events, errors);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_behaviour_check_returns_every_error_not_the_first() {
+        let spec = SseSpec {
+            events: vec!["e1".into(), "e1".into(), "a b".into()],
+            heartbeat_ms: Some(5),
+            duration_ms: Some(0),
+        };
+        let errors = spec.check();
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(errors.iter().all(|e| e.field() == "behaviour"));
+    }
+
+    #[test]
+    fn every_kind_is_asked_through_the_enum() {
+        let poll = BehaviourSpec::Longpoll(LongpollSpec {
+            events: vec!["e1".into()],
+            duration_ms: 0,
+        });
+        assert_eq!(poll.kind().own_method(), Some("POST"));
+        assert_eq!(poll.kind().check().len(), 1);
+        assert!(BehaviourSpec::default().kind().is_bare_request());
+        let syslog = BehaviourSpec::Syslog(SyslogSpec::default());
+        assert!(!syslog.kind().needs_http());
+        assert_eq!(syslog.kind().seq_start(), 1);
+    }
+}

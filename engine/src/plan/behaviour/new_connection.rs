@@ -1,0 +1,24 @@
+//! Plan stage: the `new-connection` behaviour's spec. Plain requests, each on a connection
+//! of its own (`Connection: close`); no settings of its own.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Kind;
+
+/// No settings: an empty struct, so that a setting given to it is refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConnectionSpec {}
+
+impl Kind for NewConnectionSpec {
+    fn is_plain(&self) -> bool {
+        true
+    }
+    fn is_bare_request(&self) -> bool {
+        true
+    }
+    fn new_connection_each(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,41 @@
+//! Plan stage: the `sse` behaviour's spec: the events streamed, the heartbeat asked of the
+//! server, and the stream's length if it is to end before the run does.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{check_stream_events, refuse, Kind, PlanError};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SseSpec {
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub heartbeat_ms: Option<u64>,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
+impl Kind for SseSpec {
+    fn check(&self) -> Vec<PlanError> {
+        let mut errors = Vec::new();
+        check_stream_events(&self.events, &mut errors);
+        let heartbeat = self.heartbeat_ms;
+        if heartbeat.is_some_and(|h| h != 0 && !(10..=3_600_000).contains(&h)) {
+            errors.push(refuse("sse heartbeat_ms must be 0 or 10..3600000"));
+        }
+        if self
+            .duration_ms
+            .is_some_and(|d| !(1..=3_600_000).contains(&d))
+        {
+            errors.push(refuse("sse duration_ms must be 1..3600000"));
+        }
+        errors
+    }
+    fn is_endless(&self) -> bool {
+        self.duration_ms.is_none()
+    }
+    fn events(&self) -> Option<&[String]> {
+        Some(&self.events)
+    }
+}

@@ -1,0 +1,75 @@
+//! Plan stage: the `syslog` behaviour's spec: transport, TCP framing, mean message size and
+//! the first message number. Syslog is the one behaviour that speaks no HTTP.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::super::validate::{too_large, MAX_REQUESTS};
+use super::{refuse, Kind, PlanError};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyslogSpec {
+    #[serde(default)]
+    pub transport: SyslogTransport,
+    /// TCP framing (RFC 6587); named apart from HTTP's message framing (issue 21).
+    #[serde(default)]
+    pub syslog_framing: SyslogFraming,
+    /// The mean message size: each message's shape scales it (`crate::syslogmsg`).
+    #[serde(default = "default_message_bytes")]
+    pub message_bytes: usize,
+    #[serde(default = "default_seq_start")]
+    pub seq_start: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogTransport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogFraming {
+    #[default]
+    Newline,
+    Octet,
+}
+
+fn default_message_bytes() -> usize {
+    200
+}
+
+pub(super) fn default_seq_start() -> u64 {
+    1
+}
+
+impl Default for SyslogSpec {
+    fn default() -> Self {
+        SyslogSpec {
+            transport: SyslogTransport::default(),
+            syslog_framing: SyslogFraming::default(),
+            message_bytes: default_message_bytes(),
+            seq_start: default_seq_start(),
+        }
+    }
+}
+
+impl Kind for SyslogSpec {
+    fn check(&self) -> Vec<PlanError> {
+        let mut errors = Vec::new();
+        if !(32..=65_000).contains(&self.message_bytes) {
+            errors.push(refuse("syslog message_bytes must be 32..65000"));
+        }
+        errors.extend(too_large("behaviour", self.seq_start as f64, MAX_REQUESTS).err());
+        errors
+    }
+    fn needs_http(&self) -> bool {
+        false
+    }
+    fn seq_start(&self) -> u64 {
+        self.seq_start
+    }
+}

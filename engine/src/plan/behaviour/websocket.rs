@@ -1,0 +1,63 @@
+//! Plan stage: the `websocket` behaviour's spec: the events subscribed to, and which of the
+//! run's clients publish, how often.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::super::validate::{too_large, MAX_CONNECTIONS};
+use super::{check_stream_events, refuse, Kind, PlanError};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebsocketSpec {
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub publish: Option<Publish>,
+}
+
+/// WebSocket publishers: how often, and how many of the run's clients.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    pub every_ms: u64,
+    #[serde(default = "default_publishers")]
+    pub clients: u64,
+}
+
+fn default_publishers() -> u64 {
+    1
+}
+
+impl Publish {
+    /// Publishing every `every_ms` from the default number of clients.
+    pub fn every(every_ms: u64) -> Publish {
+        Publish {
+            every_ms,
+            clients: default_publishers(),
+        }
+    }
+}
+
+impl Kind for WebsocketSpec {
+    fn check(&self) -> Vec<PlanError> {
+        let mut errors = Vec::new();
+        check_stream_events(&self.events, &mut errors);
+        if let Some(p) = self.publish {
+            if !(1..=3_600_000).contains(&p.every_ms) {
+                errors.push(refuse("websocket publish every_ms must be 1..3600000"));
+            }
+            if p.clients == 0 {
+                errors.push(PlanError::NotPositive("behaviour", "publishing clients"));
+            }
+            errors.extend(too_large("behaviour", p.clients as f64, MAX_CONNECTIONS).err());
+        }
+        errors
+    }
+    /// A WebSocket is held until the run ends.
+    fn is_endless(&self) -> bool {
+        true
+    }
+    fn events(&self) -> Option<&[String]> {
+        Some(&self.events)
+    }
+}

@@ -1,0 +1,28 @@
+//! Output: the lines `--json` prints (one JSON object per line) and the human summary. These
+//! types are the contract with the orchestrator; `schema/output.schema.json` is generated from
+//! them. One file per concern: the interval line (`types`), the summary line and how a run
+//! makes it (`summary`), the wrk-like text (`human`) and the schema (`schema`). Below them:
+//! the counts and timings both lines carry are named once in `crate::metrics`, and the
+//! histogram codec is `crate::hdr`, since emit lines encode histograms too.
+
+mod human;
+mod schema;
+mod summary;
+mod types;
+
+pub use crate::emits::{EmitLine, MinMax};
+pub use crate::hdr::Percentiles;
+pub use crate::hdr::{decode_histogram, encode_histogram};
+pub use crate::metrics::{Attempts, Errors, Events, Timings, Traffic};
+pub(crate) use crate::stats::round3;
+pub use schema::output_schema;
+pub use summary::{Summary, SummaryInput, WaitUsed};
+pub use types::IntervalLine;
+
+/// Output format version; raised when a field changes meaning or disappears.
+///
+/// 2: `rps` counts answered attempts (`answered`), never failed ones; `floor_us` is per answer.
+/// 3: emit lines carry each cycle's delay histogram, first and last arrival and the engine's
+/// drain time, and come from every push transport; push plans stamp every read, so their
+/// `notice_us` is measured; the summary adds the long poll's `resubscribe_gap_us`.
+pub const OUTPUT_VERSION: u32 = 3;
