@@ -1,13 +1,26 @@
 """Shared fixtures: a temporary contestants folder holding the reference server."""
 
 import contextlib
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from reference_server import FAULTS
+
+# Each pytest -n worker has a temporary folder of its own, so serverlab's scratch root
+# ($TMPDIR/serverlab) is per worker: a command's reaping of dead owners' folders must not
+# reach the folders a kill -9 test beside it leaves on purpose, and a test that checks for
+# leftovers must not count those. Short, as Ray's socket paths under a lab's folder must
+# stay within AF_UNIX's 107 bytes.
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    _own = Path(tempfile.gettempdir()) / f"t-{worker}"
+    _own.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(_own)
+    tempfile.tempdir = None
 
 TESTS = Path(__file__).resolve().parent
 REFERENCE_SERVER = TESTS / "reference_server.py"
