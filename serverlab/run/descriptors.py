@@ -39,22 +39,25 @@ def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
     lab); None when they run on hosts whose cap is not known here."""
     clients = int(plan.params.get("clients", 1))
     processes = max(1, int(plan.tunables.get(PROCESSES_TUNABLE, 1)))
-    server = math.ceil(clients / processes) + RESERVED
+    server = _need(clients, processes)
     if server > cap:
         shape = "one process" if processes == 1 else f"each of {processes} processes"
         return (
             f"{plan.contestant} as {shape} would need {server:,} descriptors (its "
             f"connections and {RESERVED} more), over this machine's cap of {cap:,}"
         )
-    if engines is not None:
-        engine = math.ceil(clients / engines) + RESERVED
-        if engine > cap:
-            shape = "one engine" if engines == 1 else f"each of {engines} engines"
-            return (
-                f"{shape} would need {engine:,} descriptors, over this machine's cap of "
-                f"{cap:,} (more generators: --ray lab)"
-            )
+    if engines is not None and (engine := _need(clients, engines)) > cap:
+        shape = "one engine" if engines == 1 else f"each of {engines} engines"
+        return (
+            f"{shape} would need {engine:,} descriptors, over this machine's cap of "
+            f"{cap:,} (more generators: --ray lab)"
+        )
     return None
+
+
+def _need(clients: int, processes: int) -> int:
+    """The descriptors each of `processes` needs to share `clients` connections."""
+    return math.ceil(clients / processes) + RESERVED
 
 
 def refuse(
