@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from serverlab.run.monitor import Monitor
+from serverlab.run.execution.monitor import Monitor
 
 TARGET_PERCENT = 1.0
 THREADS = """

@@ -5,8 +5,8 @@
 minutes against node-http, then 30 minutes against go-nethttp, one server at a time. The
 load comes from the project's engine, two serverlab-load processes (one per behaviour, since
 a plan holds one behaviour) pinned to CPU 0; the server runs as `serverlab serve` runs it
-(ContestantServer) pinned to CPU 1, watched by the run's own Monitor (serverlab.run.monitor,
-10 samples a second, as in a run).
+(ContestantServer) pinned to CPU 1, watched by the run's own Monitor
+(serverlab.run.execution.monitor, 10 samples a second, as in a run).
 
 Every minute one row: each engine's RSS (kernel, /proc/PID/status VmRSS), the server tree's
 RSS, descriptors and threads (the Monitor's newest sample, from the kernel), the Monitor
@@ -40,8 +40,8 @@ from pathlib import Path
 from serverlab.base import httpclient, owner
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
-from serverlab.run.engine import engine_binary
-from serverlab.run.monitor import Monitor
+from serverlab.run.execution.engine import engine_binary
+from serverlab.run.execution.monitor import Monitor
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL_MIN = 90.0

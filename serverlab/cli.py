@@ -56,9 +56,9 @@ from serverlab.results.compare import DEFAULT_METRICS
 from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
-from serverlab.run.engine import EngineError
-from serverlab.run.paired import PairedError
-from serverlab.run.suite import SuiteError
+from serverlab.run.execution.engine import EngineError
+from serverlab.run.plan.paired import PairedError
+from serverlab.run.plan.suite import SuiteError
 
 USER_ERRORS = (
     ManifestError,

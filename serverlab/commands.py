@@ -26,16 +26,17 @@ from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
-from serverlab.run import descriptors, leftovers
-from serverlab.run import tune as tuning
-from serverlab.run.engine import check_plans, engine_binary
-from serverlab.run.executor import Environment
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests, suite_key_for
-from serverlab.run.progress import Progress
-from serverlab.run.runner import RunOutcome, Session, run_suite
-from serverlab.run.suite import Suite, SuiteError, load_suite
-from serverlab.run.testplan import TestPlan, bind
+from serverlab.run.execution.engine import check_plans, engine_binary
+from serverlab.run.execution.executor import Environment
+from serverlab.run.execution.testplan import TestPlan, bind
+from serverlab.run.host import leftovers
+from serverlab.run.host import tune as tuning
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan import descriptors
+from serverlab.run.plan.planner import plan_tests, suite_key_for
+from serverlab.run.plan.progress import Progress
+from serverlab.run.plan.runner import RunOutcome, Session, run_suite
+from serverlab.run.plan.suite import Suite, SuiteError, load_suite
 
 console = terminal.console(stderr=True)
 
@@ -213,7 +214,7 @@ def run(
     rerun_busy: int = 0,
     execute=None,
 ) -> LabOutcome:
-    """``execute``: another executor for each plan (a paired run's: serverlab.run.paired)."""
+    """``execute``: another executor for each plan (a paired run's: serverlab.run.plan.paired)."""
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
     print_refused(planned)

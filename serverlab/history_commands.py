@@ -13,7 +13,7 @@ from serverlab.results import gate
 from serverlab.results import history as histories
 from serverlab.results.report.metrics import METRICS_BY_NAME
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
-from serverlab.run import paired
+from serverlab.run.plan import paired
 
 
 def history(

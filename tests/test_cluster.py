@@ -31,8 +31,8 @@ from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
 from serverlab.results.report.metrics import validity_flags
 from serverlab.results.store import Store
-from serverlab.run import shapedlink
-from serverlab.run.engine import engine_binary
+from serverlab.run.execution.engine import engine_binary
+from serverlab.run.host import shapedlink
 
 # The tests share one virtual lab and run in file order: one pytest -n worker takes them all.
 pytestmark = pytest.mark.xdist_group("lab")
@@ -291,7 +291,7 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
     """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
     from serverlab.base.netns import Namespace
     from serverlab.contestant.manifest import find
-    from serverlab.run.shapedlink import NamespacedServer
+    from serverlab.run.host.shapedlink import NamespacedServer
 
     os.environ["SERVERLAB_CONTESTANTS"] = str(contestants_dir)
     server = NamespacedServer(

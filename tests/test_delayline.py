@@ -15,7 +15,7 @@ import pytest
 
 from serverlab.base import delayline, owner
 from serverlab.base.netns import Namespace, NetnsError
-from serverlab.run import shapedlink
+from serverlab.run.host import shapedlink
 
 UDP_COUNT = 10_000
 # Datagrams sent back to back before the sender yields: a burst the TUN queue (500) holds.

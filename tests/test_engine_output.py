@@ -5,7 +5,12 @@ import subprocess
 import sys
 
 from serverlab.base.ports import free_port
-from serverlab.run.engine import OUTPUT_VERSION, EngineRun, checked_version, engine_command
+from serverlab.run.execution.engine import (
+    OUTPUT_VERSION,
+    EngineRun,
+    checked_version,
+    engine_command,
+)
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 

@@ -5,11 +5,11 @@ host is stored beside the test, not in what identifies it."""
 from pathlib import Path
 
 from serverlab.contestant.manifest import find
-from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.suite import load_suite
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import load_suite
 
 SUITE = """name = "t"
 repeats = 1

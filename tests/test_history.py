@@ -223,7 +223,7 @@ def test_a_bad_paired_configuration_is_one_line_and_exit_2(recorded, tmp_path):
 def test_paired_plans_interleave_a_b_and_a_again_round_by_round(tmp_path):
     from serverlab import commands
     from serverlab.contestant.manifest import find
-    from serverlab.run import paired
+    from serverlab.run.plan import paired
 
     suite = tmp_path / "s.toml"
     suite.write_text(history_fixture.SUITE.format(repeats=3))

@@ -1,4 +1,4 @@
-"""The load window's exact figures (serverlab.run.monitor.KernelWindow) against processes
+"""The load window's exact figures (serverlab.run.execution.monitor.KernelWindow) against processes
 whose CPU and memory are known: each process reports what it used itself (getrusage), and
 the kernel's accounting of the tree must add up to it."""
 
@@ -14,9 +14,9 @@ import pytest
 
 from serverlab.results.report.metrics import flags_for
 from serverlab.results.store import RecordedTest
-from serverlab.run import procfs, sockdiag
-from serverlab.run.monitor import KernelWindow, Monitor
-from serverlab.run.validity import kernel_flags
+from serverlab.run.execution import procfs, sockdiag
+from serverlab.run.execution.monitor import KernelWindow, Monitor
+from serverlab.run.execution.validity import kernel_flags
 
 # A "server" that, once told to go, forks a child that burns 0.3 s of CPU and exits (and
 # is reaped) inside the window, then a child that burns 0.3 s and is still alive when the

@@ -1,7 +1,7 @@
 import json
 import os
 
-from serverlab.run.machine import Pinning, describe, read_sysctl
+from serverlab.run.host.machine import Pinning, describe, read_sysctl
 
 
 def test_default_pinning_keeps_engine_and_server_apart_on_two_cores():
@@ -35,7 +35,7 @@ def test_a_server_given_more_cpus_than_its_share_takes_the_engines_and_says_so()
 
 
 def test_the_fingerprint_names_the_hardware_and_kernel_and_no_software():
-    from serverlab.run.machine import cpu_model, fingerprint
+    from serverlab.run.host.machine import cpu_model, fingerprint
 
     print_ = fingerprint()
     assert print_["cpus"] == os.cpu_count()
@@ -46,7 +46,7 @@ def test_the_fingerprint_names_the_hardware_and_kernel_and_no_software():
 
 
 def test_versions_name_the_engine_build_beside_the_fingerprint(tmp_path):
-    from serverlab.run.machine import software_versions
+    from serverlab.run.host.machine import software_versions
 
     engine = tmp_path / "serverlab-load"
     engine.write_text("#!/bin/sh\necho serverlab-load 9.9\n")

@@ -22,13 +22,13 @@ from serverlab.contestant.manifest import find
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.summary import rerun_note
 from serverlab.results.store import Store
-from serverlab.run import procfs
-from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.runner import Session, run_suite
-from serverlab.run.suite import load_suite
-from serverlab.run.validity import MACHINE_BUSY_PERCENT
+from serverlab.run.execution import procfs
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.validity import MACHINE_BUSY_PERCENT
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.runner import Session, run_suite
+from serverlab.run.plan.suite import load_suite
 
 # A hog beside the run is what these tests make and judge: other tests beside them would be
 # a second, unknown load.

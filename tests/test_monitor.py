@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from serverlab.run.monitor import Monitor
+from serverlab.run.execution.monitor import Monitor
 
 # A parent that forks one busy child and holds 150 MB itself: a tree like a
 # multi-process server, with CPU spent outside the root process.

@@ -15,12 +15,12 @@ from rich.console import Console
 from serverlab.base.terminal import literal
 from serverlab.contestant.manifest import find
 from serverlab.results.store import Store
-from serverlab.run.executor import Environment
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.progress import Progress
-from serverlab.run.runner import Session, run_suite
-from serverlab.run.suite import load_suite
+from serverlab.run.execution.executor import Environment
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.progress import Progress
+from serverlab.run.plan.runner import Session, run_suite
+from serverlab.run.plan.suite import load_suite
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 ESC = "\x1b"

@@ -9,9 +9,9 @@ import pytest
 
 from serverlab.base.paths import REPO_ROOT
 from serverlab.contestant.manifest import find
-from serverlab.run.planner import plan_tests
-from serverlab.run.suite import load_suite
-from serverlab.run.testplan import PlanFormatError, TestPlan, bind
+from serverlab.run.execution.testplan import PlanFormatError, TestPlan, bind
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import load_suite
 
 GOLDEN = Path(__file__).parent / "golden" / "plans"
 SUITES = sorted((REPO_ROOT / "suites").glob("*.toml"))

@@ -5,7 +5,7 @@ import pytest
 from rich.console import Console
 
 from serverlab.results.store import RecordedTest
-from serverlab.run.progress import Progress
+from serverlab.run.plan.progress import Progress
 
 
 def finished_line(behaviour: str) -> str:

@@ -203,9 +203,9 @@ def test_an_unanswered_stats_is_explained_in_the_servers_terms():
 
     from serverlab.base.httpclient import HttpError
     from serverlab.contestant.manifest import find
-    from serverlab.run.executor import stats_silence
-    from serverlab.run.planner import plan_tests
-    from serverlab.run.suite import load_suite
+    from serverlab.run.execution.executor import stats_silence
+    from serverlab.run.plan.planner import plan_tests
+    from serverlab.run.plan.suite import load_suite
 
     root = Path(__file__).resolve().parents[1]
     suite = load_suite(root / "suites" / "quick.toml")

@@ -15,13 +15,13 @@ from conftest import write_manifest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.store import Store
-from serverlab.run import shapedlink
-from serverlab.run.executor import Environment, smoke_check
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.runner import Session, run_suite
-from serverlab.run.suite import load_suite
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.executor import Environment, smoke_check
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.host import shapedlink
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.runner import Session, run_suite
+from serverlab.run.plan.suite import load_suite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 

@@ -7,7 +7,7 @@ import threading
 import time
 
 from serverlab.base import delayline, owner
-from serverlab.run import shapedlink
+from serverlab.run.host import shapedlink
 
 PAYLOAD_BYTES = 2_000_000
 

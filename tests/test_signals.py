@@ -14,11 +14,11 @@ from serverlab.results.report.charts import flags_of
 from serverlab.results.report.metrics import flags_for
 from serverlab.results.report.signal_charts import signal_charts
 from serverlab.results.store import RecordedTest, Store, StoredSuite
-from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.signals import read_signals
-from serverlab.run.suite import load_suite
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.signals import read_signals
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import load_suite
 
 REPO_CONTESTANTS = Path(__file__).resolve().parents[1] / "contestants"
 PAUSE_YOUNG = "GC(0) Pause Young (Normal) (G1 Evacuation Pause)"

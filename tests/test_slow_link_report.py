@@ -11,11 +11,11 @@ from serverlab.base import delayline
 from serverlab.contestant.manifest import find
 from serverlab.results.report import build_report
 from serverlab.results.store import Store
-from serverlab.run.executor import Environment
-from serverlab.run.machine import Pinning
-from serverlab.run.planner import plan_tests
-from serverlab.run.runner import Session, run_suite
-from serverlab.run.suite import load_suite
+from serverlab.run.execution.executor import Environment
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.runner import Session, run_suite
+from serverlab.run.plan.suite import load_suite
 
 DELAY_MS = 20
 SUITE = """name = "seed-000-slow"

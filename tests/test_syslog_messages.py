@@ -9,7 +9,7 @@ import threading
 import reference_syslog
 from syslog_rfc5424_parser import SyslogMessage
 
-from serverlab.run.engine import engine_binary
+from serverlab.run.execution.engine import engine_binary
 
 MESSAGES = 2000
 

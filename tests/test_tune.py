@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from serverlab.run import tune
-from serverlab.run.machine import read_sysctl
+from serverlab.run.host import tune
+from serverlab.run.host.machine import read_sysctl
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 
@@ -57,7 +57,7 @@ def test_apply_raises_a_short_value_and_says_so():
 def test_raise_nofile_lifts_the_soft_limit_for_the_process_and_its_children():
     script = (
         "import json, resource, subprocess\n"
-        "from serverlab.run import tune\n"
+        "from serverlab.run.host import tune\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(7)[1]))\n"
         "changed = tune.raise_nofile()\n"
         "child = subprocess.run(['sh', '-c', 'ulimit -n'], capture_output=True, text=True)\n"

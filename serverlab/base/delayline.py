@@ -1,4 +1,4 @@
-"""The delay line (base, for two stages: a test's shaped link, serverlab.run.shapedlink,
+"""The delay line (base, for two stages: a test's shaped link, serverlab.run.host.shapedlink,
 and the virtual lab's host links, serverlab.lab.network): where the kernel has no netem,
 serverlab's own IP forwarder (tools/delayline) carries a link's packets between two
 namespaces, through a TUN device in each, delaying, pacing and dropping them. It forwards IP

@@ -1,5 +1,5 @@
 """Network namespaces of our own: made and deleted with iproute2, entered with setns(2) by
-a thread that then opens its sockets there. Shaped links (serverlab.run.shapedlink) and the
+a thread that then opens its sockets there. Shaped links (serverlab.run.host.shapedlink) and the
 virtual lab (serverlab.lab) are built from these, and nothing in them has a route out."""
 
 from __future__ import annotations

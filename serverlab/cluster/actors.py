@@ -22,10 +22,16 @@ from serverlab.cluster import clock
 from serverlab.cluster.version import node_version
 from serverlab.contestant.manifest import find
 from serverlab.results.store import RecordedTest
-from serverlab.run.engine import EngineError, EngineRun, check_plans, engine_command, write_plan
-from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import Pinning
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.engine import (
+    EngineError,
+    EngineRun,
+    check_plans,
+    engine_command,
+    write_plan,
+)
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.host.machine import Pinning
 
 # Seconds past its planned end a generator's engine may run before it is stopped.
 ENGINE_GRACE_S = 30.0

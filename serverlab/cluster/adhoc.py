@@ -16,7 +16,7 @@ from serverlab.cluster import driver
 from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.merge import merge_files
 from serverlab.cluster.traffic import RayLoad
-from serverlab.run.engine import engine_binary
+from serverlab.run.execution.engine import engine_binary
 
 
 def plan_of(engine_args: list[str]) -> dict:

@@ -19,8 +19,8 @@ from serverlab.cluster.actors import Generator, Server
 from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.version import mismatches, node_version
 from serverlab.results.store import RecordedTest
-from serverlab.run.executor import Environment, new_test
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.executor import Environment, new_test
+from serverlab.run.execution.testplan import TestPlan
 
 SERVER_RESOURCE = "serverlab_server"
 LOADGEN_RESOURCE = "serverlab_loadgen"

@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from serverlab.run.engine import EngineError, engine_binary
+from serverlab.run.execution.engine import EngineError, engine_binary
 
 MERGE_TIMEOUT_S = 120
 

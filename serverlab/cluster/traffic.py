@@ -1,4 +1,4 @@
-"""A test's traffic from several generators (serverlab.run.traffic's interface, spread).
+"""A test's traffic from several generators (serverlab.run.execution.traffic's interface, spread).
 
 Begin: split the plan (serverlab.cluster.split), have each generator check its part and
 measure its clock against the server's, pick one start instant on the server's clock, and
@@ -19,7 +19,7 @@ from ray.exceptions import RayError
 
 from serverlab.cluster.merge import merge
 from serverlab.cluster.split import split
-from serverlab.run.traffic import LoadResult
+from serverlab.run.execution.traffic import LoadResult
 
 # Between the last generator's clock check and the common start: enough for every engine
 # to start its threads and wait.

@@ -8,7 +8,7 @@ import socket
 import subprocess
 
 from serverlab.base.paths import REPO_ROOT
-from serverlab.run.engine import EngineError, engine_binary
+from serverlab.run.execution.engine import EngineError, engine_binary
 
 
 def node_version() -> dict[str, str]:

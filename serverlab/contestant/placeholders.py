@@ -13,7 +13,8 @@ import shlex
 import string
 
 # signals_file: where a server may write its runtime signals (GC, event-loop delay) as JSON
-# lines; serverlab reads it after the test (serverlab.run.signals). A server may ignore it.
+# lines; serverlab reads it after the test (serverlab.run.execution.signals). A server may
+# ignore it.
 BUILTIN_PLACEHOLDERS = (
     "port",
     "syslog_port",

@@ -189,7 +189,7 @@ class Crash:
 
 @dataclass
 class MonitorSample:
-    """One monitor sample, field for field ``serverlab.run.monitor.Sample`` (so
+    """One monitor sample, field for field ``serverlab.run.execution.monitor.Sample`` (so
     ``MonitorSample(**sample.as_dict())`` converts). ``t`` is seconds since the monitor
     started; server figures cover its whole process tree; CPU percentages are 100 per busy
     core, except ``system_cpu_percent`` (100 = every core busy)."""
@@ -266,9 +266,9 @@ CYCLE_COLUMNS = tuple(f.name for f in fields(EmitCycle))
 
 @dataclass
 class RuntimeSignal:
-    """One line of the server runtime's side file (serverlab.run.signals): ``t`` is seconds
-    since the test started, ``kind`` e.g. "gc_pause" (ms), "loop_delay" (ms), "heap_used"
-    (bytes); ``data`` the line's other figures."""
+    """One line of the server runtime's side file (serverlab.run.execution.signals): ``t`` is
+    seconds since the test started, ``kind`` e.g. "gc_pause" (ms), "loop_delay" (ms),
+    "heap_used" (bytes); ``data`` the line's other figures."""
 
     t: float
     kind: str
@@ -303,7 +303,7 @@ class RecordedTest:
     # Per-cycle records (version 3 engines); older tests have none.
     cycles: list[EmitCycle] = field(default_factory=list)
     signals: list[RuntimeSignal] = field(default_factory=list)
-    # The test plan it ran from (serverlab.run.testplan, as JSON data), and what the
+    # The test plan it ran from (serverlab.run.execution.testplan, as JSON data), and what the
     # executor bound and saw at run time: stored beside what identifies the test.
     plan: dict[str, Any] | None = None
     run_info: dict[str, Any] = field(default_factory=dict)

@@ -96,7 +96,7 @@ def error_count(test: RecordedTest) -> float | None:
 
 
 def _kernel(test: RecordedTest, key: str) -> float | None:
-    """A figure of the load window, read from the kernel (serverlab.run.monitor)."""
+    """A figure of the load window, read from the kernel (serverlab.run.execution.monitor)."""
     value = (test.run_info.get("kernel") or {}).get(key)
     return float(value) if isinstance(value, int | float) else None
 
@@ -164,7 +164,8 @@ METRICS = (
 )
 # Flags the runner stores that touch only some figures (any other touches them all).
 KERNEL_FIGURES = frozenset({"cpu", "rss", "sockmem"})
-# The runtime's own series (serverlab.run.signals): a garbled side file touches only these.
+# The runtime's own series (serverlab.run.execution.signals): a garbled side file touches
+# only these.
 SIGNAL_FIGURES = frozenset({"gc_pause", "loop_delay"})
 RUNNER_FLAG_FIGURES = {
     "kernel-read-failed": KERNEL_FIGURES,

@@ -1,5 +1,5 @@
 """The runtime's own signals laid over the load's timeline: GC pauses and event-loop (or
-scheduler) delay, from the side file each server's runtime wrote (serverlab.run.signals),
+scheduler) delay, from the side file each server's runtime wrote (serverlab.run.execution.signals),
 beside the emit durations the clients saw and the CPU the monitor sampled, so that a reader
 can see whether an emit spike or a CPU dip is a pause.
 

@@ -56,8 +56,8 @@ def is_capacity(test: RecordedTest) -> bool:
 def memory_per_connection_kb(test: RecordedTest) -> float | None:
     """What each held connection cost, user + kernel memory: (the server's peak RSS over
     the load - its RSS when the load started + its sockets' kernel memory) / the connections
-    established at that socket reading (kernel figures, serverlab.run.monitor). Tests stored
-    before those: (peak RSS sample - first sample) / clients."""
+    established at that socket reading (kernel figures, serverlab.run.execution.monitor).
+    Tests stored before those: (peak RSS sample - first sample) / clients."""
     kernel = test.run_info.get("kernel") or {}
     last = (kernel.get("sockets") or {}).get("last") or {}
     if kernel.get("peak_rss_bytes") is not None and last.get("established"):

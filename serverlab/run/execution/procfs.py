@@ -1,6 +1,6 @@
 """Raw readings of the kernel's process accounting, for the monitor's exact figures.
 
-Run stage. CPU time comes from `/proc/<pid>/stat` in clock ticks: a process's own user and
+Execution stage. CPU time comes from `/proc/<pid>/stat` in clock ticks: a process's own user and
 system time (every thread, live or exited) plus `cutime`/`cstime`, the time of the children
 it has reaped. The CPU a tree used between two moments is therefore the change of
 sum(utime + stime + cutime + cstime) over the tree's members at each moment: a child that

@@ -1,6 +1,6 @@
 """Kernel memory of one server's TCP sockets, read through sock_diag as `ss -tm` reads it.
 
-Run stage: the monitor asks the kernel (NETLINK_SOCK_DIAG, one dump per address family,
+Execution stage: the monitor asks the kernel (NETLINK_SOCK_DIAG, one dump per address family,
 filtered in the kernel by local port) for the memory of the sockets whose local port is
 the server's: its listener and every connection it accepted. `/proc/net/sockstat` is never
 used: it counts every socket of the machine, the load engine's included.

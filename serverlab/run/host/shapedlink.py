@@ -1,4 +1,4 @@
-"""A shaped link for one test (execution stage): network namespaces of our own, so that
+"""A shaped link for one test (host preparation stage): network namespaces of our own, so that
 the server and the load engine talk over a slow link while the traffic still never leaves
 the machine (seed 000's slow clients, seed 001's 80 Mbit/s).
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from serverlab.run.machine import read_sysctl
+from serverlab.run.host.machine import read_sysctl
 
 # The widest ephemeral range the kernel allows: ports below 1024 stay for services.
 LOWEST_EPHEMERAL_PORT = 1024

@@ -1,4 +1,4 @@
-"""Samples a server's whole process tree and the system while a test runs (run stage).
+"""Samples a server's whole process tree and the system while a test runs (execution stage).
 
 Two kinds of figure, kept apart:
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from serverlab.run import procfs, sockdiag
+from serverlab.run.execution import procfs, sockdiag
 
 DEFAULT_INTERVAL_S = 0.1
 # The server's socket memory is read once every this many samples (2 s at 10 Hz): each

@@ -1,7 +1,7 @@
 """`serverlab run`: a suite's test plans run one after another and committed one by one.
 
 The runner owns the run (its row in the database, its machine metadata, `--resume`); each
-plan goes to an executor (`serverlab.run.executor.execute` on this machine) and comes back
+plan goes to an executor (`serverlab.run.execution.executor.execute` on this machine) and comes back
 as a recorded test, which is committed in one transaction before the next plan starts.
 Ctrl-C abandons the test in hand and keeps every finished one.
 
@@ -19,15 +19,15 @@ from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
 from serverlab.results.store import RecordedTest, Store, StoredSuite, StoreError, make_test_key
-from serverlab.run import shapedlink
-from serverlab.run.engine import EngineError, engine_binary
-from serverlab.run.executor import Environment, execute
-from serverlab.run.machine import describe, fingerprint, software_versions
-from serverlab.run.monitor import FIGURE_SOURCES
-from serverlab.run.suite import Suite
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.engine import EngineError, engine_binary
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.monitor import FIGURE_SOURCES
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.host import shapedlink
+from serverlab.run.host.machine import describe, fingerprint, software_versions
+from serverlab.run.plan.suite import Suite
 
-BUSY_FLAG = "machine_busy"  # serverlab.run.validity.kernel_flags
+BUSY_FLAG = "machine_busy"  # serverlab.run.execution.validity.kernel_flags
 
 # How long an interrupted or failed run waits to record that in a busy database.
 CLOSE_WAIT_S = 2.0

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from serverlab.base import httpclient
-from serverlab.run.testplan import ControlCall, TimedCall
+from serverlab.run.execution.testplan import ControlCall, TimedCall
 
 # A call answered later than this after it was due is late: the test is flagged control-late.
 LATE_MS = 100.0

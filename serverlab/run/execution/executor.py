@@ -4,7 +4,7 @@ It reads only the plan (never the suite it came from) and binds it to this host:
 server on a free port, pinned to its CPUs, inside a shaped link when the plan has one. Then:
 smoke-check the server against the spec, warm it up, make the control calls, start the
 monitor, prime, run the engine, read `/stats`, clear the emitters, stop the server, read
-the runtime's side file (serverlab.run.signals). What it bound (ports, pids, CPUs, the
+the runtime's side file (serverlab.run.execution.signals). What it bound (ports, pids, CPUs, the
 namespace) and what happened on the way (priming outcomes) is stored beside the test in
 `run_info`, never in what identifies it.
 
@@ -37,16 +37,17 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
 )
-from serverlab.run import fileset, shapedlink, sockdiag
-from serverlab.run.leftovers import work_folder
-from serverlab.run.machine import Pinning
-from serverlab.run.monitor import Monitor
-from serverlab.run.receiver import ReceiverWatch, put_receiver_figures
-from serverlab.run.signals import read_signals
-from serverlab.run.testplan import ControlCall, TestPlan, bind
-from serverlab.run.timed import CALL_TIMEOUT_S, TimedCalls, failures
-from serverlab.run.traffic import Load, LoadResult, LocalLoad
-from serverlab.run.validity import assess
+from serverlab.run.execution import sockdiag
+from serverlab.run.execution.monitor import Monitor
+from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures
+from serverlab.run.execution.signals import read_signals
+from serverlab.run.execution.testplan import ControlCall, TestPlan, bind
+from serverlab.run.execution.timed import CALL_TIMEOUT_S, TimedCalls, failures
+from serverlab.run.execution.traffic import Load, LoadResult, LocalLoad
+from serverlab.run.execution.validity import assess
+from serverlab.run.host import fileset, shapedlink
+from serverlab.run.host.leftovers import work_folder
+from serverlab.run.host.machine import Pinning
 
 # Polls of a dying server give the engine this long to see the refused connections.
 CRASH_SETTLE_S = 1.0
@@ -65,8 +66,8 @@ class Environment:
     pinning: Pinning
     workdir: Path  # this run's scratch space lives under it (see leftovers.work_folder)
     run_id: int | None = None
-    progress: Any = None  # a serverlab.run.progress.Progress, or None when quiet
-    # Where the load comes from; None: one engine on this machine (run.traffic.LocalLoad).
+    progress: Any = None  # a serverlab.run.plan.progress.Progress, or None when quiet
+    # Where the load comes from; None: one engine on this machine (run.execution.traffic.LocalLoad).
     load: Load | None = None
     # The address servers listen on besides loopback: this host's in a lab or cluster.
     host: str = LOOPBACK

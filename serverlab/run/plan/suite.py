@@ -50,7 +50,7 @@ SUITE_KEYS = {
     "profiles",
 }
 SEEDS = ("000", "001", "002", "003", "004")
-# [needs] key -> what it asks of the machine (serverlab/run/tune.py checks and sets them).
+# [needs] key -> what it asks of the machine (serverlab/run/host/tune.py checks and sets them).
 NEEDS_KEYS = ("nofile", "somaxconn", "local_ports", "max_map_count", "tcp_tw_reuse")
 LINK_KEYS = {"rate_mbit": True, "delay_ms": False, "loss_pct": False}  # key -> required
 FILESET_DEFAULTS: dict[str, Any] = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.base import owner, scratch
-from serverlab.run import shapedlink
+from serverlab.run.host import shapedlink
 
 _OWNER_FOLDER = re.compile(r"\d+\.\d+")
 

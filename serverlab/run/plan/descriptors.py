@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.testplan import TestPlan
 
 # Descriptors a process holds besides its connections: a JVM's jars, pipes and epoll, the
 # engine's timers and its output, a few libraries' own.

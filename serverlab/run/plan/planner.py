@@ -11,8 +11,7 @@ from typing import Any
 
 from serverlab.base import spec
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
-from serverlab.run.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite, emit_window_s
-from serverlab.run.testplan import (
+from serverlab.run.execution.testplan import (
     ENGINE_GRACE_S,
     ControlCall,
     Link,
@@ -20,6 +19,7 @@ from serverlab.run.testplan import (
     TestPlan,
     TimedCall,
 )
+from serverlab.run.plan.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite, emit_window_s
 
 PUSH_EVENT = "e1"
 # Long runs with many clients need more than one source address (~28k ports each).
@@ -108,7 +108,7 @@ def planned_seconds(p: dict[str, Any]) -> float:
 
 def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
     """The engine plan (see engine/README.md) for one permutation's parameters, its target
-    a template the executor binds (see serverlab.run.testplan.bind)."""
+    a template the executor binds (see serverlab.run.execution.testplan.bind)."""
     plan: dict[str, Any] = {
         "target": _target(p),
         "behaviour": _behaviour(p),

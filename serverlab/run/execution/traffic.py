@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from serverlab.run.engine import EngineRun, engine_command, write_plan
+from serverlab.run.execution.engine import EngineRun, engine_command, write_plan
 
 # Seconds a finishing engine may take to print its summary and exit.
 FINISH_S = 10.0

@@ -1,7 +1,7 @@
 """The bridge to the Rust load engine: where its binary is, how plans are judged by it
 (`serverlab-load --check`), and one engine process whose JSON Lines (interval snapshots,
 emit records, then one summary) come back as they are written. Engine plans themselves are
-made by serverlab.run.planner."""
+made by serverlab.run.plan.planner."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.tunables import TunableValueError
 from serverlab.results.store import RecordedTest
-from serverlab.run.executor import Environment, execute
-from serverlab.run.testplan import TestPlan
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.testplan import TestPlan
 
 ENGINE_ENV = "SERVERLAB_ENGINE"
 ARMS = ("A", "B", "A'")

@@ -13,7 +13,7 @@ import time
 from serverlab.base import httpclient
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.store import RecordedTest, ServerStats
-from serverlab.run import shapedlink
+from serverlab.run.host import shapedlink
 
 # A receiver has settled when its count has not risen for SETTLE_QUIET_S.
 SETTLE_POLL_S = 0.02

@@ -1,7 +1,7 @@
 """A test as data: everything one test will do, resolved before anything runs.
 
-A `TestPlan` is built by `serverlab.run.planner` from a suite's permutation, the repeat and
-the contestant's manifest, and read by an executor (`serverlab.run.executor` on this host;
+A `TestPlan` is built by `serverlab.run.plan.planner` from a suite's permutation, the repeat and
+the contestant's manifest, and read by an executor (`serverlab.run.execution.executor` on this host;
 later, others on other machines). It is frozen and JSON-serialisable, and it holds roles and
 policies, never this host's ports, CPUs or pids: the engine's target is a template
 (`http://{host}:{port}/perf`) that the executor binds where the test runs, and what it bound
