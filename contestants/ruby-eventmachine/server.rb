@@ -47,7 +47,8 @@ end
 def versions
   require "thin/version"
   "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} " \
-    "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION}"
+    "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION} " \
+    "openssl #{OpenSSL::VERSION} (#{OpenSSL::OPENSSL_LIBRARY_VERSION})"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
