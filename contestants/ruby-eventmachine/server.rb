@@ -33,7 +33,7 @@ def parse_options(argv)
     parser.on("--signals-file PATH", "append runtime signals (GC, reactor lag) as JSON lines") do |v|
       options[:signals_file] = v
     end
-    parser.on("--tls-port N", Integer, "HTTPS port (EM's start_tls)") { |v| options[:tls_port] = v }
+    parser.on("--tls-port N", Integer, "HTTPS port (Ruby's openssl on the reactor)") { |v| options[:tls_port] = v }
     parser.on("--tls-cert PATH", "server certificate, PEM") { |v| options[:tls_cert] = v }
     parser.on("--tls-key PATH", "its private key, PEM") { |v| options[:tls_key] = v }
     parser.on("--syslog-tls-port N", Integer, "RFC 5425 syslog over TLS port") { |v| options[:syslog_tls_port] = v }
@@ -47,7 +47,8 @@ end
 def versions
   require "thin/version"
   "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} " \
-    "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION}"
+    "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION} " \
+    "openssl #{OpenSSL::VERSION} (#{OpenSSL::OPENSSL_LIBRARY_VERSION})"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
@@ -75,8 +76,7 @@ def validate!(options)
   validate_tls!(options)
 end
 
-# start_tls reads the files only at a connection's handshake, so a missing
-# one is refused here, before listening, rather than on every connection.
+# A missing or unreadable key or certificate is refused here, before listening.
 def validate_tls!(options)
   return unless options[:tls_port] || options[:syslog_tls_port]
 
@@ -114,14 +114,15 @@ def ensure_yjit(options)
   exec(RbConfig.ruby, "--yjit", "--yjit-exec-mem-size=#{YJIT_EXEC_MEM_MB}", __FILE__, *ORIGINAL_ARGV)
 end
 
-def serve(app, options, address)
+def serve(app, options, address, contexts)
   EM.attach_server(listener(address, options[:port]), ServerlabEM::HttpConnection, app)
-  tls = ServerlabEM::Tls.options(cert: options[:tls_cert], key: options[:tls_key])
-  EM.attach_server(listener(address, options[:tls_port]), ServerlabEM::TlsHttpConnection, app, tls) if options[:tls_port]
-  serve_syslog(app, options, address, tls)
+  if options[:tls_port]
+    ServerlabEM::TlsListener.watch(listener(address, options[:tls_port]), contexts[:https], ServerlabEM::TlsHttpConnection, app)
+  end
+  serve_syslog(app, options, address, contexts[:syslog])
 end
 
-def serve_syslog(app, options, address, tls)
+def serve_syslog(app, options, address, tls_context)
   receiver = ServerlabEM::SyslogReceiver.new(app.stats, options[:syslog_mode])
   if options[:syslog_port]
     EM.attach_server(listener(address, options[:syslog_port]), ServerlabEM::SyslogTcpConnection, receiver)
@@ -129,7 +130,18 @@ def serve_syslog(app, options, address, tls)
   end
   return unless options[:syslog_tls_port]
 
-  EM.attach_server(listener(address, options[:syslog_tls_port]), ServerlabEM::SyslogTlsConnection, receiver, tls)
+  ServerlabEM::TlsListener.watch(listener(address, options[:syslog_tls_port]), tls_context, ServerlabEM::SyslogTlsConnection, receiver)
+end
+
+# One OpenSSL context per TLS port (its sessions resume across connections),
+# made before listening so that a key that does not parse stops the start.
+def tls_contexts(options)
+  return {} unless options[:tls_port] || options[:syslog_tls_port]
+
+  files = { cert: options[:tls_cert], key: options[:tls_key] }
+  { https: ServerlabEM::Tls.context(**files, alpn: true), syslog: ServerlabEM::Tls.context(**files, alpn: false) }
+rescue OpenSSL::OpenSSLError, ArgumentError => e
+  abort("server.rb: --tls-cert/--tls-key: #{e.message}")
 end
 
 def run(options)
@@ -137,11 +149,12 @@ def run(options)
   ensure_yjit(options)
   raise_descriptor_limit
   app = ServerlabEM::App.new(name: options[:name], docroot: options[:docroot], chunk_size: options[:chunk_size])
+  contexts = tls_contexts(options)
   EM.epoll
   EM.set_max_timers(1_000_000)
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
-    addresses(options).each { |address| serve(app, options, address) }
+    addresses(options).each { |address| serve(app, options, address, contexts) }
     ServerlabEM::RuntimeSignals.start(options[:signals_file]) if options[:signals_file]
     # Installed only once listening, so a taken port still fails the start.
     # From here on a bug in a timer callback (emitter, long-poll timeout) is

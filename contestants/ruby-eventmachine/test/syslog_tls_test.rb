@@ -2,7 +2,7 @@
 
 require_relative "tls_material"
 
-# --syslog-tls-port (spec §15, RFC 5425): start_tls, then octet-counted
+# --syslog-tls-port (spec §15, RFC 5425): TLS, then octet-counted
 # frames only, counted (and here parsed) as the cleartext TCP ones. Each
 # SSLSocket#write is one TLS record, so frames are split across records.
 class SyslogTlsTest < Minitest::Test
@@ -76,5 +76,17 @@ class SyslogTlsTest < Minitest::Test
       assert socket.wait_readable(2), "the server kept a plaintext connection open"
     end
     assert_equal before, counts[0]
+  end
+
+  # RFC 5425 §4.4: the client's close_notify is answered with the server's
+  # (SSLSocket#stop is the client's SSL_shutdown without closing).
+  def test_a_client_close_notify_is_answered_with_the_servers
+    tls = tls_connect(syslog_tls_port)
+    tls.write(FRAME)
+    tls.__send__(:stop)
+    # An end of stream without an SSLError ("unexpected eof") is a close_notify.
+    assert closed_within?(tls, 2), "no close_notify within 2 s of the client's"
+  ensure
+    tls&.close
   end
 end

@@ -2,8 +2,8 @@
 
 require_relative "tls_material"
 
-# --tls-port (spec §12) through EM's start_tls, with a throwaway ECDSA P-256
-# certificate made here, as serverlab makes one per run.
+# --tls-port (spec §12) through Ruby's openssl on EM-watched sockets, with a
+# throwaway ECDSA P-256 certificate made here, as serverlab makes one per run.
 class TlsTest < Minitest::Test
   include LiveServerClient
   include TlsMaterial
@@ -21,12 +21,22 @@ class TlsTest < Minitest::Test
   def exchange(request, context = client_context)
     tls = tls_connect(tls_port, context)
     tls.write(request)
-    reply = +""
-    loop { reply << tls.readpartial(65_536) }
-  rescue EOFError, OpenSSL::SSL::SSLError
-    reply
+    read_to_end(tls).first
   ensure
     tls&.close
+  end
+
+  # [bytes, how the stream ended]: EOFError after the server's close_notify;
+  # OpenSSL 3 raises SSLError ("unexpected eof") on a bare FIN.
+  def read_to_end(tls)
+    reply = String.new(encoding: Encoding::BINARY)
+    loop { reply << tls.readpartial(65_536) }
+  rescue EOFError, OpenSSL::SSL::SSLError => e
+    [reply, e.class]
+  end
+
+  def only(version)
+    client_context { |context| context.min_version = context.max_version = version }
   end
 
   def test_https_serves_with_the_given_certificate_and_counts_in_stats
@@ -73,5 +83,61 @@ class TlsTest < Minitest::Test
     assert_operator seqs.size, :>=, 3
     assert_equal (seqs.first..seqs.last).to_a, seqs
     assert_equal({ "timeout" => true }, lines.last["response"])
+  end
+
+  # A client can tell a complete answer from a cut one (RFC 8446 §6.1).
+  def test_a_connection_close_answer_ends_with_close_notify_in_tls_12_and_13
+    [OpenSSL::SSL::TLS1_2_VERSION, OpenSSL::SSL::TLS1_3_VERSION].each do |version|
+      tls = tls_connect(tls_port, only(version))
+      tls.write("GET /perf HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      reply, ending = read_to_end(tls)
+      assert_match(%r{\AHTTP/1.1 200 OK\r\n}, reply)
+      assert_equal EOFError, ending, "TLS version #{version}: closed without close_notify"
+      tls.close
+    end
+  end
+
+  # 3 MB through a client that reads late: the writes the kernel refuses
+  # wait in the transport and follow, in order, when the socket drains.
+  def test_a_large_file_arrives_whole_over_tls_to_a_slow_reader
+    tls = tls_connect(tls_port)
+    tls.write("GET /files/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    sleep 0.5
+    reply, ending = read_to_end(tls)
+    assert_equal EOFError, ending
+    assert_equal File.binread(File.join(server.docroot, "big.bin")), reply.split("\r\n\r\n", 2).last
+  ensure
+    tls&.close
+  end
+
+  def test_alpn_selects_http_11_and_never_a_protocol_the_client_did_not_offer
+    tls = tls_connect(tls_port, client_context { |context| context.alpn_protocols = %w[h2 http/1.1] })
+    assert_equal "http/1.1", tls.alpn_protocol
+    tls.close
+    assert_raises(OpenSSL::SSL::SSLError) { tls_connect(tls_port, client_context { |context| context.alpn_protocols = %w[h2] }) }
+    assert_nil tls_connect(tls_port).tap(&:close).alpn_protocol, "no ALPN offered, none answered"
+  end
+
+  # One context per port: TLS 1.2 and TLS 1.3 sessions resume on a new
+  # connection. A TLS 1.3 ticket comes after the handshake, so one exchange
+  # is read before the session is taken.
+  def test_sessions_resume_in_tls_12_and_13
+    [OpenSSL::SSL::TLS1_2_VERSION, OpenSSL::SSL::TLS1_3_VERSION].each do |version|
+      context = only(version)
+      first = tls_connect(tls_port, context)
+      first.write("GET /perf HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      read_to_end(first)
+      second = resumed_connect(context, first.session)
+      assert second.session_reused?, "TLS version #{version}"
+      [first, second].each(&:close)
+    end
+  end
+
+  def resumed_connect(context, session)
+    tcp = TCPSocket.new("127.0.0.1", tls_port)
+    tls = OpenSSL::SSL::SSLSocket.new(tcp, context)
+    tls.sync_close = true
+    tls.session = session
+    tls.connect
   end
 end

@@ -153,19 +153,12 @@ module ServerlabEM
     end
   end
 
-  # One RFC 5425 client on --syslog-tls-port: EM's start_tls (the options of
-  # Tls.options, the HTTPS port's), then octet-counted frames only, counted
-  # (and parsed in parse mode) as the cleartext TCP ones.
+  # One RFC 5425 client on --syslog-tls-port: Ruby's openssl through
+  # TlsTransport (the HTTPS port's versions and suites, no ALPN), then
+  # octet-counted frames only, counted (and parsed in parse mode) as the
+  # cleartext TCP ones.
   class SyslogTlsConnection < SyslogTcpConnection
-    def initialize(receiver, tls_options)
-      super(receiver)
-      @tls_options = tls_options
-    end
-
-    def post_init
-      super
-      start_tls(@tls_options)
-    end
+    include TlsTransport
 
     def octet_counted_only?
       true
