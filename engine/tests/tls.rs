@@ -291,3 +291,37 @@ fn tls_plans_are_refused_without_a_trust_choice_or_on_io_uring() {
     assert!(err.to_string().contains("need an https://"), "{err}");
 }
 
+#[test]
+fn the_tls_flags_make_the_plan_and_a_missing_trust_choice_exits_2_with_one_line() {
+    let keys = keys();
+    let server = tls_server(&keys, &rustls::version::TLS13, perf);
+    let bin = env!("CARGO_BIN_EXE_serverlab-load");
+    let url = format!("https://localhost:{}/perf", server.addr.port());
+    let ca = keys.ca_file.to_str().unwrap();
+    let out = std::process::Command::new(bin)
+        .args([
+            &url, "-n", "20", "-c", "2", "-t", "1", "--json", "--tls-ca", ca,
+        ])
+        .args(["--tls-resume", "off", "--tls-group", "p256"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = common::json_lines(&out.stdout);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["ok"], 20, "{summary}");
+    assert_eq!(summary["tls_handshakes"], 2);
+    assert_eq!(summary["plan"]["tls"]["resume"], false);
+    assert_eq!(summary["plan"]["tls"]["group"], "p256");
+    let out = std::process::Command::new(bin)
+        .args([&url, "-n", "20", "-c", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--insecure"), "{stderr}");
+}
