@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourSpec, CometSpec, IoBackend, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
+    BehaviourSpec, CometSpec, IoBackend, KxGroup, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
     PlanError, Publish, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec,
-    SyslogTransport, WaitMode, WebsocketSpec,
+    SyslogTransport, TlsSpec, WaitMode, WebsocketSpec,
 };
 
 #[derive(Debug, Parser)]
@@ -161,6 +161,18 @@ pub struct Args {
     /// Syslog mean message size in bytes (each message's shape varies it)
     #[arg(long, requires = "syslog")]
     pub message_bytes: Option<usize>,
+    /// TLS (https://, wss://, tls:// targets): trust only the CA certificates of this PEM file
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// TLS: accept any server certificate (explicit; the summary's plan records it)
+    #[arg(long)]
+    pub insecure: bool,
+    /// TLS: resume sessions on new connections (tickets or session IDs); default on
+    #[arg(long, value_parser = ["on", "off"])]
+    pub tls_resume: Option<String>,
+    /// TLS: the key exchange group offered; default x25519
+    #[arg(long, value_enum)]
+    pub tls_group: Option<KxGroup>,
 }
 
 /// Parses `10s`, `250ms`, `2m`, `1h`, or plain seconds (`1.5`).
@@ -242,6 +254,24 @@ impl Args {
             || self.upload_bytes.is_some()
             || self.read_bytes.is_some()
             || self.syslog.is_some()
+            || self.tls_flags_given()
+    }
+
+    fn tls_flags_given(&self) -> bool {
+        self.tls_ca.is_some()
+            || self.insecure
+            || self.tls_resume.is_some()
+            || self.tls_group.is_some()
+    }
+
+    /// The TLS settings the flags give, if any TLS flag is given.
+    fn tls(&self) -> Option<TlsSpec> {
+        self.tls_flags_given().then(|| TlsSpec {
+            ca_file: self.tls_ca.clone(),
+            insecure: self.insecure,
+            resume: self.tls_resume.as_deref() != Some("off"),
+            group: self.tls_group.unwrap_or_default(),
+        })
     }
 
     fn flags_or_file(self) -> Result<Plan, PlanError> {
@@ -254,6 +284,7 @@ impl Args {
         let mut plan = Plan::for_target(&url);
         plan.pacer = self.pacer()?;
         plan.behaviour = self.behaviour()?;
+        plan.tls = self.tls();
         plan.connections = self
             .connections
             .unwrap_or_else(|| plan.pacer.default_connections());

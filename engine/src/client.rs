@@ -13,10 +13,13 @@ use crate::plan::ReadPace;
 use crate::shared::WorkerCtx;
 use crate::stamps::waited_since;
 use crate::stats::ErrorKind;
+use crate::tls::Tls;
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,
     conn: Option<Conn>,
+    /// The connection's TLS state, for a TLS target.
+    tls: Option<Tls>,
     inbox: Inbox,
     /// Slow reader: at most this many bytes per read, one read per interval.
     read_pace: Option<ReadPace>,
@@ -50,9 +53,11 @@ impl Client {
             // Not with a new connection per request, where the request is one write on a
             // fresh connection that never waits for an ACK anyway.
             no_delay: !behaviour.new_connection_each(),
-            stamps: ctx.shared.plan.plan.stamps_arrivals(),
+            // A TLS record's arrival is not the answer's: no stamps over TLS.
+            stamps: ctx.shared.plan.plan.stamps_arrivals() && ctx.shared.plan.tls.is_none(),
             push: behaviour.events().is_some(),
             conn: None,
+            tls: None,
             farewell: None,
             inbox: Inbox::default(),
             ctx,
@@ -81,19 +86,36 @@ impl Client {
         if self.stamps {
             conn.enable_stamps().map_err(|e| ErrorKind::from_io(&e))?;
         }
+        self.tls = match &self.ctx.shared.plan.tls {
+            Some(client) => Some(self.shake_hands(client, &conn).await?),
+            None => None,
+        };
         self.conn = Some(conn);
         self.inbox.clear();
         Ok(())
     }
 
-    pub fn close(&mut self) {
-        self.farewell = None;
-        self.conn = None;
-        self.inbox.clear();
+    /// The TLS handshake on a connection just made, timed and counted.
+    async fn shake_hands(
+        &self,
+        client: &crate::plan::TlsClient,
+        conn: &Conn,
+    ) -> Result<Tls, ErrorKind> {
+        let began = Instant::now();
+        let mut tls = Tls::new(client)?;
+        let resumed = tls.handshake(conn).await?;
+        self.ctx.ledger.tls_handshake(began.elapsed(), resumed);
+        Ok(tls)
     }
 
-    fn conn(&self) -> Result<&Conn, ErrorKind> {
-        self.conn.as_ref().ok_or(ErrorKind::Closed)
+    pub fn close(&mut self) {
+        self.farewell = None;
+        if let (Some(tls), Some(conn)) = (&mut self.tls, &self.conn) {
+            tls.close(conn);
+        }
+        self.tls = None;
+        self.conn = None;
+        self.inbox.clear();
     }
 
     /// Opens a connection if needed and sends `request`; returns when the attempt began
@@ -106,7 +128,11 @@ impl Client {
     }
 
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), ErrorKind> {
-        self.conn()?.write_all(bytes).await?;
+        let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
+        match &mut self.tls {
+            Some(tls) => tls.write_all(conn, bytes).await?,
+            None => conn.write_all(bytes).await?,
+        }
         self.ctx.ledger.wrote(bytes.len());
         Ok(())
     }
@@ -167,8 +193,12 @@ impl Client {
 
     /// Writes `bytes` now if the socket takes them without waiting (a goodbye as the run
     /// ends, when there is no time to wait).
-    pub fn send_now(&self, bytes: &[u8]) -> bool {
-        self.conn.as_ref().is_some_and(|c| c.try_write(bytes))
+    pub fn send_now(&mut self, bytes: &[u8]) -> bool {
+        match (&self.conn, &mut self.tls) {
+            (Some(conn), Some(tls)) => tls.try_write(conn, bytes),
+            (Some(conn), None) => conn.try_write(bytes),
+            (None, _) => false,
+        }
     }
 
     /// What to write if the client is dropped with this connection open; cleared when the
@@ -186,6 +216,14 @@ impl Client {
             limit = Some(pace.bytes);
         }
         let conn = self.conn.as_ref().ok_or(ErrorKind::Closed)?;
+        if let Some(tls) = &mut self.tls {
+            self.inbox.lend_back();
+            tls.readable(conn).await?;
+            let n = tls.read_now(self.inbox.spare(limit)?)?;
+            self.inbox.filled(n);
+            self.ctx.ledger.read(n);
+            return Ok(n);
+        }
         // No read buffer is held while waiting: a held connection borrows one from the
         // worker only when its bytes have come (a readiness left from the last read may be
         // stale, so a read that finds nothing gives the buffer back and waits again).
@@ -224,7 +262,11 @@ impl Client {
     /// Ends an exchange: keeps the connection for the next one or closes it.
     pub fn finish(&mut self, answer: &Answer, keep: bool) {
         match (&self.conn, keep && !answer.close) {
-            (Some(conn), true) if self.inbox.is_drained() => conn.expect_silence(),
+            // Over TLS the socket may hold records rustls has not taken yet: no edge would
+            // come for them, so the readiness is kept.
+            (Some(conn), true) if self.inbox.is_drained() && self.tls.is_none() => {
+                conn.expect_silence()
+            }
             (Some(_), true) => {}
             _ => self.close(),
         }

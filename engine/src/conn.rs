@@ -64,16 +64,28 @@ impl Conn {
 
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
+            let n = self.write_with(|mut socket| socket.write(data)).await?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Waits until the socket is writable and writes once through `write` (TLS writes its
+    /// records this way); the bytes written, never 0.
+    pub async fn write_with(
+        &self,
+        mut write: impl FnMut(&Socket) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        loop {
             let mut guard = self.fd.writable().await?;
-            match guard.try_io(|inner| inner.get_ref().write(data)) {
+            match guard.try_io(|inner| write(inner.get_ref())) {
                 Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(Ok(n)) => data = &data[n..],
+                Ok(Ok(n)) => return Ok(n),
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => {}
             }
         }
-        Ok(())
     }
 
     /// Writes all of `data` at once if the socket's buffer takes it without waiting.
@@ -102,7 +114,8 @@ impl Conn {
         self.try_read_with(|socket| recv_stamped(socket, buf))
     }
 
-    fn try_read_with<T>(
+    /// Reads through `read` (TLS reads its records this way) without waiting, as `try_read`.
+    pub fn try_read_with<T>(
         &self,
         mut read: impl FnMut(&Socket) -> io::Result<T>,
     ) -> Option<io::Result<T>> {

@@ -183,6 +183,15 @@ impl Ledger {
             .record(Timing::Handshake, micros(took));
     }
 
+    /// A TLS handshake ended after `took`, resuming a session or not.
+    pub fn tls_handshake(&self, took: Duration, resumed: bool) {
+        self.histograms
+            .borrow_mut()
+            .record(Timing::TlsHandshake, micros(took));
+        self.counters.add(Flow::TlsHandshakes, 1);
+        self.counters.add(Flow::TlsResumed, resumed as u64);
+    }
+
     /// A WebSocket publish was acknowledged `took` after it was sent.
     pub fn broadcast_rtt(&self, took: Duration) {
         self.histograms

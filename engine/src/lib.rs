@@ -26,6 +26,7 @@ pub mod stats;
 mod syslogmsg;
 pub mod system;
 pub mod target;
+mod tls;
 mod uring;
 mod worker;
 

@@ -112,6 +112,12 @@ tally! {
         connections_opened: ConnectionsOpened,
         bytes_read: BytesRead,
         bytes_written: BytesWritten,
+        /// TLS handshakes completed (full and resumed).
+        #[serde(default)]
+        tls_handshakes: TlsHandshakes,
+        /// TLS handshakes that resumed an earlier session (a ticket or a session ID).
+        #[serde(default)]
+        tls_resumed: TlsResumed,
     }
 }
 
@@ -137,6 +143,13 @@ tally! {
         /// No file descriptor left (EMFILE/ENFILE): the run is invalid.
         fds_exhausted: FdsExhausted,
         other: Other,
+        /// TLS failed on the engine's side: in the handshake (an untrusted certificate, no
+        /// common version, suite or group) or, later, a record that does not decrypt.
+        #[serde(default)]
+        tls_handshake: TlsHandshake,
+        /// The server sent a fatal TLS alert.
+        #[serde(default)]
+        tls_alert: TlsAlert,
     }
 }
 
@@ -266,6 +279,9 @@ timings! {
             "`event_since_subscribe_us` in the same encoding.",
         /// SSE and WebSocket: from the start of the connect to the response head (the `101`).
         Handshake: handshake_us, handshake_histogram = "`handshake_us` in the same encoding.",
+        /// TLS: from the TCP connection made to the handshake's end (full or resumed).
+        TlsHandshake: tls_handshake_us, tls_handshake_histogram =
+            "`tls_handshake_us` in the same encoding.",
         /// WebSocket publish: from sending a publish to the server's `published`
         /// acknowledgement, which follows the cycle's last delivery.
         BroadcastRtt: broadcast_rtt_us, broadcast_rtt_histogram =
@@ -296,15 +312,15 @@ mod tests {
 
     #[test]
     fn tallies_add_and_subtract_count_by_count() {
-        let mut a = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
-        let b = Errors::from_counts(&[9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        let mut a = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        let b = Errors::from_counts(&[11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
         a.add(&b);
-        assert_eq!(a.counts(), [10; ErrorKind::N]);
+        assert_eq!(a.counts(), [12; ErrorKind::N]);
         assert_eq!(
             a.since(&b),
-            Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8, 9])
+            Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
         );
-        assert_eq!((a.total(), a.get(ErrorKind::Parse)), (90, 10));
+        assert_eq!((a.total(), a.get(ErrorKind::Parse)), (132, 12));
     }
 
     #[test]

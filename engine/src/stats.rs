@@ -40,6 +40,11 @@ impl ErrorKind {
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
             K::UnexpectedEof => ErrorKind::Closed,
             K::TimedOut => ErrorKind::Timeout,
+            K::InvalidData => match err.get_ref().and_then(|e| e.downcast_ref()) {
+                Some(rustls::Error::AlertReceived(_)) => ErrorKind::TlsAlert,
+                Some(_) => ErrorKind::TlsHandshake,
+                None => ErrorKind::Other,
+            },
             _ => ErrorKind::Other,
         }
     }

@@ -22,6 +22,10 @@ pub struct Target {
     pub path: String,
     /// The `Host` header value, as the user wrote it.
     pub authority: String,
+    /// The host as written (an IPv4 literal or `localhost`): the TLS server name.
+    pub host: String,
+    /// Whether the scheme asks for TLS (`https`, `wss`, syslog's `tls`).
+    pub tls: bool,
 }
 
 impl Target {
@@ -30,12 +34,16 @@ impl Target {
         let malformed = || TargetError::Malformed(url.to_string());
         let (scheme, rest) = url.split_once("://").ok_or_else(malformed)?;
         let schemes: &[&str] = if http {
-            &["http"]
+            &["http", "https", "ws", "wss"]
         } else {
-            &["http", "tcp", "udp", "syslog"]
+            &["http", "tcp", "udp", "syslog", "tls"]
         };
         if !schemes.contains(&scheme) {
-            let hint = if http { "http://" } else { "tcp:// or udp://" };
+            let hint = if http {
+                "http://, https://, ws:// or wss://"
+            } else {
+                "tcp://, tls:// or udp://"
+            };
             return Err(TargetError::Scheme(scheme.to_string(), hint));
         }
         let (authority, path) = match rest.find('/') {
@@ -44,7 +52,8 @@ impl Target {
         };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (h, p.parse::<u16>().map_err(|_| malformed())?),
-            None if scheme == "http" => (authority, 80),
+            None if matches!(scheme, "http" | "ws") => (authority, 80),
+            None if matches!(scheme, "https" | "wss") => (authority, 443),
             None => return Err(malformed()),
         };
         if port == 0 || host.is_empty() {
@@ -67,6 +76,8 @@ impl Target {
             port,
             path: path.to_string(),
             authority: authority.to_string(),
+            host: host.to_string(),
+            tls: matches!(scheme, "https" | "wss" | "tls"),
         })
     }
 }
@@ -103,6 +114,24 @@ mod tests {
     }
 
     #[test]
+    fn https_and_wss_targets_ask_for_tls_and_name_their_host() {
+        let t = Target::parse("https://localhost/perf", true, &[]).unwrap();
+        assert_eq!((t.tls, t.port, t.host.as_str()), (true, 443, "localhost"));
+        assert!(
+            Target::parse("wss://127.0.0.1:9/ws", true, &[])
+                .unwrap()
+                .tls
+        );
+        assert!(!Target::parse("ws://127.0.0.1:9/ws", true, &[]).unwrap().tls);
+        assert!(
+            Target::parse("tls://127.0.0.1:6514", false, &[])
+                .unwrap()
+                .tls
+        );
+        assert!(Target::parse("tls://127.0.0.1:6514", true, &[]).is_err());
+    }
+
+    #[test]
     fn refuses_everything_off_loopback() {
         for url in [
             "http://192.168.1.1:80/",
@@ -115,7 +144,7 @@ mod tests {
             ));
         }
         assert!(matches!(
-            Target::parse("https://127.0.0.1:1/", true, &[]),
+            Target::parse("ftp://127.0.0.1:1/", true, &[]),
             Err(TargetError::Scheme(..))
         ));
         assert!(Target::parse("127.0.0.1:80", true, &[]).is_err());

@@ -39,6 +39,8 @@ pub enum PlanError {
     Json { field: String, message: String },
     #[error("cannot read paths file {0}: {1}")]
     PathsFile(PathBuf, String),
+    #[error("cannot read TLS CA file {0}: {1}")]
+    TlsCa(PathBuf, String),
     #[error("bad weighted path {0:?}: {1}")]
     BadPath(String, &'static str),
 }
@@ -57,6 +59,7 @@ impl PlanError {
             PlanError::PlanFile(_) => "plan",
             PlanError::Json { field, .. } => field,
             PlanError::PathsFile(..) | PlanError::BadPath(..) => "paths",
+            PlanError::TlsCa(..) => "tls",
         }
     }
 }

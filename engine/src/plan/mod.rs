@@ -7,10 +7,12 @@
 mod behaviour;
 mod error;
 mod parse;
+mod tls;
 mod types;
 mod validate;
 
 pub use behaviour::*;
 pub use error::PlanError;
+pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::BehaviourSpec;
+use super::{BehaviourSpec, TlsSpec};
 
 /// A plan as written in a plan file (JSON). Every field but `target` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -89,6 +89,9 @@ pub struct Plan {
     /// before a server timestamp is subtracted from it, so delays stay true across hosts.
     #[serde(default)]
     pub clock_offset_ms: f64,
+    /// TLS settings, for an `https://` or `wss://` target (absent: cleartext).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 #[derive(
@@ -264,7 +267,9 @@ impl PacerSpec {
 impl Plan {
     /// Whether the io_uring loop can run this plan: closed-loop bare requests.
     pub fn suits_io_uring(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Closed {}) && self.behaviour.kind().is_bare_request()
+        matches!(self.pacer, PacerSpec::Closed {})
+            && self.behaviour.kind().is_bare_request()
+            && self.tls.is_none()
     }
 
     /// Whether the plan's point is response time rather than load: plain requests one

@@ -5,7 +5,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use super::{BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, WaitMode, WeightedPath};
+use super::{
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, SyslogTransport, TlsClient, WaitMode,
+    WeightedPath,
+};
 use crate::target::{may_send_to, Target};
 
 /// A plan whose every value has been checked, with the derived values workers need.
@@ -20,6 +23,8 @@ pub struct ValidPlan {
     pub stop: Stop,
     /// The weighted paths (from `paths` or `paths_file`); empty: the target's path only.
     pub paths: Vec<WeightedPath>,
+    /// The TLS client, for a TLS target.
+    pub tls: Option<TlsClient>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +37,13 @@ impl Plan {
     /// Every rule that needs no file and no socket: what `serverlab-load --check` judges.
     /// `validate` applies the same rules, then reads the files the plan names.
     pub fn check(&self) -> Result<(Target, Stop), PlanError> {
+        if self.io == IoBackend::IoUring && self.tls.is_some() {
+            return Err(PlanError::Contradiction(
+                "io",
+                "the io_uring loop carries no TLS yet; use --io auto or epoll for a TLS target"
+                    .into(),
+            ));
+        }
         if self.io == IoBackend::IoUring && !self.suits_io_uring() {
             return Err(PlanError::Contradiction("io",
                 "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll".into(),
@@ -46,6 +58,7 @@ impl Plan {
         }
         let allowed = self.checked_allowed_hosts()?;
         let target = Target::parse(&self.target, self.behaviour.kind().needs_http(), &allowed)?;
+        self.check_tls(&target)?;
         let stop = self.checked_stop()?;
         if self.behaviour.kind().is_endless() && matches!(stop, Stop::Requests(_)) {
             return Err(PlanError::Contradiction(
@@ -81,7 +94,12 @@ impl Plan {
         let sources = parse_sources(&self.sources, &self.checked_allowed_hosts()?)?;
         let threads = self.effective_threads();
         let paths = self.checked_paths()?;
+        let tls = match &self.tls {
+            Some(spec) if target.tls => Some(spec.client(&target.host)?),
+            _ => None,
+        };
         Ok(ValidPlan {
+            tls,
             plan: self,
             target,
             body,
@@ -91,6 +109,32 @@ impl Plan {
             stop,
             paths,
         })
+    }
+
+    /// A TLS target needs its TLS settings (whom to trust), a cleartext one none; io_uring and
+    /// UDP carry no TLS.
+    fn check_tls(&self, target: &Target) -> Result<(), PlanError> {
+        let refuse = |field, why: &str| Err(PlanError::Contradiction(field, why.into()));
+        match (&self.tls, target.tls) {
+            (None, true) => refuse(
+                "tls",
+                "a TLS target needs a CA to trust (--tls-ca FILE) or an explicit --insecure",
+            ),
+            (Some(_), false) => refuse(
+                "tls",
+                "TLS settings need an https://, wss:// or tls:// target",
+            ),
+            (Some(_), true) if self.is_udp() => refuse(
+                "tls",
+                "syslog over UDP stays cleartext: use a tls:// target for RFC 5425",
+            ),
+            (Some(spec), true) => spec.check(),
+            (None, false) => Ok(()),
+        }
+    }
+
+    fn is_udp(&self) -> bool {
+        matches!(&self.behaviour, BehaviourSpec::Syslog(s) if s.transport == SyslogTransport::Udp)
     }
 
     /// Counts and durations a run can hold: finite, and within what one engine process

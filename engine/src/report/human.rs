@@ -40,6 +40,23 @@ impl Summary {
         out
     }
 
+    /// TLS handshakes, resumed ones and their time, for a TLS run; whether any certificate
+    /// was taken (`--insecure`).
+    fn human_tls(&self) -> String {
+        let Some(tls) = &self.plan.tls else {
+            return String::new();
+        };
+        let h = &self.timings.tls_handshake_us;
+        let insecure = if tls.insecure { ", --insecure" } else { "" };
+        format!(
+            "  TLS: {} handshake(s), {} resumed, p50 {} p99 {}{insecure}\n",
+            self.traffic.tls_handshakes,
+            self.traffic.tls_resumed,
+            fmt_us(h.p50),
+            fmt_us(h.p99)
+        )
+    }
+
     /// The first line when no attempt was answered: the rates below are zero, not slow.
     fn human_no_answer(&self) -> String {
         if self.attempts.answered > 0 {
@@ -72,6 +89,7 @@ impl Summary {
             fmt_bytes(self.traffic.bytes_read),
             self.errors.total()
         );
+        out += &self.human_tls();
         if self.errors.total() > 0 {
             out += &format!(
                 "  Errors: {}\n",

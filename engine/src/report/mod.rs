@@ -25,4 +25,7 @@ pub use types::IntervalLine;
 /// 3: emit lines carry each cycle's delay histogram, first and last arrival and the engine's
 /// drain time, and come from every push transport; push plans stamp every read, so their
 /// `notice_us` is measured; the summary adds the long poll's `resubscribe_gap_us`.
-pub const OUTPUT_VERSION: u32 = 3;
+/// 4: TLS: `tls_handshake_us` (and its histogram), the counts `tls_handshakes` and
+/// `tls_resumed` beside `connections_opened`, and the error kinds `tls_handshake` and
+/// `tls_alert`; the summary's plan holds `tls` for a TLS target.
+pub const OUTPUT_VERSION: u32 = 4;

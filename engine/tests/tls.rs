@@ -1,0 +1,327 @@
+//! TLS under the behaviours (issue 22), against a real rustls server on loopback with a
+//! throwaway CA made here by rcgen (no key material is committed): kept-alive and new
+//! connections over TLS 1.2 and 1.3, resumption on and off counted against the server's own
+//! count, an untrusted certificate refused by kind, and a comet stream over TLS.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{HandshakeKind, ServerConfig, ServerConnection, StreamOwned};
+use serde_json::json;
+
+/// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost; the CA's
+/// PEM is written to a file of its own for the plan (removed on drop).
+struct Keys {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivatePkcs8KeyDer<'static>,
+    ca_file: PathBuf,
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.ca_file);
+    }
+}
+
+fn keys() -> Keys {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    leaf.subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    static N: AtomicU64 = AtomicU64::new(0);
+    let ca_file = std::env::temp_dir().join(format!(
+        "serverlab-tls-test-{}-{}.pem",
+        std::process::id(),
+        N.fetch_add(1, SeqCst)
+    ));
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    Keys {
+        chain: vec![cert.der().clone()],
+        key: PrivatePkcs8KeyDer::from(key.serialize_der()),
+        ca_file,
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    handshakes: AtomicU64,
+    resumed: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// What the server answers to one request head: the bytes to write.
+type Answer = fn(&str) -> Vec<u8>;
+
+struct TlsServer {
+    addr: SocketAddr,
+    counts: Arc<Counts>,
+}
+
+/// A rustls server speaking only `version`, a thread per connection, answering each request
+/// head with `answer` (keeping the connection unless the request said `Connection: close`).
+fn tls_server(
+    keys: &Keys,
+    version: &'static rustls::SupportedProtocolVersion,
+    answer: Answer,
+) -> TlsServer {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            keys.chain.clone(),
+            PrivateKeyDer::Pkcs8(keys.key.clone_key()),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new(Counts::default());
+    let server_counts = counts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (config, counts) = (config.clone(), server_counts.clone());
+            std::thread::spawn(move || {
+                let session = ServerConnection::new(config).unwrap();
+                let tls = StreamOwned::new(session, stream);
+                serve_connection(tls, &counts, answer);
+            });
+        }
+    });
+    TlsServer { addr, counts }
+}
+
+fn serve_connection(
+    tls: StreamOwned<ServerConnection, std::net::TcpStream>,
+    counts: &Counts,
+    answer: Answer,
+) {
+    let mut reader = BufReader::new(tls);
+    let mut counted = false;
+    loop {
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            match reader.read_line(&mut head) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+        let tls = reader.get_mut();
+        if !counted {
+            counted = true;
+            counts.handshakes.fetch_add(1, SeqCst);
+            if tls.conn.handshake_kind() == Some(HandshakeKind::Resumed) {
+                counts.resumed.fetch_add(1, SeqCst);
+            }
+        }
+        counts.requests.fetch_add(1, SeqCst);
+        if tls.write_all(&answer(&head)).is_err() {
+            return;
+        }
+        if head.to_ascii_lowercase().contains("connection: close") {
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+            return;
+        }
+    }
+}
+
+fn perf(_head: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}",
+        common::PERF_BODY.len(),
+        common::PERF_BODY
+    )
+    .into_bytes()
+}
+
+/// A comet answer: four deliveries in one chunked body, then a timeout line.
+fn comet(_head: &str) -> Vec<u8> {
+    let mut body: String = (1..=4).map(|s| common::delivery(s) + "\n").collect();
+    body.push_str(common::TIMEOUT_ANSWER);
+    body.push('\n');
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn tls_plan(server: &TlsServer, keys: &Keys, behaviour: serde_json::Value) -> serde_json::Value {
+    json!({"target": format!("https://{}/perf", server.addr), "requests": 40, "connections": 2,
+           "threads": 1, "behaviour": behaviour,
+           "tls": {"ca_file": keys.ca_file}})
+}
+
+#[test]
+fn kept_alive_and_new_connections_run_over_tls_1_2_and_1_3() {
+    let keys = keys();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let server = tls_server(&keys, version, perf);
+        let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "keepalive"})));
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{version:?} {:?}",
+            s.errors
+        );
+        assert_eq!(
+            s.traffic.tls_handshakes, 2,
+            "{version:?}: one per connection"
+        );
+        assert_eq!(s.timings.tls_handshake_us.count, 2);
+        let server = tls_server(&keys, version, perf);
+        let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "new-connection"})));
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{version:?} {:?}",
+            s.errors
+        );
+        assert_eq!(s.traffic.tls_handshakes, 40, "{version:?}: one per request");
+        assert_eq!(server.counts.handshakes.load(SeqCst), 40);
+        assert_eq!(server.counts.requests.load(SeqCst), 40);
+    }
+}
+
+#[test]
+fn resumed_handshakes_are_counted_and_resumption_can_be_turned_off() {
+    let keys = keys();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        for resume in [true, false] {
+            let server = tls_server(&keys, version, perf);
+            let mut plan = tls_plan(&server, &keys, json!({"kind": "new-connection"}));
+            plan["connections"] = json!(1);
+            plan["tls"]["resume"] = json!(resume);
+            let s = common::run_plan(plan);
+            assert_eq!(s.errors.total(), 0, "{:?}", s.errors);
+            let server_resumed = server.counts.resumed.load(SeqCst);
+            assert_eq!(
+                s.traffic.tls_resumed, server_resumed,
+                "{version:?} resume={resume}"
+            );
+            if resume {
+                // Every connection after the first resumes the session of one before it.
+                assert_eq!(s.traffic.tls_resumed, 39, "{version:?}");
+            } else {
+                assert_eq!(s.traffic.tls_resumed, 0, "{version:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_certificate_from_an_untrusted_ca_is_refused_as_a_handshake_error() {
+    let (served, trusted) = (keys(), keys());
+    let server = tls_server(&served, &rustls::version::TLS13, perf);
+    let s = common::run_plan(tls_plan(&server, &trusted, json!({"kind": "keepalive"})));
+    assert_eq!(s.attempts.answered, 0);
+    assert_eq!(s.errors.tls_handshake, s.errors.total(), "{:?}", s.errors);
+    assert!(s.errors.tls_handshake > 0);
+    assert_eq!(server.counts.requests.load(SeqCst), 0);
+}
+
+#[test]
+fn insecure_accepts_any_certificate_and_the_plan_records_it() {
+    let (served, other) = (keys(), keys());
+    let server = tls_server(&served, &rustls::version::TLS13, perf);
+    let mut plan = tls_plan(&server, &other, json!({"kind": "keepalive"}));
+    plan["tls"] = json!({"insecure": true, "group": "p256"});
+    let s = common::run_plan(plan);
+    assert_eq!((s.attempts.ok, s.errors.total()), (40, 0), "{:?}", s.errors);
+    let recorded = serde_json::to_value(&s.plan).unwrap();
+    assert_eq!(recorded["tls"]["insecure"], true);
+}
+
+#[test]
+fn a_comet_stream_runs_over_tls() {
+    let keys = keys();
+    let server = tls_server(&keys, &rustls::version::TLS13, comet);
+    let s = common::run_plan(json!({
+        "target": format!("https://{}/push", server.addr), "requests": 1, "connections": 1,
+        "behaviour": {"kind": "comet", "events": ["e1"], "duration_ms": 1000},
+        "tls": {"ca_file": keys.ca_file}}));
+    assert_eq!(s.errors.total(), 0, "{:?}", s.errors);
+    assert_eq!(s.events.received, 4);
+    assert_eq!(s.events.comet_timeout_lines, 1);
+    assert_eq!(s.events.lost + s.events.duplicated + s.events.reordered, 0);
+}
+
+#[test]
+fn tls_plans_are_refused_without_a_trust_choice_or_on_io_uring() {
+    let plan = |extra: serde_json::Value| {
+        let mut p = json!({"target": "https://127.0.0.1:9/", "requests": 10, "connections": 1});
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let plan = serverlab_load::Plan::from_value(p).unwrap();
+        plan.validate().map(drop).map_err(|e| e.to_string())
+    };
+    let err = plan(json!({})).unwrap_err();
+    assert!(
+        err.contains("--tls-ca FILE") && err.contains("--insecure"),
+        "{err}"
+    );
+    let err = plan(json!({"tls": {"insecure": true}, "io": "io_uring"})).unwrap_err();
+    assert!(err.contains("io_uring loop carries no TLS"), "{err}");
+    let err = plan(json!({"tls": {"insecure": true, "ca_file": "/nonexistent"}})).unwrap_err();
+    assert!(err.contains("not both"), "{err}");
+    let err = plan(json!({"tls": {"ca_file": "/nonexistent/ca.pem"}})).unwrap_err();
+    assert!(err.contains("cannot read TLS CA file"), "{err}");
+    let mut cleartext = json!({"target": "http://127.0.0.1:9/", "requests": 10, "connections": 1});
+    cleartext["tls"] = json!({"insecure": true});
+    let err = serverlab_load::Plan::from_value(cleartext)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(err.to_string().contains("need an https://"), "{err}");
+}
+
+#[test]
+fn the_tls_flags_make_the_plan_and_a_missing_trust_choice_exits_2_with_one_line() {
+    let keys = keys();
+    let server = tls_server(&keys, &rustls::version::TLS13, perf);
+    let bin = env!("CARGO_BIN_EXE_serverlab-load");
+    let url = format!("https://localhost:{}/perf", server.addr.port());
+    let ca = keys.ca_file.to_str().unwrap();
+    let out = std::process::Command::new(bin)
+        .args([
+            &url, "-n", "20", "-c", "2", "-t", "1", "--json", "--tls-ca", ca,
+        ])
+        .args(["--tls-resume", "off", "--tls-group", "p256"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = common::json_lines(&out.stdout);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["ok"], 20, "{summary}");
+    assert_eq!(summary["tls_handshakes"], 2);
+    assert_eq!(summary["plan"]["tls"]["resume"], false);
+    assert_eq!(summary["plan"]["tls"]["group"], "p256");
+    let out = std::process::Command::new(bin)
+        .args([&url, "-n", "20", "-c", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--insecure"), "{stderr}");
+}
