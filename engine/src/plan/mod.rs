@@ -12,7 +12,7 @@ mod types;
 mod validate;
 
 pub use behaviour::*;
-pub use error::PlanError;
+pub use error::{PlanError, PlanErrors};
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};
