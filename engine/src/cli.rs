@@ -7,9 +7,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourSpec, CometSpec, IoBackend, KxGroup, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
-    PlanError, Publish, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec,
-    SyslogTransport, TlsSpec, WaitMode, WebsocketSpec,
+    BehaviourFlags, BehaviourSpec, IoBackend, KxGroup, PacerSpec, Plan, PlanError, SharedFlags,
+    TlsSpec, WaitMode,
 };
 
 #[derive(Debug, Parser)]
@@ -88,9 +87,6 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration, requires = "users")]
     pub hold: Option<Duration>,
 
-    /// A new connection per request
-    #[arg(long)]
-    pub new_connection: bool,
     /// Worker threads (default: one per usable CPU)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
@@ -113,54 +109,12 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
 
-    /// Long poll the target, subscribed to these events (comma list; may be empty: "")
-    #[arg(long, value_delimiter = ',')]
-    pub longpoll: Option<Vec<String>>,
-    /// Comet stream from the target, subscribed to these events (comma list)
-    #[arg(long, value_delimiter = ',')]
-    pub comet: Option<Vec<String>>,
-    /// Server-Sent Events stream from the target, subscribed to these events (comma list)
-    #[arg(long, value_delimiter = ',')]
-    pub sse: Option<Vec<String>>,
-    /// SSE heartbeat interval asked of the server (0: none)
-    #[arg(long, requires = "sse")]
-    pub heartbeat_ms: Option<u64>,
-    /// WebSocket to the target, subscribed to these events (comma list)
-    #[arg(long, value_delimiter = ',')]
-    pub websocket: Option<Vec<String>>,
-    /// WebSocket: publish the first event this often (e.g. 1s), from --publishers clients
-    #[arg(long, value_parser = parse_duration, requires = "websocket")]
-    pub publish_every: Option<Duration>,
-    /// WebSocket: how many of the run's clients publish (default 1, with --publish-every)
-    #[arg(long, requires = "publish_every")]
-    pub publishers: Option<u64>,
+    /// Each behaviour's own flags, from its spec file
+    #[command(flatten)]
+    pub behaviours: BehaviourFlags,
     /// Push request duration_ms (long poll timeout; comet and SSE stream length)
     #[arg(long)]
     pub push_ms: Option<u64>,
-    /// Slow upload: body size in bytes (with --upload-rate)
-    #[arg(long, requires = "upload_rate")]
-    pub upload_bytes: Option<u64>,
-    /// Slow upload: bytes per second
-    #[arg(long, requires = "upload_bytes")]
-    pub upload_rate: Option<u64>,
-    /// Slow reader: bytes per read (with --read-interval)
-    #[arg(long, requires = "read_interval")]
-    pub read_bytes: Option<usize>,
-    /// Slow reader: pause before each read (e.g. 10ms)
-    #[arg(long, value_parser = parse_duration, requires = "read_bytes")]
-    pub read_interval: Option<Duration>,
-    /// Slow reader: socket receive buffer in bytes
-    #[arg(long, requires = "read_bytes")]
-    pub rcvbuf: Option<u32>,
-    /// Syslog flood over tcp or udp
-    #[arg(long, value_parser = ["tcp", "udp"])]
-    pub syslog: Option<String>,
-    /// Syslog TCP framing (RFC 6587)
-    #[arg(long, value_parser = ["newline", "octet"], requires = "syslog")]
-    pub syslog_framing: Option<String>,
-    /// Syslog mean message size in bytes (each message's shape varies it)
-    #[arg(long, requires = "syslog")]
-    pub message_bytes: Option<usize>,
     /// TLS (https://, wss://, tls:// targets): trust only the CA certificates of this PEM file
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
@@ -175,29 +129,7 @@ pub struct Args {
     pub tls_group: Option<KxGroup>,
 }
 
-/// Parses `10s`, `250ms`, `2m`, `1h`, or plain seconds (`1.5`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10s, 500ms or 2m"))?;
-    if !(value.is_finite() && value >= 0.0) {
-        return Err(format!("{text:?} is not a non-negative duration"));
-    }
-    Ok(Duration::from_secs_f64(value * scale))
-}
+pub use crate::plan::parse_duration;
 
 impl Args {
     /// The plan these flags describe (not yet validated).
@@ -240,20 +172,14 @@ impl Args {
             || self.rate.is_some()
             || self.users.is_some()
             || self.sequential
-            || self.new_connection
             || self.threads.is_some()
             || self.timeout.is_some()
             || !self.headers.is_empty()
             || self.method.is_some()
             || self.body_file.is_some()
             || !self.sources.is_empty()
-            || self.longpoll.is_some()
-            || self.comet.is_some()
-            || self.sse.is_some()
-            || self.websocket.is_some()
-            || self.upload_bytes.is_some()
-            || self.read_bytes.is_some()
-            || self.syslog.is_some()
+            || self.push_ms.is_some()
+            || !matches!(self.behaviours.chosen(&SharedFlags::default()), Ok(v) if v.is_empty())
             || self.tls_flags_given()
     }
 
@@ -353,87 +279,13 @@ impl Args {
         Ok(PacerSpec::Closed {})
     }
 
-    /// The one behaviour the flags choose, each built from its spec's own defaults.
+    /// The one behaviour the flags choose, each built by its spec file from its own defaults.
     fn behaviour(&self) -> Result<BehaviourSpec, PlanError> {
-        let mut chosen = Vec::new();
-        if self.new_connection || self.sequential {
-            chosen.push(BehaviourSpec::NewConnection(NewConnectionSpec {}));
-        }
-        if let Some(events) = &self.longpoll {
-            let duration_ms = self.push_ms.ok_or_else(|| {
-                PlanError::Contradiction(
-                    "flags",
-                    "--longpoll needs --push-ms (the poll timeout)".into(),
-                )
-            })?;
-            let events = non_empty(events);
-            chosen.push(BehaviourSpec::Longpoll(LongpollSpec {
-                events,
-                duration_ms,
-            }));
-        }
-        chosen.extend(self.stream_behaviours());
-        if let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) {
-            chosen.push(BehaviourSpec::SlowUpload(SlowUploadSpec {
-                bytes,
-                bytes_per_s,
-            }));
-        }
-        if let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) {
-            let mut spec = SlowReaderSpec {
-                read_bytes,
-                read_interval_ms: interval.as_millis() as u64,
-                ..SlowReaderSpec::default()
-            };
-            spec.rcvbuf = self.rcvbuf.unwrap_or(spec.rcvbuf);
-            chosen.push(BehaviourSpec::SlowReader(spec));
-        }
-        chosen.extend(self.syslog_behaviour());
-        self.one_of(chosen)
-    }
-
-    /// The streams the flags ask for: comet, SSE, WebSocket.
-    fn stream_behaviours(&self) -> Vec<BehaviourSpec> {
-        let mut chosen = Vec::new();
-        if let Some(events) = &self.comet {
-            chosen.push(BehaviourSpec::Comet(CometSpec {
-                events: non_empty(events),
-                duration_ms: self.push_ms,
-            }));
-        }
-        if let Some(events) = &self.sse {
-            chosen.push(BehaviourSpec::Sse(SseSpec {
-                events: non_empty(events),
-                heartbeat_ms: self.heartbeat_ms,
-                duration_ms: self.push_ms,
-            }));
-        }
-        if let Some(events) = &self.websocket {
-            let publish = self.publish_every.map(|every| {
-                let mut publish = Publish::every(every.as_millis() as u64);
-                publish.clients = self.publishers.unwrap_or(publish.clients);
-                publish
-            });
-            chosen.push(BehaviourSpec::Websocket(WebsocketSpec {
-                events: non_empty(events),
-                publish,
-            }));
-        }
-        chosen
-    }
-
-    /// Syslog from the spec's defaults, with what the flags say.
-    fn syslog_behaviour(&self) -> Option<BehaviourSpec> {
-        let transport = self.syslog.as_deref()?;
-        let mut spec = SyslogSpec::default();
-        if transport == "udp" {
-            spec.transport = SyslogTransport::Udp;
-        }
-        if self.syslog_framing.as_deref() == Some("octet") {
-            spec.syslog_framing = SyslogFraming::Octet;
-        }
-        spec.message_bytes = self.message_bytes.unwrap_or(spec.message_bytes);
-        Some(BehaviourSpec::Syslog(spec))
+        let shared = SharedFlags {
+            push_ms: self.push_ms,
+            sequential: self.sequential,
+        };
+        self.one_of(self.behaviours.chosen(&shared)?)
     }
 
     /// The behaviour chosen, when the flags chose one at most.
@@ -441,24 +293,30 @@ impl Args {
         match chosen.len() {
             0 => Ok(BehaviourSpec::default()),
             1 => Ok(chosen.remove(0)),
-            _ if self.sequential && chosen.len() == 2 && !self.new_connection => Err(
-                PlanError::Contradiction("flags", "--sequential works with plain requests only".into()),
-            ),
+            _ if self.sequential
+                && chosen.len() == 2
+                && !self.behaviours.new_connection.new_connection =>
+            {
+                Err(PlanError::Contradiction(
+                    "flags",
+                    "--sequential works with plain requests only".into(),
+                ))
+            }
             _ => Err(PlanError::Contradiction(
                 "flags",
-                "choose one behaviour: --new-connection, --longpoll, --comet, --sse, --websocket, --upload-bytes, --read-bytes or --syslog".into(),
+                format!(
+                    "choose one behaviour: {}",
+                    BehaviourFlags::names().join(", ")
+                ),
             )),
         }
     }
 }
 
-fn non_empty(events: &[String]) -> Vec<String> {
-    events.iter().filter(|e| !e.is_empty()).cloned().collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::NewConnectionSpec;
 
     fn plan(args: &[&str]) -> Result<Plan, PlanError> {
         let mut all = vec!["serverlab-load"];

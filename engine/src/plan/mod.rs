@@ -13,6 +13,7 @@ mod validate;
 
 pub use behaviour::*;
 pub use error::{PlanError, PlanErrors};
+pub use parse::parse_duration;
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};

@@ -33,3 +33,23 @@ impl Kind for CometSpec {
         Some("POST")
     }
 }
+
+/// `--comet EVENTS`, with `--push-ms` for a stream that ends before the run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CometFlags {
+    /// Comet stream from the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub comet: Option<Vec<String>>,
+}
+
+impl super::Flags for CometFlags {
+    const NAME: &'static str = "--comet";
+    fn spec(&self, shared: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        Ok(self.comet.as_ref().map(|events| {
+            super::BehaviourSpec::Comet(CometSpec {
+                events: super::non_empty(events),
+                duration_ms: shared.push_ms,
+            })
+        }))
+    }
+}

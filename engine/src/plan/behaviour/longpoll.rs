@@ -28,3 +28,25 @@ impl Kind for LongpollSpec {
         Some("POST")
     }
 }
+
+/// `--longpoll EVENTS` with `--push-ms` (the poll's timeout, which has no default).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LongpollFlags {
+    /// Long poll the target, subscribed to these events (comma list; may be empty: "")
+    #[arg(long, value_delimiter = ',')]
+    pub longpoll: Option<Vec<String>>,
+}
+
+impl super::Flags for LongpollFlags {
+    const NAME: &'static str = "--longpoll";
+    fn spec(&self, shared: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        let Some(events) = &self.longpoll else {
+            return Ok(None);
+        };
+        let duration_ms = shared.push_ms.ok_or_else(|| {
+            PlanError::Contradiction("flags", "--longpoll needs --push-ms (the poll timeout)".into())
+        })?;
+        let events = super::non_empty(events);
+        Ok(Some(super::BehaviourSpec::Longpoll(LongpollSpec { events, duration_ms })))
+    }
+}

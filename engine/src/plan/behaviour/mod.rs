@@ -4,31 +4,11 @@
 //! them sit higher, in `crate::behaviours`: a spec is plan data, which the wire codecs, the
 //! sockets and the drivers below the loops read too, so it cannot live beside its loop.
 //!
-//! Adding a behaviour: its spec file here, one line in `kinds!` below, its loop in
-//! `crate::behaviours`, and its flags (if any) in `crate::cli`.
-
-mod comet;
-mod keepalive;
-mod longpoll;
-mod new_connection;
-mod slow_reader;
-mod slow_upload;
-mod sse;
-mod syslog;
-mod websocket;
+//! Adding a behaviour: its spec file here (with its command-line flags, which `crate::cli`
+//! flattens in), one line in `kinds!` below, and its loop in `crate::behaviours`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-pub use comet::CometSpec;
-pub use keepalive::KeepaliveSpec;
-pub use longpoll::LongpollSpec;
-pub use new_connection::NewConnectionSpec;
-pub use slow_reader::{ReadPace, SlowReaderSpec};
-pub use slow_upload::SlowUploadSpec;
-pub use sse::SseSpec;
-pub use syslog::{SyslogFraming, SyslogSpec, SyslogTransport};
-pub use websocket::{Publish, WebsocketSpec};
 
 use super::PlanError;
 
@@ -78,10 +58,60 @@ pub trait Kind {
     }
 }
 
-/// The enum of behaviours and its one delegating match, from one list: adding a behaviour
-/// adds one line to the list.
+/// A behaviour's command-line flags (clap's, flattened into the engine's own) and the spec
+/// they make, from the spec's own defaults where a flag is not given.
+pub trait Flags: clap::Args {
+    /// The flag that names the behaviour, for the refusal of two at once.
+    const NAME: &'static str;
+    /// The spec asked for, `None` when none of these flags is given.
+    fn spec(&self, shared: &SharedFlags) -> Result<Option<BehaviourSpec>, PlanError>;
+}
+
+/// Flags more than one behaviour reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SharedFlags {
+    /// `--push-ms`: a long poll's timeout, a comet or SSE stream's length.
+    pub push_ms: Option<u64>,
+    /// `--sequential`: one connection at a time, so a new connection per request.
+    pub sequential: bool,
+}
+
+/// No flags: a behaviour chosen by default, or only by a plan file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NoFlags {}
+
+impl Flags for NoFlags {
+    const NAME: &'static str = "";
+    fn spec(&self, _: &SharedFlags) -> Result<Option<BehaviourSpec>, PlanError> {
+        Ok(None)
+    }
+}
+
+/// The enum of behaviours, its one delegating match, their modules and their flags, from
+/// one list: adding a behaviour adds one line to the list (and its file, named `$module`).
 macro_rules! kinds {
-    ($($(#[$doc:meta])* $variant:ident($spec:ty),)*) => {
+    ($($(#[$doc:meta])* $variant:ident($spec:ident, $flags:ident) in $module:ident,)*) => {
+        $(mod $module; pub use $module::*;)*
+
+        /// Every behaviour's command-line flags, one group per behaviour.
+        #[derive(Debug, Clone, Default, clap::Args)]
+        pub struct BehaviourFlags {
+            $(#[command(flatten)] pub $module: $flags,)*
+        }
+
+        impl BehaviourFlags {
+            /// The specs the flags ask for, in the list's order.
+            pub fn chosen(&self, shared: &SharedFlags) -> Result<Vec<BehaviourSpec>, PlanError> {
+                let mut chosen = Vec::new();
+                $(chosen.extend(self.$module.spec(shared)?);)*
+                Ok(chosen)
+            }
+            /// The flags that name a behaviour, as a refusal lists them.
+            pub fn names() -> Vec<&'static str> {
+                [$(<$flags as Flags>::NAME,)*].into_iter().filter(|n| !n.is_empty()).collect()
+            }
+        }
+
         /// What each request is.
         // Kinds are spelt as suites spell them (`new-connection`), so one name means one
         // behaviour from a suite to a summary.
@@ -104,26 +134,26 @@ macro_rules! kinds {
 
 kinds! {
     /// Requests on a kept-alive connection.
-    Keepalive(KeepaliveSpec),
+    Keepalive(KeepaliveSpec, NoFlags) in keepalive,
     /// A new connection per request (`Connection: close`).
-    NewConnection(NewConnectionSpec),
+    NewConnection(NewConnectionSpec, NewConnectionFlags) in new_connection,
     /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
-    Longpoll(LongpollSpec),
+    Longpoll(LongpollSpec, LongpollFlags) in longpoll,
     /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
-    Comet(CometSpec),
+    Comet(CometSpec, CometFlags) in comet,
     /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`, with
     /// `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped stream is
     /// opened again with `Last-Event-ID`.
-    Sse(SseSpec),
+    Sse(SseSpec, SseFlags) in sse,
     /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
     /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
-    Websocket(WebsocketSpec),
+    Websocket(WebsocketSpec, WebsocketFlags) in websocket,
     /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
-    SlowUpload(SlowUploadSpec),
+    SlowUpload(SlowUploadSpec, SlowUploadFlags) in slow_upload,
     /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
-    SlowReader(SlowReaderSpec),
+    SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
     /// Syslog messages numbered from `seq_start` on; one message counts as one request.
-    Syslog(SyslogSpec),
+    Syslog(SyslogSpec, SyslogFlags) in syslog,
 }
 
 impl Default for BehaviourSpec {
@@ -135,6 +165,11 @@ impl Default for BehaviourSpec {
 /// A refusal of a behaviour setting: every one is about the plan's `behaviour` field.
 fn refuse(why: impl Into<String>) -> PlanError {
     PlanError::Contradiction("behaviour", why.into())
+}
+
+/// Events named on the command line, the empty name dropped (`--longpoll ""` polls none).
+fn non_empty(events: &[String]) -> Vec<String> {
+    events.iter().filter(|e| !e.is_empty()).cloned().collect()
 }
 
 /// Event names of a subscription: at most 16, each `^[A-Za-z0-9_.-]{1,64}$`.

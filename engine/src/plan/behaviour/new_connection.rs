@@ -22,3 +22,19 @@ impl Kind for NewConnectionSpec {
         true
     }
 }
+
+/// `--new-connection` (implied by `--sequential`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NewConnectionFlags {
+    /// A new connection per request
+    #[arg(long)]
+    pub new_connection: bool,
+}
+
+impl super::Flags for NewConnectionFlags {
+    const NAME: &'static str = "--new-connection";
+    fn spec(&self, shared: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, super::PlanError> {
+        let chosen = self.new_connection || shared.sequential;
+        Ok(chosen.then(|| super::BehaviourSpec::NewConnection(NewConnectionSpec {})))
+    }
+}

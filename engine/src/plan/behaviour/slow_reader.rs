@@ -60,3 +60,33 @@ impl Kind for SlowReaderSpec {
         })
     }
 }
+
+/// `--read-bytes` with `--read-interval`, and `--rcvbuf` (default: the spec's).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SlowReaderFlags {
+    /// Slow reader: bytes per read (with --read-interval)
+    #[arg(long, requires = "read_interval")]
+    pub read_bytes: Option<usize>,
+    /// Slow reader: pause before each read (e.g. 10ms)
+    #[arg(long, value_parser = crate::plan::parse_duration, requires = "read_bytes")]
+    pub read_interval: Option<std::time::Duration>,
+    /// Slow reader: socket receive buffer in bytes
+    #[arg(long, requires = "read_bytes")]
+    pub rcvbuf: Option<u32>,
+}
+
+impl super::Flags for SlowReaderFlags {
+    const NAME: &'static str = "--read-bytes";
+    fn spec(&self, _: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) else {
+            return Ok(None);
+        };
+        let mut spec = SlowReaderSpec {
+            read_bytes,
+            read_interval_ms: interval.as_millis() as u64,
+            ..SlowReaderSpec::default()
+        };
+        spec.rcvbuf = self.rcvbuf.unwrap_or(spec.rcvbuf);
+        Ok(Some(super::BehaviourSpec::SlowReader(spec)))
+    }
+}

@@ -27,3 +27,24 @@ impl Kind for SlowUploadSpec {
         Some("POST")
     }
 }
+
+/// `--upload-bytes` with `--upload-rate`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SlowUploadFlags {
+    /// Slow upload: body size in bytes (with --upload-rate)
+    #[arg(long, requires = "upload_rate")]
+    pub upload_bytes: Option<u64>,
+    /// Slow upload: bytes per second
+    #[arg(long, requires = "upload_bytes")]
+    pub upload_rate: Option<u64>,
+}
+
+impl super::Flags for SlowUploadFlags {
+    const NAME: &'static str = "--upload-bytes";
+    fn spec(&self, _: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        let (Some(bytes), Some(bytes_per_s)) = (self.upload_bytes, self.upload_rate) else {
+            return Ok(None);
+        };
+        Ok(Some(super::BehaviourSpec::SlowUpload(SlowUploadSpec { bytes, bytes_per_s })))
+    }
+}

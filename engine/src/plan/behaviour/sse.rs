@@ -39,3 +39,27 @@ impl Kind for SseSpec {
         Some(&self.events)
     }
 }
+
+/// `--sse EVENTS`, `--heartbeat-ms`, and `--push-ms` for a stream that ends before the run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SseFlags {
+    /// Server-Sent Events stream from the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub sse: Option<Vec<String>>,
+    /// SSE heartbeat interval asked of the server (0: none)
+    #[arg(long, requires = "sse")]
+    pub heartbeat_ms: Option<u64>,
+}
+
+impl super::Flags for SseFlags {
+    const NAME: &'static str = "--sse";
+    fn spec(&self, shared: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        Ok(self.sse.as_ref().map(|events| {
+            super::BehaviourSpec::Sse(SseSpec {
+                events: super::non_empty(events),
+                heartbeat_ms: self.heartbeat_ms,
+                duration_ms: shared.push_ms,
+            })
+        }))
+    }
+}

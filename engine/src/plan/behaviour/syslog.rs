@@ -73,3 +73,35 @@ impl Kind for SyslogSpec {
         self.seq_start
     }
 }
+
+/// `--syslog tcp|udp`, `--syslog-framing` and `--message-bytes` (defaults: the spec's).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SyslogFlags {
+    /// Syslog flood over tcp or udp
+    #[arg(long, value_parser = ["tcp", "udp"])]
+    pub syslog: Option<String>,
+    /// Syslog TCP framing (RFC 6587)
+    #[arg(long, value_parser = ["newline", "octet"], requires = "syslog")]
+    pub syslog_framing: Option<String>,
+    /// Syslog mean message size in bytes (each message's shape varies it)
+    #[arg(long, requires = "syslog")]
+    pub message_bytes: Option<usize>,
+}
+
+impl super::Flags for SyslogFlags {
+    const NAME: &'static str = "--syslog";
+    fn spec(&self, _: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        let Some(transport) = self.syslog.as_deref() else {
+            return Ok(None);
+        };
+        let mut spec = SyslogSpec::default();
+        if transport == "udp" {
+            spec.transport = SyslogTransport::Udp;
+        }
+        if self.syslog_framing.as_deref() == Some("octet") {
+            spec.syslog_framing = SyslogFraming::Octet;
+        }
+        spec.message_bytes = self.message_bytes.unwrap_or(spec.message_bytes);
+        Ok(Some(super::BehaviourSpec::Syslog(spec)))
+    }
+}

@@ -61,3 +61,33 @@ impl Kind for WebsocketSpec {
         Some(&self.events)
     }
 }
+
+/// `--websocket EVENTS`, `--publish-every` and `--publishers` (default: the spec's).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct WebsocketFlags {
+    /// WebSocket to the target, subscribed to these events (comma list)
+    #[arg(long, value_delimiter = ',')]
+    pub websocket: Option<Vec<String>>,
+    /// WebSocket: publish the first event this often (e.g. 1s), from --publishers clients
+    #[arg(long, value_parser = crate::plan::parse_duration, requires = "websocket")]
+    pub publish_every: Option<std::time::Duration>,
+    /// WebSocket: how many of the run's clients publish (default 1, with --publish-every)
+    #[arg(long, requires = "publish_every")]
+    pub publishers: Option<u64>,
+}
+
+impl super::Flags for WebsocketFlags {
+    const NAME: &'static str = "--websocket";
+    fn spec(&self, _: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
+        let Some(events) = &self.websocket else {
+            return Ok(None);
+        };
+        let publish = self.publish_every.map(|every| {
+            let mut publish = Publish::every(every.as_millis() as u64);
+            publish.clients = self.publishers.unwrap_or(publish.clients);
+            publish
+        });
+        let events = super::non_empty(events);
+        Ok(Some(super::BehaviourSpec::Websocket(WebsocketSpec { events, publish })))
+    }
+}
