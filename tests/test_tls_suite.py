@@ -1,0 +1,120 @@
+"""Suites that ask for TLS (issue 22): the transport and its settings as matrix dimensions,
+refused up front where a contestant or the engine cannot speak them, and run by the
+executor against a real TLS server (tests/reference_server.py --tls) with the real engine,
+the key material of the test's key type made in its work folder and gone with it."""
+
+from pathlib import Path
+
+import pytest
+from conftest import write_manifest
+from test_tls import TLS_MANIFEST
+
+from serverlab.commands import plan_suite
+from serverlab.contestant.manifest import find
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import SuiteError, load_suite
+
+SUITE = """name = "t"
+repeats = 1
+contestants = ["reference-tls"]
+
+[[scenario]]
+name = "tax"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+"""
+
+
+@pytest.fixture
+def tls_dir(contestants_dir):
+    write_manifest(contestants_dir, "reference-tls", TLS_MANIFEST)
+    return contestants_dir
+
+
+def _suite(tmp_path: Path, extra: str, text: str = SUITE) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_a_tls_test_writes_out_its_key_type_resumption_and_group(tls_dir, tmp_path):
+    suite = load_suite(_suite(tmp_path, 'transport = ["clear", "tls"]\n'))
+    clear, tls = (perm.params for perm in suite.permutations)
+    assert "tls_key" not in clear and clear["transport"] == "clear"
+    assert (tls["tls_key"], tls["tls_resume"], tls["tls_group"]) == ("ecdsa-p256", "on", "x25519")
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ('transport = "quic"\n', "transport must be one of clear, tls, h2, h2c"),
+        ('transport = "tls"\ntls_key = "dsa"\n', "tls_key must be one of ecdsa-p256, rsa-2048"),
+        ('tls_resume = "off"\n', "tls_resume applies to TLS tests only"),
+        ('transport = "tls"\ntls_group = ["x448"]\n', "tls_group must be one of x25519, p256"),
+    ],
+)
+def test_a_wrong_tls_setting_is_refused_at_its_line(tls_dir, tmp_path, extra, said):
+    path = _suite(tmp_path, extra)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert said in caught.value.reason
+    key = said.split()[0]
+    assert path.read_text().splitlines()[caught.value.line - 1].startswith(key)
+
+
+def test_tls_for_a_server_without_tls_and_h2_without_engine_http2_are_refused_with_why(
+    tls_dir, tmp_path
+):
+    extra = 'transport = ["tls", "h2"]\ncontestants = ["reference", "reference-tls"]\n'
+    planned = plan_suite(str(_suite(tmp_path, extra)), 1.0, None, None)
+    assert [(p.contestant, p.params["transport"]) for p in planned.plans] == [
+        ("reference-tls", "tls")
+    ]
+    lines = sorted(refused.line() for refused in planned.refused)
+    assert len(lines) == 3
+    assert "reference does not claim the spec part `tls`" in lines[1]
+    assert "needs HTTP/2 in the load engine" in lines[0] and "h2" in lines[0]
+
+
+def _run(tmp_path: Path, extra: str):
+    (plan,) = plan_tests(load_suite(_suite(tmp_path, extra)), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    return plan, execute(plan, env), env
+
+
+def test_a_tls_test_runs_over_https_with_its_key_type_and_trusts_only_the_run_ca(tls_dir, tmp_path):
+    plan, test, env = _run(tmp_path, 'transport = "tls"\ntls_key = "rsa-2048"\n')
+    assert test.status == "ok", test.validity
+    assert test.params["tls_key"] == "rsa-2048" and plan.tls_key == "rsa-2048"
+    bound = test.run_info["engine_plan"]
+    assert bound["target"] == f"https://127.0.0.1:{test.run_info['ports']['tls']}/perf"
+    assert bound["tls"]["ca_file"].endswith("/tls/ca.pem")
+    assert test.summary["tls_handshakes"] >= 2 and test.summary["answered"] > 20
+    assert not list(Path(env.workdir).rglob("*.pem")), "no key file outlives its test"
+    assert not list(Path(env.workdir).rglob("*.key"))
+
+
+def test_a_failed_tls_test_keeps_its_log_but_not_its_keys(tls_dir, tmp_path):
+    text = SUITE.replace("duration_s = 1", "duration_s = 3")
+    extra = 'transport = "tls"\ntunables = { "*" = { die_after = 1.5 } }\n'
+    (plan,) = plan_tests(load_suite(_suite(tmp_path, extra, text)), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.status == "crashed", test.validity
+    log = Path(test.validity["server_log"])
+    assert log.is_file()
+    assert not list(log.parent.rglob("*.pem")) and not list(log.parent.rglob("*.key"))
+    assert not list(Path(env.workdir).parent.rglob("server.key"))
+
+
+def test_resumption_off_makes_every_new_connection_a_full_handshake(tls_dir, tmp_path):
+    extra = 'behaviour = "new-connection"\ntransport = "tls"\ntls_resume = ["on", "off"]\n'
+    path = _suite(tmp_path, extra, SUITE.replace('behaviour = "keepalive"\n', ""))
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    on, off = (execute(plan, env) for plan in plan_tests(load_suite(path), find))
+    assert on.status == off.status == "ok", (on.validity, off.validity)
+    assert off.summary["tls_handshakes"] > 20 and off.summary["tls_resumed"] == 0
+    assert on.summary["tls_resumed"] > on.summary["tls_handshakes"] // 2
