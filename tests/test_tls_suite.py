@@ -11,9 +11,11 @@ from test_tls import TLS_MANIFEST
 
 from serverlab.commands import plan_suite
 from serverlab.contestant.manifest import find
+from serverlab.results.store import Store
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.runner import Session, run_suite
 from serverlab.run.plan.suite import SuiteError, load_suite
 
 SUITE = """name = "t"
@@ -118,3 +120,22 @@ def test_resumption_off_makes_every_new_connection_a_full_handshake(tls_dir, tmp
     assert on.status == off.status == "ok", (on.validity, off.validity)
     assert off.summary["tls_handshakes"] > 20 and off.summary["tls_resumed"] == 0
     assert on.summary["tls_resumed"] > on.summary["tls_handshakes"] // 2
+
+
+def test_a_run_with_tls_tests_records_one_cores_handshake_ceiling_and_each_tests_transport(
+    tls_dir, tmp_path
+):
+    suite = load_suite(_suite(tmp_path, 'transport = ["clear", "tls"]\n'))
+    pinning = Pinning.default()
+    with Store(tmp_path / "lab.db") as store:
+        env = Environment(manifest_of=find, pinning=pinning, workdir=tmp_path / "work")
+        outcome = run_suite(Session(suite, plan_tests(suite, find), store, env))
+        tests = store.tests([outcome.run_id])
+        (run,) = store.runs()
+    assert sorted(t.params["transport"] for t in tests) == ["clear", "tls"]
+    speed = run.machine["tls_speed"]
+    assert speed["cpu"] == pinning.server.split(",")[0] and "openssl speed" in speed["source"]
+    sign, ceiling = speed["sign_per_s"], speed["handshakes_per_s_per_core"]
+    # RSA-2048 signs an order of magnitude slower than ECDSA P-256 on any CPU.
+    assert sign["rsa-2048"] * 5 < sign["ecdsa-p256"]
+    assert ceiling["rsa-2048"] < sign["rsa-2048"] and ceiling["ecdsa-p256"] < speed["x25519_per_s"]
