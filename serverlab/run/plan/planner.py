@@ -22,6 +22,7 @@ from serverlab.run.execution.testplan import (
 from serverlab.run.plan.suite import (
     BEHAVIOURS,
     CLEAR,
+    HTTP2_TRANSPORTS,
     PUSH_BEHAVIOURS,
     SYSLOG_TLS,
     TLS_DEFAULTS,
@@ -158,8 +159,10 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             "resume": settings["tls_resume"] == "on",
             "group": settings["tls_group"],
         }
-    if p.get("transport") in ("h2", "h2c"):
+    if p.get("transport") in HTTP2_TRANSPORTS:
         plan[H2_PLAN_FIELD] = True
+        # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
+        plan["streams"] = int(p.get("streams", 1))
     return plan
 
 

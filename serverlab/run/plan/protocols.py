@@ -12,11 +12,11 @@ from collections.abc import Callable
 from serverlab.contestant.manifest import Manifest
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.plan.descriptors import Refused
-from serverlab.run.plan.suite import SYSLOG_TLS
+from serverlab.run.plan.suite import HTTP2_TRANSPORTS, SYSLOG_TLS
 
 # transport -> the spec part a contestant must claim to be sent it (spec §12).
 TRANSPORT_PARTS = {"tls": "tls", "h2": "h2", "h2c": "h2c"}
-HTTP2 = ("h2", "h2c")
+HTTP2 = HTTP2_TRANSPORTS
 
 
 def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:

@@ -107,6 +107,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "tls_key": ((str,), True),
     "tls_resume": ((str,), True),
     "tls_group": ((str,), True),
+    "streams": ((int,), True),
     "files": ((str,), True),
     "link": ((str,), True),
     "priming_runs": ((int,), False),
@@ -120,6 +121,7 @@ DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
 CLEAR = "clear"
 TRANSPORTS = (CLEAR, "tls", "h2", "h2c")
 TLS_TRANSPORTS = ("tls", "h2")
+HTTP2_TRANSPORTS = ("h2", "h2c")
 SYSLOG_TLS = "tls"
 # The TLS settings of a test and their defaults, written into every TLS test's parameters
 # so that the report groups by them whether the suite named them or not.
@@ -773,6 +775,10 @@ class _ScenarioContext:
                 raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
             if key in p and not speaks_tls(p):
                 raise self.fail(key, f"{key} applies to TLS tests only (transport tls or h2)")
+        if "streams" in p and transport not in HTTP2_TRANSPORTS:
+            raise self.fail("streams", "streams applies to HTTP/2 tests only (transport h2 or h2c)")
+        if p.get("streams", 1) < 1:
+            raise self.fail("streams", "streams must be at least 1")
 
     def _cannot_run(self, scenario: str, contestant: str, p: dict) -> bool:
         """A parsed flood for a contestant without `syslog-parse` is left out, and said."""
