@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_manifest
+from test_syslog_tls import SYSLOG_TLS_MANIFEST
 from test_tls import TLS_MANIFEST
 
 from serverlab.commands import plan_suite
@@ -139,3 +140,44 @@ def test_a_run_with_tls_tests_records_one_cores_handshake_ceiling_and_each_tests
     # RSA-2048 signs an order of magnitude slower than ECDSA P-256 on any CPU.
     assert sign["rsa-2048"] * 5 < sign["ecdsa-p256"]
     assert ceiling["rsa-2048"] < sign["rsa-2048"] and ceiling["ecdsa-p256"] < speed["x25519_per_s"]
+
+
+FLOOD = """name = "f"
+repeats = 1
+contestants = {contestants}
+
+[[scenario]]
+name = "tls-flood"
+behaviour = "syslog"
+clients = 1
+syslog_messages = 20000
+syslog_transport = "tls"
+syslog_framing = "octet"
+syslog_mode = "parse"
+"""
+
+
+def test_an_rfc_5425_flood_is_refused_for_a_server_that_does_not_claim_syslog_tls(
+    contestants_dir, tmp_path
+):
+    write_manifest(contestants_dir, "reference-syslog-tls", SYSLOG_TLS_MANIFEST)
+    text = FLOOD.format(contestants='["reference", "reference-syslog-tls"]')
+    planned = plan_suite(str(_suite(tmp_path, "", text)), 1.0, None, None)
+    (refused,) = planned.refused
+    assert "reference does not claim the spec part `syslog-tls`" in refused.line()
+    assert [plan.contestant for plan in planned.plans] == ["reference-syslog-tls"]
+
+
+def test_an_rfc_5425_flood_reaches_a_real_syslog_tls_server_whole(tmp_path):
+    # go-nethttp as built in the contestants folder: a receiver that keeps up, so that
+    # every message the engine sent is counted (see the engine's close, in the report).
+    text = FLOOD.format(contestants='["go-nethttp"]')
+    (plan,) = plan_tests(load_suite(_suite(tmp_path, "", text)), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.status == "ok", test.validity
+    port = test.run_info["ports"]["syslog_tls"]
+    assert test.run_info["engine_plan"]["target"] == f"tls://127.0.0.1:{port}"
+    figures = test.summary["syslog"]
+    assert figures["received"] == figures["parsed"] == 20000 and figures["lost"] == 0
+    assert test.summary["tls_handshakes"] == 1
