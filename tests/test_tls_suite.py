@@ -12,6 +12,7 @@ from test_tls import TLS_MANIFEST
 
 from serverlab.commands import plan_suite
 from serverlab.contestant.manifest import find
+from serverlab.results.report import build_report
 from serverlab.results.store import Store
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.host.machine import Pinning
@@ -24,7 +25,7 @@ repeats = 1
 contestants = ["reference-tls"]
 
 [[scenario]]
-name = "tax"
+name = "tls-tax"
 behaviour = "keepalive"
 clients = 2
 duration_s = 1
@@ -140,6 +141,18 @@ def test_a_run_with_tls_tests_records_one_cores_handshake_ceiling_and_each_tests
     # RSA-2048 signs an order of magnitude slower than ECDSA P-256 on any CPU.
     assert sign["rsa-2048"] * 5 < sign["ecdsa-p256"]
     assert ceiling["rsa-2048"] < sign["rsa-2048"] and ceiling["ecdsa-p256"] < speed["x25519_per_s"]
+    # The report's TLS section sets TLS against clear, beside the ceiling it was given.
+    html = build_report(tmp_path / "lab.db", "all", tmp_path / "r.html").read_text()
+    section = html[
+        html.index('<section id="tls">') : html.index("</section>", html.index('id="tls"'))
+    ]
+    assert "What TLS and HTTP/2 cost each architecture" in section
+    assert f"RSA-2048 {ceiling['rsa-2048']:,.0f}/s" in section
+    tax = section[section.index('class="tls-tax"') :]
+    row = tax[tax.index("<td>reference-tls</td>") :].split("</tr>")[0]
+    ratio = float(row.split("</td>")[3].split(">")[-1])
+    assert 0 < ratio < 5, row  # answered/s TLS over clear, a real quotient
+    assert "the load engine has HTTP/2" in section, "h2 says why it has no data"
 
 
 FLOOD = """name = "f"
