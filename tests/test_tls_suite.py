@@ -16,6 +16,7 @@ from serverlab.results.report import build_report
 from serverlab.results.store import Store
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.host.machine import Pinning
+from serverlab.run.plan import protocols
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.runner import Session, run_suite
 from serverlab.run.plan.suite import SuiteError, load_suite
@@ -194,3 +195,20 @@ def test_an_rfc_5425_flood_reaches_a_real_syslog_tls_server_whole(tmp_path):
     figures = test.summary["syslog"]
     assert figures["received"] == figures["parsed"] == 20000 and figures["lost"] == 0
     assert test.summary["tls_handshakes"] == 1
+
+
+def test_once_the_engine_speaks_http2_an_h2_cell_runs_for_a_claimant_and_no_other(
+    tls_dir, tmp_path
+):
+    claimant = TLS_MANIFEST.replace('name = "reference-tls"', 'name = "reference-h2"').replace(
+        '"tls"]', '"tls", "h2"]'
+    )
+    write_manifest(tls_dir, "reference-h2", claimant)
+    extra = 'transport = "h2"\nstreams = 100\ncontestants = ["reference-tls", "reference-h2"]\n'
+    plans = plan_tests(load_suite(_suite(tmp_path, extra)), find)
+    kept, refused = protocols.refuse(plans, find, engine_h2=True)
+    assert [plan.contestant for plan in kept] == ["reference-h2"]
+    assert [r.why for r in refused] == ["reference-tls does not claim the spec part `h2`"]
+    measured = kept[0].measured
+    assert (measured["h2"], measured["streams"]) == (True, 100)
+    assert measured["target"] == "https://{host}:{tls_port}/perf"
