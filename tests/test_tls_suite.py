@@ -3,6 +3,8 @@ refused up front where a contestant or the engine cannot speak them, and run by 
 executor against a real TLS server (tests/reference_server.py --tls) with the real engine,
 the key material of the test's key type made in its work folder and gone with it."""
 
+import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -149,11 +151,111 @@ def test_a_run_with_tls_tests_records_one_cores_handshake_ceiling_and_each_tests
     ]
     assert "What TLS and HTTP/2 cost each architecture" in section
     assert f"RSA-2048 {ceiling['rsa-2048']:,.0f}/s" in section
-    tax = section[section.index('class="tls-tax"') :]
-    row = tax[tax.index("<td>reference-tls</td>") :].split("</tr>")[0]
-    ratio = float(row.split("</td>")[3].split(">")[-1])
+    (row,) = _rows(section, "tls-tax")
+    assert row[0][0] == "reference-tls"
+    ratio = float(row[3][0])  # a flag, if any, follows the figure after a space
     assert 0 < ratio < 5, row  # answered/s TLS over clear, a real quotient
     assert "the load engine has HTTP/2" in section, "h2 says why it has no data"
+
+
+def _section(html: str) -> str:
+    start = html.index('<section id="tls">')
+    return html[start : html.index("</section>", start)]
+
+
+def _cell(attributes: str, inner: str) -> tuple[str, str, str]:
+    codes = re.search(r'data-flags="([^"]*)"', attributes)
+    title = re.search(r'class="cell-flag" title="([^"]*)"', inner)
+    text = re.sub(r"<.*", "", inner, flags=re.S).split()
+    return (
+        text[0] if text else "",
+        codes.group(1) if codes else "",
+        title.group(1) if title else "",
+    )
+
+
+def _rows(section: str, table: str) -> list[list[tuple[str, str, str]]]:
+    """The table's rows, each cell as (its figure's first word, its flag codes, its flags'
+    full texts)."""
+    body = section[section.index(f'class="{table}"') :]
+    body = body[body.index("<tbody>") : body.index("</table>")]
+    return [
+        [_cell(*cell) for cell in re.findall(r"<td([^>]*)>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+
+
+STORM = """name = "storm"
+repeats = 1
+contestants = ["reference-tls"]
+
+[[scenario]]
+name = "handshake-storm"
+behaviour = "new-connection"
+pacer = "open"
+rate = [20, 40]
+duration_s = 1
+transport = "tls"
+tls_resume = "off"
+
+[[scenario]]
+name = "tls-tax"
+contestants = ["reference-tls-dies"]
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+transport = "tls"
+tunables = { "reference-tls-dies" = { die_after = 0.8 } }
+"""
+# Planted on one test after the run: the real flag needs a busy machine at the right moment.
+PLANTED_BUSY = "machine_busy", "planted: 999 % of a core"
+
+
+def _planted_run(tls_dir, tmp_path) -> Path:
+    """Two storm rungs and a crashed TLS-tax test, real; the lower rung marked busy."""
+    dies = TLS_MANIFEST.replace("reference-tls", "reference-tls-dies")
+    write_manifest(tls_dir, "reference-tls-dies", dies)
+    suite = load_suite(_suite(tmp_path, "", STORM))
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+        run_suite(Session(suite, plan_tests(suite, find), store, env))
+        tests = store.tests()
+    status = {(t.contestant, t.params.get("rate")): t for t in tests}
+    assert [t.status for t in status.values()] == ["ok", "ok", "crashed"], status.keys()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE tests SET validity_json = json_set(validity_json, ?, ?) WHERE id = ?",
+            (f"$.{PLANTED_BUSY[0]}", PLANTED_BUSY[1], status[("reference-tls", 20)].id),
+        )
+    return db
+
+
+def test_a_storm_tests_flag_goes_on_the_cells_built_from_it_and_a_crash_says_so(tls_dir, tmp_path):
+    db = _planted_run(tls_dir, tmp_path)
+    section = _section(build_report(db, "all", tmp_path / "r.html").read_text())
+    tables = {name: _rows(section, name) for name in ("tls-storm", "tls-tax")}
+    planted = [
+        (name, r, c)
+        for name, rows in tables.items()
+        for r, row in enumerate(rows)
+        for c, (_, _, title) in enumerate(row)
+        if PLANTED_BUSY[1] in title
+    ]
+    # The lower rung only: "held" reads every rung; the figures at the top rate do not.
+    assert planted == [("tls-storm", 0, 2)], tables
+    assert "machine-busy" in tables["tls-storm"][0][2][1].split()
+    (tax,) = tables["tls-tax"]
+    assert tax[0][0] == "reference-tls-dies"
+    clear, tls, ratio = tax[1:4]
+    assert tls[0] == ratio[0] == "-" and "crash" in tls[1].split() and "crash" in ratio[1].split()
+    assert clear == ("-", "", ""), "no clear test ran: nothing to flag"
+    assert "crash (r1)" in section
+    chart = section[section.index('data-chart="tls-storm"') :]
+    flags = re.findall(r'<li title="([\w-]+)">([^<]*)</li>', chart[: chart.index("</ul>")])
+    mine = [text for _, text in flags if PLANTED_BUSY[1] in text]
+    assert len(mine) == 1 and mine[0].startswith("reference-tls r1: machine-busy"), flags
+    assert not any("reference-tls-dies" in text for _, text in flags), "not in the storm"
 
 
 FLOOD = """name = "f"

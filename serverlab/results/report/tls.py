@@ -4,7 +4,9 @@ the server's CPU per full handshake beside one core's ceiling (`openssl speed`, 
 the run's metadata by serverlab.run.host.tlsspeed), ECDSA against RSA, resumption on against
 off, the TLS tax on kept-alive requests, and the memory per held push connection with TLS
 against without. Every figure is the median over a cell's repeats, with their count; a cell
-without data says so, and no verdict is drawn here.
+without data says so, and no verdict is drawn here. Each figure carries the validity flags
+of the tests it is made from that touch what it reads (a crashed or invalid repeat's too,
+which gives no value), and no other test's: a flag travels with the cells that use it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results import stats
-from serverlab.results.report.charts import PALETTE, Chart, finish
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
+from serverlab.results.report.cells import CellFlag
+from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count, validity_flags
 from serverlab.results.report.transports import memory_per_connection_kb
 from serverlab.results.store import RecordedTest, Run
 
@@ -35,12 +38,36 @@ H2_REFUSED = (
 )
 
 
+@dataclass(frozen=True)
+class Figure:
+    """One table cell: its text and the flags of the tests it uses that touch it."""
+
+    text: str
+    flags: tuple[CellFlag, ...] = ()
+
+    @property
+    def codes(self) -> str:
+        return " ".join(dict.fromkeys(flag.code for flag in self.flags))
+
+    @property
+    def said(self) -> str:
+        """The flags as the cell prints them: "machine-busy (r2)"."""
+        return "; ".join(f"{flag.code} ({', '.join(flag.repeats)})" for flag in self.flags)
+
+    @property
+    def title(self) -> str:
+        return "; ".join(flag.text for flag in self.flags)
+
+
+Row = list[Figure]
+
+
 @dataclass
 class TlsSection:
-    storm: list[list[str]] = field(default_factory=list)
-    resume: list[list[str]] = field(default_factory=list)
-    tax: list[list[str]] = field(default_factory=list)
-    memory: list[list[str]] = field(default_factory=list)
+    storm: list[Row] = field(default_factory=list)
+    resume: list[Row] = field(default_factory=list)
+    tax: list[Row] = field(default_factory=list)
+    memory: list[Row] = field(default_factory=list)
     ceiling: str = ""
     notes: list[str] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
@@ -106,6 +133,34 @@ def held(test: RecordedTest) -> bool:
     )
 
 
+# What each figure reads, as the metrics' names (metrics.METRICS) that validity flags name:
+# a test's flag qualifies a figure when it touches one of them. Handshake and request counts
+# are the engine's, as throughput is; CPU is the kernel's; memory is RSS and sockets'.
+ENGINE_COUNTS = frozenset({"rps"})
+READS: dict[Callable, frozenset[str]] = {
+    answered_per_s: ENGINE_COUNTS,
+    resumed_share: ENGINE_COUNTS,
+    p99_ms: frozenset({"p99"}),
+    cpu_per_handshake_us: ENGINE_COUNTS | {"cpu"},
+    cpu_per_request_us: ENGINE_COUNTS | {"cpu"},
+    memory_per_connection_kb: frozenset({"rss", "sockmem", "memory"}),
+    held: ENGINE_COUNTS | {"p99", "errors"},
+}
+
+
+def figure_flags(tests: list[RecordedTest], reads: frozenset[str]) -> tuple[CellFlag, ...]:
+    """The flags of these tests that touch what a figure reads, each once with its repeats.
+    A crashed, invalid or abandoned repeat gives no value but its flag touches every figure,
+    so the cell says it is missing."""
+    repeats: dict[tuple[str, str], list[str]] = {}
+    for test in tests:
+        for flag in validity_flags(test):
+            if any(flag.touches(name) for name in reads):
+                where = repeats.setdefault((flag.code, flag.text), [])
+                where.append(f"r{test.repeat_index + 1}")
+    return tuple(CellFlag(code, text, tuple(r)) for (code, text), r in sorted(repeats.items()))
+
+
 # --- the section ---------------------------------------------------------------------------
 
 
@@ -114,13 +169,14 @@ def tls_section(tests: list[RecordedTest], runs: list[Run]) -> TlsSection | None
     if not study:
         return None
     speed = _speed(runs)
+    storm = _of(study, STORM)
     section = TlsSection(
-        storm=_storm_rows(_of(study, STORM), speed),
+        storm=_storm_rows(storm, speed),
         resume=_pair_rows(_of(study, RESUME), "tls_resume", ("on", "off"), _RESUME_FIGURES),
         tax=_tax_rows(_of(study, TAX)),
         memory=_memory_rows([t for t in study if t.scenario.startswith(PUSH_PREFIX)]),
         ceiling=_ceiling_text(speed),
-        charts=[_storm_chart(_of(study, STORM))],
+        charts=[_storm_chart(storm)],
     )
     if not any(t.params.get("transport") in ("h2", "h2c") for t in study):
         section.notes.append(H2_REFUSED)
@@ -130,7 +186,9 @@ def tls_section(tests: list[RecordedTest], runs: list[Run]) -> TlsSection | None
 
 
 def _of(tests: list[RecordedTest], scenario: str) -> list[RecordedTest]:
-    return [t for t in tests if t.scenario == scenario and t.status in SUMMARIZED_STATUSES]
+    """Every test of the scenario, whatever its status: only ok ones give values (``_median``)
+    but the others' flags go on their cells."""
+    return [t for t in tests if t.scenario == scenario]
 
 
 def _repeats(tests: list[RecordedTest]) -> int:
@@ -146,12 +204,15 @@ def _speed(runs: list[Run]) -> dict:
     return measured[-1] if measured else {}
 
 
-def _median(tests: list[RecordedTest], figure: Callable) -> str:
-    values = [v for v in (figure(t) for t in tests) if v is not None]
+def _summarized(tests: list[RecordedTest]) -> list[RecordedTest]:
+    return [t for t in tests if t.status in SUMMARIZED_STATUSES]
+
+
+def _median(tests: list[RecordedTest], figure: Callable) -> Figure:
+    values = [v for v in (figure(t) for t in _summarized(tests)) if v is not None]
     summary = stats.summarize(values)
-    if not summary.n:
-        return "-"
-    return f"{summary.median:,.1f} (n={summary.n})"
+    text = f"{summary.median:,.1f} (n={summary.n})" if summary.n else "-"
+    return Figure(text, figure_flags(tests, READS[figure]))
 
 
 def _ceiling_text(speed: dict) -> str:
@@ -169,31 +230,35 @@ def _ceiling_text(speed: dict) -> str:
     )
 
 
-def _storm_rows(tests: list[RecordedTest], speed: dict) -> list[list[str]]:
+def _storm_rows(tests: list[RecordedTest], speed: dict) -> list[Row]:
     """Per contestant and key type: the highest rate held in every repeat, the server's
     CPU per full handshake at the highest rung run, and the ceiling's CPU per handshake."""
     rows = []
     per_core = speed.get("handshakes_per_s_per_core", {})
     for (contestant, key), cell in sorted(_group(tests, "tls_key").items()):
         rungs = _group(cell, "rate", by_contestant=False)
-        held_rates = [rate for (_, rate), mine in rungs.items() if all(held(t) for t in mine)]
-        top = max(rate for _, rate in rungs)
-        at_top = rungs[(None, top)]
+        at_top = rungs[(None, max(rate for _, rate in rungs))]
         limit = per_core.get(key)
         rows.append(
             [
-                contestant,
-                key,
-                f"{max(held_rates):,}/s"
-                if held_rates
-                else f"none of {sorted(r for _, r in rungs)}",
+                Figure(contestant),
+                Figure(key),
+                _held(cell, rungs),
                 _median(at_top, answered_per_s),
                 _median(at_top, p99_ms),
                 _median(at_top, cpu_per_handshake_us),
-                f"{1e6 / limit:,.0f} µs ({limit:,.0f}/s)" if limit else "-",
+                Figure(f"{1e6 / limit:,.0f} µs ({limit:,.0f}/s)" if limit else "-"),
             ]
         )
     return rows
+
+
+def _held(cell: list[RecordedTest], rungs: dict[tuple, list[RecordedTest]]) -> Figure:
+    """The highest rate held in every repeat: it reads every rung's tests, so it carries
+    their flags (a crashed repeat holds nothing)."""
+    held_rates = [rate for (_, rate), mine in rungs.items() if all(held(t) for t in mine)]
+    text = f"{max(held_rates):,}/s" if held_rates else f"none of {sorted(r for _, r in rungs)}"
+    return Figure(text, figure_flags(cell, READS[held]))
 
 
 _RESUME_FIGURES = (
@@ -204,12 +269,12 @@ _RESUME_FIGURES = (
 )
 
 
-def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[list[str]]:
+def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[Row]:
     """Per contestant: each figure on one side, then the other."""
     rows = []
     for contestant in sorted({t.contestant for t in tests}):
         mine = [t for t in tests if t.contestant == contestant]
-        row = [contestant]
+        row = [Figure(contestant)]
         for _, figure in figures:
             for side in sides:
                 row.append(_median([t for t in mine if t.params.get(key) == side], figure))
@@ -217,7 +282,7 @@ def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[list[st
     return rows
 
 
-def _tax_rows(tests: list[RecordedTest]) -> list[list[str]]:
+def _tax_rows(tests: list[RecordedTest]) -> list[Row]:
     """Per contestant: answered/s and server CPU µs per request, clear and TLS, and the
     ratio of their medians TLS ÷ clear."""
     rows = []
@@ -226,7 +291,7 @@ def _tax_rows(tests: list[RecordedTest]) -> list[list[str]]:
             side: [t for t in tests if t.contestant == contestant and t.params["transport"] == side]
             for side in ("clear", "tls")
         }
-        row = [contestant]
+        row = [Figure(contestant)]
         for figure in (answered_per_s, cpu_per_request_us):
             row += [_median(sides["clear"], figure), _median(sides["tls"], figure)]
             row.append(_ratio(sides["tls"], sides["clear"], figure))
@@ -234,15 +299,17 @@ def _tax_rows(tests: list[RecordedTest]) -> list[list[str]]:
     return rows
 
 
-def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Callable) -> str:
-    a = [v for v in map(figure, top) if v is not None]
-    b = [v for v in map(figure, bottom) if v is not None]
+def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Callable) -> Figure:
+    """The ratio of two medians: it uses both sides' tests, so it carries both sides' flags."""
+    flags = figure_flags(top + bottom, READS[figure])
+    a = [v for v in map(figure, _summarized(top)) if v is not None]
+    b = [v for v in map(figure, _summarized(bottom)) if v is not None]
     if not a or not b or stats.summarize(b).median == 0:
-        return "-"
-    return f"{stats.summarize(a).median / stats.summarize(b).median:.2f}"
+        return Figure("-", flags)
+    return Figure(f"{stats.summarize(a).median / stats.summarize(b).median:.2f}", flags)
 
 
-def _memory_rows(tests: list[RecordedTest]) -> list[list[str]]:
+def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
     """Per push behaviour, client count and contestant: KiB per held connection (peak RSS
     growth + socket kernel memory, per established connection), clear and TLS."""
     cells: dict[tuple, dict[str, list[RecordedTest]]] = {}
@@ -254,9 +321,9 @@ def _memory_rows(tests: list[RecordedTest]) -> list[list[str]]:
         clear, tls = sides.get("clear", []), sides.get("tls", [])
         rows.append(
             [
-                behaviour,
-                f"{clients:,}",
-                contestant,
+                Figure(behaviour),
+                Figure(f"{clients:,}"),
+                Figure(contestant),
                 _median(clear, memory_per_connection_kb),
                 _median(tls, memory_per_connection_kb),
                 _ratio(tls, clear, memory_per_connection_kb),
@@ -278,7 +345,10 @@ def _storm_chart(tests: list[RecordedTest]) -> Chart:
     key type: where a line leaves the diagonal, the server stopped keeping up."""
     fig = go.Figure()
     for index, ((contestant, key), cell) in enumerate(sorted(_group(tests, "tls_key").items())):
-        rungs = sorted(_group(cell, "rate", by_contestant=False).items())
+        # Only summarized repeats are drawn; the others' flags are listed beside the chart.
+        rungs = sorted(_group(_summarized(cell), "rate", by_contestant=False).items())
+        if not rungs:
+            continue
         xs = [rate for (_, rate), _ in rungs]
         ys = [stats.summarize([answered_per_s(t) or 0 for t in mine]).median for _, mine in rungs]
         fig.add_trace(
@@ -294,6 +364,7 @@ def _storm_chart(tests: list[RecordedTest]) -> Chart:
         "tls-storm",
         "handshake storm: answered per second by offered rate",
         "Engine: answered requests per second (each a new TLS connection, resumption off) over "
-        "the measured window, median of the repeats, against the open loop's offered rate.",
+        "its measured run, median of the repeats, against the open loop's offered rate.",
+        flags=flags_of(tests),
     )
     return finish(chart, fig, ("offered rate (new TLS connections/s)", "answered/s"), "no storm")
