@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results import stats
-from serverlab.results.report.cells import CellFlag
+from serverlab.results.report.cells import CellFlag, flags_touching
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count, validity_flags
+from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
 from serverlab.results.report.transports import memory_per_connection_kb
 from serverlab.results.store import RecordedTest, Run
 
@@ -148,19 +148,6 @@ READS: dict[Callable, frozenset[str]] = {
 }
 
 
-def figure_flags(tests: list[RecordedTest], reads: frozenset[str]) -> tuple[CellFlag, ...]:
-    """The flags of these tests that touch what a figure reads, each once with its repeats.
-    A crashed, invalid or abandoned repeat gives no value but its flag touches every figure,
-    so the cell says it is missing."""
-    repeats: dict[tuple[str, str], list[str]] = {}
-    for test in tests:
-        for flag in validity_flags(test):
-            if any(flag.touches(name) for name in reads):
-                where = repeats.setdefault((flag.code, flag.text), [])
-                where.append(f"r{test.repeat_index + 1}")
-    return tuple(CellFlag(code, text, tuple(r)) for (code, text), r in sorted(repeats.items()))
-
-
 # --- the section ---------------------------------------------------------------------------
 
 
@@ -209,10 +196,13 @@ def _summarized(tests: list[RecordedTest]) -> list[RecordedTest]:
 
 
 def _median(tests: list[RecordedTest], figure: Callable) -> Figure:
+    """The median of the summarized tests, with every test's flags that touch what the
+    figure reads: a crashed, invalid or abandoned repeat gives no value, and its flag (which
+    touches every figure) says so."""
     values = [v for v in (figure(t) for t in _summarized(tests)) if v is not None]
     summary = stats.summarize(values)
     text = f"{summary.median:,.1f} (n={summary.n})" if summary.n else "-"
-    return Figure(text, figure_flags(tests, READS[figure]))
+    return Figure(text, flags_touching(tests, READS[figure]))
 
 
 def _ceiling_text(speed: dict) -> str:
@@ -258,7 +248,7 @@ def _held(cell: list[RecordedTest], rungs: dict[tuple, list[RecordedTest]]) -> F
     their flags (a crashed repeat holds nothing)."""
     held_rates = [rate for (_, rate), mine in rungs.items() if all(held(t) for t in mine)]
     text = f"{max(held_rates):,}/s" if held_rates else f"none of {sorted(r for _, r in rungs)}"
-    return Figure(text, figure_flags(cell, READS[held]))
+    return Figure(text, flags_touching(cell, READS[held]))
 
 
 _RESUME_FIGURES = (
@@ -301,7 +291,7 @@ def _tax_rows(tests: list[RecordedTest]) -> list[Row]:
 
 def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Callable) -> Figure:
     """The ratio of two medians: it uses both sides' tests, so it carries both sides' flags."""
-    flags = figure_flags(top + bottom, READS[figure])
+    flags = flags_touching(top + bottom, READS[figure])
     a = [v for v in map(figure, _summarized(top)) if v is not None]
     b = [v for v in map(figure, _summarized(bottom)) if v is not None]
     if not a or not b or stats.summarize(b).median == 0:
