@@ -51,8 +51,12 @@ class Figure:
 
     @property
     def said(self) -> str:
-        """The flags as the cell prints them: "machine-busy (r2)"."""
-        return "; ".join(f"{flag.code} ({', '.join(flag.repeats)})" for flag in self.flags)
+        """The flags as the cell prints them, a code once with its repeats: "machine-busy
+        (r2)" (the full texts are in ``title``)."""
+        repeats: dict[str, dict[str, None]] = {}
+        for flag in self.flags:
+            repeats.setdefault(flag.code, {}).update(dict.fromkeys(flag.repeats))
+        return "; ".join(f"{code} ({', '.join(r)})" for code, r in repeats.items())
 
     @property
     def title(self) -> str:
