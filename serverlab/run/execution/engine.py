@@ -59,6 +59,21 @@ def check_plans(plans: list[dict]) -> list[dict]:
     return verdicts
 
 
+# The smallest plan asking for HTTP/2 over TLS, spelled as serverlab.run.plan.planner
+# spells it (H2_PLAN_FIELD): the engine's --check accepts it once it speaks HTTP/2.
+H2_PROBE = {
+    "target": "https://127.0.0.1:1/",
+    "duration_s": 1,
+    "h2": True,
+    "tls": {"insecure": True},
+}
+
+
+def engine_speaks_h2() -> bool:
+    """Whether this engine takes an HTTP/2 plan: asked of the engine, never assumed."""
+    return bool(check_plans([H2_PROBE])[0].get("ok"))
+
+
 @dataclass
 class EngineRun:
     """One engine process; `intervals` and `summary` fill in as its stdout arrives."""
