@@ -1,7 +1,9 @@
 //! TLS under the behaviours (issue 22), against a real rustls server on loopback with a
 //! throwaway CA made here by rcgen (no key material is committed): kept-alive and new
 //! connections over TLS 1.2 and 1.3, resumption on and off counted against the server's own
-//! count, an untrusted certificate refused by kind, and a comet stream over TLS.
+//! count, an untrusted certificate refused by kind, and a comet stream over TLS; and against
+//! the Python reference server's HTTPS and RFC 5425 ports, comet, long poll, SSE, WebSocket
+//! and octet-counted syslog, each counted against what the server sent or received.
 
 mod common;
 
