@@ -130,6 +130,18 @@ impl Conn {
         }
     }
 
+    /// Shuts our sending half: the peer reads the end of our stream after our last bytes.
+    pub fn shut_write(&self) -> io::Result<()> {
+        self.fd.get_ref().shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Reads through `read` at once, whatever the loop knows of the socket's readiness (a
+    /// goodbye as the run ends, when the loop may no longer be turning); `WouldBlock` if
+    /// nothing is there.
+    pub fn read_unpolled<T>(&self, read: impl FnOnce(&Socket) -> io::Result<T>) -> io::Result<T> {
+        read(self.fd.get_ref())
+    }
+
     /// Asks the kernel to stamp the segments it receives (`SO_TIMESTAMPNS`), for
     /// `try_read_stamped`.
     pub fn enable_stamps(&self) -> io::Result<()> {

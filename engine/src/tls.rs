@@ -65,10 +65,41 @@ impl Tls {
         self.try_flush(conn)
     }
 
-    /// Sends `close_notify`, if the socket takes it at once (the client is going away).
+    /// Sends `close_notify`, if the socket takes it at once (the client is going away). What
+    /// the socket holds is taken in first: a socket closed with unread bytes (a TLS 1.3
+    /// server's session tickets, which a syslog sender never reads) ends with a reset, and a
+    /// reset makes the server's kernel drop what it has not yet read of our last records.
     pub fn close(&mut self, conn: &Conn) {
+        let session = &mut self.session;
+        while let Ok(n) = conn.read_unpolled(|socket| {
+            let mut socket = socket;
+            session.read_tls(&mut socket)
+        }) {
+            if n == 0 || session.process_new_packets().is_err() {
+                break;
+            }
+        }
         self.session.send_close_notify();
         self.try_flush(conn);
+    }
+
+    /// Ends the connection in order, as a sender whose last records must all be read does:
+    /// `close_notify`, our half of TCP shut, and the server's close awaited (what it still
+    /// sends is read and dropped). Closing at once could meet bytes the server sent late (a
+    /// TLS 1.3 server's session tickets), and the reset the kernel then sends makes the
+    /// server's kernel drop what it had not yet read of our records.
+    pub async fn goodbye(&mut self, conn: &Conn) {
+        self.session.send_close_notify();
+        if self.flush(conn).await.is_err() || conn.shut_write().is_err() {
+            return;
+        }
+        let mut sink = [0u8; 512];
+        while !self.eof && self.pull(conn).await.is_ok() {
+            if self.session.process_new_packets().is_err() {
+                return;
+            }
+            while matches!(self.session.reader().read(&mut sink), Ok(n) if n > 0) {}
+        }
     }
 
     /// Waits until decrypted bytes, or the end of the stream, are there for `read_now`.

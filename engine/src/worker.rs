@@ -237,6 +237,12 @@ async fn slot_loop<B: Behaviour>(ctx: Rc<WorkerCtx>, behaviour: Rc<B>, mut pacer
         let intended = pacer.open_loop().then_some(at);
         attempt(&*behaviour, &mut client, &mut state, intended, granted).await;
     }
+    // A sender whose last exchange must be finished must also have it read (TLS syslog);
+    // bounded, since a server that never closes would hold a run with no end time forever.
+    if behaviour.finishes_at_end() {
+        let wait = behaviour.timeout().unwrap_or(Duration::from_secs(5));
+        let _ = tokio::time::timeout(wait, client.goodbye()).await;
+    }
 }
 
 /// Open loop with a new connection per arrival: arrivals never wait for earlier ones.
