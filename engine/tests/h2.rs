@@ -254,12 +254,22 @@ fn engine(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn streams_without_h2_and_every_h2_contradiction_are_refused_in_one_line() {
-    let (code, err) = engine(&["http://127.0.0.1:9/", "-n", "1", "--streams", "4"]);
+    let (code, err) = engine(&[
+        "http://127.0.0.1:9/",
+        "-n",
+        "1",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+    ]);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
     assert!(err.contains("--streams needs --h2 or --h2c"), "{err}");
     let args = [
         "http://127.0.0.1:9/",
         "-n",
+        "1",
+        "-c",
         "1",
         "--h2",
         "--streams",

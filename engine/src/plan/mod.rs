@@ -13,7 +13,7 @@ mod types;
 mod validate;
 
 pub use behaviour::*;
-pub use error::PlanError;
+pub use error::{PlanError, PlanErrors};
 pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
