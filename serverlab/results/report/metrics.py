@@ -473,8 +473,8 @@ def comparison_key(test: RecordedTest, with_contestant: bool) -> str:
 def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
     """A short label per scenario key: its name, plus the parameters that tell apart
     scenario keys sharing that name. A parameter a cell does not have (a cleartext cell's
-    TLS key) is left out of its label rather than shown as "-": the other parameters still
-    tell it apart, since its label is the only one without that name."""
+    TLS key) is left out of its label rather than shown as "-". Labels stay distinct: where
+    two cells differ by a parameter only one of them has, only that one's label names it."""
     params_by_name: dict[str, dict[str, dict]] = {}
     for test in tests:
         params_by_name.setdefault(test.scenario, {})[scenario_key(test)] = permutation_params(test)
