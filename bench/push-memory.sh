@@ -7,7 +7,9 @@
 # shown beside it: a run that lost connections measures nothing.
 #
 # Usage: bench/push-memory.sh   (LOW=1000 HIGH=15000 RAMP=10 HOLD=30 by default; HOLD is the
-# seconds of events after the ramp; ENGINE=path measures another build, e.g. an older one).
+# seconds of events after the ramp; ENGINE=path measures another build, e.g. an older one;
+# TLS=1 holds the streams over TLS on node-http's TLS port, trusting the run's CA, where
+# the target is at most 4 KiB per connection (issue 22); KINDS="comet sse" picks behaviours).
 # Needs node-http built (make build) and cargo.
 set -euo pipefail
 
@@ -41,13 +43,15 @@ start_push_server 1000
 # held KIND N: runs N clients of KIND, prints "rss_kib events errors"
 held() {
   local kind="$1" n="$2" path flag
+  local base="http://127.0.0.1:$PORT" trust=()
+  if [[ -n "${TLS:-}" ]]; then base="https://127.0.0.1:$TLS_PORT" trust=(--tls-ca "$TLS_CA"); fi
   case "$kind" in
     comet) path=/push; flag=(--comet e1) ;;
     sse) path=/sse; flag=(--sse e1) ;;
-    websocket) path=/ws; flag=(--websocket e1) ;;
+    websocket) path=/ws; flag=(--websocket e1) base="${base/#http/ws}" ;;
   esac
   taskset -c "$GEN_CPU" python3 "$HERE/measure.py" "$WORK/$kind-$n.cpu" -- \
-    "$ENGINE" "http://127.0.0.1:$PORT$path" "${flag[@]}" --users "$n" --ramp-up "${RAMP}s" \
+    "$ENGINE" "$base$path" "${flag[@]}" "${trust[@]}" --users "$n" --ramp-up "${RAMP}s" \
     --hold "${HOLD}s" --json >"$WORK/$kind-$n.out" 2>"$WORK/$kind-$n.err" || true
   read -r _ _ _ rss < "$WORK/$kind-$n.cpu"
   python3 - "$WORK/$kind-$n.out" "$rss" <<'PY'
@@ -59,7 +63,7 @@ PY
 }
 
 printf '%-10s %12s %12s %14s %14s %10s\n' behaviour "RSS@$LOW" "RSS@$HIGH" "events@$HIGH" "errors" "KiB/conn"
-for kind in comet sse websocket; do
+for kind in ${KINDS:-comet sse websocket}; do
   read -r low_rss low_events low_errors < <(held "$kind" "$LOW")
   read -r high_rss high_events high_errors < <(held "$kind" "$HIGH")
   slope="$(python3 -c "print(f'{($high_rss - $low_rss) / ($HIGH - $LOW):.2f}')")"

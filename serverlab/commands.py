@@ -26,13 +26,13 @@ from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
 from serverlab.results.store import Store, StoreError
-from serverlab.run.execution.engine import check_plans, engine_binary
+from serverlab.run.execution.engine import check_plans, engine_binary, engine_speaks_h2
 from serverlab.run.execution.executor import Environment
 from serverlab.run.execution.testplan import TestPlan, bind
 from serverlab.run.host import leftovers
 from serverlab.run.host import tune as tuning
 from serverlab.run.host.machine import Pinning
-from serverlab.run.plan import descriptors
+from serverlab.run.plan import descriptors, protocols
 from serverlab.run.plan.planner import plan_tests, suite_key_for
 from serverlab.run.plan.progress import Progress
 from serverlab.run.plan.runner import RunOutcome, Session, run_suite
@@ -71,9 +71,11 @@ def plan_suite(
             raise ServerError("--repeats must be at least 1")
         suite.repeats = repeats
     plans = plan_tests(suite, known.__getitem__)
+    h2 = any(p.params.get("transport") in protocols.HTTP2 for p in plans) and engine_speaks_h2()
+    plans, unspoken = protocols.refuse(plans, known.__getitem__, h2)
     check_engine_plans(suite, plans)
     kept, refused = descriptors.refuse(plans, tuning.reachable_nofile(), _engines(spread))
-    planned = Planned(suite, kept, refused)
+    planned = Planned(suite, kept, unspoken + refused)
     _check_budget(planned)
     return planned
 
@@ -114,7 +116,15 @@ def print_refused(planned: Planned) -> None:
 
 
 # Any place does for --check: it opens no socket.
-_CHECK_WHERE = {"host": "127.0.0.1", "port": 8080, "syslog_port": 8514}
+_CHECK_WHERE = {
+    "host": "127.0.0.1",
+    "port": 8080,
+    "syslog_port": 8514,
+    "tls_port": 8443,
+    "h2c_port": 8081,
+    "syslog_tls_port": 6514,
+    "tls_ca": "/nonexistent/ca.pem",  # --check reads no file
+}
 _CHECK_PATHS = [{"path": "/files/f0000.bin", "weight": 1.0}]
 
 

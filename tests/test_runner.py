@@ -74,6 +74,7 @@ def test_every_test_is_measured_and_stored(contestants_dir, tmp_path):
         "engine": Pinning.default().engine,
     }
     assert run.machine["contestant_versions"]["reference"].startswith("Python 3")
+    assert "tls_speed" not in run.machine, "openssl speed is for runs with TLS tests only"
 
 
 def test_a_server_that_dies_mid_test_is_a_crash_and_the_suite_goes_on(contestants_dir, tmp_path):

@@ -40,6 +40,10 @@ impl Drop for Client {
         if let Some(bytes) = self.farewell {
             self.send_now(&bytes);
         }
+        // A TLS connection open as the run ends says goodbye too (see `Tls::close`).
+        if let (Some(tls), Some(conn)) = (&mut self.tls, &self.conn) {
+            tls.close(conn);
+        }
     }
 }
 
@@ -95,6 +99,15 @@ impl Client {
         Ok(())
     }
 
+    /// A new connection (and its TLS, for a TLS target), connected, shaken hands with and
+    /// counted as any other, handed over to a protocol that drives it itself (HTTP/2).
+    pub async fn new_connection(&mut self) -> Result<(Conn, Option<Tls>), ErrorKind> {
+        self.close();
+        self.ensure_conn().await?;
+        let conn = self.conn.take().ok_or(ErrorKind::Closed)?;
+        Ok((conn, self.tls.take()))
+    }
+
     /// The TLS handshake on a connection just made, timed and counted.
     async fn shake_hands(
         &self,
@@ -116,6 +129,16 @@ impl Client {
         self.tls = None;
         self.conn = None;
         self.inbox.clear();
+    }
+
+    /// Ends a TLS connection in order, waiting for the server's close (`Tls::goodbye`): a
+    /// sender that must have every record read says goodbye so. A cleartext one just closes.
+    pub async fn goodbye(&mut self) {
+        if let (Some(tls), Some(conn)) = (&mut self.tls, &self.conn) {
+            tls.goodbye(conn).await;
+            self.tls = None;
+        }
+        self.close();
     }
 
     /// Opens a connection if needed and sends `request`; returns when the attempt began

@@ -6,6 +6,7 @@
 //! the answer's).
 
 use std::io::{self, Read, Write};
+use std::task::{ready, Context, Poll};
 
 use rustls::{ClientConnection, HandshakeKind};
 
@@ -65,10 +66,41 @@ impl Tls {
         self.try_flush(conn)
     }
 
-    /// Sends `close_notify`, if the socket takes it at once (the client is going away).
+    /// Sends `close_notify`, if the socket takes it at once (the client is going away). What
+    /// the socket holds is taken in first: a socket closed with unread bytes (a TLS 1.3
+    /// server's session tickets, which a syslog sender never reads) ends with a reset, and a
+    /// reset makes the server's kernel drop what it has not yet read of our last records.
     pub fn close(&mut self, conn: &Conn) {
+        let session = &mut self.session;
+        while let Ok(n) = conn.read_unpolled(|socket| {
+            let mut socket = socket;
+            session.read_tls(&mut socket)
+        }) {
+            if n == 0 || session.process_new_packets().is_err() {
+                break;
+            }
+        }
         self.session.send_close_notify();
         self.try_flush(conn);
+    }
+
+    /// Ends the connection in order, as a sender whose last records must all be read does:
+    /// `close_notify`, our half of TCP shut, and the server's close awaited (what it still
+    /// sends is read and dropped). Closing at once could meet bytes the server sent late (a
+    /// TLS 1.3 server's session tickets), and the reset the kernel then sends makes the
+    /// server's kernel drop what it had not yet read of our records.
+    pub async fn goodbye(&mut self, conn: &Conn) {
+        self.session.send_close_notify();
+        if self.flush(conn).await.is_err() || conn.shut_write().is_err() {
+            return;
+        }
+        let mut sink = [0u8; 512];
+        while !self.eof && self.pull(conn).await.is_ok() {
+            if self.session.process_new_packets().is_err() {
+                return;
+            }
+            while matches!(self.session.reader().read(&mut sink), Ok(n) if n > 0) {}
+        }
     }
 
     /// Waits until decrypted bytes, or the end of the stream, are there for `read_now`.
@@ -90,6 +122,54 @@ impl Tls {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             other => other,
         }
+    }
+
+    /// The protocol the server picked by ALPN (`h2` for HTTP/2), if any.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.session.alpn_protocol()
+    }
+
+    /// Reads decrypted bytes, polling the socket for records when none are there (HTTP/2's
+    /// transport); 0 at the end of the stream.
+    pub fn poll_read(
+        &mut self,
+        conn: &Conn,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let state = self.process(conn)?;
+            if state.plaintext_bytes_to_read() > 0 {
+                return Poll::Ready(self.read_now(buf));
+            }
+            if state.peer_has_closed() || self.eof {
+                return Poll::Ready(Ok(0));
+            }
+            let session = &mut self.session;
+            let read = ready!(conn.poll_read_with(cx, |mut socket| session.read_tls(&mut socket)))?;
+            self.eof |= read == 0;
+        }
+    }
+
+    /// Takes `data` into rustls once the records it held are written; `poll_flush` writes
+    /// the new ones.
+    pub fn poll_write(
+        &mut self,
+        conn: &Conn,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_flush(conn, cx))?;
+        Poll::Ready(self.session.writer().write(data))
+    }
+
+    /// Writes every record rustls holds, polling the socket.
+    pub fn poll_flush(&mut self, conn: &Conn, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.session.wants_write() {
+            let session = &mut self.session;
+            ready!(conn.poll_write_with(cx, |mut socket| session.write_tls(&mut socket)))?;
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// Takes what the socket holds into rustls, waiting for it if nothing is there.

@@ -6,6 +6,7 @@
 
 mod behaviour;
 mod error;
+mod http2;
 mod parse;
 mod tls;
 mod types;
@@ -13,6 +14,7 @@ mod validate;
 
 pub use behaviour::*;
 pub use error::{PlanError, PlanErrors};
+pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
 pub use parse::parse_duration;
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};

@@ -48,6 +48,7 @@ impl Plan {
         });
         if let Some(target) = &target {
             found.add(self.check_tls(target));
+            found.add(self.check_http2(target));
         }
         let stop = found.add(self.checked_stop());
         if self.behaviour.kind().is_endless() && matches!(stop, Some(Stop::Requests(_))) {
@@ -83,7 +84,7 @@ impl Plan {
         let threads = self.effective_threads();
         let paths = self.checked_paths()?;
         let tls = match &self.tls {
-            Some(spec) if target.tls => Some(spec.client(&target.host)?),
+            Some(spec) if target.tls => Some(spec.client(&target.host, self.alpn())?),
             _ => None,
         };
         Ok(ValidPlan {
@@ -108,7 +109,8 @@ impl Plan {
                 "the io_uring loop carries no TLS yet; use --io auto or epoll for a TLS target",
             ));
         }
-        if self.io == IoBackend::IoUring && !self.suits_io_uring() {
+        // An HTTP/2 plan's refusals, io_uring's among them, come together in check_http2.
+        if self.io == IoBackend::IoUring && !self.suits_io_uring() && self.http2.is_none() {
             found.0.push(refuse("io",
                 "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll",
             ));
@@ -154,6 +156,26 @@ impl Plan {
             ),
             (Some(spec), true) => spec.check(),
             (None, false) => Ok(()),
+        }
+    }
+
+    /// Every rule an HTTP/2 plan breaks, in one refusal.
+    fn check_http2(&self, target: &Target) -> Result<(), PlanError> {
+        let Some(spec) = &self.http2 else {
+            return Ok(());
+        };
+        let problems = spec.problems(self, target.tls);
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(PlanError::Contradiction("http2", problems.join("; "))),
+        }
+    }
+
+    /// The protocols offered by ALPN: `h2` alone for HTTP/2 over TLS, else none.
+    fn alpn(&self) -> &'static [&'static [u8]] {
+        match &self.http2 {
+            Some(_) => &[b"h2"],
+            None => &[],
         }
     }
 

@@ -38,6 +38,7 @@ from serverlab.results.report.summary import (
     summary_rows,
     tunable_text,
 )
+from serverlab.results.report.tls import tls_section
 from serverlab.results.report.transports import FIGURES, transport_section
 from serverlab.results.store import RecordedTest, Run, StoredSuite
 
@@ -114,6 +115,8 @@ def render_report(
     charts = [c for s in sections for c in s.charts] + (transports.charts if transports else [])
     history = history_section(tests, runs, suites)
     charts += history.charts if history else []
+    tls = tls_section(tests, runs)
+    charts += tls.charts if tls else []
     seeds = seed_sections(tests, runs, suites)
     charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
@@ -128,6 +131,7 @@ def render_report(
         sections=sections,
         seed_sections=seeds,
         transports=transports,
+        tls=tls,
         history=history,
         transport_figures=FIGURES,
         figures=figures,

@@ -82,10 +82,16 @@ def tunable_text(test: RecordedTest) -> str:
 
 def cell_flags(tests: Sequence[RecordedTest], metric: Metric) -> tuple[CellFlag, ...]:
     """The flags of these tests that touch the metric, each once, with its repeats."""
+    return flags_touching(tests, (metric.name,))
+
+
+def flags_touching(tests: Sequence[RecordedTest], names) -> tuple[CellFlag, ...]:
+    """The flags of these tests that touch any of the metrics named (a figure that reads
+    several), each once, with its repeats."""
     repeats: dict[tuple[str, str], list[str]] = {}
     for test in tests:
         for flag in validity_flags(test):
-            if flag.touches(metric.name):
+            if any(flag.touches(name) for name in names):
                 repeats.setdefault((flag.code, flag.text), []).append(f"r{test.repeat_index + 1}")
     return tuple(CellFlag(code, text, tuple(r)) for (code, text), r in sorted(repeats.items()))
 

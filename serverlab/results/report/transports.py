@@ -43,7 +43,13 @@ COUNTS = ("lost", "duplicated", "reordered", "nobody", "after")
 
 
 def is_push_test(test: RecordedTest) -> bool:
-    return test.params.get("behaviour") in TRANSPORTS and bool(test.params.get("emit_interval_ms"))
+    """A cleartext push test: push over TLS is the TLS section's (serverlab.results.report.tls),
+    and a cell here must not mix the two."""
+    return (
+        test.params.get("behaviour") in TRANSPORTS
+        and bool(test.params.get("emit_interval_ms"))
+        and test.params.get("transport", "clear") == "clear"
+    )
 
 
 def is_capacity(test: RecordedTest) -> bool:

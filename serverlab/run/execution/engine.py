@@ -20,7 +20,8 @@ from serverlab.base.paths import REPO_ROOT
 # The engine output version this reader understands (the summary's `version`). From 2 on,
 # `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.
 # From 3 on, each emit line carries its cycle's delay histogram, arrivals and drain time.
-OUTPUT_VERSION = 4
+# From 5 on, errors hold `h2_goaway` and `h2_reset` (HTTP/2 plans, a stream per request).
+OUTPUT_VERSION = 5
 
 
 class EngineError(RuntimeError):
@@ -57,6 +58,21 @@ def check_plans(plans: list[dict]) -> list[dict]:
             f"(exit code {done.returncode}): {done.stderr.strip()[:300]}"
         )
     return verdicts
+
+
+# The smallest plan asking for HTTP/2 over TLS, spelled as serverlab.run.plan.planner
+# spells it (H2_PLAN_FIELD): the engine's --check accepts it once it speaks HTTP/2.
+H2_PROBE = {
+    "target": "https://127.0.0.1:1/",
+    "duration_s": 1,
+    "http2": {"mode": "h2", "streams": 1},
+    "tls": {"insecure": True},
+}
+
+
+def engine_speaks_h2() -> bool:
+    """Whether this engine takes an HTTP/2 plan: asked of the engine, never assumed."""
+    return bool(check_plans([H2_PROBE])[0].get("ok"))
 
 
 @dataclass

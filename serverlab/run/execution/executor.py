@@ -26,8 +26,15 @@ from typing import Any
 
 from serverlab.base import httpclient
 from serverlab.base.netns import NetnsError
+from serverlab.base.tlskeys import DEFAULT_KEY_TYPE
 from serverlab.contestant.manifest import Manifest
-from serverlab.contestant.server import LOOPBACK, ContestantServer, ServerError, log_tail
+from serverlab.contestant.server import (
+    LOOPBACK,
+    TLS_FOLDER,
+    ContestantServer,
+    ServerError,
+    log_tail,
+)
 from serverlab.results.store import (
     Crash,
     EmitCycle,
@@ -138,6 +145,7 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         "docroot": files.root if files else None,
         # Behind the delay line the load arrives at the server namespace's link address.
         "host": namespace.server_address if namespace and namespace.client_netns else env.host,
+        "tls_key_type": plan.tls_key or DEFAULT_KEY_TYPE,
     }
     try:
         server = _server(env.manifest_of(plan.contestant), namespace, options)
@@ -182,8 +190,10 @@ def _server(manifest: Manifest, namespace, options: dict) -> ContestantServer:
 
 def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, Any]:
     """What this host gave the plan's roles: stored beside the test."""
+    ports = {"http": server.port, "syslog": server.syslog_port}
+    ports.update({name.removesuffix("_port"): port for name, port in server.part_ports.items()})
     return {
-        "ports": {"http": server.port, "syslog": server.syslog_port},
+        "ports": ports,
         "server_pid": server.process.pid,
         "cpus": {"server": env.pinning.server, "engine": env.pinning.engine},
         "namespace": namespace.name if namespace else None,
@@ -210,6 +220,8 @@ class _Measurement:
             "host": self.load.target_host,
             "port": server.port,
             "syslog_port": server.syslog_port,
+            **server.part_ports,
+            "tls_ca": str(server.tls.ca_cert) if server.tls else "",
         }
         measured = bind(plan.measured, **self.where)
         if paths:
@@ -234,7 +246,7 @@ class _Measurement:
             server.process.pid,
             on_sample=progress and progress.sample,
             cpus=self.env.pinning.engine,  # the generator's CPUs, never the server's
-            port=server.port,
+            port=self._load_port(),
             diag_socket=lambda: _call(server, sockdiag.open_socket),
         )
         # Where the monitor's clock starts, on the test's: runtime signals are laid on it.
@@ -263,6 +275,14 @@ class _Measurement:
         if plan.count_at_receiver and crash is None:
             put_receiver_figures(test, receiver, server)
         test.status, test.validity = assess(test, self.env.pinning, crash)
+
+    def _load_port(self) -> int:
+        """The server port the measured load connects to: its sockets are the monitor's."""
+        target = self.plan.measured["target"]
+        for name in ("tls_port", "h2c_port", "syslog_tls_port"):
+            if f"{{{name}}}" in target:
+                return self.server.part_ports[name]
+        return self.server.port
 
     def _prime(self) -> Crash | None:
         """The measured load `priming_runs` times; a short note of each goes in run_info."""
@@ -448,7 +468,9 @@ def _record_failure(test: RecordedTest, server, err: Exception) -> None:
 
 def _keep_log(env: Environment, test: RecordedTest, server: ContestantServer) -> None:
     """Moves a failed test's folder (server log, plans) out of this process's work folder,
-    which a later run deletes whole if this one dies."""
+    which a later run deletes whole if this one dies. Its key material is deleted first:
+    keys live only as long as the test's work folder (issue 22)."""
+    shutil.rmtree(server.workdir / TLS_FOLDER, ignore_errors=True)
     kept = env.logs_dir / f"{server.workdir.name}-{os.getpid()}"
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 PLAN_VERSION = 1
 # Placeholders of an engine plan's target, bound by the executor.
-TARGET_FIELDS = ("host", "port", "syslog_port")
+TARGET_FIELDS = ("host", "port", "syslog_port", "tls_port", "h2c_port", "syslog_tls_port")
 # CPU policies: the engine and the server on CPUs of their own (the lab's rule), or sharing.
 CPU_APART = "apart"
 CPU_POLICIES = (CPU_APART, "shared")
@@ -97,10 +97,16 @@ class TestPlan:
     link: Link | None = None
     fileset: dict[str, Any] | None = None  # the docroot and the engine's weighted paths
     smoke: Smoke = field(default_factory=Smoke)
+    # The server's key type when the test speaks TLS: the executor makes key material of
+    # that type in the test's work folder (serverlab.base.tlskeys), gone with the folder.
+    tls_key: str | None = None
     version: int = PLAN_VERSION
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        plan = asdict(self)
+        if plan["tls_key"] is None:
+            del plan["tls_key"]  # a cleartext test's plan reads as it did before TLS
+        return plan
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), sort_keys=True, allow_nan=False)
@@ -144,5 +150,10 @@ def _pair(value) -> tuple[float, float] | None:
 
 
 def bind(engine_plan: dict[str, Any], **where: Any) -> dict[str, Any]:
-    """The engine plan with its target bound to a host and ports (see TARGET_FIELDS)."""
-    return {**engine_plan, "target": engine_plan["target"].format(**where)}
+    """The engine plan with its target bound to a host and ports (see TARGET_FIELDS), and
+    a TLS test's CA file (`{tls_ca}`) to the one the run made for the server."""
+    bound = {**engine_plan, "target": engine_plan["target"].format(**where)}
+    tls = engine_plan.get("tls")
+    if tls and tls.get("ca_file"):
+        bound["tls"] = {**tls, "ca_file": tls["ca_file"].format(**where)}
+    return bound

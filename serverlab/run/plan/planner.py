@@ -19,7 +19,18 @@ from serverlab.run.execution.testplan import (
     TestPlan,
     TimedCall,
 )
-from serverlab.run.plan.suite import BEHAVIOURS, PUSH_BEHAVIOURS, Permutation, Suite, emit_window_s
+from serverlab.run.plan.suite import (
+    BEHAVIOURS,
+    CLEAR,
+    HTTP2_TRANSPORTS,
+    PUSH_BEHAVIOURS,
+    SYSLOG_TLS,
+    TLS_DEFAULTS,
+    Permutation,
+    Suite,
+    emit_window_s,
+    speaks_tls,
+)
 
 PUSH_EVENT = "e1"
 # Long runs with many clients need more than one source address (~28k ports each).
@@ -30,6 +41,16 @@ SLOWEST_COUNTED_RATE = 5000
 COUNTED_RUN_FLOOR_S = 600.0
 HTTP_TARGET = "http://{host}:{port}"
 SYSLOG_TARGET = "{transport}://{{host}}:{{syslog_port}}"
+# RFC 5425: the engine's tls:// target is TCP syslog under TLS, on the server's own port.
+SYSLOG_TLS_TARGET = "tls://{host}:{syslog_tls_port}"
+# HTTPS and WSS (the engine takes https:// for every HTTP behaviour, WebSocket included).
+HTTPS_TARGET = "https://{host}:{tls_port}"
+H2C_TARGET = "http://{host}:{h2c_port}"
+# The engine trusts only the run's CA; the executor binds the file it made for the server.
+TLS_CA = "{tls_ca}"
+# How an engine plan asks for HTTP/2 (`--h2`): the probe of serverlab.run.execution.engine
+# and the plans made here spell it alike, so that h2 cells run once the engine takes it.
+H2_PLAN_FIELD = "http2"
 
 
 def plan_tests(suite: Suite, manifest_of: Callable[[str], Manifest]) -> list[TestPlan]:
@@ -48,6 +69,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         contestant=perm.contestant,
         params=dict(p),
         tunables=_tunables(perm, manifest),
+        tls_key=p["tls_key"] if speaks_tls(p) else None,
         measured=engine_plan(p),
         server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p) + ENGINE_GRACE_S,
@@ -130,6 +152,16 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
     if clients > CLIENTS_PER_SOURCE:
         sources = -(-clients // CLIENTS_PER_SOURCE) + 1
         plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
+    if speaks_tls(p):
+        settings = {**TLS_DEFAULTS, **p}
+        plan["tls"] = {
+            "ca_file": TLS_CA,
+            "resume": settings["tls_resume"] == "on",
+            "group": settings["tls_group"],
+        }
+    if p.get("transport") in HTTP2_TRANSPORTS:
+        # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
+        plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     return plan
 
 
@@ -143,6 +175,8 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
         "clients": min(int(p.get("clients", 1)), 50),
         "duration_s": float(p["warmup_s"]),
     }
+    # Warmed over the test's own transport: a TLS stack has its own code to warm.
+    warm.update({k: v for k, v in p.items() if k == "transport" or k in TLS_DEFAULTS})
     if plain and "path" in p:
         warm["path"] = p["path"]
     return engine_plan(warm)
@@ -150,10 +184,13 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
 
 def _target(p: dict[str, Any]) -> str:
     if p["behaviour"] == "syslog":
+        if p.get("syslog_transport") == SYSLOG_TLS:
+            return SYSLOG_TLS_TARGET
         return SYSLOG_TARGET.format(transport=p.get("syslog_transport", "tcp"))
     path = p.get("path") or BEHAVIOURS.get(p["behaviour"]) or "/"
+    base = {CLEAR: HTTP_TARGET, "h2c": H2C_TARGET}.get(p.get("transport", CLEAR), HTTPS_TARGET)
     # The target is a template: a brace of the suite's own path stays a brace.
-    return HTTP_TARGET + path.replace("{", "{{").replace("}", "}}")
+    return base + path.replace("{", "{{").replace("}", "}}")
 
 
 # Suite keys that are settings of the engine's behaviour, by the name the engine gives them.
@@ -181,6 +218,8 @@ def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
     for key, name in BEHAVIOUR_KEYS.items():
         if key in p:
             spec[name] = p[key]
+    if spec.get("transport") == SYSLOG_TLS:
+        spec["transport"] = "tcp"  # TLS is the target's (tls://); under it, TCP
     if kind == "slow-upload" and "bytes" in spec:
         spec.setdefault("bytes_per_s", spec["bytes"])
     if "publish_every_ms" in p or "publishers" in p:

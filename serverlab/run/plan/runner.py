@@ -23,9 +23,9 @@ from serverlab.run.execution.engine import EngineError, engine_binary
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import FIGURE_SOURCES
 from serverlab.run.execution.testplan import TestPlan
-from serverlab.run.host import shapedlink
+from serverlab.run.host import shapedlink, tlsspeed
 from serverlab.run.host.machine import describe, fingerprint, software_versions
-from serverlab.run.plan.suite import Suite
+from serverlab.run.plan.suite import Suite, speaks_tls
 
 BUSY_FLAG = "machine_busy"  # serverlab.run.execution.validity.kernel_flags
 
@@ -169,6 +169,10 @@ def _machine(session: Session) -> dict:
         method = shapedlink.delay_method()
         info["link_delay_available"] = method is not None
         info["link_delay_by"] = method
+    if any(speaks_tls(plan.params) for plan in session.plans):
+        # One core's handshake ceiling from its signature and X25519 speed (openssl speed,
+        # pinned to the server's CPU): the physical limit beside the report's figures.
+        info["tls_speed"] = tlsspeed.measure(session.env.pinning.server)
     names = sorted({plan.contestant for plan in session.plans})
     manifests = {name: session.env.manifest_of(name) for name in names}
     info["contestant_versions"] = {name: version_of(m) for name, m in manifests.items()}

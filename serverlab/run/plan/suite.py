@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serverlab.base import tomltext
+from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
 from serverlab.contestant.tunables import TunableValueError
 
@@ -102,6 +103,11 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),
     "syslog_mode": ((str,), True),
+    "transport": ((str,), True),
+    "tls_key": ((str,), True),
+    "tls_resume": ((str,), True),
+    "tls_group": ((str,), True),
+    "streams": ((int,), True),
     "files": ((str,), True),
     "link": ((str,), True),
     "priming_runs": ((int,), False),
@@ -110,6 +116,17 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "tunables": ((dict,), False),
 }
 DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
+# How a test's HTTP requests travel (issue 22): cleartext, HTTPS/WSS, or HTTP/2 over TLS or
+# with prior knowledge. A syslog flood says its own with `syslog_transport` (tls: RFC 5425).
+CLEAR = "clear"
+TRANSPORTS = (CLEAR, "tls", "h2", "h2c")
+TLS_TRANSPORTS = ("tls", "h2")
+HTTP2_TRANSPORTS = ("h2", "h2c")
+SYSLOG_TLS = "tls"
+# The TLS settings of a test and their defaults, written into every TLS test's parameters
+# so that the report groups by them whether the suite named them or not.
+TLS_DEFAULTS = {"tls_key": DEFAULT_KEY_TYPE, "tls_resume": "on", "tls_group": "x25519"}
+TLS_CHOICES = {"tls_key": KEY_TYPES, "tls_resume": ("on", "off"), "tls_group": ("x25519", "p256")}
 # Fixed per-test cost of starting, verifying and stopping a server: only for the estimate.
 SETUP_ESTIMATE_S = 6.0
 # A suite whose lists multiply past this many tests is refused before it is expanded.
@@ -639,6 +656,7 @@ class _ScenarioContext:
                 params = _scaled(written, self.suite.scale, self.suite.count_scale)
                 params = held_for_cycles(params, self.suite.cycles)
                 self._check_combination(params)
+                params = with_tls_defaults(params)
                 if self._cannot_run(scenario["name"], contestant, params):
                     continue
                 for tuned in _product(self._tunable_dims(tunables, contestant)):
@@ -742,6 +760,25 @@ class _ScenarioContext:
             raise self.fail("syslog_mode", 'syslog_mode is "count" or "parse" (spec §7.1)')
         self._check_named(p, "link", self.suite.links)
         self._check_named(p, "files", self.suite.filesets)
+        self._check_transport(p)
+
+    def _check_transport(self, p: dict) -> None:
+        """The transport and its TLS settings: known values, and TLS settings only where
+        the test speaks TLS."""
+        transport = p.get("transport", CLEAR)
+        if transport not in TRANSPORTS:
+            raise self.fail("transport", f"transport must be one of {', '.join(TRANSPORTS)}")
+        if "transport" in p and p["behaviour"] == "syslog":
+            raise self.fail("transport", 'a syslog flood says syslog_transport = "tls" instead')
+        for key, allowed in TLS_CHOICES.items():
+            if key in p and p[key] not in allowed:
+                raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
+            if key in p and not speaks_tls(p):
+                raise self.fail(key, f"{key} applies to TLS tests only (transport tls or h2)")
+        if "streams" in p and transport not in HTTP2_TRANSPORTS:
+            raise self.fail("streams", "streams applies to HTTP/2 tests only (transport h2 or h2c)")
+        if p.get("streams", 1) < 1:
+            raise self.fail("streams", "streams must be at least 1")
 
     def _cannot_run(self, scenario: str, contestant: str, p: dict) -> bool:
         """A parsed flood for a contestant without `syslog-parse` is left out, and said."""
@@ -762,6 +799,18 @@ class _ScenarioContext:
             known = ", ".join(sorted(tables)) or "none"
             table = "links" if key == "link" else "filesets"
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+
+def speaks_tls(p: dict[str, Any]) -> bool:
+    """Whether the test's connections are TLS: HTTPS/WSS, HTTP/2 over TLS, RFC 5425."""
+    if p.get("behaviour") == "syslog":
+        return p.get("syslog_transport") == SYSLOG_TLS
+    return p.get("transport", CLEAR) in TLS_TRANSPORTS
+
+
+def with_tls_defaults(p: dict[str, Any]) -> dict[str, Any]:
+    """A TLS test's parameters with every TLS setting written out."""
+    return {**TLS_DEFAULTS, **p} if speaks_tls(p) else p
 
 
 def emit_window_s(p: dict[str, Any]) -> tuple[float, float] | None:

@@ -1,0 +1,50 @@
+"""Plan stage: the tests whose protocol a contestant or the engine cannot speak, found
+before anything runs. A TLS test for a contestant that does not claim `tls` (or an RFC 5425
+flood for one without `syslog-tls`), and any HTTP/2 test while the engine has no HTTP/2,
+is refused with its reason, listed by the dry run and the run as the descriptor refusals
+are (serverlab.run.plan.descriptors). Pure: what the engine speaks is the caller's to give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from serverlab.contestant.manifest import Manifest
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.plan.descriptors import Refused
+from serverlab.run.plan.suite import HTTP2_TRANSPORTS, SYSLOG_TLS
+
+# transport -> the spec part a contestant must claim to be sent it (spec §12).
+TRANSPORT_PARTS = {"tls": "tls", "h2": "h2", "h2c": "h2c"}
+HTTP2 = HTTP2_TRANSPORTS
+
+
+def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
+    """Why this test cannot run for want of a protocol, or None."""
+    p = plan.params
+    transport = p.get("transport")
+    if transport in HTTP2 and not engine_h2:
+        return (
+            f"transport {transport} needs HTTP/2 in the load engine (--h2/--h2c), which "
+            "this engine does not have yet"
+        )
+    part = TRANSPORT_PARTS.get(transport or "")
+    if p.get("behaviour") == "syslog" and p.get("syslog_transport") == SYSLOG_TLS:
+        part = "syslog-tls"
+    if part and part not in manifest.implements:
+        return f"{plan.contestant} does not claim the spec part `{part}`"
+    return None
+
+
+def refuse(
+    plans: list[TestPlan], manifest_of: Callable[[str], Manifest], engine_h2: bool
+) -> tuple[list[TestPlan], list[Refused]]:
+    """(the tests that can run, in order; the refused ones, each with its reason)."""
+    kept, refused = [], []
+    for plan in plans:
+        why = refusal(plan, manifest_of(plan.contestant), engine_h2)
+        if why is None:
+            kept.append(plan)
+        else:
+            refused.append(Refused(plan, why))
+    return kept, refused
