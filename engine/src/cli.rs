@@ -82,8 +82,10 @@ pub struct Args {
     /// JMeter-style users, each looping its behaviour (with --ramp-up and --hold)
     #[arg(long)]
     pub users: Option<u64>,
+    /// Users: start them evenly over this long (e.g. 10s); default 0, all at once
     #[arg(long, value_parser = parse_duration, requires = "users")]
     pub ramp_up: Option<Duration>,
+    /// Users: keep them all running this long after the ramp-up (e.g. 30s); default 0
     #[arg(long, value_parser = parse_duration, requires = "users")]
     pub hold: Option<Duration>,
 
@@ -348,7 +350,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::NewConnectionSpec;
+    use crate::plan::{NewConnectionSpec, SlowReaderSpec, SyslogFraming, SyslogSpec};
 
     fn plan(args: &[&str]) -> Result<Plan, PlanError> {
         let mut all = vec!["serverlab-load"];
@@ -454,6 +456,66 @@ mod tests {
         assert_eq!(p.allowed_hosts, vec!["198.18.0.9", "198.18.0.2"]);
         p.check().unwrap();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The flags start from the plan's own defaults, not restated ones: a behaviour made from
+    /// its naming flags alone equals the one a plan file makes from the same settings, and
+    /// `--help` shows the spec's defaults.
+    #[test]
+    fn a_behaviour_made_by_flags_has_its_specs_defaults() {
+        let cases: [(&[&str], &str); 3] = [
+            (
+                &["--read-bytes", "10", "--read-interval", "20ms"],
+                r#"{"kind": "slow-reader", "read_bytes": 10, "read_interval_ms": 20}"#,
+            ),
+            (&["--syslog", "tcp"], r#"{"kind": "syslog"}"#),
+            (
+                &["--websocket", "e1", "--publish-every", "1s"],
+                r#"{"kind": "websocket", "events": ["e1"], "publish": {"every_ms": 1000}}"#,
+            ),
+        ];
+        for (flags, json) in cases {
+            let mut args = vec!["http://127.0.0.1:1/"];
+            args.extend_from_slice(flags);
+            let from_file: BehaviourSpec = serde_json::from_str(json).unwrap();
+            assert_eq!(plan(&args).unwrap().behaviour, from_file, "{flags:?}");
+        }
+        let shown = |name: &str| {
+            let command = <Args as clap::CommandFactory>::command();
+            let arg = command.get_arguments().find(|a| a.get_id() == name);
+            let values = arg.unwrap().get_default_values().iter();
+            values
+                .map(|v| v.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let reader = SlowReaderSpec::default();
+        assert_eq!(reader.rcvbuf, 4096);
+        assert_eq!(shown("rcvbuf"), reader.rcvbuf.to_string());
+        let syslog = SyslogSpec::default();
+        assert_eq!(shown("message_bytes"), syslog.message_bytes.to_string());
+        assert_eq!(shown("syslog_framing"), "newline");
+        assert_eq!(syslog.syslog_framing, SyslogFraming::Newline);
+        assert_eq!(shown("publishers"), "1");
+    }
+
+    /// A flag with a default still needs the flag that names its behaviour when given, and
+    /// its default alone chooses nothing.
+    #[test]
+    fn a_defaulted_flag_given_alone_is_refused_and_absent_chooses_nothing() {
+        for flag in ["--rcvbuf", "--message-bytes", "--publishers"] {
+            let args = ["serverlab-load", "http://127.0.0.1:1/", flag, "300"];
+            assert!(Args::try_parse_from(args).is_err(), "{flag}");
+        }
+        let args = [
+            "serverlab-load",
+            "http://127.0.0.1:1/",
+            "--syslog-framing",
+            "octet",
+        ];
+        assert!(Args::try_parse_from(args).is_err());
+        let p = plan(&["http://127.0.0.1:1/", "-n", "5"]).unwrap();
+        assert_eq!(p.behaviour, BehaviourSpec::default());
     }
 
     #[test]

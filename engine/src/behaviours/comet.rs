@@ -28,6 +28,12 @@ impl Comet {
     }
 }
 
+impl super::Loop for CometSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(Comet::new(plan, self))
+    }
+}
+
 impl Behaviour for Comet {
     /// The line being read (a line may span reads).
     type State = Vec<u8>;

@@ -34,6 +34,12 @@ pub(crate) struct PollState {
     answered: Option<Instant>,
 }
 
+impl super::Loop for LongpollSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(LongPoll::new(plan, self))
+    }
+}
+
 impl Behaviour for LongPoll {
     type State = PollState;
 

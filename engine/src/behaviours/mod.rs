@@ -2,22 +2,17 @@
 //! `exchange` by a client; pacing, budgets, timeouts and the counting of attempts live in the
 //! worker loop, once. Each behaviour's loop is a file here; its spec (settings, defaults,
 //! `check`, facts) is the plan's (`crate::plan`'s `behaviour` folder), which the layers below
-//! read too. `build` turns a plan's spec into its loop: one line per behaviour.
+//! read too. Each behaviour's file here is named as its spec's there and implements `Loop`
+//! for that spec; the module list and `build` are made from the plan's one list of
+//! behaviours (`crate::plan::with_kinds!`), so this file names no behaviour.
 
-mod comet;
 mod h2plain;
-mod longpoll;
 mod plain;
 mod push;
-mod slow_upload;
-mod sse;
-mod syslog;
-mod websocket;
 
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::plain::Plain;
 use crate::plan::{BehaviourSpec, ValidPlan};
 use crate::stats::ErrorKind;
 
@@ -62,21 +57,25 @@ pub(crate) trait Runner {
     fn run<B: Behaviour + 'static>(self, behaviour: B) -> Self::Out;
 }
 
-/// Builds the plan's behaviour for worker `worker` and hands it to `runner`.
-pub(crate) fn build<R: Runner>(plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
-    use BehaviourSpec as S;
-    match &plan.plan.behaviour {
-        S::Keepalive(_) | S::NewConnection(_) if plan.plan.http2.is_some() => {
-            runner.run(h2plain::H2Plain::new(plan, worker))
-        }
-        S::Keepalive(_) | S::NewConnection(_) | S::SlowReader(_) => {
-            runner.run(Plain::new(plan, worker))
-        }
-        S::Longpoll(spec) => runner.run(longpoll::LongPoll::new(plan, spec)),
-        S::Comet(spec) => runner.run(comet::Comet::new(plan, spec)),
-        S::Sse(spec) => runner.run(sse::Sse::new(plan, spec)),
-        S::Websocket(spec) => runner.run(websocket::WebSocket::new(plan, spec)),
-        S::SlowUpload(spec) => runner.run(slow_upload::SlowUpload::new(plan, spec)),
-        S::Syslog(spec) => runner.run(syslog::Syslog::new(plan, spec)),
-    }
+/// How a worker builds the loop a spec asks for; each behaviour's file here implements it for
+/// its spec.
+pub(crate) trait Loop {
+    fn build<R: Runner>(&self, plan: &ValidPlan, worker: usize, runner: R) -> R::Out;
 }
+
+/// The loops' side of the plan's list: a module per behaviour, named as its spec's module,
+/// and `build`, which hands the plan's spec to its loop.
+macro_rules! loops {
+    ($($(#[$doc:meta])* $variant:ident($spec:ident, $flags:ident) in $module:ident,)*) => {
+        $(mod $module;)*
+
+        /// Builds the plan's behaviour for worker `worker` and hands it to `runner`.
+        pub(crate) fn build<R: Runner>(plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
+            match &plan.plan.behaviour {
+                $(BehaviourSpec::$variant(spec) => spec.build(plan, worker, runner),)*
+            }
+        }
+    };
+}
+
+crate::plan::with_kinds!(loops);

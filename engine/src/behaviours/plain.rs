@@ -8,6 +8,7 @@ use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::inbox::discard;
 use crate::plain::Plain;
+use crate::plan::ValidPlan;
 use crate::stats::ErrorKind;
 
 impl Behaviour for Plain {
@@ -31,5 +32,14 @@ impl Behaviour for Plain {
         }
         c.finish(&answer, self.keep_alive());
         Ok(())
+    }
+}
+
+/// Plain requests as the plan asks them sent: HTTP/2 streams when it asks for HTTP/2, else
+/// HTTP/1.1 requests (`keepalive` and `new-connection` build their loops here).
+pub(super) fn build<R: super::Runner>(plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
+    match plan.plan.http2 {
+        Some(_) => runner.run(super::h2plain::H2Plain::new(plan, worker)),
+        None => runner.run(Plain::new(plan, worker)),
     }
 }

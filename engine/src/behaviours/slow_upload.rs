@@ -50,6 +50,12 @@ impl SlowUpload {
     }
 }
 
+impl super::Loop for SlowUploadSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(SlowUpload::new(plan, self))
+    }
+}
+
 impl Behaviour for SlowUpload {
     type State = ();
 

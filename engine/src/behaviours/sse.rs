@@ -224,6 +224,12 @@ pub(crate) struct SseState {
     opened: bool,
 }
 
+impl super::Loop for SseSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(Sse::new(plan, self))
+    }
+}
+
 impl Behaviour for Sse {
     type State = SseState;
 

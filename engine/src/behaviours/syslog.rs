@@ -92,6 +92,12 @@ pub(crate) struct SyslogState {
     scratch: Vec<u8>,
 }
 
+impl super::Loop for SyslogSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(Syslog::new(plan, self))
+    }
+}
+
 impl Behaviour for Syslog {
     type State = SyslogState;
 

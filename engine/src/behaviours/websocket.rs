@@ -89,6 +89,12 @@ enum Stop {
     Broken(u16),
 }
 
+impl super::Loop for WebsocketSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, _: usize, runner: R) -> R::Out {
+        runner.run(WebSocket::new(plan, self))
+    }
+}
+
 impl Behaviour for WebSocket {
     type State = WsState;
 

@@ -6,8 +6,8 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, SyslogTransport, TlsClient,
-    WaitMode, WeightedPath,
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, TlsClient, WaitMode,
+    WeightedPath,
 };
 use crate::target::{may_send_to, Target};
 
@@ -150,7 +150,7 @@ impl Plan {
                 "tls",
                 "TLS settings need an https://, wss:// or tls:// target",
             ),
-            (Some(_), true) if self.is_udp() => refuse(
+            (Some(_), true) if self.behaviour.kind().is_datagram() => refuse(
                 "tls",
                 "syslog over UDP stays cleartext: use a tls:// target for RFC 5425",
             ),
@@ -177,10 +177,6 @@ impl Plan {
             Some(_) => &[b"h2"],
             None => &[],
         }
-    }
-
-    fn is_udp(&self) -> bool {
-        matches!(&self.behaviour, BehaviourSpec::Syslog(s) if s.transport == SyslogTransport::Udp)
     }
 
     /// Counts and durations a run can hold: finite, and within what one engine process

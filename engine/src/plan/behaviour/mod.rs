@@ -5,7 +5,8 @@
 //! sockets and the drivers below the loops read too, so it cannot live beside its loop.
 //!
 //! Adding a behaviour: its spec file here (with its command-line flags, which `crate::cli`
-//! flattens in), one line in `kinds!` below, and its loop in `crate::behaviours`.
+//! flattens in), its loop's file in `crate::behaviours`, and one line in `with_kinds!`
+//! below, the one list of behaviours both sides are made from.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,10 @@ pub trait Kind {
     /// Speaks HTTP to an `http://` target.
     fn needs_http(&self) -> bool {
         true
+    }
+    /// Sends datagrams (UDP), so holds no connection.
+    fn is_datagram(&self) -> bool {
+        false
     }
     /// Lasts until the run ends (a stream without `duration_ms`).
     fn is_endless(&self) -> bool {
@@ -87,14 +92,14 @@ impl Flags for NoFlags {
     }
 }
 
-/// The enum of behaviours, its one delegating match, their modules and their flags, from
-/// one list: adding a behaviour adds one line to the list (and its file, named `$module`).
+/// The plan's side of the list in `with_kinds!`: the enum of behaviours, its one delegating
+/// match, their spec modules and their flags.
 macro_rules! kinds {
     ($($(#[$doc:meta])* $variant:ident($spec:ident, $flags:ident) in $module:ident,)*) => {
         $(mod $module; pub use $module::*;)*
 
         /// Every behaviour's command-line flags, one group per behaviour.
-        #[derive(Debug, Clone, Default, clap::Args)]
+        #[derive(Debug, Clone, clap::Args)]
         pub struct BehaviourFlags {
             $(#[command(flatten)] pub $module: $flags,)*
         }
@@ -132,29 +137,42 @@ macro_rules! kinds {
     };
 }
 
-kinds! {
-    /// Requests on a kept-alive connection.
-    Keepalive(KeepaliveSpec, NoFlags) in keepalive,
-    /// A new connection per request (`Connection: close`).
-    NewConnection(NewConnectionSpec, NewConnectionFlags) in new_connection,
-    /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every answer.
-    Longpoll(LongpollSpec, LongpollFlags) in longpoll,
-    /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
-    Comet(CometSpec, CometFlags) in comet,
-    /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`, with
-    /// `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped stream is
-    /// opened again with `Last-Event-ID`.
-    Sse(SseSpec, SseFlags) in sse,
-    /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to `events`;
-    /// with `publish`, the run's first `clients` clients also publish every `every_ms`.
-    Websocket(WebsocketSpec, WebsocketFlags) in websocket,
-    /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
-    SlowUpload(SlowUploadSpec, SlowUploadFlags) in slow_upload,
-    /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
-    SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
-    /// Syslog messages numbered from `seq_start` on; one message counts as one request.
-    Syslog(SyslogSpec, SyslogFlags) in syslog,
+/// Every behaviour, one line each: its variant, its spec and flags (defined in the file
+/// named `$module` here) and, by the same name, its loop's file in `crate::behaviours`.
+/// `with_kinds!(m)` hands the list to the macro `m`: `kinds!` above makes the plan's side of
+/// it, and `crate::behaviours` its loops, so adding a behaviour is one line here.
+macro_rules! with_kinds {
+    ($callback:ident) => {
+        $callback! {
+            /// Requests on a kept-alive connection.
+            Keepalive(KeepaliveSpec, NoFlags) in keepalive,
+            /// A new connection per request (`Connection: close`).
+            NewConnection(NewConnectionSpec, NewConnectionFlags) in new_connection,
+            /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every
+            /// answer.
+            Longpoll(LongpollSpec, LongpollFlags) in longpoll,
+            /// `POST` a comet subscription and read its ndjson stream, checking `seq` per event.
+            Comet(CometSpec, CometFlags) in comet,
+            /// `GET` the target (normally `/sse`) as a Server-Sent Events stream of `events`,
+            /// with `heartbeat_ms` and `duration_ms` passed in the query when given; a dropped
+            /// stream is opened again with `Last-Event-ID`.
+            Sse(SseSpec, SseFlags) in sse,
+            /// Upgrade `GET` the target (normally `/ws`) to a WebSocket and subscribe to
+            /// `events`; with `publish`, the run's first `clients` clients also publish every
+            /// `every_ms`.
+            Websocket(WebsocketSpec, WebsocketFlags) in websocket,
+            /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
+            SlowUpload(SlowUploadSpec, SlowUploadFlags) in slow_upload,
+            /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
+            SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
+            /// Syslog messages numbered from `seq_start` on; one message counts as one request.
+            Syslog(SyslogSpec, SyslogFlags) in syslog,
+        }
+    };
 }
+pub(crate) use with_kinds;
+
+with_kinds!(kinds);
 
 impl Default for BehaviourSpec {
     fn default() -> Self {
@@ -232,6 +250,12 @@ mod tests {
         assert!(BehaviourSpec::default().kind().is_bare_request());
         let syslog = BehaviourSpec::Syslog(SyslogSpec::default());
         assert!(!syslog.kind().needs_http());
+        assert!(!syslog.kind().is_datagram());
+        let udp = SyslogSpec {
+            transport: SyslogTransport::Udp,
+            ..SyslogSpec::default()
+        };
+        assert!(BehaviourSpec::Syslog(udp).kind().is_datagram());
         assert_eq!(syslog.kind().seq_start(), 1);
     }
 }

@@ -62,7 +62,7 @@ impl Kind for SlowReaderSpec {
 }
 
 /// `--read-bytes` with `--read-interval`, and `--rcvbuf` (default: the spec's).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct SlowReaderFlags {
     /// Slow reader: bytes per read (with --read-interval)
     #[arg(long, requires = "read_interval")]
@@ -71,8 +71,8 @@ pub struct SlowReaderFlags {
     #[arg(long, value_parser = crate::plan::parse_duration, requires = "read_bytes")]
     pub read_interval: Option<std::time::Duration>,
     /// Slow reader: socket receive buffer in bytes
-    #[arg(long, requires = "read_bytes")]
-    pub rcvbuf: Option<u32>,
+    #[arg(long, requires = "read_bytes", default_value_t = default_rcvbuf())]
+    pub rcvbuf: u32,
 }
 
 impl super::Flags for SlowReaderFlags {
@@ -81,12 +81,10 @@ impl super::Flags for SlowReaderFlags {
         let (Some(read_bytes), Some(interval)) = (self.read_bytes, self.read_interval) else {
             return Ok(None);
         };
-        let mut spec = SlowReaderSpec {
+        Ok(Some(super::BehaviourSpec::SlowReader(SlowReaderSpec {
+            rcvbuf: self.rcvbuf,
             read_bytes,
             read_interval_ms: interval.as_millis() as u64,
-            ..SlowReaderSpec::default()
-        };
-        spec.rcvbuf = self.rcvbuf.unwrap_or(spec.rcvbuf);
-        Ok(Some(super::BehaviourSpec::SlowReader(spec)))
+        })))
     }
 }

@@ -22,7 +22,9 @@ pub struct SyslogSpec {
     pub seq_start: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SyslogTransport {
     #[default]
@@ -30,7 +32,9 @@ pub enum SyslogTransport {
     Udp,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SyslogFraming {
     #[default]
@@ -69,39 +73,38 @@ impl Kind for SyslogSpec {
     fn needs_http(&self) -> bool {
         false
     }
+    fn is_datagram(&self) -> bool {
+        self.transport == SyslogTransport::Udp
+    }
     fn seq_start(&self) -> u64 {
         self.seq_start
     }
 }
 
 /// `--syslog tcp|udp`, `--syslog-framing` and `--message-bytes` (defaults: the spec's).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct SyslogFlags {
     /// Syslog flood over tcp or udp
-    #[arg(long, value_parser = ["tcp", "udp"])]
-    pub syslog: Option<String>,
+    #[arg(long, value_enum)]
+    pub syslog: Option<SyslogTransport>,
     /// Syslog TCP framing (RFC 6587)
-    #[arg(long, value_parser = ["newline", "octet"], requires = "syslog")]
-    pub syslog_framing: Option<String>,
+    #[arg(long, value_enum, requires = "syslog", default_value_t = SyslogFraming::default())]
+    pub syslog_framing: SyslogFraming,
     /// Syslog mean message size in bytes (each message's shape varies it)
-    #[arg(long, requires = "syslog")]
-    pub message_bytes: Option<usize>,
+    #[arg(long, requires = "syslog", default_value_t = default_message_bytes())]
+    pub message_bytes: usize,
 }
 
 impl super::Flags for SyslogFlags {
     const NAME: &'static str = "--syslog";
     fn spec(&self, _: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, PlanError> {
-        let Some(transport) = self.syslog.as_deref() else {
-            return Ok(None);
-        };
-        let mut spec = SyslogSpec::default();
-        if transport == "udp" {
-            spec.transport = SyslogTransport::Udp;
-        }
-        if self.syslog_framing.as_deref() == Some("octet") {
-            spec.syslog_framing = SyslogFraming::Octet;
-        }
-        spec.message_bytes = self.message_bytes.unwrap_or(spec.message_bytes);
-        Ok(Some(super::BehaviourSpec::Syslog(spec)))
+        Ok(self.syslog.map(|transport| {
+            super::BehaviourSpec::Syslog(SyslogSpec {
+                transport,
+                syslog_framing: self.syslog_framing,
+                message_bytes: self.message_bytes,
+                ..SyslogSpec::default()
+            })
+        }))
     }
 }

@@ -28,16 +28,6 @@ fn default_publishers() -> u64 {
     1
 }
 
-impl Publish {
-    /// Publishing every `every_ms` from the default number of clients.
-    pub fn every(every_ms: u64) -> Publish {
-        Publish {
-            every_ms,
-            clients: default_publishers(),
-        }
-    }
-}
-
 impl Kind for WebsocketSpec {
     fn check(&self) -> Vec<PlanError> {
         let mut errors = Vec::new();
@@ -63,7 +53,7 @@ impl Kind for WebsocketSpec {
 }
 
 /// `--websocket EVENTS`, `--publish-every` and `--publishers` (default: the spec's).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct WebsocketFlags {
     /// WebSocket to the target, subscribed to these events (comma list)
     #[arg(long, value_delimiter = ',')]
@@ -71,9 +61,9 @@ pub struct WebsocketFlags {
     /// WebSocket: publish the first event this often (e.g. 1s), from --publishers clients
     #[arg(long, value_parser = crate::plan::parse_duration, requires = "websocket")]
     pub publish_every: Option<std::time::Duration>,
-    /// WebSocket: how many of the run's clients publish (default 1, with --publish-every)
-    #[arg(long, requires = "publish_every")]
-    pub publishers: Option<u64>,
+    /// WebSocket: how many of the run's clients publish (with --publish-every)
+    #[arg(long, requires = "publish_every", default_value_t = default_publishers())]
+    pub publishers: u64,
 }
 
 impl super::Flags for WebsocketFlags {
@@ -82,10 +72,9 @@ impl super::Flags for WebsocketFlags {
         let Some(events) = &self.websocket else {
             return Ok(None);
         };
-        let publish = self.publish_every.map(|every| {
-            let mut publish = Publish::every(every.as_millis() as u64);
-            publish.clients = self.publishers.unwrap_or(publish.clients);
-            publish
+        let publish = self.publish_every.map(|every| Publish {
+            every_ms: every.as_millis() as u64,
+            clients: self.publishers,
         });
         let events = super::non_empty(events);
         Ok(Some(super::BehaviourSpec::Websocket(WebsocketSpec { events, publish })))
