@@ -161,6 +161,8 @@ macro_rules! with_kinds {
             /// `events`; with `publish`, the run's first `clients` clients also publish every
             /// `every_ms`.
             Websocket(WebsocketSpec, WebsocketFlags) in websocket,
+            /// `POST` a body of `bytes` bytes trickled at `bytes_per_s`.
+            SlowUpload(SlowUploadSpec, SlowUploadFlags) in slow_upload,
             /// Small receive buffer and reads of at most `read_bytes` every `read_interval_ms`.
             SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
             /// Syslog messages numbered from `seq_start` on; one message counts as one request.
