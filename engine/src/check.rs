@@ -166,6 +166,14 @@ mod tests {
                 "behaviour",
             ),
             (
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes_per_s": 5}"#,
+                "behaviour",
+            ),
+            (
+                r#""duration_s": 1, "behaviour": {"kind": "slow-upload", "bytes": 5, "bytes_per_s": 5, "duration_ms": 5}"#,
+                "behaviour",
+            ),
+            (
                 r#""duration_s": 1, "behaviour": {"kind": "new-connection", "transport": "udp"}"#,
                 "behaviour",
             ),

@@ -9,6 +9,19 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[test]
+fn slow_upload_takes_about_size_over_rate() {
+    let server = perf_server();
+    let s = common::run_plan(
+        json!({"target": server.url("/upload"), "requests": 2, "connections": 2,
+        "method": "POST", "behaviour": {"kind": "slow-upload", "bytes": 3000, "bytes_per_s": 6000}}),
+    );
+    assert_eq!((s.attempts.requests, s.attempts.ok), (2, 2));
+    assert_eq!(ServerStats::get(&server.stats.body_bytes), 6000);
+    let seconds = s.timings.service_us.p50 as f64 / 1e6;
+    assert!((0.45..0.75).contains(&seconds), "took {seconds} s");
+}
+
+#[test]
 fn slow_reader_paces_its_reads() {
     const BODY: usize = 64 * 1024;
     let server = serve(|mut stream, _| async move {
