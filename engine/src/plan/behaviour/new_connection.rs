@@ -35,6 +35,6 @@ impl super::Flags for NewConnectionFlags {
     const NAME: &'static str = "--new-connection";
     fn spec(&self, shared: &super::SharedFlags) -> Result<Option<super::BehaviourSpec>, super::PlanError> {
         let chosen = self.new_connection || shared.sequential;
-        Ok(chosen.then(|| super::BehaviourSpec::NewConnection(NewConnectionSpec {})))
+        Ok(chosen.then_some(super::BehaviourSpec::NewConnection(NewConnectionSpec {})))
     }
 }
