@@ -7,7 +7,8 @@
 # request against ab, -c 1 keep-alive p50 against wrk (LATENCY_ROUNDS paired rounds).
 #
 # Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 LATENCY_ROUNDS=5
-# LATENCY_DURATION=3 SEQUENTIAL=5000 by default; the machine is
+# LATENCY_DURATION=3 SEQUENTIAL=5000 SEED003_ROUNDS=5 by default,
+# SECTIONS="keepalive newconn seed003 open latency" picks workloads; the machine is
 # shared, so each workload runs ROUNDS times with the generators alternating, medians shown;
 # ratios are taken per round between runs made back to back, then their median)
 # Needs: nginx-light wrk nghttp2-client apache2-utils httperf (the Makefile's DEBIAN_PACKAGES),
@@ -22,15 +23,22 @@ CONNS="${CONNS:-100}"
 LATENCY_ROUNDS="${LATENCY_ROUNDS:-5}"
 LATENCY_DURATION="${LATENCY_DURATION:-3}"
 SEQUENTIAL="${SEQUENTIAL:-5000}"
+SEED003_ROUNDS="${SEED003_ROUNDS:-5}"
+# Which workloads to run (all by default), e.g. SECTIONS="seed003 latency".
+SECTIONS="${SECTIONS:-keepalive newconn seed003 open latency}"
 GEN_CPU="${GEN_CPU:-0}"
 SERVER_CPU="${SERVER_CPU:-1}"
-ENGINE="$ROOT/engine/target/release/serverlab-load"
+# ENGINE=path measures another build (then nothing is built here).
+ENGINE="${ENGINE:-}"
 BODY='serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.'
 
 for tool in nginx wrk h2load ab httperf taskset python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
 done
-(cd "$ROOT/engine" && cargo build --release --locked --quiet)
+if [[ -z "$ENGINE" ]]; then
+  (cd "$ROOT/engine" && cargo build --release --locked --quiet)
+  ENGINE="$ROOT/engine/target/release/serverlab-load"
+fi
 
 WORK="$(mktemp -d /tmp/serverlab-bench.XXXXXX)"
 NGINX_PID=""
@@ -147,6 +155,34 @@ measure() {
   record "$name" "$tool"
 }
 
+wants() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+# tcpext : the kernel's count of accept-queue overflows and of SYNs sent again
+# (/proc/net/netstat, the whole network namespace: loopback is shared with the machine)
+tcpext() {
+  awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) k[i] = $i; h = 1 } else for (i = 1; i <= NF; i++) v[k[i]] = $i }
+       END { print v["ListenOverflows"] + 0, v["TCPSynRetrans"] + 0 }' /proc/net/netstat
+}
+# listen_counted NAME TOOL CMD... : measure, and append the run's accept-queue overflows and
+# SYN retransmits to NAME.listen
+listen_counted() {
+  local name="$1" before after
+  before="$(tcpext)"
+  measure "$@"
+  after="$(tcpext)"
+  echo "$before $after" | awk '{print $3 - $1, $4 - $2}' >> "$WORK/$name.listen"
+}
+# overflows NAME : medians of the accept-queue overflows and SYN retransmits per round
+overflows() {
+  python3 - "$WORK/$1.listen" "$1" <<'PY'
+import statistics, sys
+rows = [list(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
+print(f"    {sys.argv[2]}: accept-queue overflows {statistics.median(r[0] for r in rows):.0f}, "
+      f"SYNs sent again {statistics.median(r[1] for r in rows):.0f} (median of {len(rows)} rounds; "
+      f"each round {[tuple(r) for r in rows]})")
+PY
+}
+
 # backend NAME : the socket loop serverlab-load reported for its last run
 backend() {
   summary "$1" 's.get("io_backend", "?")' 2>/dev/null || echo "?"
@@ -213,6 +249,7 @@ echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU, generators on 
 printf '%-34s %12s %10s %10s %8s %6s\n' "workload / generator" "requests/s" "CPU us/req" "requests" "errors" "rounds"
 echo "(requests/s and CPU are medians over the rounds; requests and errors are totals)"
 
+if wants keepalive; then
 echo "-- keep-alive, $CONNS connections ($ROUNDS rounds, generators alternating)"
 for _ in $(seq "$ROUNDS"); do
   measure sl_ka serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --json
@@ -234,7 +271,9 @@ if n.get("count"):
     print(f"    serverlab-load (last round) read answers {n['p50']} us (p50), {n['p90']} us (p90), "
           f"{n['p99']} us (p99) after the kernel received them (notice_us, sampled)")
 PY
+fi
 
+if wants newconn; then
 echo "-- new connection per request, $CONNS concurrent ($ROUNDS rounds)"
 for _ in $(seq "$ROUNDS"); do
   measure sl_nc serverlab "$ENGINE" "$URL" -c "$CONNS" -t 1 -d "${DURATION}s" --new-connection --json
@@ -248,18 +287,28 @@ report "wrk (Connection: close)" wrk_nc
 report "ab" ab_nc
 echo "    (h2load cannot open a connection per request)"
 ratios sl_nc wrk_nc; ratios sl_nc ab_nc; ratios sl_nc_epoll ab_nc; ratios ab_nc wrk_nc
+fi
 
-echo "-- seed 003: -c 10000 -n 20000, new connection per request"
-measure sl_10k serverlab "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json
-measure ab_10k ab ab -c 10000 -n 20000 -s 30 "$URL"
-report "serverlab-load -c 10000" sl_10k
+if wants seed003; then
+echo "-- seed 003: -c 10000 -n 20000, new connection per request ($SEED003_ROUNDS rounds, generators alternating)"
+for _ in $(seq "$SEED003_ROUNDS"); do
+  listen_counted sl_10k serverlab "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --json
+  listen_counted sl_10k_epoll serverlab "$ENGINE" "$URL" -c 10000 -n 20000 -t 1 --new-connection --timeout 30s --source 127.0.0.2-127.0.0.250 --io epoll --json
+  listen_counted ab_10k ab ab -c 10000 -n 20000 -s 30 "$URL"
+done
+report "serverlab-load -c 10000 ($(backend sl_10k))" sl_10k
+report "  the same with --io epoll" sl_10k_epoll
 report "ab -c 10000" ab_10k
+ratios sl_10k ab_10k; ratios sl_10k_epoll ab_10k; ratios sl_10k sl_10k_epoll
+overflows sl_10k; overflows sl_10k_epoll; overflows ab_10k
 python3 - "$WORK/sl_10k.out" <<'PY'
 import json, sys
 s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print(f"    serverlab-load: {s['requests']} requests, errors {s['errors']}, valid={s['valid']}, p99 {s['latency_us']['p99']/1000:.1f} ms")
+print(f"    serverlab-load (last round): {s['requests']} requests, errors {sum(s['errors'].values())}, valid={s['valid']}, p99 {s['latency_us']['p99']/1000:.1f} ms")
 PY
+fi
 
+if wants open; then
 echo "-- open loop at 20000 req/s for 5 s, $CONNS kept-alive connections"
 measure sl_open serverlab "$ENGINE" "$URL" -R 20000 -c "$CONNS" -t 1 -d 5s --json
 report "serverlab-load -R 20000" sl_open
@@ -271,7 +320,9 @@ print(f"    intended {s['intended_rate']:.0f}/s, achieved {s['achieved_rate']:.0
       f"completed {s['rps']:.0f}/s, latency p50 {s['latency_us']['p50']} us p99 {s['latency_us']['p99']} us, "
       f"lag p99 {s['lag_us']['p99']} us")
 PY
+fi
 
+if wants latency; then
 echo "-- latency-bound: one connection at a time ($LATENCY_ROUNDS paired rounds; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 for _ in $(seq "$LATENCY_ROUNDS"); do
   latency_round sl_seq --sequential -n "$SEQUENTIAL"
@@ -299,4 +350,6 @@ ratios sl_c1ka wrk_c1ka; waits sl_c1ka; ratios sl_c1ka_spin wrk_c1ka
 echo "    (auto spins only on a CPU of its own: pinned, nobody else pinned there, idle before the run;"
 echo "     the --wait spin rows show what spinning buys when auto declines on a busy machine)"
 echo "    targets: sequential >= 0.9x httperf's rate; -c 1 new connection >= 1.1x ab's rate; -c 1 keep-alive p50 <= 1.05x wrk's"
+fi
+
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
