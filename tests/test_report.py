@@ -258,7 +258,10 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     summary = report_html[report_html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 6
-    median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] n=\d'
+    median_cell = (
+        r'<b>[\d,]+</b><br><span class="meta"><span class="keep">\[[\d,]+, [\d,]+\]</span>'
+        r' <span class="keep">n=\d'
+    )
     assert re.search(median_cell, summary)
     # The intervals' real coverage is said once, above the table, not in every cell.
     # (A flag's text, in its cell's hover title and in the flags column, may hold a %.)
@@ -642,10 +645,11 @@ def html_cells(html: str) -> dict:
         contestant = re.search(r'<span class="name">(.*?)</span>', row).group(1)
         pattern = (
             r'data-metric="(\w+)" data-n="(\d+)" data-flags="([^"]*)"><b>(.*?)</b>.*?'
-            r'<span class="meta">(.*?)</span>'
+            r'<span class="meta">(.*?)</span></td>'
         )
         for metric, n, flags, median, detail in re.findall(pattern, row, re.S):
-            cells[(scenario, contestant, metric)] = (median, detail, int(n), flags.split())
+            text = re.sub(r"<[^>]+>", "", detail)  # the interval and its n, each kept whole
+            cells[(scenario, contestant, metric)] = (median, text, int(n), flags.split())
     return cells
 
 
