@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from serverlab.run.execution.monitor import Monitor
+from serverlab.run.execution.monitor import Monitor, next_tick
 
 # A parent that forks one busy child and holds 150 MB itself: a tree like a
 # multi-process server, with CPU spent outside the root process.
@@ -122,3 +122,14 @@ def test_a_server_that_dies_mid_run_leaves_empty_samples_not_an_error():
         time.sleep(0.5)
     assert mon.samples[-1].processes == 0
     assert mon.samples[-1].rss_bytes == 0
+
+
+def test_a_sampler_woken_late_skips_the_instants_it_missed_instead_of_sampling_back_to_back():
+    on_time = [next_tick(0.0, 0.1, now) for now in (0.1003, 0.2004, 0.3001)]
+    assert on_time == pytest.approx([0.2, 0.3, 0.4])
+    # Woken at 0.318 for the 0.1 instant: the next sample is at 0.4, not at once for 0.2.
+    assert next_tick(0.0, 0.1, 0.318) == pytest.approx(0.4)
+    # Whenever it wakes, the next sample is half an interval to an interval and a half away.
+    for now in (0.0, 0.049, 0.05, 0.0999, 0.1499, 0.15, 7.3456):
+        gap = next_tick(0.0, 0.1, now) - now
+        assert 0.05 < gap <= 0.15 + 1e-9, now
