@@ -28,6 +28,7 @@ from serverlab.results.report.metrics import (
     compact_number,
     scenario_key,
     scenario_labels,
+    socket_memory_mib,
     validity_flags,
 )
 from serverlab.results.report.summary import TERMINAL_METRICS
@@ -773,3 +774,14 @@ def test_a_parameter_only_some_cells_have_stays_out_of_the_other_cells_labels():
     assert labels[scenario_key(clear)] == "tax (transport=clear)"
     assert labels[scenario_key(tls)] == "tax (tls_key=ecdsa-p256, transport=tls)"
     assert labels[scenario_key(rsa)] == "tax (tls_key=rsa-2048, transport=tls)"
+
+
+def test_a_socket_reading_taken_only_after_the_engine_stopped_is_not_the_socket_figure():
+    rng = random.Random(7)
+    test = recorded(1, "keepalive", {"behaviour": "keepalive"}, "node-http", 0, rng)
+    reading = {"kernel_bytes": 3 * 1024 * 1024, "sockets": 12}
+    test.run_info["kernel"] = {"sockets": {"last": reading, "peak": reading}}
+    assert socket_memory_mib(test) == 3.0
+    late = {**reading, "after_engine_stop": True}
+    test.run_info["kernel"] = {"sockets": {"last": late, "peak": late}}
+    assert socket_memory_mib(test) is None

@@ -120,9 +120,14 @@ def peak_rss_mib(test: RecordedTest) -> float | None:
 
 
 def socket_memory_mib(test: RecordedTest) -> float | None:
-    """Kernel memory of the server's own sockets, last read before the engine stopped."""
+    """Kernel memory of the server's own sockets, last read before the engine stopped. A
+    reading the monitor could only take after the stop (`after_engine_stop`: its sampler
+    was starved through the window) is kept with the test but is not this figure: most of
+    the load's connections had closed by then."""
     sockets = (test.run_info.get("kernel") or {}).get("sockets") or {}
     last = sockets.get("last") or {}
+    if last.get("after_engine_stop"):
+        return None
     value = last.get("kernel_bytes")
     return value / MIB if isinstance(value, int) else None
 
