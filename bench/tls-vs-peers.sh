@@ -130,7 +130,7 @@ probe() {
 
 # server_ticks : the nginx worker's user + system clock ticks so far (/proc/PID/stat)
 server_ticks() {
-  awk '{print $14 + $15}' "/proc/$WORKER/stat"
+  awk '{print $14 + $15}' "/proc/$WORKER/stat" 2>/dev/null || echo 0
 }
 # measure_busy NAME TOOL CMD... : measure (peers-lib.sh), plus the nginx worker's CPU over
 # the tool's own run time, as a share of its core, appended to NAME.busy
