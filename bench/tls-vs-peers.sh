@@ -12,7 +12,7 @@
 # A throwaway CA and an ECDSA P-256 server key are made per run with openssl in the run's
 # temporary folder (mode 0600), which is deleted on exit, Ctrl-C included.
 #
-# Usage: bench/tls-vs-peers.sh   (DURATION=7 ROUNDS=3 CONNS=100 H2_CONNS=10 STREAMS=10
+# Usage: bench/tls-vs-peers.sh   (DURATION=5 ROUNDS=3 CONNS=100 H2_CONNS=10 STREAMS=10
 # SPEED_SECONDS=2 by default; ENGINE=path measures that build instead of building one). Each
 # workload runs ROUNDS paired rounds, the engine first in odd rounds and last in even ones;
 # tables show medians, ratios the median [range] of the per-round ratios.
@@ -21,7 +21,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
-DURATION="${DURATION:-7}"
+DURATION="${DURATION:-5}"
 ROUNDS="${ROUNDS:-3}"
 CONNS="${CONNS:-100}"
 H2_CONNS="${H2_CONNS:-10}"
@@ -128,34 +128,42 @@ probe() {
   printf '    %-40s %s\n' "$label" "$(sort "$WORK/probe.log" | uniq -c | sed 's/^ *//' | paste -sd ';' -)"
 }
 
-# server_ticks : the nginx worker's user + system clock ticks so far (/proc/PID/stat)
-server_ticks() {
-  awk '{print $14 + $15}' "/proc/$WORKER/stat" 2>/dev/null || echo 0
+# server_clock : the nginx worker's CPU time and its time spent runnable but waiting for a
+# CPU, both in seconds so far (/proc/PID/stat's user + system ticks; /proc/PID/schedstat)
+server_clock() {
+  local ticks delay
+  ticks="$(awk '{print $14 + $15}' "/proc/$WORKER/stat" 2>/dev/null || echo 0)"
+  delay="$(awk '{print $2}' "/proc/$WORKER/schedstat" 2>/dev/null || echo 0)"
+  echo "$ticks / $(getconf CLK_TCK), $delay / 1e9"
 }
-# measure_busy NAME TOOL CMD... : measure (peers-lib.sh), plus the nginx worker's CPU over
-# the tool's own run time, as a share of its core, appended to NAME.busy
+# measure_busy NAME TOOL CMD... : measure (peers-lib.sh), plus the nginx worker's CPU and its
+# wait for a CPU over the tool's own run time, as shares of that time, appended to NAME.busy
+# (busy + waiting near 100 % means nginx was the limit: it wanted a whole core)
 measure_busy() {
   local name="$1" tool="$2" before after s
-  before="$(server_ticks)"
+  before="$(server_clock)"
   measure "$@"
-  after="$(server_ticks)"
-  s="$(seconds "$name" "$tool")"
-  [[ -n "$s" ]] && python3 -c "print(($after - $before) / $(getconf CLK_TCK) / $s)" >> "$WORK/$name.busy"
+  after="$(server_clock)"
+  s="$(seconds "$name" "$tool" 2>/dev/null)" || s=""
+  [[ -n "$s" ]] && python3 -c "b, a = ($before), ($after); print((a[0] - b[0]) / $s, (a[1] - b[1]) / $s)" >> "$WORK/$name.busy"
   return 0
 }
-# busy LABEL NAME... : the nginx worker's busy share during each generator's runs
+# busy LABEL NAME... : the nginx worker's busy and waiting shares during each generator's runs
 busy() {
   local label="$1"; shift
   python3 - "$WORK" "$label" "$@" <<'PY'
 import os, statistics, sys
 work, label, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+def share(rows, column):
+    v = [100 * r[column] for r in rows]
+    return f"{statistics.median(v):.0f}% [{min(v):.0f}-{max(v):.0f}]"
 parts = []
 for name in names:
     path = os.path.join(work, name + ".busy")
-    b = [float(x) for x in open(path)] if os.path.exists(path) else []
-    if b:
-        parts.append(f"{name} {100 * statistics.median(b):.0f}% [{100 * min(b):.0f}-{100 * max(b):.0f}]")
-print(f"    nginx worker busy (/proc stat, share of CPU {label}, median [range]): " + ", ".join(parts))
+    rows = [list(map(float, l.split())) for l in open(path)] if os.path.exists(path) else []
+    if rows:
+        parts.append(f"{name} {share(rows, 0)} busy, {share(rows, 1)} waiting")
+print(f"    nginx worker on CPU {label} (/proc stat and schedstat, median [range]): " + "; ".join(parts))
 PY
 }
 
