@@ -43,20 +43,7 @@ trap cleanup EXIT INT TERM
 # shellcheck source=bench/peers-lib.sh
 source "$HERE/peers-lib.sh"
 PORT="$(free_port)"
-mkdir -p "$WORK/tmp"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log error;
-worker_rlimit_nofile 70000;
-events { worker_connections 30000; multi_accept on; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
-  uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
-  keepalive_requests 100000000;
-  keepalive_timeout 60s;
+{ nginx_conf_head; cat <<CONF; } > "$WORK/nginx.conf"
   server {
     listen 127.0.0.1:$PORT backlog=65535 reuseport;
     location = /perf { default_type text/plain; return 200 "$BODY\n"; }

@@ -22,6 +22,27 @@ await_body() {
   [[ "$(curl -s "$@" "$url" | wc -c)" == 84 ]] || { echo "bench: $url is not 84 bytes" >&2; exit 1; }
 }
 
+# nginx_conf_head : the start of the nginx.conf the peer benchmarks share, up to inside the
+# http block (one worker, logs, pid and temp files in WORK, keep-alive without limits); the
+# caller adds its servers and the closing brace
+nginx_conf_head() {
+  mkdir -p "$WORK/tmp"
+  cat <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log error;
+worker_rlimit_nofile 70000;
+events { worker_connections 30000; multi_accept on; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
+  uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+  keepalive_requests 100000000;
+  keepalive_timeout 60s;
+CONF
+}
+
 # run NAME CMD... : runs pinned to the generator CPU; leaves output in $WORK/NAME.out and
 # "user sys rc max_rss_kib" in $WORK/NAME.cpu
 run() {

@@ -77,20 +77,7 @@ make_keys() {
 write_conf() {
   P_PLAIN="$(free_port)"; P_TLS="$(free_port)"; P_H2="$(free_port)"; P_H2C="$(free_port)"; P_PROBE="$(free_port)"
   local perf="location = /perf { default_type text/plain; return 200 \"$BODY\\n\"; }"
-  mkdir -p "$WORK/tmp"
-  cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log error;
-worker_rlimit_nofile 70000;
-events { worker_connections 30000; multi_accept on; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
-  uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
-  keepalive_requests 100000000;
-  keepalive_timeout 60s;
+  { nginx_conf_head; cat <<CONF; } > "$WORK/nginx.conf"
   ssl_certificate $WORK/keys/server.pem;
   ssl_certificate_key $WORK/keys/server.key;
   ssl_protocols TLSv1.2 TLSv1.3;
