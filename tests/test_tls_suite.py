@@ -412,7 +412,7 @@ def test_sse_over_h2_brings_every_cycle_to_every_stream_of_a_real_server(tmp_pat
     env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
     with Store(tmp_path / "lab.db") as store:
         run_suite(Session(suite, plan_tests(suite, find), store, env))
-        (test,) = store.tests()
+        (test,) = [store.load_details(t) for t in store.tests()]
     assert test.status == "ok", test.validity
     assert test.run_info["engine_plan"]["http2"] == {"mode": "h2", "streams": 1}
     assert test.summary["tls_handshakes"] == 20, "a connection per client"
