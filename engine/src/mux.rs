@@ -228,7 +228,7 @@ impl Groups {
     pub fn seat(&self) -> Rc<Group> {
         let seat = self.seats.get();
         self.seats.set(seat + 1);
-        if seat % self.streams != 0 {
+        if !seat.is_multiple_of(self.streams) {
             if let Some(group) = self.filling.borrow().upgrade() {
                 return group;
             }

@@ -405,7 +405,7 @@ fn over_h2c_and_h2(
         if let Some(ca_file) = &tls {
             std::fs::remove_file(ca_file).unwrap();
         }
-        check(&s, &*server.counts, mode);
+        check(&s, &server.counts, mode);
     }
 }
 
@@ -438,31 +438,33 @@ fn long_polls_over_h2_are_streams_and_every_answer_sent_is_counted() {
     });
 }
 
+/// What the comet and SSE runs share: `streams` streams answered without error, every event
+/// the server sent counted once and in order, `held` streams at once on each of 2 connections.
+fn every_event_in_order(s: &Summary, server: &Counts, mode: &str, streams: u64, held: u64) {
+    let answered = (s.attempts.ok, s.errors.total());
+    assert_eq!(answered, (streams, 0), "{mode}: {:?}", s.errors);
+    let sent = server.events_sent.load(SeqCst);
+    assert_eq!(sent, streams * STREAM_EVENTS, "{mode}");
+    assert_eq!(s.events.received, sent, "{mode}");
+    let anomalies = s.events.lost + s.events.duplicated + s.events.reordered;
+    assert_eq!(
+        anomalies, 0,
+        "{mode}: each stream went on where the last stopped"
+    );
+    assert_eq!(server.connections.load(SeqCst), 2, "{mode}");
+    let at_once = server.most_at_once.load(SeqCst);
+    assert_eq!(
+        at_once, held,
+        "{mode}: streams held at once on a connection"
+    );
+}
+
 #[test]
 fn comet_streams_over_h2_count_every_line_in_order() {
     let comet = json!({"kind": "comet", "events": ["e1"], "duration_ms": 2000});
     over_h2c_and_h2(Fault::None, "/push", comet, (12, 3), |s, server, mode| {
-        assert_eq!(
-            (s.attempts.ok, s.errors.total()),
-            (12, 0),
-            "{mode}: {:?}",
-            s.errors
-        );
-        assert_eq!(
-            server.events_sent.load(SeqCst),
-            12 * STREAM_EVENTS,
-            "{mode}"
-        );
-        assert_eq!(s.events.received, 12 * STREAM_EVENTS, "{mode}");
-        let anomalies = s.events.lost + s.events.duplicated + s.events.reordered;
-        assert_eq!(anomalies, 0, "{mode}");
+        every_event_in_order(s, server, mode, 12, 3);
         assert_eq!(s.events.comet_timeout_lines, 12, "{mode}");
-        assert_eq!(server.connections.load(SeqCst), 2, "{mode}");
-        assert_eq!(
-            server.most_at_once.load(SeqCst),
-            3,
-            "{mode}: 3 streams held at once"
-        );
     });
 }
 
@@ -470,31 +472,13 @@ fn comet_streams_over_h2_count_every_line_in_order() {
 fn sse_streams_over_h2_reconnect_with_their_last_event_id_and_lose_nothing() {
     let sse = json!({"kind": "sse", "events": ["e1"], "duration_ms": 2000});
     over_h2c_and_h2(Fault::None, "/sse", sse, (12, 3), |s, server, mode| {
-        assert_eq!(
-            (s.attempts.ok, s.errors.total()),
-            (12, 0),
-            "{mode}: {:?}",
-            s.errors
-        );
-        assert_eq!(
-            server.events_sent.load(SeqCst),
-            12 * STREAM_EVENTS,
-            "{mode}"
-        );
-        assert_eq!(s.events.received, 12 * STREAM_EVENTS, "{mode}");
-        let anomalies = s.events.lost + s.events.duplicated + s.events.reordered;
-        assert_eq!(
-            anomalies, 0,
-            "{mode}: each stream went on where the last stopped"
-        );
+        every_event_in_order(s, server, mode, 12, 3);
         assert_eq!(s.events.sse_timeout_messages, 12, "{mode}");
         assert_eq!(s.events.reconnects, 12 - 6, "{mode}: 6 clients, 12 streams");
         assert_eq!(
             s.timings.handshake_us.count, 12,
             "{mode}: a head per stream"
         );
-        assert_eq!(server.connections.load(SeqCst), 2, "{mode}");
-        assert_eq!(server.most_at_once.load(SeqCst), 3, "{mode}");
     });
 }
 
