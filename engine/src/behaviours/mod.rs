@@ -6,6 +6,7 @@
 
 mod comet;
 mod h2plain;
+mod h2push;
 mod longpoll;
 mod plain;
 mod push;
