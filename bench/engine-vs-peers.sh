@@ -7,7 +7,7 @@
 # request against ab, -c 1 keep-alive p50 against wrk (LATENCY_ROUNDS paired rounds).
 #
 # Usage: bench/engine-vs-peers.sh   (DURATION=10 ROUNDS=3 CONNS=100 LATENCY_ROUNDS=5
-# LATENCY_DURATION=3 SEQUENTIAL=5000 by default; the machine is
+# LATENCY_DURATION=3 SEQUENTIAL=5000 by default, ENGINE=path for a built binary; the machine is
 # shared, so each workload runs ROUNDS times with the generators alternating, medians shown;
 # ratios are taken per round between runs made back to back, then their median)
 # Needs: nginx-light wrk nghttp2-client apache2-utils httperf (the Makefile's DEBIAN_PACKAGES),
@@ -24,13 +24,17 @@ LATENCY_DURATION="${LATENCY_DURATION:-3}"
 SEQUENTIAL="${SEQUENTIAL:-5000}"
 GEN_CPU="${GEN_CPU:-0}"
 SERVER_CPU="${SERVER_CPU:-1}"
-ENGINE="$ROOT/engine/target/release/serverlab-load"
+# ENGINE=path measures that build instead of building this tree's (a before/after pair).
+ENGINE="${ENGINE:-}"
 BODY='serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.'
 
 for tool in nginx wrk h2load ab httperf taskset python3; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
 done
-(cd "$ROOT/engine" && cargo build --release --locked --quiet)
+if [[ -z "$ENGINE" ]]; then
+  (cd "$ROOT/engine" && cargo build --release --locked --quiet)
+  ENGINE="$ROOT/engine/target/release/serverlab-load"
+fi
 
 WORK="$(mktemp -d /tmp/serverlab-bench.XXXXXX)"
 NGINX_PID=""

@@ -269,9 +269,9 @@ impl PacerSpec {
 }
 
 impl Plan {
-    /// Whether the io_uring loop can run this plan: closed-loop bare requests.
+    /// Whether the io_uring loop can run this plan: closed-loop or sequential bare requests.
     pub fn suits_io_uring(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Closed {})
+        matches!(self.pacer, PacerSpec::Closed {} | PacerSpec::Sequential {})
             && self.behaviour.kind().is_bare_request()
             && self.tls.is_none()
             && self.http2.is_none()
