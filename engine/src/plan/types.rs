@@ -73,7 +73,8 @@ pub struct Plan {
     #[serde(default)]
     pub netns: Option<String>,
     /// How sockets are driven. `auto`: io_uring for closed-loop `keepalive` and
-    /// `new-connection` requests when the kernel offers it, epoll otherwise.
+    /// `new-connection` requests, and sequential ones, when the kernel offers it, epoll
+    /// otherwise.
     #[serde(default)]
     pub io: IoBackend,
     /// How a worker of the epoll loop waits for its sockets. `auto`: spin, then sleep, for a
