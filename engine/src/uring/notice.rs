@@ -20,15 +20,16 @@ struct Stamped {
     out: bool,
 }
 
-/// The stamped receives of a driver's slots.
+/// The stamped receives of a driver's slots. The vector is never resized, so each control
+/// buffer stays where the kernel was told it is.
 pub struct Notice {
-    slots: Vec<Box<Stamped>>,
+    slots: Vec<Stamped>,
 }
 
 impl Notice {
     pub fn new(slots: usize) -> Notice {
         let stamped = || {
-            Box::new(Stamped {
+            Stamped {
                 // SAFETY: zeroed msghdr and iovec are valid (null pointers, zero lengths).
                 msghdr: unsafe { std::mem::zeroed() },
                 iov: libc::iovec {
@@ -37,7 +38,7 @@ impl Notice {
                 },
                 control: [0; 8],
                 out: false,
-            })
+            }
         };
         Notice {
             slots: (0..slots).map(|_| stamped()).collect(),
@@ -48,7 +49,7 @@ impl Notice {
     /// is zeroed first: the kernel does not say how much of it a `recvmsg` of the ring wrote,
     /// and a zero length ends the parse.
     pub fn prepare(&mut self, index: usize, spare: Spare) -> *mut libc::msghdr {
-        let s = &mut *self.slots[index];
+        let s = &mut self.slots[index];
         s.control = [0; 8];
         s.iov = libc::iovec {
             iov_base: spare.ptr.cast(),
@@ -65,7 +66,7 @@ impl Notice {
     /// A receive of slot `index` completed: the stamp its bytes carried if it was the stamped
     /// one (time since the epoch), else `None`.
     pub fn take(&mut self, index: usize) -> Option<Duration> {
-        let s = &mut *self.slots[index];
+        let s = &mut self.slots[index];
         if !std::mem::take(&mut s.out) {
             return None;
         }
