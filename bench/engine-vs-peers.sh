@@ -194,6 +194,7 @@ echo "-- latency-bound: one connection at a time ($LATENCY_ROUNDS paired rounds;
 for _ in $(seq "$LATENCY_ROUNDS"); do
   latency_round sl_seq --sequential -n "$SEQUENTIAL"
   latency_round sl_seq_spin --sequential -n "$SEQUENTIAL" --wait spin
+  latency_round sl_seq_ring --sequential -n "$SEQUENTIAL" --io io_uring
   measure httperf_seq httperf httperf --hog --server 127.0.0.1 --port "$PORT" --uri /perf --num-conns "$SEQUENTIAL"
   latency_round sl_c1nc -c 1 -d "${LATENCY_DURATION}s" --new-connection
   latency_round sl_c1nc_spin -c 1 -d "${LATENCY_DURATION}s" --new-connection --wait spin
@@ -204,6 +205,7 @@ for _ in $(seq "$LATENCY_ROUNDS"); do
 done
 report "serverlab-load --sequential" sl_seq
 report "  the same with --wait spin" sl_seq_spin
+report "  the same with --io io_uring" sl_seq_ring
 report "httperf --num-conns $SEQUENTIAL" httperf_seq
 report "serverlab-load -c 1 --new-connection" sl_c1nc
 report "  the same with --wait spin" sl_c1nc_spin
@@ -211,7 +213,7 @@ report "ab -c 1" ab_c1nc
 report "serverlab-load -c 1 (keep-alive)" sl_c1ka
 report "  the same with --wait spin" sl_c1ka_spin
 report "wrk -c 1" wrk_c1ka
-ratios sl_seq httperf_seq; waits sl_seq; ratios sl_seq_spin httperf_seq
+ratios sl_seq httperf_seq; waits sl_seq; ratios sl_seq_spin httperf_seq; ratios sl_seq_ring httperf_seq
 ratios sl_c1nc ab_c1nc; waits sl_c1nc; ratios sl_c1nc_spin ab_c1nc
 ratios sl_c1ka wrk_c1ka; waits sl_c1ka; ratios sl_c1ka_spin wrk_c1ka
 echo "    (auto spins only on a CPU of its own: pinned, nobody else pinned there, idle before the run;"
