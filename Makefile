@@ -9,7 +9,7 @@ SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
 DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
 # Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
-BENCH_PACKAGES := tsung curl
+BENCH_PACKAGES := tsung curl openssl
 
 .PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench soak clean
 
@@ -87,6 +87,7 @@ demo-lab: build
 bench: deps engine
 	@scripts/apt-ensure $(BENCH_PACKAGES)
 	bench/engine-vs-peers.sh
+	bench/tls-vs-peers.sh
 	bench/push-memory.sh
 	bench/push-cpu.sh
 	$(PY) bench/monitor-cost.py

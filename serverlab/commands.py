@@ -13,7 +13,7 @@ from rich.table import Table
 from serverlab.base import terminal
 from serverlab.base.netns import Namespace, enter
 from serverlab.base.terminal import literal
-from serverlab.conformance.verify import verify_contestant
+from serverlab.conformance.verify import VerifyReport, verify_contestant
 from serverlab.contestant.manifest import UNSPOKEN_BY_RUNS, Manifest, discover, find
 from serverlab.contestant.server import ServerError
 from serverlab.lab import manage
@@ -242,9 +242,9 @@ def run(
     with dblock.hold(db_path), Store(db_path) as store:
         store.check_intact()  # a damaged file, like one that cannot be written: before verify
         _clean_up_after_dead_runs(store, db_path.parent / "work")
-        refused = _verify_all(sorted({p.contestant for p in plans})) if verify_first else []
+        refused = _verify_all(sorted({p.contestant for p in plans})) if verify_first else {}
         plans = [plan for plan in plans if plan.contestant not in refused]
-        outcome = LabOutcome(run=None, refused=refused)
+        outcome = LabOutcome(run=None, refused=list(refused))
         if not plans:
             return outcome
         progress = Progress(console)
@@ -257,6 +257,7 @@ def run(
         session = Session(
             suite, plans, store, env, resume=resume, limits=limits, rerun_busy=rerun_busy
         )
+        session.refused, session.unverified = planned.refused, refused
         if execute is not None:
             session.execute = execute
         try:
@@ -363,11 +364,12 @@ def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
     return changes
 
 
-def _verify_all(names: list[str]) -> list[str]:
-    """Conformance before any benchmark: contestants that fail are left out of the run. The
-    transport parts (TLS, HTTP/2) and syslog over TLS are left out while no test of a run
-    can speak them (the engine does not yet): `serverlab verify` checks them."""
-    refused = []
+def _verify_all(names: list[str]) -> dict[str, str]:
+    """Conformance before any benchmark: contestants that fail are left out of the run
+    (returned, each with why). The transport parts (TLS, HTTP/2) and syslog over TLS are
+    left out while no test of a run can speak them (the engine does not yet): `serverlab
+    verify` checks them."""
+    refused = {}
     for name in names:
         console.print(f"verifying {literal(name)} against the spec ...")
         manifest = find(name)
@@ -376,8 +378,8 @@ def _verify_all(names: list[str]) -> list[str]:
         note = f" ({', '.join(unused)}: not used by this run, not checked)" if unused else ""
         console.print(f"  {literal(report.summary() + note)}")
         if not report.ok:
-            refused.append(name)
             failed = [r for r in report.results if r.status == "FAIL"][:5]
+            refused[name] = _verify_reason(report, [r.case_id for r in failed])
             for result in failed:
                 # The reason may quote the server's own answer.
                 said = literal(f"{result.case_id}: {result.reason}")
@@ -385,6 +387,14 @@ def _verify_all(names: list[str]) -> list[str]:
             if report.error:
                 console.print(f"  {literal(report.error, newlines=True)}", highlight=False)
     return refused
+
+
+def _verify_reason(report: VerifyReport, failed: list[str]) -> str:
+    """One line for the stored run: the verdict and the first failed cases (their details,
+    which may quote a server, stay on the terminal and in `serverlab verify`)."""
+    verdict = report.summary().removeprefix(f"{report.name}: ")
+    cases = f" ({', '.join(failed)})" if failed else ""
+    return f"failed verify: {verdict}{cases}"
 
 
 def report(db: str, selection, output: str, summary: bool) -> Path:

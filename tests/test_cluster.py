@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import write_manifest
 from hdrh.histogram import HdrHistogram
 
 from serverlab.base import owner, scratch
@@ -287,21 +288,20 @@ def test_nodes_with_different_engines_refuse_the_run_naming_the_node(contestants
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_dir, tmp_path):
-    """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
+def load_by_hand(lab, contestants_dir: Path, name: str, command_of) -> tuple:
+    """Runs `command_of(server)` (a `serverlab load --ray lab` command line) against a
+    server of contestant `name` started by hand on the lab's server host; returns what the
+    command did and how many requests the server saw."""
     from serverlab.base.netns import Namespace
     from serverlab.contestant.manifest import find
     from serverlab.run.host.shapedlink import NamespacedServer
 
     os.environ["SERVERLAB_CONTESTANTS"] = str(contestants_dir)
-    server = NamespacedServer(
-        Namespace(lab.server.netns), find("reference"), host=lab.server.address
-    )
+    server = NamespacedServer(Namespace(lab.server.netns), find(name), host=lab.server.address)
     try:
         server.start()
-        url = f"http://{lab.server.address}:{server.port}/perf"
         done = subprocess.run(
-            [SERVERLAB, "load", "--ray", "lab", url, "-c", "4", "-d", "2s", "--json"],
+            command_of(server),
             capture_output=True,
             text=True,
             env={**os.environ, "SERVERLAB_LAB": LAB},
@@ -310,11 +310,60 @@ def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_
         served = server.stats()["requests"]["total"]
     finally:
         server.stop()
+        server.cleanup()
         os.environ.pop("SERVERLAB_CONTESTANTS")
+    return done, served
+
+
+def test_ad_hoc_load_from_two_generators_is_merged_and_printed(lab, contestants_dir, tmp_path):
+    """`serverlab load URL --ray lab`: a server started by hand on the lab's server host."""
+
+    def command(server) -> list[str]:
+        url = f"http://{lab.server.address}:{server.port}/perf"
+        return [SERVERLAB, "load", "--ray", "lab", url, "-c", "4", "-d", "2s", "--json"]
+
+    done, served = load_by_hand(lab, contestants_dir, "reference", command)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["type"] == "summary" and summary["generators"] == 2
     assert summary["requests"] > 20 and served >= summary["requests"]
+
+
+# Run in a mount namespace of its own: a tmpfs on $1 that only it sees, the CA $2 copied
+# there as ca.pem, then the command that follows.
+DRIVER_ONLY = 'mount -t tmpfs -o size=1m none "$1" && cp "$2" "$1/ca.pem" && shift 2 && exec "$@"'
+
+
+def test_a_remote_generator_trusts_the_ca_pem_sent_with_its_plan_not_a_path_on_its_host(
+    lab, contestants_dir, tmp_path
+):
+    """`serverlab load https://... --tls-ca FILE --ray lab`, FILE on a tmpfs mounted in the
+    driver's own mount namespace: no generator can open that path (the lab's hosts share
+    one file system otherwise), so the load is whole only if the CA's PEM went with the
+    plan; and the certificate must name the server's lab address, which they connect to."""
+    from test_tls import TLS_MANIFEST
+
+    from serverlab.cluster.actors import CA_COPY
+
+    write_manifest(contestants_dir, "reference-tls", TLS_MANIFEST)
+    driver_only = tmp_path / "driver-only"
+    driver_only.mkdir()
+
+    def command(server) -> list[str]:
+        url = f"https://{lab.server.address}:{server.tls_port}/perf"
+        load = [SERVERLAB, "load", "--ray", "lab", url, "-c", "4", "-d", "1s", "--json"]
+        load += ["--tls-ca", str(driver_only / "ca.pem")]
+        unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c", DRIVER_ONLY]
+        return [*unshare, "sh", str(driver_only), str(server.tls.ca_cert), *load]
+
+    done, served = load_by_hand(lab, contestants_dir, "reference-tls", command)
+    assert not (driver_only / "ca.pem").exists(), "the CA file was seen outside the driver"
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["generators"] == 2 and summary["tls_handshakes"] >= 4
+    assert summary["requests"] > 20 and served >= summary["requests"]
+    assert not any(summary["errors"].values()), summary["errors"]
+    assert not list(scratch.root().rglob(CA_COPY)), "a generator's CA copy outlived its load"
 
 
 # --- the lab leaves nothing --------------------------------------------------------------

@@ -1,3 +1,5 @@
+import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -5,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from serverlab.run.execution.monitor import Monitor
+from serverlab.run.execution.monitor import Monitor, next_tick
 
 # A parent that forks one busy child and holds 150 MB itself: a tree like a
 # multi-process server, with CPU spent outside the root process.
@@ -122,3 +124,94 @@ def test_a_server_that_dies_mid_run_leaves_empty_samples_not_an_error():
         time.sleep(0.5)
     assert mon.samples[-1].processes == 0
     assert mon.samples[-1].rss_bytes == 0
+
+
+def test_a_sampler_woken_late_skips_the_instants_it_missed_instead_of_sampling_back_to_back():
+    on_time = [next_tick(0.0, 0.1, now) for now in (0.1003, 0.2004, 0.3001)]
+    assert on_time == pytest.approx([0.2, 0.3, 0.4])
+    # Woken at 0.318 for the 0.1 instant: the next sample is at 0.4, not at once for 0.2.
+    assert next_tick(0.0, 0.1, 0.318) == pytest.approx(0.4)
+    # Whenever it wakes, the next sample is half an interval to an interval and a half away.
+    for now in (0.0, 0.049, 0.05, 0.0999, 0.1499, 0.15, 7.3456):
+        gap = next_tick(0.0, 0.1, now) - now
+        assert 0.05 < gap <= 0.15 + 1e-9, now
+
+
+# A server holding a listener and three accepted connections it never reads: four sockets
+# on its port, the clients' bytes in their receive queues.
+HOLDER = """
+import socket, time
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+held = [listener.accept()[0] for _ in range(3)]
+time.sleep(30)
+"""
+
+
+@contextlib.contextmanager
+def socket_holder():
+    """The HOLDER server with its three connections made, each sent 64 KiB; yields (pid,
+    port)."""
+    server = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    clients = []
+    try:
+        port = int(server.stdout.readline())
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        for client in clients:
+            client.sendall(bytes(64 * 1024))
+        yield server.pid, port
+    finally:
+        for client in clients:
+            client.close()
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
+def starve_the_sampler(monitor: Monitor, seconds: float) -> int:
+    """Keeps the interpreter's lock for `seconds`: the sampler thread, woken on time, cannot
+    run meanwhile, as a sampler the machine's load keeps off its CPU. A switch interval
+    longer than that, and a loop that never blocks, so the lock is never handed over.
+    Returns how many samples the sampler still added meanwhile (0 when it was starved)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(60)
+    try:
+        before = len(monitor.samples)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return len(monitor.samples) - before
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_a_load_window_the_sampler_is_starved_through_still_has_a_socket_memory_reading():
+    with socket_holder() as (pid, port), Monitor(pid, port=port) as monitor:
+        time.sleep(0.3)
+        monitor.open_window()
+        # Samples may slip in while open_window and close_window read /proc (more on a
+        # loaded machine), but none reads the sockets: the reading is due 0.5 s in.
+        added = starve_the_sampler(monitor, 1.0)
+        figures = monitor.close_window()
+    assert added == 0, "the sampler was not starved"
+    last = figures["sockets"]["last"]
+    assert (last["sockets"], last["established"]) == (4, 3)
+    assert last["kernel_bytes"] >= 3 * 64 * 1024, "the unread bytes of the connections"
+    # Read at the close, after the engine's stop would be: the reading says so.
+    assert last["after_engine_stop"] is True
+
+
+def test_a_sampler_starved_for_most_of_a_short_window_reads_the_sockets_itself():
+    with socket_holder() as (pid, port), Monitor(pid, port=port) as monitor:
+        time.sleep(0.3)
+        before = len(monitor.samples)
+        monitor.open_window()
+        added = starve_the_sampler(monitor, 0.7)
+        time.sleep(0.4)
+        figures = monitor.close_window()
+        in_window = monitor.samples[before:]
+    assert added == 0, "the sampler was not starved"
+    last = figures["sockets"]["last"]
+    assert (last["sockets"], last["established"]) == (4, 3)
+    assert "after_engine_stop" not in last, "read by the sampler, inside the window"
+    assert last["t"] >= in_window[0].t

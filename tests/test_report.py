@@ -28,6 +28,7 @@ from serverlab.results.report.metrics import (
     compact_number,
     scenario_key,
     scenario_labels,
+    socket_memory_mib,
     validity_flags,
 )
 from serverlab.results.report.summary import TERMINAL_METRICS
@@ -258,7 +259,10 @@ def test_summary_table_has_medians_intervals_and_flags(report_html):
     summary = report_html[report_html.index('<table class="summary">') :]
     summary = summary[: summary.index("</table>")]
     assert summary.count("<tr>") == 1 + 6
-    median_cell = r'<b>[\d,]+</b><br><span class="meta">\[[\d,]+, [\d,]+\] n=\d'
+    median_cell = (
+        r'<b>[\d,]+</b><br><span class="meta"><span class="keep">\[[\d,]+, [\d,]+\]</span>'
+        r' <span class="keep">n=\d'
+    )
     assert re.search(median_cell, summary)
     # The intervals' real coverage is said once, above the table, not in every cell.
     # (A flag's text, in its cell's hover title and in the flags column, may hold a %.)
@@ -642,10 +646,11 @@ def html_cells(html: str) -> dict:
         contestant = re.search(r'<span class="name">(.*?)</span>', row).group(1)
         pattern = (
             r'data-metric="(\w+)" data-n="(\d+)" data-flags="([^"]*)"><b>(.*?)</b>.*?'
-            r'<span class="meta">(.*?)</span>'
+            r'<span class="meta">(.*?)</span></td>'
         )
         for metric, n, flags, median, detail in re.findall(pattern, row, re.S):
-            cells[(scenario, contestant, metric)] = (median, detail, int(n), flags.split())
+            text = re.sub(r"<[^>]+>", "", detail)  # the interval and its n, each kept whole
+            cells[(scenario, contestant, metric)] = (median, text, int(n), flags.split())
     return cells
 
 
@@ -769,3 +774,14 @@ def test_a_parameter_only_some_cells_have_stays_out_of_the_other_cells_labels():
     assert labels[scenario_key(clear)] == "tax (transport=clear)"
     assert labels[scenario_key(tls)] == "tax (tls_key=ecdsa-p256, transport=tls)"
     assert labels[scenario_key(rsa)] == "tax (tls_key=rsa-2048, transport=tls)"
+
+
+def test_a_socket_reading_taken_only_after_the_engine_stopped_is_not_the_socket_figure():
+    rng = random.Random(7)
+    test = recorded(1, "keepalive", {"behaviour": "keepalive"}, "node-http", 0, rng)
+    reading = {"kernel_bytes": 3 * 1024 * 1024, "sockets": 12}
+    test.run_info["kernel"] = {"sockets": {"last": reading, "peak": reading}}
+    assert socket_memory_mib(test) == 3.0
+    late = {**reading, "after_engine_stop": True}
+    test.run_info["kernel"] = {"sockets": {"last": late, "peak": late}}
+    assert socket_memory_mib(test) is None

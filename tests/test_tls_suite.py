@@ -14,7 +14,7 @@ from test_tls import TLS_MANIFEST
 
 from serverlab.commands import plan_suite
 from serverlab.contestant.manifest import find
-from serverlab.results.report import build_report
+from serverlab.results.report import build_report, push
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_speaks_h2
 from serverlab.run.execution.executor import Environment, execute
@@ -387,3 +387,43 @@ def test_one_h2_connection_of_twenty_streams_runs_against_a_real_server_beside_t
     (row,) = _rows(_section(html), "tls-h2")
     assert row[0][0] == "go-nethttp" and float(row[3][0]) > 0  # answered/s h2 ÷ h1
     assert "no HTTP/2 test ran" not in _section(html)
+
+
+H2_SSE = """name = "t"
+repeats = 1
+contestants = ["go-nethttp"]
+
+[[scenario]]
+name = "push-sse"
+behaviour = "sse"
+pacer = "users"
+clients = 20
+ramp_up_s = 0.5
+duration_s = 3
+emit_interval_ms = 250
+transport = "h2"
+"""
+
+
+def test_sse_over_h2_brings_every_cycle_to_every_stream_of_a_real_server(tmp_path):
+    # go-nethttp as built claims h2 and sse: each client is one HTTP/2 stream over the run's
+    # TLS, its DATA frames read by the SSE parser that reads HTTP/1.1's bytes.
+    suite = load_suite(_suite(tmp_path, "", H2_SSE))
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    with Store(tmp_path / "lab.db") as store:
+        run_suite(Session(suite, plan_tests(suite, find), store, env))
+        (test,) = [store.load_details(t) for t in store.tests()]
+    assert test.status == "ok", test.validity
+    assert test.run_info["engine_plan"]["http2"] == {"mode": "h2", "streams": 1}
+    assert test.summary["tls_handshakes"] == 20, "a connection per client"
+    window = push.in_window(test)
+    assert len(window) >= 4, [c.seq for c in push.cycles(test)]
+    assert [share for _, share in push.completeness(test)] == [1.0] * len(window)
+    events = test.summary["events"]
+    assert events["received"] >= 20 * len(window), events
+    assert events["lost"] + events["duplicated"] + events["reordered"] == 0, events
+    # The report's memory table has an h2 column: this test's KiB per held connection.
+    html = build_report(tmp_path / "lab.db", "all", tmp_path / "r.html").read_text()
+    (row,) = _rows(_section(html), "tls-memory")
+    assert (row[0][0], row[2][0], row[3][0]) == ("sse", "go-nethttp", "-"), row
+    assert float(row[6][0]) > 0, row

@@ -38,8 +38,8 @@ pub struct Args {
     /// Open every socket in this network namespace (/var/run/netns/NAME); may go with --plan
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
-    /// Socket loop: auto (io_uring for closed-loop keep-alive and new-connection requests
-    /// when the kernel has it), epoll, io_uring; may go with --plan
+    /// Socket loop: auto (io_uring for closed-loop keep-alive, new-connection and sequential
+    /// requests when the kernel has it), epoll, io_uring; may go with --plan
     #[arg(long, value_enum)]
     pub io: Option<IoBackend>,
     /// How workers wait for sockets: auto (spin, then sleep, for latency-bound plans when the

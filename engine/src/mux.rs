@@ -5,19 +5,25 @@
 //! `h2` driver is a task on that same loop, so there is still one loop per worker and no
 //! thread of h2's own. A `Group` is one connection that `streams` clients share (h2load's
 //! `-m`): they each send their next request on it as soon as their last one is answered.
+//! `open` sends one stream's request and `Opened::read` hands its answer's body to a sink
+//! as HTTP/1.1's reader does, for plain requests and push subscriptions alike.
 
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{ready, Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
-use h2::client::SendRequest;
+use h2::client::{ResponseFuture, SendRequest};
+use http::{HeaderMap, HeaderName, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::client::Client;
 use crate::conn::Conn;
+use crate::http::ParseError;
+use crate::inbox::Answer;
 use crate::shared::WorkerCtx;
 use crate::stats::ErrorKind;
 use crate::tls::Tls;
@@ -201,10 +207,12 @@ impl Group {
 }
 
 /// Hands out the groups of one worker: clients in turn take seats, `streams` to a group.
+/// The groups are their seats' own: a group and its connection go with its last client (an
+/// open-loop arrival's, when it is done), so only the group still taking seats is known here.
 pub struct Groups {
     streams: u64,
     seats: Cell<u64>,
-    groups: RefCell<Vec<Rc<Group>>>,
+    filling: RefCell<Weak<Group>>,
 }
 
 impl Groups {
@@ -212,7 +220,7 @@ impl Groups {
         Groups {
             streams: streams.max(1),
             seats: Cell::new(0),
-            groups: RefCell::default(),
+            filling: RefCell::default(),
         }
     }
 
@@ -220,11 +228,136 @@ impl Groups {
     pub fn seat(&self) -> Rc<Group> {
         let seat = self.seats.get();
         self.seats.set(seat + 1);
-        let index = (seat / self.streams) as usize;
-        let mut groups = self.groups.borrow_mut();
-        while groups.len() <= index {
-            groups.push(Rc::default());
+        if !seat.is_multiple_of(self.streams) {
+            if let Some(group) = self.filling.borrow().upgrade() {
+                return group;
+            }
         }
-        groups[index].clone()
+        let group = Rc::new(Group::default());
+        *self.filling.borrow_mut() = Rc::downgrade(&group);
+        group
     }
+
+    /// The connection of `seat`'s group (the seat is taken at its first stream), opened
+    /// through `client` if the group has none.
+    pub async fn held(&self, client: &mut Client, seat: &mut Seat) -> Result<Held, ErrorKind> {
+        let group = seat.0.get_or_insert_with(|| self.seat()).clone();
+        let (generation, link) = group.link(client).await?;
+        Ok(Held {
+            link,
+            shared: Some((group, generation)),
+        })
+    }
+}
+
+/// A client's seat: the group whose connection its streams go on.
+#[derive(Default)]
+pub struct Seat(Option<Rc<Group>>);
+
+/// The connection one stream goes on; a group's is forgotten when a stream's error breaks it.
+pub struct Held {
+    link: Link,
+    shared: Option<(Rc<Group>, u64)>,
+}
+
+impl Held {
+    /// A connection of the stream's own (a new connection per request).
+    pub fn own(link: Link) -> Held {
+        Held { link, shared: None }
+    }
+
+    /// Counts a stream's h2 error, dropping the group's connection if the error broke it.
+    fn failed(&self, e: &h2::Error) -> ErrorKind {
+        let kind = self.link.error_kind(e);
+        if let Some((group, generation)) = &self.shared {
+            if breaks_connection(kind) {
+                group.forget(*generation);
+            }
+        }
+        kind
+    }
+}
+
+/// A stream whose request is sent, and its answer to come.
+pub struct Opened {
+    held: Held,
+    answer: ResponseFuture,
+}
+
+/// Sends `request` as a new stream on `held`'s connection: HEADERS, and `body` (if any) as
+/// DATA.
+pub async fn open(held: Held, request: Request<()>, body: Bytes) -> Result<Opened, ErrorKind> {
+    match send(&held.link, request, body).await {
+        Ok(answer) => Ok(Opened { held, answer }),
+        Err(e) => Err(held.failed(&e)),
+    }
+}
+
+async fn send(link: &Link, request: Request<()>, body: Bytes) -> Result<ResponseFuture, h2::Error> {
+    let mut send = link.send.clone().ready().await?;
+    let bare = body.is_empty();
+    let (answer, mut out) = send.send_request(request, bare)?;
+    if !bare {
+        out.send_data(body, true)?;
+    }
+    Ok(answer)
+}
+
+impl Opened {
+    /// Reads the stream's answer: `on_head` is told its status when its HEADERS come, and
+    /// `sink` takes its body as its DATA frames come, as the socket's bytes are taken over
+    /// HTTP/1.1. A body `sink` refuses ends this stream alone (dropped, h2 resets it).
+    pub async fn read(
+        self,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+        on_head: &mut impl FnMut(u16),
+    ) -> Result<Answer, ErrorKind> {
+        let Opened { held, answer } = self;
+        let answer = answer.await.map_err(|e| held.failed(&e))?;
+        let first_byte = Instant::now();
+        let status = answer.status().as_u16();
+        on_head(status);
+        let mut body = answer.into_body();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(|e| held.failed(&e))?;
+            // The window is given back as the bytes are taken, as a reader would.
+            let _ = body.flow_control().release_capacity(chunk.len());
+            sink(&chunk[..])?;
+        }
+        Ok(Answer {
+            status,
+            close: false,
+            first_byte,
+        })
+    }
+}
+
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or carries as a pseudo-header (`Host` is
+/// `:authority`); a header of these names is left out.
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Request headers as HTTP/2 carries them: lower-case names, hop-by-hop ones left out.
+pub fn h2_headers<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = name.to_ascii_lowercase();
+        if HOP_BY_HOP.contains(&name.as_str()) {
+            continue;
+        }
+        // The plan's check let only "Name: value" through; what HTTP/2 cannot carry is left out.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value),
+        ) {
+            map.append(name, value);
+        }
+    }
+    map
 }

@@ -44,6 +44,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             let plain = Plain::new(plan, index);
             let slots = my_share(plan.plan.connections, index, plan.threads);
             let driver = uring::Driver::new(ring, ctx.clone(), &plain, slots);
+            let _stamping = stamping(plan.plan.stamps_arrivals())?;
             let started = ctx.shared.wait_for_start();
             driver.run()?;
             (IoBackend::IoUring, started)
@@ -53,10 +54,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
                 .enable_all()
                 .build()?;
             let local = tokio::task::LocalSet::new();
-            let _stamping = match ctx.shared.plan.plan.stamps_arrivals() {
-                true => Some(crate::conn::hold_stamping()?),
-                false => None,
-            };
+            let _stamping = stamping(ctx.shared.plan.plan.stamps_arrivals())?;
             if ctx.shared.spin {
                 let (ctx, spun) = (ctx.clone(), spun.clone());
                 local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
@@ -74,6 +72,12 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
         started,
         spun: spun.get(),
     })
+}
+
+/// The kernel's receive stamping held on through the run, if the plan's connections ask for
+/// stamps (`conn::hold_stamping`: each new connection then costs no switching).
+fn stamping(stamped: bool) -> std::io::Result<Option<socket2::Socket>> {
+    stamped.then(crate::conn::hold_stamping).transpose()
 }
 
 /// The io_uring ring this worker should use, if the plan asks for io_uring or leaves the

@@ -2,7 +2,10 @@
 //! `h2` crate's server on tokio; over TLS by tokio-rustls with a throwaway rcgen CA): streams
 //! counted by the server equal the engine's requests, `streams` clients share a connection
 //! and keep that many streams open at once, and the server's GOAWAY and RST_STREAM are
-//! counted by kind. h2c is prior knowledge on an http:// target; h2 is agreed by ALPN.
+//! counted by kind. h2c is prior knowledge on an http:// target; h2 is agreed by ALPN. The
+//! server also serves the push shapes of spec/SPEC.md as streams (a long poll's answer, a
+//! comet stream and an SSE stream of a few numbered events each): every event it sent is
+//! an event the engine counted, in order, with `streams` subscriptions to a connection.
 
 mod common;
 
@@ -14,15 +17,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::Reason;
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
 use serde_json::{json, Value};
+use serverlab_load::Summary;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// What the server does with each stream.
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
-    /// Answers 200 with a small body after a short wait (so streams overlap).
+    /// Answers each stream by its path (`answer`): push shapes, or a small body.
     None,
     /// Resets every stream with REFUSED_STREAM.
     Reset,
@@ -37,6 +42,35 @@ struct Counts {
     streams: AtomicU64,
     /// The most streams one connection had open at once.
     most_at_once: AtomicU64,
+    /// Push events sent: long-poll answers, comet lines and SSE messages with an event.
+    events_sent: AtomicU64,
+    /// Long polls answered (each answer's `seq`).
+    polls: AtomicU64,
+}
+
+/// Events each comet or SSE stream carries before its timeout message and its end.
+const STREAM_EVENTS: u64 = 5;
+
+/// A stream counted as open on its connection until dropped, which a handler does before
+/// its last frame: the client's next stream then never finds this one still counted.
+struct Open {
+    on_connection: Arc<AtomicU64>,
+}
+
+impl Open {
+    fn new(on_connection: &Arc<AtomicU64>, counts: &Counts) -> Open {
+        let now = on_connection.fetch_add(1, SeqCst) + 1;
+        counts.most_at_once.fetch_max(now, SeqCst);
+        Open {
+            on_connection: on_connection.clone(),
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.on_connection.fetch_sub(1, SeqCst);
+    }
 }
 
 struct H2Server {
@@ -88,7 +122,7 @@ where
     counts.connections.fetch_add(1, SeqCst);
     let open = Arc::new(AtomicU64::new(0));
     let mut unanswered = Vec::new();
-    while let Some(Ok((_request, mut respond))) = connection.accept().await {
+    while let Some(Ok((request, mut respond))) = connection.accept().await {
         counts.streams.fetch_add(1, SeqCst);
         match fault {
             Fault::Reset => respond.send_reset(Reason::REFUSED_STREAM),
@@ -97,17 +131,8 @@ where
                 unanswered.push(respond);
             }
             Fault::None => {
-                let (counts, open) = (counts.clone(), open.clone());
-                tokio::spawn(async move {
-                    let now = open.fetch_add(1, SeqCst) + 1;
-                    counts.most_at_once.fetch_max(now, SeqCst);
-                    tokio::time::sleep(Duration::from_millis(3)).await;
-                    open.fetch_sub(1, SeqCst);
-                    let answer = http::Response::new(());
-                    if let Ok(mut body) = respond.send_response(answer, false) {
-                        let _ = body.send_data(Bytes::from_static(b"hello over h2"), true);
-                    }
-                });
+                let stream = Open::new(&open, &counts);
+                tokio::spawn(answer(request, respond, counts.clone(), stream));
             }
         }
     }
@@ -117,6 +142,111 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(unanswered);
+}
+
+/// Serves one stream by its path: `/push` and `/sse` as spec/SPEC.md's push shapes, any
+/// other as a small answer after a short wait (so streams overlap).
+async fn answer(
+    request: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    counts: Arc<Counts>,
+    open: Open,
+) {
+    match request.uri().path() {
+        "/push" => push(request, respond, counts, open).await,
+        "/sse" => sse(request, respond, counts, open).await,
+        _ => {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            drop(open);
+            if let Ok(mut body) = respond.send_response(http::Response::new(()), false) {
+                let _ = body.send_data(Bytes::from_static(b"hello over h2"), true);
+            }
+        }
+    }
+}
+
+/// A `200` head with `content_type`; the body follows as DATA frames.
+fn head(respond: &mut SendResponse<Bytes>, content_type: &str) -> Option<h2::SendStream<Bytes>> {
+    let answer = http::Response::builder()
+        .header("content-type", content_type)
+        .body(())
+        .unwrap();
+    respond.send_response(answer, false).ok()
+}
+
+/// `POST /push`: a long poll is answered by one delivery (the server's next `seq`); a comet
+/// stream gets `STREAM_EVENTS` lines numbered from 1, then the timeout line and its end.
+/// Anything else is a `400`, which the engine counts as an error.
+async fn push(
+    request: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    counts: Arc<Counts>,
+    open: Open,
+) {
+    let post = request.method() == http::Method::POST;
+    let mut body = request.into_body();
+    let mut bytes = Vec::new();
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    let subscription: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let events = |n| counts.events_sent.fetch_add(n, SeqCst);
+    match subscription["type"].as_str().filter(|_| post) {
+        Some("longpoll") => {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            let seq = counts.polls.fetch_add(1, SeqCst) + 1;
+            events(1);
+            drop(open);
+            if let Some(mut out) = head(&mut respond, "application/json") {
+                let _ = out.send_data(common::delivery(seq).into(), true);
+            }
+        }
+        Some("comet") => {
+            let Some(mut out) = head(&mut respond, "application/x-ndjson") else {
+                return;
+            };
+            for seq in 1..=STREAM_EVENTS {
+                events(1);
+                let _ = out.send_data(format!("{}\n", common::delivery(seq)).into(), false);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            drop(open);
+            let _ = out.send_data(format!("{}\n", common::TIMEOUT_ANSWER).into(), true);
+        }
+        _ => {
+            let refused = http::Response::builder().status(400).body(()).unwrap();
+            let _ = respond.send_response(refused, true);
+        }
+    }
+}
+
+/// `GET /sse`: the opening message at the position `Last-Event-ID` names (`e1:0` without
+/// one), `STREAM_EVENTS` event messages numbered on from there, the timeout message, the end.
+async fn sse(
+    request: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    counts: Arc<Counts>,
+    open: Open,
+) {
+    let last: u64 = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|id| id.to_str().ok()?.strip_prefix("e1:")?.parse().ok())
+        .unwrap_or(0);
+    let Some(mut out) = head(&mut respond, "text/event-stream") else {
+        return;
+    };
+    let _ = out.send_data(format!("id: e1:{last}\n\n").into(), false);
+    for seq in last + 1..=last + STREAM_EVENTS {
+        counts.events_sent.fetch_add(1, SeqCst);
+        let message = format!("id: e1:{seq}\ndata: {}\n\n", common::delivery(seq));
+        let _ = out.send_data(message.into(), false);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    drop(open);
+    let timeout = format!("event: timeout\ndata: {}\n\n", common::TIMEOUT_ANSWER);
+    let _ = out.send_data(timeout.into(), true);
 }
 
 fn h2c_plan(server: &H2Server, extra: Value) -> Value {
@@ -204,8 +334,14 @@ fn tls_config() -> (Arc<rustls::ServerConfig>, PathBuf) {
     leaf.subject_alt_names
         .push(SanType::IpAddress([127, 0, 0, 1].into()));
     let cert = leaf.signed_by(&key, &issuer).unwrap();
-    let ca_file =
-        std::env::temp_dir().join(format!("serverlab-h2-test-{}.pem", std::process::id()));
+    // One file per call: the tests of this binary run at once, in one process.
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "serverlab-h2-test-{}-{}.pem",
+        std::process::id(),
+        MADE.fetch_add(1, SeqCst)
+    );
+    let ca_file = std::env::temp_dir().join(name);
     std::fs::write(&ca_file, ca_cert.pem()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
@@ -238,6 +374,152 @@ fn h2_over_tls_is_agreed_by_alpn_and_counts_streams_as_h2c_does() {
     assert_eq!(server.counts.connections.load(SeqCst), 2);
     assert_eq!(s.traffic.tls_handshakes, 2);
     assert_eq!(server.counts.most_at_once.load(SeqCst), 3);
+}
+
+/// Runs `behaviour` against a fresh server's `path` over h2c and then over h2 (TLS by ALPN):
+/// `requests` subscriptions by 2 connections of `streams` clients each; `check` judges each
+/// run's summary beside its server's counts.
+fn over_h2c_and_h2(
+    fault: Fault,
+    path: &str,
+    behaviour: Value,
+    (requests, streams): (u64, u64),
+    check: impl Fn(&Summary, &Counts, &str),
+) {
+    for mode in ["h2c", "h2"] {
+        let (server, tls) = match mode {
+            "h2c" => (h2_server(fault, None), None),
+            _ => {
+                let (config, ca_file) = tls_config();
+                (h2_server(fault, Some(config)), Some(ca_file))
+            }
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut plan = json!({"target": format!("{scheme}://{}{path}", server.addr),
+            "requests": requests, "connections": 2, "threads": 1, "timeout_ms": 3000,
+            "behaviour": behaviour.clone(), "http2": {"mode": mode, "streams": streams}});
+        if let Some(ca_file) = &tls {
+            plan["tls"] = json!({ "ca_file": ca_file });
+        }
+        let s = common::run_plan(plan);
+        if let Some(ca_file) = &tls {
+            std::fs::remove_file(ca_file).unwrap();
+        }
+        check(&s, &server.counts, mode);
+    }
+}
+
+#[test]
+fn long_polls_over_h2_are_streams_and_every_answer_sent_is_counted() {
+    let poll = json!({"kind": "longpoll", "events": ["e1"], "duration_ms": 1000});
+    over_h2c_and_h2(Fault::None, "/push", poll, (40, 4), |s, server, mode| {
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{mode}: {:?}",
+            s.errors
+        );
+        assert_eq!(server.events_sent.load(SeqCst), 40, "{mode}");
+        assert_eq!(s.events.received, 40, "{mode}");
+        assert_eq!(s.events.longpoll_event_answers, 40, "{mode}");
+        assert_eq!(s.events.duplicated + s.events.reordered, 0, "{mode}");
+        assert_eq!(s.timings.event_delay_us.count, 40, "{mode}");
+        assert_eq!(server.streams.load(SeqCst), 40, "{mode}: a stream per poll");
+        assert_eq!(
+            server.connections.load(SeqCst),
+            2,
+            "{mode}: 4 clients to each of 2"
+        );
+        assert_eq!(
+            server.most_at_once.load(SeqCst),
+            4,
+            "{mode}: 4 polls held at once"
+        );
+    });
+}
+
+/// What the comet and SSE runs share: `streams` streams answered without error, every event
+/// the server sent counted once and in order, `held` streams at once on each of 2 connections.
+fn every_event_in_order(s: &Summary, server: &Counts, mode: &str, streams: u64, held: u64) {
+    let answered = (s.attempts.ok, s.errors.total());
+    assert_eq!(answered, (streams, 0), "{mode}: {:?}", s.errors);
+    let sent = server.events_sent.load(SeqCst);
+    assert_eq!(sent, streams * STREAM_EVENTS, "{mode}");
+    assert_eq!(s.events.received, sent, "{mode}");
+    let anomalies = s.events.lost + s.events.duplicated + s.events.reordered;
+    assert_eq!(
+        anomalies, 0,
+        "{mode}: each stream went on where the last stopped"
+    );
+    assert_eq!(server.connections.load(SeqCst), 2, "{mode}");
+    let at_once = server.most_at_once.load(SeqCst);
+    assert_eq!(
+        at_once, held,
+        "{mode}: streams held at once on a connection"
+    );
+}
+
+#[test]
+fn comet_streams_over_h2_count_every_line_in_order() {
+    let comet = json!({"kind": "comet", "events": ["e1"], "duration_ms": 2000});
+    over_h2c_and_h2(Fault::None, "/push", comet, (12, 3), |s, server, mode| {
+        every_event_in_order(s, server, mode, 12, 3);
+        assert_eq!(s.events.comet_timeout_lines, 12, "{mode}");
+    });
+}
+
+#[test]
+fn sse_streams_over_h2_reconnect_with_their_last_event_id_and_lose_nothing() {
+    let sse = json!({"kind": "sse", "events": ["e1"], "duration_ms": 2000});
+    over_h2c_and_h2(Fault::None, "/sse", sse, (12, 3), |s, server, mode| {
+        every_event_in_order(s, server, mode, 12, 3);
+        assert_eq!(s.events.sse_timeout_messages, 12, "{mode}");
+        assert_eq!(s.events.reconnects, 12 - 6, "{mode}: 6 clients, 12 streams");
+        assert_eq!(
+            s.timings.handshake_us.count, 12,
+            "{mode}: a head per stream"
+        );
+    });
+}
+
+#[test]
+fn push_streams_the_server_resets_or_ends_by_goaway_are_counted_by_kind() {
+    let comet = json!({"kind": "comet", "events": ["e1"], "duration_ms": 2000});
+    over_h2c_and_h2(Fault::Reset, "/push", comet, (8, 2), |s, _, mode| {
+        assert_eq!(
+            (s.errors.h2_reset, s.errors.total()),
+            (8, 8),
+            "{mode}: {:?}",
+            s.errors
+        );
+    });
+    let sse = json!({"kind": "sse", "events": ["e1"], "duration_ms": 2000});
+    over_h2c_and_h2(Fault::GoAway, "/sse", sse, (4, 1), |s, server, mode| {
+        assert_eq!(
+            (s.errors.h2_goaway, s.errors.total()),
+            (4, 4),
+            "{mode}: {:?}",
+            s.errors
+        );
+        assert_eq!(server.connections.load(SeqCst), 4, "{mode}: one per GOAWAY");
+    });
+}
+
+#[test]
+fn a_websocket_over_h2_is_refused_for_want_of_rfc_8441() {
+    let plan = json!({"target": "http://127.0.0.1:9/ws", "duration_s": 1, "connections": 1,
+        "behaviour": {"kind": "websocket", "events": ["e1"]}, "http2": {"mode": "h2c"}});
+    let refused = serverlab_load::Plan::from_value(plan)
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("RFC 8441"), "{refused}");
+    let poll = json!({"target": "http://127.0.0.1:9/push", "requests": 1, "connections": 1,
+        "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 10},
+        "http2": {"mode": "h2c"}});
+    let plan = serverlab_load::Plan::from_value(poll).unwrap();
+    assert!(plan.validate().is_ok(), "a long poll goes over h2c");
 }
 
 /// The engine binary with `args`: its exit code and stderr.

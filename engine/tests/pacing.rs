@@ -2,8 +2,12 @@
 
 mod common;
 
-use common::{perf_server, run_plan, ServerStats, BACKENDS};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use common::{perf_server, read_request, run_plan, serve, ServerStats, TestServer, BACKENDS};
 use serde_json::json;
+use tokio::io::AsyncWriteExt;
 
 #[test]
 fn keepalive_makes_exactly_n_requests() {
@@ -60,15 +64,92 @@ fn sequential_is_one_connection_at_a_time() {
     let server = perf_server();
     let s = run_plan(json!({"target": server.url("/perf"), "requests": 60,
         "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"}}));
+    assert_eq!(
+        s.io_backend, "io_uring",
+        "auto takes the ring for sequential plans"
+    );
     assert_eq!(s.attempts.requests, 60);
     assert_eq!(ServerStats::get(&server.stats.connections), 60);
-    assert_eq!(
-        server
-            .stats
-            .max_open
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(server.stats.max_open.load(SeqCst), 1);
+}
+
+/// A server that answers one request saying it closes, and closes `linger` later (never,
+/// for `None`: it holds the connection until the client goes).
+fn closing_late(linger: Option<Duration>) -> TestServer {
+    serve(move |mut stream, stats| async move {
+        if read_request(&mut stream).await.is_none() {
+            return;
+        }
+        stats.requests.fetch_add(1, SeqCst);
+        let answer = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
+        let _ = stream.write_all(answer).await;
+        match linger {
+            Some(linger) => tokio::time::sleep(linger).await,
+            None => while read_request(&mut stream).await.is_some() {},
+        }
+    })
+}
+
+fn sequential(
+    server: &TestServer,
+    io: &str,
+    requests: u64,
+    timeout_ms: u64,
+) -> serverlab_load::Summary {
+    run_plan(
+        json!({"target": server.url("/"), "requests": requests, "io": io,
+        "timeout_ms": timeout_ms, "pacer": {"kind": "sequential"},
+        "behaviour": {"kind": "new-connection"}}),
+    )
+}
+
+#[test]
+fn a_sequential_attempt_is_timed_at_its_answer_and_ends_at_the_servers_close() {
+    const LINGER_MS: u64 = 60;
+    let server = closing_late(Some(Duration::from_millis(LINGER_MS)));
+    for io in BACKENDS {
+        let s = sequential(&server, io, 5, 5_000);
+        assert_eq!(s.io_backend, io);
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (5, 0),
+            "{io}: {:?}",
+            s.errors
+        );
+        let t = &s.timings;
+        assert_eq!((t.latency_us.count, t.connect_us.count), (5, 5), "{io}");
+        assert!(
+            t.latency_us.p50 < LINGER_MS * 1_000,
+            "{io}: timed at the answer, not the close: {:?}",
+            t.latency_us
+        );
+        assert!(
+            s.duration_s >= 5.0 * LINGER_MS as f64 / 1e3,
+            "{io}: each connection waited for the server's close: {} s",
+            s.duration_s
+        );
+        assert!(
+            t.notice_us.count > 0,
+            "{io}: a latency-bound plan is stamped"
+        );
+    }
+    assert_eq!(ServerStats::get(&server.stats.connections), 10);
+    assert_eq!(server.stats.max_open.load(SeqCst), 1);
+}
+
+#[test]
+fn a_server_that_never_closes_times_a_sequential_attempt_out_on_both_loops() {
+    let server = closing_late(None);
+    for io in BACKENDS {
+        let s = sequential(&server, io, 2, 150);
+        assert_eq!(
+            (s.attempts.requests, s.errors.timeout),
+            (2, 2),
+            "{io}: {:?}",
+            s.errors
+        );
+    }
+    assert_eq!(ServerStats::get(&server.stats.requests), 4);
 }
 
 #[test]

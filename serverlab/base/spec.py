@@ -11,6 +11,10 @@ from serverlab.base.paths import spec_cases_dir, spec_file
 
 PERF_CASE = "perf.get"
 
+# The behaviours whose clients hold a connection for events the server pushes (the spec's
+# `push`, `sse` and `websocket` parts): the suite, the planner and the report all ask it.
+PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
+
 
 class SpecError(RuntimeError):
     pass

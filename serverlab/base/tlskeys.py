@@ -4,6 +4,8 @@ A server that claims a TLS part (spec §12) is handed a certificate and key thro
 `{tls_cert}` and `{tls_key}` placeholders. They are made afresh in the run's own work
 folder (serverlab.base.scratch), readable by this user only, and go with that folder; no
 key is ever committed. Clients of the run (verify, the engine) trust only the run's CA.
+The CA certificate (public) travels as PEM text to generators on other hosts
+(`certificate_pem`); a private key never leaves the run's host.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +31,14 @@ SERVER_NAMES = ("localhost",)
 SERVER_ADDRESSES = ("127.0.0.1",)
 # Long enough for any run, short enough that a leaked file is soon worthless.
 VALID_FOR = datetime.timedelta(days=2)
+PEM_LABEL = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----")
 
 
 class KeyTypeError(ValueError):
+    pass
+
+
+class CaPemError(ValueError):
     pass
 
 
@@ -46,15 +55,19 @@ class KeyMaterial:
         return (self.ca_cert, self.cert, self.key)
 
 
-def make_key_material(folder: Path, key_type: str = DEFAULT_KEY_TYPE) -> KeyMaterial:
-    """A fresh CA and a server certificate for 127.0.0.1 and localhost, written to `folder`
-    (made with mode 0700), each file mode 0600."""
+def make_key_material(
+    folder: Path, key_type: str = DEFAULT_KEY_TYPE, addresses: Iterable[str] = ()
+) -> KeyMaterial:
+    """A fresh CA and a server certificate for 127.0.0.1, localhost and `addresses` (the
+    lab or cluster address the server also listens on, which remote generators connect to),
+    written to `folder` (made with mode 0700), each file mode 0600."""
     if key_type not in KEY_TYPES:
         raise KeyTypeError(f"unknown TLS key type '{key_type}' (known: {', '.join(KEY_TYPES)})")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca_key, server_key = _new_key(key_type), _new_key(key_type)
     ca_cert = _ca_certificate(ca_key)
-    server_cert = _server_certificate(server_key, ca_key, ca_cert)
+    named = dict.fromkeys([*SERVER_ADDRESSES, *addresses])  # in order, each once
+    server_cert = _server_certificate(server_key, ca_key, ca_cert, list(named))
     material = KeyMaterial(
         folder, key_type, folder / "ca.pem", folder / "server.pem", folder / "server.key"
     )
@@ -88,10 +101,12 @@ def _ca_certificate(ca_key) -> x509.Certificate:
     )
 
 
-def _server_certificate(server_key, ca_key, ca_cert: x509.Certificate) -> x509.Certificate:
+def _server_certificate(
+    server_key, ca_key, ca_cert: x509.Certificate, addresses: list[str]
+) -> x509.Certificate:
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVER_NAMES[0])])
     names = [x509.DNSName(name) for name in SERVER_NAMES]
-    names += [x509.IPAddress(ipaddress.ip_address(address)) for address in SERVER_ADDRESSES]
+    names += [x509.IPAddress(ipaddress.ip_address(address)) for address in addresses]
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     return (
         _builder(subject, ca_cert.subject, server_key.public_key())
@@ -140,3 +155,29 @@ def _write_private(path: Path, data: bytes) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
+
+
+def certificate_pem(text: str, source: str) -> str:
+    """`text`, when it is PEM certificates and nothing else: what may travel to another
+    host with a plan. CaPemError naming `source` if not (a private key above all)."""
+    labels = sorted(set(PEM_LABEL.findall(text)))
+    if any("PRIVATE KEY" in label for label in labels):
+        raise CaPemError(f"{source} holds a private key: only a CA certificate may be sent")
+    if labels != ["CERTIFICATE"]:
+        found = ", ".join(labels) or "no PEM block"
+        raise CaPemError(f"{source} must hold PEM certificates only, not {found}")
+    try:
+        x509.load_pem_x509_certificates(text.encode())
+    except ValueError as err:
+        raise CaPemError(f"{source} holds a certificate that does not parse: {err}") from None
+    return text
+
+
+def read_ca_pem(path: str | Path) -> str:
+    """The PEM text of a CA file, checked by `certificate_pem`; CaPemError if unreadable."""
+    try:
+        text = Path(path).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise CaPemError(f"cannot read the CA file {path}: {why}") from None
+    return certificate_pem(text, f"the CA file {path}")

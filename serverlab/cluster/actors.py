@@ -1,7 +1,9 @@
 """The two actors of a distributed test, each on the node that has its role's resource.
 
 `Generator` (one per `serverlab_loadgen` node) checks its part of the plan, measures its
-clock against the server's, and runs one engine at the instant it is given. `Server` (on
+clock against the server's, and runs one engine at the instant it is given. A TLS part
+comes with its CA certificate's PEM text (the CA file it names is on the server's host):
+the generator trusts its own copy, in its work folder, deleted after the run. `Server` (on
 the `serverlab_server` node) runs the executor there, as a local run would: the contestant
 on this host's loopback and its lab or cluster address, the monitor, the control calls
 (which the spec answers from loopback only), with the load coming from the generators.
@@ -17,7 +19,9 @@ import os
 import signal
 
 from serverlab.base import owner, scratch
+from serverlab.base.httpclient import HttpError
 from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.base.tlskeys import CaPemError, certificate_pem
 from serverlab.cluster import clock
 from serverlab.cluster.version import node_version
 from serverlab.contestant.manifest import find
@@ -35,6 +39,8 @@ from serverlab.run.host.machine import Pinning
 
 # Seconds past its planned end a generator's engine may run before it is stopped.
 ENGINE_GRACE_S = 30.0
+# The generator's copy of the CA a TLS part trusts, in its work folder.
+CA_COPY = "tls-ca.pem"
 
 
 def _address() -> str:
@@ -53,15 +59,23 @@ class Generator:
     def describe(self) -> dict:
         return {**node_version(), "address": _address(), "pid": os.getpid()}
 
-    def prepare(self, plan: dict, host: str, port: int, clock_required: bool = True) -> dict:
+    def prepare(
+        self,
+        plan: dict,
+        host: str,
+        port: int,
+        clock_required: bool = True,
+        ca_pem: str | None = None,
+    ) -> dict:
         """The engine's verdict on this part of the plan, and this host's clock against the
-        server's (NTP-style, through /timestamp)."""
-        (verdict,) = check_plans([plan])
+        server's (NTP-style, through /timestamp). `ca_pem`: see `run`."""
+        (verdict,) = check_plans([self._own_ca(plan, ca_pem)])
         if not verdict.get("ok"):
             raise EngineError(f"generator {_address()} refuses its plan: {verdict['error']}")
         try:
             offset = clock.measure(host, port)
-        except (clock.ClockError, OSError):
+        except (clock.ClockError, HttpError, OSError):
+            # An ad-hoc target may have no /timestamp (an HTTPS port closes on plain HTTP).
             if clock_required:
                 raise
             offset = clock.unknown()
@@ -72,13 +86,17 @@ class Generator:
             "round_trip_ms": offset.round_trip_ms,
         }
 
-    def run(self, plan: dict, budget_s: float) -> dict:
+    def run(self, plan: dict, budget_s: float, ca_pem: str | None = None) -> dict:
         """Runs the engine on this part of the plan until it ends (or `budget_s` more than
-        planned); returns its output lines and the tail of its stderr."""
-        path = write_plan(plan, self.workdir / "plan.json")
-        self.engine = EngineRun(engine_command(path, cpus=None))
-        self.engine.start()
-        self.engine.wait(budget_s)
+        planned); returns its output lines and the tail of its stderr. `ca_pem`: the PEM
+        text of the CA a TLS part trusts, which the engine reads from a copy here."""
+        try:
+            path = write_plan(self._own_ca(plan, ca_pem), self.workdir / "plan.json")
+            self.engine = EngineRun(engine_command(path, cpus=None))
+            self.engine.start()
+            self.engine.wait(budget_s)
+        finally:
+            (self.workdir / CA_COPY).unlink(missing_ok=True)
         engine, self.engine = self.engine, None
         return {
             "address": _address(),
@@ -91,6 +109,26 @@ class Generator:
     def stop(self) -> None:
         if self.engine is not None:
             self.engine.stop()
+
+    def _own_ca(self, plan: dict, ca_pem: str | None) -> dict:
+        """The plan trusting this generator's copy of its CA, written from `ca_pem`: the
+        file the plan names is on the server's host. EngineError if the PEM did not come,
+        or is anything but certificates."""
+        tls = plan.get("tls") or {}
+        if not tls.get("ca_file"):
+            return plan
+        if ca_pem is None:
+            raise EngineError(
+                f"a TLS plan trusting {tls['ca_file']} came without that CA's PEM: a"
+                " generator on another host has no such file"
+            )
+        try:
+            certificate_pem(ca_pem, "the CA sent with the plan")
+        except CaPemError as err:
+            raise EngineError(str(err)) from None
+        copy = self.workdir / CA_COPY
+        copy.write_text(ca_pem, encoding="ascii")  # a certificate: public
+        return {**plan, "tls": {**tls, "ca_file": str(copy)}}
 
     def kill_everything(self) -> int:
         return _kill_owned()

@@ -2,7 +2,8 @@
 
 Begin: split the plan (serverlab.cluster.split), have each generator check its part and
 measure its clock against the server's, pick one start instant on the server's clock, and
-start every generator at it, translated to its own clock. Done: every generator has
+start every generator at it, translated to its own clock. A TLS plan's CA file is read here
+and its PEM text sent with each part: a generator's host has no such file. Done: every generator has
 answered; a generator whose actor or node dies is noted as lost, with when. Finish: the
 generators' outputs merged exactly by the engine (interval by interval, histograms added),
 each generator's own summary kept beside.
@@ -17,6 +18,8 @@ from urllib.parse import urlsplit
 import ray
 from ray.exceptions import RayError
 
+from serverlab.base.tlskeys import CaPemError, read_ca_pem
+from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.merge import merge
 from serverlab.cluster.split import split
 from serverlab.run.execution.traffic import LoadResult
@@ -39,6 +42,7 @@ class RayLoad:
 
     def begin(self, plan, workdir, tag, on_interval=None, http_port=None):
         parts = split(plan, len(self.generators))
+        ca_pem = _ca_pem(plan)
         pairs = enumerate(zip(self.generators, parts, strict=True))
         # Each part is checked as it will run: sent to this host, and nowhere else.
         allowed = {"allowed_hosts": [self.target_host]}
@@ -47,7 +51,10 @@ class RayLoad:
         # syslog flood's is the syslog port, which would take the request as a message).
         port = http_port or urlsplit(plan["target"]).port
         checks = ray.get(
-            [g.prepare.remote(p, self.target_host, port, self.clock_required) for _, g, p in active]
+            [
+                g.prepare.remote(p, self.target_host, port, self.clock_required, ca_pem)
+                for _, g, p in active
+            ]
         )
         start_at_ms = time.time() * 1000 + START_DELAY_S * 1000
         budget_s = _planned_s(plan) + START_DELAY_S + 30.0
@@ -60,9 +67,21 @@ class RayLoad:
                 "start_at_ms": int(start_at_ms - check["offset_ms"]),
                 "clock_offset_ms": check["offset_ms"],
             }
-            futures.append(generator.run.remote(part, budget_s))
+            futures.append(generator.run.remote(part, budget_s, ca_pem))
             seen.append({"index": index, **check, **_numbering(part)})
         return _RayRunning(futures, [g for _, g, _ in active], seen, Path(workdir), tag)
+
+
+def _ca_pem(plan: dict) -> str | None:
+    """The certificate of the CA the plan trusts, as PEM text, read on this host (where the
+    run made it, or where the user named it with --tls-ca); None for a plan without one."""
+    path = (plan.get("tls") or {}).get("ca_file")
+    if not path:
+        return None
+    try:
+        return read_ca_pem(path)
+    except CaPemError as err:
+        raise ClusterError(str(err)) from None
 
 
 def _numbering(part: dict) -> dict:

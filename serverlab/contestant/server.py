@@ -7,6 +7,7 @@ no process behind, and a later run reaps it if this process dies first.
 """
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
@@ -110,6 +111,15 @@ def log_tail_text(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(no output)"
 
 
+def _ip_literal(host: str) -> list[str]:
+    """[host] when it is an IP address (a certificate names addresses as such), else []."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return []
+    return [host]
+
+
 class ContestantServer:
     def __init__(
         self,
@@ -208,8 +218,11 @@ class ContestantServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.docroot.mkdir(parents=True, exist_ok=True)
         if self.serves_tls and self.tls is None:
-            # Made once per server: a restart after a crash serves the same certificate.
-            self.tls = make_key_material(self.workdir / TLS_FOLDER, self.tls_key_type)
+            # Made once per server: a restart after a crash serves the same certificate,
+            # which names the address remote generators reach it at besides loopback.
+            self.tls = make_key_material(
+                self.workdir / TLS_FOLDER, self.tls_key_type, _ip_literal(self.host)
+            )
         argv = ["/bin/sh", "-c", self.start_command]
         if self.cpus:
             argv = ["taskset", "-c", self.cpus, *argv]

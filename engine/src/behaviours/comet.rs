@@ -3,10 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use super::h2push::Carrier;
 use super::push::{observe_push, push_request, PushKind, SeqTracker, MAX_PUSH_BODY};
 use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::ParseError;
+use crate::mux::Seat;
 use crate::plan::{CometSpec, ValidPlan};
 use crate::shared::WorkerCtx;
 use crate::stats::{ErrorKind, Event};
@@ -15,6 +17,7 @@ use crate::stats::{ErrorKind, Event};
 pub(crate) struct Comet {
     request: Vec<u8>,
     timeout: Option<Duration>,
+    carrier: Carrier,
 }
 
 impl Comet {
@@ -24,6 +27,7 @@ impl Comet {
             timeout: spec
                 .duration_ms
                 .map(|d| Duration::from_millis(d + plan.plan.timeout_ms)),
+            carrier: Carrier::new(plan),
         }
     }
 }
@@ -35,8 +39,8 @@ impl super::Loop for CometSpec {
 }
 
 impl Behaviour for Comet {
-    /// The line being read (a line may span reads).
-    type State = Vec<u8>;
+    /// The line being read (a line may span reads); over HTTP/2, the connection's seat.
+    type State = (Vec<u8>, Seat);
 
     fn timeout(&self) -> Option<Duration> {
         self.timeout
@@ -45,19 +49,16 @@ impl Behaviour for Comet {
     async fn exchange(
         &self,
         c: &mut Client,
-        line: &mut Vec<u8>,
+        (line, seat): &mut (Vec<u8>, Seat),
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
-        let sent = c.open_and_send(&self.request).await?;
-        let ctx = c.ctx.clone();
+        let sent = self.carrier.send(c, seat, &self.request).await?;
+        let (ctx, at) = (c.ctx.clone(), sent.at());
         line.clear();
         let mut tracker = SeqTracker::default();
-        let answer = c
-            .read_answer(false, &mut |data: &[u8]| {
-                comet_bytes(&ctx, data, line, &mut tracker, sent)
-            })
-            .await?;
-        c.record_answer(attempt.intended, sent, &answer);
+        let mut sink = |data: &[u8]| comet_bytes(&ctx, data, line, &mut tracker, at);
+        let answer = sent.read(c, &mut sink, &mut |_| {}).await?;
+        c.record_answer(attempt.intended, at, &answer);
         c.finish(&answer, true);
         Ok(())
     }

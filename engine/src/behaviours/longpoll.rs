@@ -2,11 +2,13 @@
 
 use std::time::{Duration, Instant};
 
+use super::h2push::Carrier;
 use super::push::{observe_push, push_request, PushKind, SeqTracker, MAX_PUSH_BODY};
 use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::ParseError;
 use crate::inbox::Answer;
+use crate::mux::Seat;
 use crate::plan::{LongpollSpec, ValidPlan};
 use crate::stats::{ErrorKind, Event};
 
@@ -14,6 +16,7 @@ use crate::stats::{ErrorKind, Event};
 pub(crate) struct LongPoll {
     request: Vec<u8>,
     timeout: Duration,
+    carrier: Carrier,
 }
 
 impl LongPoll {
@@ -21,17 +24,20 @@ impl LongPoll {
         LongPoll {
             request: push_request(plan, "longpoll", &spec.events, Some(spec.duration_ms)),
             timeout: Duration::from_millis(spec.duration_ms + plan.plan.timeout_ms),
+            carrier: Carrier::new(plan),
         }
     }
 }
 
 /// A long-polling client's answer body, the event sequence numbers of all its polls, and
-/// when its last answer arrived (the re-subscribe gap runs from there to the next poll).
+/// when its last answer arrived (the re-subscribe gap runs from there to the next poll);
+/// over HTTP/2, the connection its polls go on.
 #[derive(Default)]
 pub(crate) struct PollState {
     body: Vec<u8>,
     seq: SeqTracker,
     answered: Option<Instant>,
+    seat: Seat,
 }
 
 impl super::Loop for LongpollSpec {
@@ -53,22 +59,22 @@ impl Behaviour for LongPoll {
         state: &mut PollState,
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
-        let sent = c.open_and_send(&self.request).await?;
+        let sent = self.carrier.send(c, &mut state.seat, &self.request).await?;
         if let Some(answered) = state.answered.take() {
             c.ledger().resubscribed(answered.elapsed());
         }
         let body = &mut state.body;
         body.clear();
-        let answer = c
-            .read_answer(false, &mut |d: &[u8]| {
-                if body.len() + d.len() > MAX_PUSH_BODY {
-                    return Err(ParseError::BodyTooLarge);
-                }
-                body.extend_from_slice(d);
-                Ok(())
-            })
-            .await?;
-        self.judge(c, state, sent, attempt.intended, answer)
+        let at = sent.at();
+        let mut sink = |d: &[u8]| {
+            if body.len() + d.len() > MAX_PUSH_BODY {
+                return Err(ParseError::BodyTooLarge);
+            }
+            body.extend_from_slice(d);
+            Ok(())
+        };
+        let answer = sent.read(c, &mut sink, &mut |_| {}).await?;
+        self.judge(c, state, at, attempt.intended, answer)
     }
 }
 

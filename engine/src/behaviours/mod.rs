@@ -7,6 +7,7 @@
 //! behaviours (`crate::plan::with_kinds!`), so this file names no behaviour.
 
 mod h2plain;
+mod h2push;
 mod plain;
 mod push;
 

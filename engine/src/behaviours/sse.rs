@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::h2push::Carrier;
 use super::push::{observe_push, PushKind, SeqTracker, MAX_PUSH_BODY};
 use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::{build_request_to, ParseError};
+use crate::mux::Seat;
 use crate::plan::{SseSpec, ValidPlan};
 use crate::shared::WorkerCtx;
 use crate::stats::{ErrorKind, Event};
@@ -186,6 +188,7 @@ pub(crate) struct Sse {
     /// `Last-Event-ID` there).
     head: Vec<u8>,
     timeout: Option<Duration>,
+    carrier: Carrier,
 }
 
 impl Sse {
@@ -211,17 +214,19 @@ impl Sse {
         Sse {
             head,
             timeout: duration_ms.map(|d| Duration::from_millis(d + plan.plan.timeout_ms)),
+            carrier: Carrier::new(plan),
         }
     }
 }
 
 /// One SSE client across its streams: the parser (with the last event ID), the seq check
-/// and whether a stream was opened before.
+/// and whether a stream was opened before; over HTTP/2, the connection's seat.
 #[derive(Default)]
 pub(crate) struct SseState {
     parser: SseParser,
     seq: SeqTracker,
     opened: bool,
+    seat: Seat,
 }
 
 impl super::Loop for SseSpec {
@@ -254,27 +259,27 @@ impl Behaviour for Sse {
             c.ledger().counters().add(Event::Reconnects, 1);
         }
         state.parser.new_stream();
-        let sent = c.open_and_send(&request).await?;
+        let sent = self.carrier.send(c, &mut state.seat, &request).await?;
         drop(request);
-        let ctx = c.ctx.clone();
+        let (ctx, at) = (c.ctx.clone(), sent.at());
         let is_stream = Cell::new(false);
         let (parser, seq) = (&mut state.parser, &mut state.seq);
-        let answer = c
-            .read_stream(
-                false,
+        let answer = sent
+            .read(
+                c,
                 &mut |data: &[u8]| {
                     if !is_stream.get() {
                         return Ok(());
                     }
-                    parser.feed(data, &mut |item| judge(&ctx, item, seq, sent))
+                    parser.feed(data, &mut |item| judge(&ctx, item, seq, at))
                 },
                 &mut |status| {
                     is_stream.set(status == 200);
-                    ctx.ledger.handshake(sent.elapsed());
+                    ctx.ledger.handshake(at.elapsed());
                 },
             )
             .await?;
-        c.record_answer(attempt.intended, sent, &answer);
+        c.record_answer(attempt.intended, at, &answer);
         c.finish(&answer, true);
         Ok(())
     }

@@ -2,12 +2,14 @@
 //! ALPN on an `https://` target; `h2c` is cleartext HTTP/2 with prior knowledge on an
 //! `http://` target. `streams` is how many streams each connection carries at once, as
 //! h2load's `-m`: a closed loop of `connections` × `streams` clients, `streams` of them
-//! sharing each connection. Every rule an HTTP/2 plan breaks is told at once, in one line.
+//! sharing each connection. Requests (kept alive or a new connection each), long polls,
+//! comet and SSE streams go over HTTP/2, each exchange one stream. Every rule an HTTP/2
+//! plan breaks is told at once, in one line.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{IoBackend, PacerSpec, Plan};
+use super::{BehaviourSpec, IoBackend, PacerSpec, Plan};
 
 /// The most streams one connection carries at once (servers commonly allow 100 to 250).
 pub const MAX_STREAMS: u64 = 1000;
@@ -55,10 +57,10 @@ impl Http2Spec {
                 self.streams
             ));
         }
-        let kind = plan.behaviour.kind();
-        if !kind.is_plain() || kind.read_pace().is_some() {
-            refuse("HTTP/2 carries keepalive and new-connection requests so far");
+        if let Some(why) = not_carried(&plan.behaviour) {
+            refuse(why);
         }
+        let kind = plan.behaviour.kind();
         if self.streams > 1 && kind.new_connection_each() {
             refuse("streams > 1 needs kept-alive connections: a new connection carries one stream");
         }
@@ -75,5 +77,21 @@ impl Http2Spec {
             refuse("the io_uring loop carries no HTTP/2; use --io auto or epoll");
         }
         found
+    }
+}
+
+/// Why HTTP/2 does not carry `behaviour`, if it does not.
+fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
+    use BehaviourSpec as B;
+    match behaviour {
+        B::Keepalive(_) | B::NewConnection(_) | B::Longpoll(_) | B::Comet(_) | B::Sse(_) => None,
+        B::Websocket(_) => Some(
+            "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
+             not speak: run WebSocket without --h2/--h2c",
+        ),
+        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) => Some(
+            "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
+             not this behaviour",
+        ),
     }
 }

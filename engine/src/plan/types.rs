@@ -73,7 +73,8 @@ pub struct Plan {
     #[serde(default)]
     pub netns: Option<String>,
     /// How sockets are driven. `auto`: io_uring for closed-loop `keepalive` and
-    /// `new-connection` requests when the kernel offers it, epoll otherwise.
+    /// `new-connection` requests, and sequential ones, when the kernel offers it, epoll
+    /// otherwise.
     #[serde(default)]
     pub io: IoBackend,
     /// How a worker of the epoll loop waits for its sockets. `auto`: spin, then sleep, for a
@@ -269,9 +270,9 @@ impl PacerSpec {
 }
 
 impl Plan {
-    /// Whether the io_uring loop can run this plan: closed-loop bare requests.
+    /// Whether the io_uring loop can run this plan: closed-loop or sequential bare requests.
     pub fn suits_io_uring(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Closed {})
+        matches!(self.pacer, PacerSpec::Closed {} | PacerSpec::Sequential {})
             && self.behaviour.kind().is_bare_request()
             && self.tls.is_none()
             && self.http2.is_none()

@@ -112,7 +112,7 @@ impl Plan {
         // An HTTP/2 plan's refusals, io_uring's among them, come together in check_http2.
         if self.io == IoBackend::IoUring && !self.suits_io_uring() && self.http2.is_none() {
             found.0.push(refuse("io",
-                "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll",
+                "io_uring drives closed-loop or sequential plain requests only; use --io auto or epoll",
             ));
         }
         if self.io == IoBackend::IoUring && self.wait == WaitMode::Spin {
@@ -632,7 +632,12 @@ mod tests {
         plan.clone()
             .validate()
             .expect("closed keep-alive suits io_uring");
-        plan.pacer = PacerSpec::Sequential {};
+        plan.pacer = PacerSpec::Users {
+            users: 2,
+            ramp_up_s: 0.0,
+            hold_s: 1.0,
+            offset_s: 0.0,
+        };
         let err = plan.validate().unwrap_err().to_string();
         assert!(err.contains("io_uring drives closed-loop"), "{err}");
     }

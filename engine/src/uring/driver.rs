@@ -13,6 +13,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use socket2::{SockAddr, Socket};
 
 use super::bufring::BufRing;
+use super::notice::Notice;
 use super::slot::{Arrival, Ended, Exchange, Next, Rules, Slot, Spare};
 use super::tag::{decode, user_data, Op};
 use super::wait_target::WaitTarget;
@@ -77,6 +78,9 @@ pub struct Driver<'a> {
     last_tick: Instant,
     /// Sampled kept-alive connections receive with the kernel's timestamps.
     stamps: Stamps,
+    /// A latency-bound plan without multishot receives: the first receive of each answer
+    /// carries the kernel's timestamp.
+    notice: Option<Notice>,
 }
 
 impl<'a> Driver<'a> {
@@ -89,11 +93,13 @@ impl<'a> Driver<'a> {
             .then(|| BufRing::register(&ring, count, BUFFER_SIZE, 0).ok())
             .flatten();
         let addr: SocketAddr = ctx.shared.addr;
+        let buffers_none = buffers.is_none();
         let rules = Rules {
             keep_alive: plain.keep_alive(),
             head_request: plain.head_request(),
             multishot: buffers.is_some(),
             timeout: plain.timeout(),
+            await_close: plain.await_close(),
         };
         Driver {
             ring,
@@ -112,6 +118,8 @@ impl<'a> Driver<'a> {
             buffers,
             last_tick: Instant::now(),
             stamps: Stamps::default(),
+            notice: (buffers_none && ctx.shared.plan.plan.stamps_arrivals())
+                .then(|| Notice::new(slots)),
             ctx,
         }
     }
@@ -196,12 +204,29 @@ impl<'a> Driver<'a> {
         now: Instant,
     ) -> io::Result<()> {
         let (index, generation, op) = decode(user_data);
+        if op == Op::Recv {
+            self.noticed(index, generation, result);
+        }
         let next = if op == Op::Recv && self.buffers.is_some() {
             self.multishot(index, generation, result, flags, now)
         } else {
             self.slots[index].on_completion(&self.rules, now, generation, op, result)
         };
         self.apply(index, next, now)
+    }
+
+    /// A single receive of slot `index` reported: if it was the stamped first receive of an
+    /// answer that brought bytes, how long they waited in the kernel.
+    fn noticed(&mut self, index: usize, generation: u32, result: i32) {
+        let Some(notice) = &mut self.notice else {
+            return;
+        };
+        let arrived = notice.take(index);
+        if let Some(arrived) = arrived.filter(|_| result > 0) {
+            if generation == self.slots[index].generation() {
+                self.ctx.ledger.noticed(stamps::waited_since(arrived));
+            }
+        }
     }
 
     /// A multishot receive reported: its bytes (or its end) go to the slot straight from the
@@ -241,7 +266,7 @@ impl<'a> Driver<'a> {
 
     /// Does what a slot asked for, in `Next`'s order.
     fn apply(&mut self, index: usize, next: Next, now: Instant) -> io::Result<()> {
-        self.record(&next, now);
+        self.record(&next);
         if next.shutdown {
             if let Some(conn) = &self.conns[index] {
                 let _ = conn.socket.shutdown(std::net::Shutdown::Both);
@@ -265,7 +290,7 @@ impl<'a> Driver<'a> {
     }
 
     /// Enters a slot's figures in the ledger.
-    fn record(&self, next: &Next, now: Instant) {
+    fn record(&self, next: &Next) {
         let ledger = &self.ctx.ledger;
         if let Some(took) = next.connected {
             ledger.connected(took);
@@ -274,8 +299,12 @@ impl<'a> Driver<'a> {
             ledger.read(next.read);
         }
         match next.ended {
-            Some(Ended::Answered { began, answer }) => {
-                ledger.answered(None, began, &answer, now);
+            Some(Ended::Answered {
+                began,
+                answer,
+                done,
+            }) => {
+                ledger.answered(None, began, &answer, done);
                 ledger.end(1, Ok(()));
             }
             Some(Ended::Failed(kind)) => ledger.end(1, Err(kind)),
@@ -296,8 +325,9 @@ impl<'a> Driver<'a> {
         let request = self.plain.pick();
         let next = self.slots[index].begin(&self.rules, now, request, || {
             self.options.source = self.ctx.shared.next_source();
+            let stamp = (self.rules.multishot && stamps::sampled(index)) || self.notice.is_some();
             let socket = new_socket(&self.options)
-                .and_then(|socket| register(&self.ring, self.fixed, self.rules, index, socket))
+                .and_then(|socket| register(&self.ring, self.fixed, stamp, index, socket))
                 .map_err(|e| ErrorKind::from_connect(&e))?;
             let open = self.ctx.ledger.opened();
             self.conns[index] = Some(Conn {
@@ -328,13 +358,16 @@ impl<'a> Driver<'a> {
     /// One exchange's entries: the connect (if new), the send, and a receive into `spare`
     /// (if given), linked in that order.
     fn exchange_entries(
-        &self,
+        &mut self,
         index: usize,
         request: &[u8],
         connect: bool,
         spare: Option<Spare>,
     ) -> [Option<squeue::Entry>; 3] {
         let generation = self.slots[index].generation();
+        let stamped = spare
+            .zip(self.notice.as_mut())
+            .map(|(spare, notice)| notice.prepare(index, spare));
         let addr = &self.addr;
         with_fd!(self.fixed, index, self.conns[index], |fd| {
             let connect = connect.then(|| {
@@ -359,10 +392,15 @@ impl<'a> Driver<'a> {
             // The answer cannot be there before the request left: wait for it without the
             // receive attempt that would fail first.
             let recv = spare.map(|spare| {
-                opcode::Recv::new(fd, spare.ptr, spare.len)
-                    .ioprio(RECVSEND_POLL_FIRST)
-                    .build()
-                    .user_data(user_data(index, generation, Op::Recv))
+                match stamped {
+                    Some(msghdr) => opcode::RecvMsg::new(fd, msghdr)
+                        .ioprio(RECVSEND_POLL_FIRST)
+                        .build(),
+                    None => opcode::Recv::new(fd, spare.ptr, spare.len)
+                        .ioprio(RECVSEND_POLL_FIRST)
+                        .build(),
+                }
+                .user_data(user_data(index, generation, Op::Recv))
             });
             [connect, Some(send), recv]
         })
@@ -467,16 +505,17 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// Readies a new socket for the ring: the kernel's receive stamps on a sampled kept-alive
-/// connection, and its place in the file table when sockets are registered.
+/// Readies a new socket for the ring: the kernel's receive stamps (`stamp`: a sampled
+/// kept-alive connection, or any of a latency-bound plan), and its place in the file table
+/// when sockets are registered.
 fn register(
     ring: &IoUring,
     fixed: bool,
-    rules: Rules,
+    stamp: bool,
     index: usize,
     socket: Socket,
 ) -> io::Result<Socket> {
-    if rules.multishot && stamps::sampled(index) {
+    if stamp {
         Stamps::enable(&socket)?;
     }
     if fixed {

@@ -10,6 +10,7 @@
 //! - `driver`: the ring-facing loop that submits what the slots return;
 //! - `tag`: an operation's `user_data` (slot, connection, kind);
 //! - `bufring`: the provided buffers of multishot receives;
+//! - `notice`: the kernel's receive stamps on single receives (latency-bound plans);
 //! - `wait_target`: how many completions a wait asks for.
 
 use std::io;
@@ -18,6 +19,7 @@ use io_uring::IoUring;
 
 mod bufring;
 mod driver;
+mod notice;
 mod slot;
 mod tag;
 mod wait_target;

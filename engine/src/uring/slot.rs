@@ -26,6 +26,9 @@ pub struct Rules {
     pub multishot: bool,
     /// An attempt not answered within this long fails as a timeout.
     pub timeout: Duration,
+    /// An answer that says the server closes counts only once it has (sequential pacing):
+    /// the next connection must not overlap this one's tear-down.
+    pub await_close: bool,
 }
 
 /// Where a receive may write: the free room of the slot's inbox. It stays valid until that
@@ -48,7 +51,13 @@ pub struct Exchange {
 /// How an attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Ended {
-    Answered { began: Instant, answer: Answer },
+    /// Answered, the answer complete at `done` (before the server's close, when the attempt
+    /// waited for it).
+    Answered {
+        began: Instant,
+        answer: Answer,
+        done: Instant,
+    },
     Failed(ErrorKind),
 }
 
@@ -91,6 +100,8 @@ pub struct Slot {
     progress: Progress,
     /// When the attempt in hand began (its connect included), and when its connect began.
     began: Option<Instant>,
+    /// The attempt's answer, complete at the instant given, held until the server's close.
+    closing: Option<(Answer, Instant)>,
     connect_began: Option<Instant>,
     /// Operations of this slot the kernel still holds and will report (a send reports only
     /// if it fails, and is not counted).
@@ -288,6 +299,9 @@ impl Slot {
 
     /// A receive into the inbox got `result` bytes (0: the peer closed; below: `-errno`).
     fn received(&mut self, rules: &Rules, result: i32, now: Instant, next: &mut Next) {
+        if let Some((answer, done)) = self.closing {
+            return self.closed(answer, done, result, now, next);
+        }
         if result < 0 {
             let err = std::io::Error::from_raw_os_error(-result);
             return self.fail(ErrorKind::from_io(&err), now, next);
@@ -341,11 +355,51 @@ impl Slot {
     }
 
     fn answered(&mut self, rules: &Rules, answer: Answer, now: Instant, next: &mut Next) {
+        if rules.await_close && answer.close {
+            // The attempt (and its timeout) goes on until the close: `settle` asks for the
+            // receive that sees it.
+            self.closing = Some((answer, now));
+            self.inbox.clear();
+            return;
+        }
         let began = self.began.take().unwrap_or(now);
-        next.ended = Some(Ended::Answered { began, answer });
+        next.ended = Some(Ended::Answered {
+            began,
+            answer,
+            done: now,
+        });
         if !rules.keep_alive || answer.close {
             self.drop_connection(next);
         }
+    }
+
+    /// A receive behind a held answer got `result`: the server's close ends the attempt
+    /// answered; bytes after the answer are dropped unread, as the epoll loop drops them.
+    fn closed(
+        &mut self,
+        answer: Answer,
+        done: Instant,
+        result: i32,
+        now: Instant,
+        next: &mut Next,
+    ) {
+        if result < 0 {
+            let err = std::io::Error::from_raw_os_error(-result);
+            return self.fail(ErrorKind::from_io(&err), now, next);
+        }
+        if result > 0 {
+            next.read += result as usize;
+            self.inbox.clear();
+            return;
+        }
+        self.closing = None;
+        let began = self.began.take().unwrap_or(done);
+        next.ended = Some(Ended::Answered {
+            began,
+            answer,
+            done,
+        });
+        self.drop_connection(next);
     }
 
     /// Ends the attempt with an error; operations still in flight are cut short.
@@ -353,6 +407,7 @@ impl Slot {
         debug_assert!(next.ended.is_none(), "one attempt ends once");
         next.ended = Some(Ended::Failed(kind));
         self.began = None;
+        self.closing = None;
         if kind.invalidates_run() {
             self.resume_at = Some(now + STARVED_PAUSE);
         }

@@ -26,6 +26,7 @@ from serverlab.results.report.metrics import (
     scenario_labels,
     validity_flags,
 )
+from serverlab.results.report.not_run import NotRun
 from serverlab.results.report.seeds import seed_sections
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.report.signal_charts import signal_charts
@@ -75,6 +76,7 @@ def build_report(
         str(db_path),
         architectures(found.runs, labels),
         rerun_note(found.superseded),
+        found.not_run,
     )
     return _write_atomically(Path(out_path), html)
 
@@ -93,6 +95,7 @@ def report_data(
         "selection": parsed.describe(),
         "cells": [cell.as_dict() for cell in section_cells(sections)],
         "at_a_glance": [glance.as_dict() for glance in at_a_glance(section_cells(sections))],
+        "not_run": found.not_run.as_dict(),
     }
 
 
@@ -108,6 +111,7 @@ def render_report(
     db_text: str,
     labels: dict[str, str] | None = None,
     reruns: str = "",
+    refused: NotRun | None = None,
 ) -> str:
     sections = _sections(tests, labels or {})
     cells = section_cells(sections)
@@ -142,6 +146,7 @@ def render_report(
         test_count=len(tests),
         status_counts=status_counts(tests),
         rerun_note=reruns,
+        not_run=refused or NotRun(),
         plotly_js=plotly.offline.get_plotlyjs(),
     )
 

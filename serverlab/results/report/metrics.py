@@ -33,7 +33,6 @@ TAIL_FLOOR_SHARE = 0.25
 # Failed attempts above this share of all attempts put every figure of a test in doubt;
 # fewer are reported (the errors figure counts them) but qualify no other figure.
 ERROR_SHARE_LIMIT = 0.01
-PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
 LATENCY_FIGURES = frozenset({"p50", "p99"})
 # Not-steady touches the figures of the exchange itself: its rate and, through it, its
 # latency (a closed loop's latency is its clients over its rate). CPU and RSS stay the
@@ -121,9 +120,14 @@ def peak_rss_mib(test: RecordedTest) -> float | None:
 
 
 def socket_memory_mib(test: RecordedTest) -> float | None:
-    """Kernel memory of the server's own sockets, last read before the engine stopped."""
+    """Kernel memory of the server's own sockets, last read before the engine stopped. A
+    reading the monitor could only take after the stop (`after_engine_stop`: its sampler
+    was starved through the window) is kept with the test but is not this figure: most of
+    the load's connections had closed by then."""
     sockets = (test.run_info.get("kernel") or {}).get("sockets") or {}
     last = sockets.get("last") or {}
+    if last.get("after_engine_stop"):
+        return None
     value = last.get("kernel_bytes")
     return value / MIB if isinstance(value, int) else None
 
@@ -365,7 +369,7 @@ def _tail_floor_flags(test: RecordedTest) -> list[Flag]:
     latency p99: the tail measures the client's reading as much as the server."""
     notice = _summary_number(test, "notice_us", "p99")
     p99 = _summary_number(test, "latency_us", "p99")
-    if test.params.get("behaviour") in PUSH_BEHAVIOURS:
+    if push.is_push(test):
         return []  # push: the drain-time rule applies there instead
     if not notice or not p99 or notice <= TAIL_FLOOR_SHARE * p99:
         return []
@@ -403,7 +407,7 @@ def steady_change(test: RecordedTest) -> float | None:
 
 
 def _steady_flags(test: RecordedTest) -> list[Flag]:
-    if test.params.get("behaviour") in PUSH_BEHAVIOURS or test.params.get("emit_interval_ms"):
+    if push.is_push(test) or test.params.get("emit_interval_ms"):
         return []  # push tests: their rate is the plan's emits, not a request rate
     change = steady_change(test)
     if change is None or abs(change) <= STEADY_TOLERANCE:

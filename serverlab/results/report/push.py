@@ -19,10 +19,10 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.results.report import hdr
 from serverlab.results.store import EmitCycle, RecordedTest
 
-PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
 # A timed control call answered this much after it was due, or a cycle created this much after
 # the emitters' intended stop, flags the test control-late.
 LATE_MS = 100.0

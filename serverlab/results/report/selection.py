@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serverlab.results.report.not_run import NotRun, not_run
 from serverlab.results.store import RecordedTest, Run, Store, StoredSuite, StoreError
 
 
@@ -135,6 +136,8 @@ class Selected:
     suites: dict[int, StoredSuite]
     # Repeats a re-run replaced in the figures (`serverlab run --rerun-busy`).
     superseded: list[RecordedTest] = field(default_factory=list)
+    # What the runs were asked for and refused before it ran.
+    not_run: NotRun = field(default_factory=NotRun)
 
 
 def load_selected(db_path: str | Path, selection: Selection) -> Selected:
@@ -145,4 +148,5 @@ def load_selected(db_path: str | Path, selection: Selection) -> Selected:
         suites = {s.id: s for s in store.suites()}
         keys = {t.key for t in tests}
         superseded = [t for t in store.tests(run_ids, superseded=True) if t.key in keys]
-    return Selected(tests, runs, suites, superseded)
+    refused = not_run(runs, tests, selection.contestants)
+    return Selected(tests, runs, suites, superseded, refused)

@@ -25,7 +25,7 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.push import is_push
-from serverlab.results.report.selection import load_selected, parse_selection
+from serverlab.results.report.selection import Selected, load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run
 
 TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
@@ -156,16 +156,24 @@ def print_summary(
             )
     console.print(FLAGGED_NOTE)
     console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
-    if found.superseded:
-        console.print(rerun_note(found.superseded))
-    if any(is_push(t) for t in tests):
-        console.print(COMET_NOTE)
+    _print_notes(console, found)
     console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
     for glance in at_a_glance([cell for _, row in rows for cell in row.figures]):
         said = "; ".join(glance.sentences) + "." if glance.sentences else glance.none_note
         console.print(
             f"  {terminal.literal(glance.scenario)}: {terminal.literal(said)}", highlight=False
         )
+
+
+def _print_notes(console: Console, found: Selected) -> None:
+    """What qualifies the table as a whole: re-runs, tests refused before they ran, push."""
+    if found.superseded:
+        console.print(rerun_note(found.superseded))
+    if found.not_run:
+        # One line: the report's "Not run" section lists each with its reason.
+        console.print(terminal.literal(found.not_run.sentence()), highlight=False)
+    if any(is_push(t) for t in found.tests):
+        console.print(COMET_NOTE)
 
 
 def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:

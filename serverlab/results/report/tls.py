@@ -328,14 +328,15 @@ def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Callable
 
 def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
     """Per push behaviour, client count and contestant: KiB per held connection (peak RSS
-    growth + socket kernel memory, per established connection), clear and TLS."""
+    growth + socket kernel memory, per established connection), clear, TLS and h2 (a stream
+    per client over TLS, as many connections: h2's own cost beside HTTP/1.1's over TLS)."""
     cells: dict[tuple, dict[str, list[RecordedTest]]] = {}
     for test in tests:
         key = (test.params["behaviour"], test.params.get("clients", 0), test.contestant)
         cells.setdefault(key, {}).setdefault(test.params["transport"], []).append(test)
     rows = []
     for (behaviour, clients, contestant), sides in sorted(cells.items()):
-        clear, tls = sides.get("clear", []), sides.get("tls", [])
+        clear, tls, h2 = (sides.get(side, []) for side in ("clear", "tls", "h2"))
         rows.append(
             [
                 Figure(behaviour),
@@ -344,6 +345,8 @@ def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
                 _median(clear, memory_per_connection_kb),
                 _median(tls, memory_per_connection_kb),
                 _ratio(tls, clear, memory_per_connection_kb),
+                _median(h2, memory_per_connection_kb),
+                _ratio(h2, tls, memory_per_connection_kb),
             ]
         )
     return rows

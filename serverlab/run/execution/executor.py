@@ -307,8 +307,10 @@ class _Measurement:
         running = self.load.begin(
             plan, self.server.workdir, tag, on_interval, http_port=self.server.port
         )
-        if monitor is not None and running.local_pid is not None:
-            monitor.watch_engine(running.local_pid)
+        if monitor is not None:
+            monitor.load_starts(running.starts_at)  # the sockets are read once it has begun
+            if running.local_pid is not None:
+                monitor.watch_engine(running.local_pid)
         crash = None
         timed = TimedCalls(during, self._send, running.starts_at).start()
         try:

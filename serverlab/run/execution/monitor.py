@@ -28,9 +28,13 @@ from dataclasses import asdict, dataclass
 from serverlab.run.execution import procfs, sockdiag
 
 DEFAULT_INTERVAL_S = 0.1
-# The server's socket memory is read once every this many samples (2 s at 10 Hz): each
-# read makes the kernel walk the machine's whole TCP hash, 5-20 ms here.
-SOCKETS_EVERY = 20
+# The server's socket memory is read by the clock, not by a count of samples, so that a
+# sampler woken late (and skipping the instants it missed) still reads it in a short load:
+# first at the first sample this long after the load starts (its connections made), then at
+# the first sample at least SOCKETS_EVERY_S after the previous reading. Each read makes the
+# kernel walk the machine's whole TCP hash, 5-20 ms here: hence not at every sample.
+SOCKETS_FIRST_S = 0.5
+SOCKETS_EVERY_S = 2.0
 # The server's tree is searched for new members this often (a scan of all of /proc).
 MEMBERS_EVERY_S = 1.0
 # Samples between two readings of the machine's CPU and memory (1 s): the kernel makes
@@ -53,7 +57,10 @@ FIGURE_SOURCES = {
     "rss": "kernel: sum over the server tree's processes alive at the engine's stop of"
     " VmHWM (/proc/<pid>/status), reset through clear_refs (5) just before it starts",
     "socket_memory": "kernel: sock_diag skmem r+f+w+o+bl of the TCP sockets on the server's"
-    " port, read once a second while the engine runs; the last reading before its stop",
+    f" port, read {SOCKETS_FIRST_S:g} s after the engine starts and every {SOCKETS_EVERY_S:g} s"
+    " after while it runs; the last reading before its stop (a window the sampler took no"
+    " such reading in is read once at its close, after the engine stopped, marked"
+    " after_engine_stop)",
     "other_cpu": "kernel: /proc/stat busy ticks minus serverlab's processes (runner,"
     " monitor, servers, engines, Ray nodes), over the same window as cpu",
     "monitor_cpu": "kernel: the monitor thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and its"
@@ -247,13 +254,30 @@ def _sum_kib(pids: set[int], key: str) -> int:
     return sum(procfs.status_kib(pid, key).get(key, 0) for pid in pids)
 
 
+def next_tick(start: float, interval_s: float, now: float) -> float:
+    """The schedule's next instant at least half an interval after `now`. A sampler woken
+    late skips the instants it missed rather than taking them back to back: a sample over a
+    millisecond turns one 10 ms clock tick of the server's CPU into hundreds of percent
+    (seen as 617 % on this 2-core machine when the sampler woke 0.3 s late)."""
+    slots = math.floor((now + interval_s / 2 - start) / interval_s) + 1
+    return start + slots * interval_s
+
+
 class Monitor:
     """Background sampler. Use as a context manager; `samples` holds the readings.
 
     The engine pid may be set later (`watch_engine`), since the server starts first. The
-    load window (`open_window`, `close_window`) gives the exact figures; while it is open,
-    the server's sockets (local port `port`) are read once a second through sock_diag,
-    on a socket from `diag_socket` (made in the server's network namespace).
+    load window (`open_window`, `close_window`) gives the exact figures.
+
+    The socket figure's window: while the load window is open, the server's sockets (local
+    port `port`) are read through sock_diag, on a socket from `diag_socket` (made in the
+    server's network namespace), at the first sample SOCKETS_FIRST_S after the load starts
+    (the window's open, or the instant given to `load_starts`), then at the first sample
+    SOCKETS_EVERY_S after each reading. `sockets` keeps the last reading (the figure: the
+    last before the engine stopped) and the one with the most kernel memory. However few
+    samples a starved sampler takes, every window has a reading: one that got none from
+    the sampler is read once by `close_window`, after the engine stopped, and that reading
+    says so (`after_engine_stop`).
     """
 
     def __init__(
@@ -269,11 +293,16 @@ class Monitor:
         self.samples: list[Sample] = []
         self.on_sample = on_sample
         self.cpus, self.port = cpus, port
-        self._diag_socket = diag_socket or sockdiag.open_socket
         self.window = KernelWindow(server_pid)
         self.sockets: dict | None = None  # the last reading and the peak, while loaded
         self.own_cpu: dict | None = None
-        self._diag_cost_s = 0.0
+        # The sampler reads the sockets and close_window may: one at a time, on one socket.
+        self._diag = _Diag(diag_socket or sockdiag.open_socket, port)
+        self._diag_lock = threading.Lock()
+        self._sockets_due: float | None = None  # time.monotonic() of the next reading
+        self._diag_cost_s = 0.0  # the sampler's sock_diag reads (its own thread's time)
+        self._close_diag_cost_s = 0.0  # close_window's reading, on the executor's thread
+        self._t0 = time.monotonic()  # the samples' clock; reset when the sampler starts
         self._window_open = threading.Event()
         self._server = _TreeClock(server_pid)
         self._engine: _TreeClock | None = None
@@ -290,15 +319,34 @@ class Monitor:
         except (OSError, ValueError) as err:
             self.window.figures = {"error": f"reading /proc at the engine's start: {err}"}
             return
-        self._window_open.set()
+        with self._diag_lock:
+            self.sockets = None
+            self._sockets_due = time.monotonic() + SOCKETS_FIRST_S
+            self._window_open.set()
+
+    def load_starts(self, at: float) -> None:
+        """The instant (time.monotonic()) the load starts, when that is later than the
+        window's open: a distributed run's generators start together seconds after it, and
+        a socket reading before then would see none of their connections."""
+        with self._diag_lock:
+            if self._window_open.is_set():
+                self._sockets_due = max(at, time.monotonic()) + SOCKETS_FIRST_S
 
     def close_window(self) -> dict:
         """Once the engine has stopped: the window's figures (also in `window.figures`)."""
         if not self._window_open.is_set():
             return self.window.figures or {}
-        self._window_open.clear()
+        with self._diag_lock:
+            self._window_open.clear()
+            if self.sockets is None:
+                # The sampler took no reading in the window (starved, or the load was
+                # shorter than SOCKETS_FIRST_S): one now, marked as taken after the stop.
+                began = time.thread_time()
+                self._read_sockets(after_engine_stop=True)
+                self._close_diag_cost_s += time.thread_time() - began
+            sockets = self.sockets
         try:
-            return self.window.close(self.sockets)
+            return self.window.close(sockets)
         except (OSError, ValueError) as err:
             self.window.figures = {"error": f"reading /proc at the engine's stop: {err}"}
             return self.window.figures
@@ -334,7 +382,7 @@ class Monitor:
         executor's thread)."""
         lived = max(time.monotonic() - began, 1e-6)
         thread = time.thread_time() - began_cpu
-        used = thread + self.window.cost_s
+        used = thread + self.window.cost_s + self._close_diag_cost_s
         sampler = thread - self._diag_cost_s
 
         def percent(seconds: float) -> float:
@@ -345,7 +393,7 @@ class Monitor:
             "lived_s": round(lived, 3),
             "cpu_percent": percent(used),
             "sampler_cpu_percent": percent(sampler),
-            "sockets_cpu_percent": percent(self._diag_cost_s),
+            "sockets_cpu_percent": percent(self._diag_cost_s + self._close_diag_cost_s),
             "window_cpu_percent": percent(self.window.cost_s),
             "interval_s": self.interval_s,
             "samples": len(self.samples),
@@ -358,7 +406,7 @@ class Monitor:
     def _loop(self) -> None:
         pin_error = self._pin()
         began_cpu = time.thread_time()
-        start = time.monotonic()
+        start = self._t0 = time.monotonic()
         try:
             self._sample_until_stopped(start)
         finally:
@@ -369,14 +417,12 @@ class Monitor:
         last_cpu, last_ctx, *_ = self._server.read()
         last_engine = self._engine.read()[0] if self._engine else None
         machine = procfs.machine_ticks()
-        tick = start
-        diag = _Diag(self._diag_socket, self.port)
         try:
             while not self._stop.is_set():
-                tick += self.interval_s
                 # Sleeping to an absolute schedule keeps 10 samples a second without drift.
                 # A plain sleep costs this VM a third less CPU per wake than an Event's
                 # timed wait; a stop waits at most one interval for its last sample.
+                tick = next_tick(start, self.interval_s, time.monotonic())
                 time.sleep(max(0.0, tick - time.monotonic()))
                 now = time.monotonic()
                 cpu, ctx, rss, threads, fds, alive = self._server.read()
@@ -400,19 +446,36 @@ class Monitor:
                     engine_cpu_percent=engine_pct,
                 )
                 last_t, last_ctx = now, ctx
-                self._keep(sample, diag)
+                self._keep(sample)
         finally:
-            diag.close()
+            with self._diag_lock:
+                self._diag.close()
 
-    def _keep(self, sample: Sample, diag: _Diag) -> None:
+    def _keep(self, sample: Sample) -> None:
         self.samples.append(sample)
-        if self._window_open.is_set() and len(self.samples) % SOCKETS_EVERY == 0:
-            began = time.thread_time()
-            self.sockets = diag.read(self.sockets, sample.t)
-            self._diag_cost_s += time.thread_time() - began
+        if self._window_open.is_set():
+            self._sockets_if_due()
         if self.on_sample:
             with contextlib.suppress(Exception):
                 self.on_sample(sample)
+
+    def _sockets_if_due(self) -> None:
+        """A sock_diag reading, when the window is open and the clock says one is due."""
+        with self._diag_lock:
+            now = time.monotonic()
+            due = self._sockets_due
+            if not self._window_open.is_set() or due is None or now < due:
+                return
+            began = time.thread_time()
+            self._read_sockets()
+            self._diag_cost_s += time.thread_time() - began
+            # Counted from this reading: a late one moves the next, never brings two at once.
+            self._sockets_due = now + SOCKETS_EVERY_S
+
+    def _read_sockets(self, **mark) -> None:
+        """One reading into `sockets` (the caller holds the lock); `t` on the samples' clock."""
+        t = round(time.monotonic() - self._t0, 3)
+        self.sockets = self._diag.read(self.sockets, t, **mark)
 
     def _engine_percent(self, last: float | None, elapsed: float):
         if self._engine is None:
@@ -436,15 +499,17 @@ class _Diag:
 
     def __init__(self, opener: Callable, port: int | None):
         self.opener, self.port, self.sock = opener, port, None
+        self.closed = False  # by the sampler's end: a reading after it opens nothing
         self.families = sockdiag.FAMILIES  # narrowed to the listener's at the first read
 
-    def read(self, previous: dict | None, t: float) -> dict | None:
-        if self.port is None:
-            return None
+    def read(self, previous: dict | None, t: float, **mark) -> dict | None:
+        """`mark`: what else to say of this reading (that it came after the engine's stop)."""
+        if self.port is None or self.closed:
+            return previous
         try:
             if self.sock is None:
                 self.sock = self.opener()
-            reading = {"t": t, **self._read().as_dict()}
+            reading = {"t": t, **self._read().as_dict(), **mark}
         except OSError as err:
             return {**(previous or {}), "error": str(err)}
         peak = (previous or {}).get("peak")
@@ -465,5 +530,7 @@ class _Diag:
         )
 
     def close(self) -> None:
+        self.closed = True
         if self.sock is not None:
             self.sock.close()
+            self.sock = None

@@ -26,11 +26,36 @@ class Refused:
     plan: TestPlan
     why: str
 
+    def point(self) -> str:
+        """The matrix point without what every test of a scenario shares."""
+        params = self.plan.params.items()
+        return " ".join(f"{k}={v}" for k, v in params if k not in SHARED_PARAMS)
+
     def line(self) -> str:
-        p = self.plan
-        # The matrix point without what every test of a scenario shares.
-        point = " ".join(f"{k}={v}" for k, v in p.params.items() if k not in SHARED_PARAMS)
-        return f"{p.scenario} x {p.contestant} {point}: {self.why}"
+        return f"{self.plan.scenario} x {self.plan.contestant} {self.point()}: {self.why}"
+
+
+def stored(refused: list[Refused]) -> list[dict]:
+    """The refused tests as a run stores them (its info's `not_run`): one entry per
+    permutation, its repeats counted, in the order they were refused."""
+    entries: dict[str, dict] = {}
+    for one in refused:
+        plan = one.plan
+        entry = entries.setdefault(
+            plan.key,
+            {
+                "key": plan.key,
+                "scenario": plan.scenario,
+                "contestant": plan.contestant,
+                "point": one.point(),
+                # As the report writes a row's tunables (report.cells.tunable_text).
+                "tunables": ", ".join(f"{k}={v}" for k, v in sorted(plan.tunables.items())),
+                "why": one.why,
+                "repeats": 0,
+            },
+        )
+        entry["repeats"] += 1
+    return list(entries.values())
 
 
 def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:

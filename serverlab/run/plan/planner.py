@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from serverlab.base import spec
+from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.execution.testplan import (
     ENGINE_GRACE_S,
@@ -23,7 +24,6 @@ from serverlab.run.plan.suite import (
     BEHAVIOURS,
     CLEAR,
     HTTP2_TRANSPORTS,
-    PUSH_BEHAVIOURS,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,

@@ -11,8 +11,8 @@ from rich.live import Live
 from rich.text import Text
 
 from serverlab.base import terminal
+from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.run.execution.testplan import TestPlan
-from serverlab.run.plan.suite import PUSH_BEHAVIOURS
 
 
 def _outcome(summary: dict, unit: str) -> str:

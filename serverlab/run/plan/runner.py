@@ -25,6 +25,7 @@ from serverlab.run.execution.monitor import FIGURE_SOURCES
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.host import shapedlink, tlsspeed
 from serverlab.run.host.machine import describe, fingerprint, software_versions
+from serverlab.run.plan import descriptors
 from serverlab.run.plan.suite import Suite, speaks_tls
 
 BUSY_FLAG = "machine_busy"  # serverlab.run.execution.validity.kernel_flags
@@ -47,6 +48,11 @@ class Session:
     # What else the run's metadata should say (a distributed run's nodes, say).
     placement: dict = field(default_factory=dict)
     rerun_busy: int = 0  # re-runs allowed per machine-busy repeat
+    # Tests refused before anything ran (descriptor cap, protocols), and contestants the
+    # verify-first step refused (name -> why): stored with the run, so that its report can
+    # tell a refused cell from one nobody asked for.
+    refused: list[descriptors.Refused] = field(default_factory=list)
+    unverified: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,6 +171,8 @@ def _machine(session: Session) -> dict:
         info["rerun_busy"] = session.rerun_busy
     if session.placement:
         info["placement"] = session.placement
+    if session.refused or session.unverified:
+        info["not_run"] = _not_run(session)
     if any(link.get("delay_ms") for link in suite.links.values()):
         method = shapedlink.delay_method()
         info["link_delay_available"] = method is not None
@@ -179,3 +187,12 @@ def _machine(session: Session) -> dict:
     # What the report labels each contestant with, as it was when it ran.
     info["contestant_architectures"] = {name: m.architecture for name, m in manifests.items()}
     return info
+
+
+def _not_run(session: Session) -> dict:
+    """What the run was asked for and did not run, and why. Each sitting of a resumed suite
+    plans it again, so each of its runs says it."""
+    return {
+        "tests": descriptors.stored(session.refused),
+        "contestants": [{"contestant": n, "why": w} for n, w in session.unverified.items()],
+    }

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serverlab.base import tomltext
+from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
 from serverlab.contestant.tunables import TunableValueError
@@ -36,7 +37,6 @@ BEHAVIOURS = {
     "sse": "/sse",
     "websocket": "/ws",
 }
-PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
 
 SUITE_KEYS = {
     "name",

@@ -17,6 +17,7 @@ fn new_connection() -> Rules {
         head_request: false,
         multishot: false,
         timeout: TIMEOUT,
+        await_close: false,
     }
 }
 
@@ -130,7 +131,12 @@ fn a_new_connection_is_answered_closed_and_the_next_attempt_opens_another() {
     );
     let next = deliver(&mut slot, &rules, t0 + ms(5), spare, OK);
     match next.ended {
-        Some(Ended::Answered { began, answer }) => {
+        Some(Ended::Answered {
+            began,
+            answer,
+            done,
+        }) => {
+            assert_eq!(done, t0 + ms(5));
             assert_eq!((began, answer.status), (t0, 200));
             assert_eq!(answer.first_byte, t0 + ms(5));
         }
@@ -607,4 +613,123 @@ fn operations_given_back_at_the_end_of_the_run_leave_the_slot_idle() {
     assert!(slot.is_busy(), "the multishot receive still stands");
     slot.returned(&rules, Op::Recv, false);
     assert!(!slot.is_busy());
+}
+
+/// Sequential pacing: a connection per request, each attempt ending at the server's close.
+fn sequential() -> Rules {
+    Rules {
+        await_close: true,
+        ..new_connection()
+    }
+}
+
+/// A sequential slot whose answer is in and whose receive for the server's close is out;
+/// returns that receive's room.
+fn answered_awaiting_close(slot: &mut Slot, rules: &Rules, t0: Instant) -> Spare {
+    let spare = connected_attempt(slot, rules, t0);
+    let next = deliver(slot, rules, t0 + ms(5), spare, CLOSING);
+    assert_eq!(next.ended, None, "not over before the server's close");
+    assert_eq!(next.read, CLOSING.len());
+    assert!(!next.close && !next.begin && !next.shutdown);
+    assert!(slot.in_attempt() && slot.is_busy());
+    next.recv.expect("a receive for the server's close")
+}
+
+#[test]
+fn a_sequential_answer_ends_at_the_servers_close_and_only_then_the_next_connection_opens() {
+    let rules = sequential();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    answered_awaiting_close(&mut slot, &rules, t0);
+    let next = report(&mut slot, &rules, t0 + ms(9), Op::Recv, 0);
+    match next.ended {
+        Some(Ended::Answered {
+            began,
+            answer,
+            done,
+        }) => {
+            assert_eq!((began, answer.status, answer.close), (t0, 200, true));
+            assert_eq!(done, t0 + ms(5), "timed at the answer, not at the close");
+        }
+        other => panic!("answered, not {other:?}"),
+    }
+    assert!(next.close && next.begin && !next.shutdown);
+    assert!(!slot.in_attempt() && !slot.is_busy());
+    assert!(
+        begin_new(&mut slot, &rules, t0 + ms(9))
+            .send
+            .unwrap()
+            .connect
+    );
+}
+
+#[test]
+fn bytes_after_a_sequential_answer_are_dropped_and_the_close_still_awaited() {
+    let rules = sequential();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    let spare = connected_attempt(&mut slot, &rules, t0);
+    let trailing = [CLOSING, b"junk"].concat();
+    let next = deliver(&mut slot, &rules, t0 + ms(1), spare, &trailing);
+    assert_eq!(next.ended, None);
+    let spare = next.recv.expect("a receive for the close");
+    let next = deliver(&mut slot, &rules, t0 + ms(2), spare, b"more junk");
+    assert_eq!((next.ended, next.read), (None, 9));
+    let spare = next.recv.expect("the close is still awaited");
+    assert!(spare.len as usize >= CLOSING.len(), "the inbox was emptied");
+    let next = report(&mut slot, &rules, t0 + ms(3), Op::Recv, 0);
+    assert_eq!(status(&next), Some(200));
+    assert!(next.close && next.begin);
+}
+
+#[test]
+fn a_server_that_never_closes_times_out_the_sequential_attempt_once() {
+    let rules = sequential();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    answered_awaiting_close(&mut slot, &rules, t0);
+    let next = slot.tick(&rules, t0 + TIMEOUT + ms(1));
+    assert_eq!(next.ended, Some(Ended::Failed(ErrorKind::Timeout)));
+    assert!(next.shutdown && !next.close && !next.begin);
+    let next = report(&mut slot, &rules, t0 + TIMEOUT + ms(2), Op::Recv, 0);
+    assert_eq!(
+        next.ended, None,
+        "the shut-down receive is not a second end"
+    );
+    assert!(next.close && next.begin);
+}
+
+#[test]
+fn a_reset_instead_of_the_close_fails_the_sequential_attempt() {
+    let rules = sequential();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    answered_awaiting_close(&mut slot, &rules, t0);
+    let next = report(&mut slot, &rules, t0 + ms(6), Op::Recv, -libc::ECONNRESET);
+    assert_eq!(next.ended, Some(Ended::Failed(ErrorKind::Reset)));
+    assert!(next.close && next.begin);
+    let next = begin_new(&mut slot, &rules, t0 + ms(7));
+    let spare = next.recv.unwrap();
+    report(&mut slot, &rules, t0 + ms(7), Op::Connect, 0);
+    let next = deliver(&mut slot, &rules, t0 + ms(8), spare, OK);
+    assert_eq!(
+        status(&next),
+        Some(200),
+        "no answer of the failed attempt lingers"
+    );
+}
+
+#[test]
+fn an_answer_that_keeps_the_connection_open_ends_a_sequential_attempt_at_once() {
+    let rules = sequential();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    let spare = connected_attempt(&mut slot, &rules, t0);
+    let next = deliver(&mut slot, &rules, t0 + ms(2), spare, OK);
+    assert_eq!(
+        status(&next),
+        Some(200),
+        "nothing says the server will close"
+    );
+    assert!(next.close && next.begin);
 }
