@@ -59,7 +59,7 @@ test-python: venv
 	$(VENV)/bin/pytest -q -m alone tests
 
 test-engine:
-	@if [ -f engine/Cargo.toml ]; then cd engine && cargo test --release --locked; fi
+	@if [ -f engine/Cargo.toml ]; then cd engine && cargo test --profile tests --locked; fi
 
 # Each contestant's own formatter, linter and unit tests (its manifest's `test` command).
 test-contestants: venv

@@ -44,3 +44,33 @@ def test_a_grouped_import_and_a_module_in_no_layer_are_caught(tmp_path):
     assert done.returncode == 1
     assert "http.rs: http (wire) uses crate::worker (run), a layer above" in done.stdout
     assert "stray.rs: module stray is in no layer" in done.stdout
+
+
+def test_a_fully_qualified_upward_path_after_a_url_string_fails(tmp_path):
+    # `//` inside a string literal is not a comment: the code after it is still read.
+    line = 'fn f() -> String { let _ = "http://x"; crate::report::output_schema() }'
+    done = layers(planted(tmp_path, "stats.rs", line), REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "stats.rs: stats (recording) uses crate::report (output), a layer above" in done.stdout
+
+
+def test_super_paths_that_climb_to_the_crate_root_are_edges(tmp_path):
+    src = planted(tmp_path, "stats.rs", "use super::report::Summary;")
+    nested = src / "uring/tag.rs"
+    nested.write_text("fn f() { super::super::worker::run(); }\n" + nested.read_text())
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "stats.rs: stats (recording) uses crate::report (output), a layer above" in done.stdout
+    assert "uring/tag.rs: uring (drivers) uses crate::worker (run), a layer above" in done.stdout
+
+
+def test_the_crate_roots_bare_paths_and_comments_are_told_apart(tmp_path):
+    src = planted(tmp_path, "lib.rs", "use cli::Args;")
+    # A comment or a string naming an upper module, and `super::` inside the file's own
+    # test module, are no edges.
+    http = src / "http.rs"
+    http.write_text('// crate::worker\nconst S: &str = "crate::cli";\n' + http.read_text())
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "lib.rs: lib (run) uses crate::cli (cli), a layer above" in done.stdout
+    assert "http.rs" not in done.stdout

@@ -22,7 +22,14 @@ from serverlab.results.report.histogram import (
     percentile_curve,
     values_at_quantiles,
 )
-from serverlab.results.report.metrics import METRICS, _number, compact_number, validity_flags
+from serverlab.results.report.metrics import (
+    METRICS,
+    _number,
+    compact_number,
+    scenario_key,
+    scenario_labels,
+    validity_flags,
+)
 from serverlab.results.report.summary import TERMINAL_METRICS
 from serverlab.results.store import (
     Crash,
@@ -749,3 +756,16 @@ def test_at_a_glance_states_only_supported_differences_as_ratios(tmp_path):
     few = build_report(fill_realistic_db(tmp_path / "four.db"), None, tmp_path / "f.html")
     text = few.read_text()
     assert "No difference is supported by the data (18 figures:" in text
+
+
+def test_a_parameter_only_some_cells_have_stays_out_of_the_other_cells_labels():
+    def cell(**params):
+        return RecordedTest(1, "k", "c", 0, "ok", 0.0, 1.0, scenario="tax", params=params)
+
+    clear = cell(transport="clear", clients=10)
+    tls = cell(transport="tls", tls_key="ecdsa-p256", clients=10)
+    rsa = cell(transport="tls", tls_key="rsa-2048", clients=10)
+    labels = scenario_labels([clear, tls, rsa])
+    assert labels[scenario_key(clear)] == "tax (transport=clear)"
+    assert labels[scenario_key(tls)] == "tax (tls_key=ecdsa-p256, transport=tls)"
+    assert labels[scenario_key(rsa)] == "tax (tls_key=rsa-2048, transport=tls)"

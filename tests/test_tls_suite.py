@@ -16,6 +16,7 @@ from serverlab.commands import plan_suite
 from serverlab.contestant.manifest import find
 from serverlab.results.report import build_report
 from serverlab.results.store import Store
+from serverlab.run.execution.engine import engine_speaks_h2
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan import protocols
@@ -72,7 +73,7 @@ def test_a_wrong_tls_setting_is_refused_at_its_line(tls_dir, tmp_path, extra, sa
     assert path.read_text().splitlines()[caught.value.line - 1].startswith(key)
 
 
-def test_tls_for_a_server_without_tls_and_h2_without_engine_http2_are_refused_with_why(
+def test_tls_for_a_server_without_tls_and_h2_for_one_without_h2_are_refused_with_why(
     tls_dir, tmp_path
 ):
     extra = 'transport = ["tls", "h2"]\ncontestants = ["reference", "reference-tls"]\n'
@@ -82,8 +83,23 @@ def test_tls_for_a_server_without_tls_and_h2_without_engine_http2_are_refused_wi
     ]
     lines = sorted(refused.line() for refused in planned.refused)
     assert len(lines) == 3
+    assert "reference does not claim the spec part `h2`" in lines[0]
     assert "reference does not claim the spec part `tls`" in lines[1]
-    assert "needs HTTP/2 in the load engine" in lines[0] and "h2" in lines[0]
+    assert "reference-tls does not claim the spec part `h2`" in lines[2]
+
+
+def test_an_h2_test_is_refused_with_why_by_an_engine_without_http2(tls_dir, tmp_path):
+    # This engine speaks HTTP/2 (asked of it, below); an older one, which the real binary
+    # can no longer be made into, is told by the probe's answer alone.
+    assert engine_speaks_h2()
+    claimant = TLS_MANIFEST.replace('name = "reference-tls"', 'name = "reference-h2"').replace(
+        '"tls"]', '"tls", "h2"]'
+    )
+    write_manifest(tls_dir, "reference-h2", claimant)
+    extra = 'transport = "h2"\ncontestants = ["reference-h2"]\n'
+    plans = plan_tests(load_suite(_suite(tmp_path, extra)), find)
+    kept, (refused,) = protocols.refuse(plans, find, engine_h2=False)
+    assert kept == [] and "needs HTTP/2 in the load engine" in refused.why
 
 
 def _run(tmp_path: Path, extra: str):
@@ -158,7 +174,7 @@ def test_a_run_with_tls_tests_records_one_cores_handshake_ceiling_and_each_tests
     assert row[0][0] == "reference-tls"
     ratio = float(row[3][0])  # a flag, if any, follows the figure after a space
     assert 0 < ratio < 5, row  # answered/s TLS over clear, a real quotient
-    assert "the load engine has HTTP/2" in section, "h2 says why it has no data"
+    assert "no HTTP/2 test ran" in section, "h2 says why it has no data"
 
 
 def _section(html: str) -> str:
@@ -327,5 +343,47 @@ def test_once_the_engine_speaks_http2_an_h2_cell_runs_for_a_claimant_and_no_othe
     assert [plan.contestant for plan in kept] == ["reference-h2"]
     assert [r.why for r in refused] == ["reference-tls does not claim the spec part `h2`"]
     measured = kept[0].measured
-    assert (measured["h2"], measured["streams"]) == (True, 100)
+    assert measured["http2"] == {"mode": "h2", "streams": 100}
     assert measured["target"] == "https://{host}:{tls_port}/perf"
+
+
+H2_PAIR = """name = "t"
+repeats = 1
+contestants = ["go-nethttp"]
+
+[[scenario]]
+name = "h2-multiplex"
+behaviour = "keepalive"
+clients = 1
+streams = 20
+duration_s = 1
+transport = "h2"
+
+[[scenario]]
+name = "h1-100-connections"
+behaviour = "keepalive"
+clients = 20
+duration_s = 1
+transport = "tls"
+"""
+
+
+def test_one_h2_connection_of_twenty_streams_runs_against_a_real_server_beside_twenty_h1_ones(
+    tmp_path,
+):
+    # go-nethttp as built in the contestants folder claims h2: the whole path, from the
+    # suite's streams to the engine's --h2 over the run's CA, to the report's h2 table.
+    suite = load_suite(_suite(tmp_path, "", H2_PAIR))
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    with Store(tmp_path / "lab.db") as store:
+        run_suite(Session(suite, plan_tests(suite, find), store, env))
+        tests = {t.scenario: t for t in store.tests()}
+    multiplexed = tests["h2-multiplex"]
+    assert multiplexed.status == "ok", multiplexed.validity
+    assert multiplexed.run_info["engine_plan"]["http2"] == {"mode": "h2", "streams": 20}
+    assert multiplexed.summary["answered"] > 0 and multiplexed.summary["tls_handshakes"] == 1
+    assert tests["h1-100-connections"].summary["tls_handshakes"] == 20
+    html = build_report(tmp_path / "lab.db", "all", tmp_path / "r.html").read_text()
+    (row,) = _rows(_section(html), "tls-h2")
+    assert row[0][0] == "go-nethttp" and float(row[3][0]) > 0  # answered/s h2 ÷ h1
+    assert "no HTTP/2 test ran" not in _section(html)

@@ -6,15 +6,30 @@ use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::plan::{Plan, PlanError};
+use crate::plan::{Plan, PlanError, PlanErrors};
 
 /// One verdict line: `{"ok": true, "plan": <the plan with every default written out>}` or
-/// `{"ok": false, "error": <one line>, "field": <the plan field it is about>}`.
+/// `{"ok": false, "error": <one line>, "field": <the plan field it is about>, "errors":
+/// [{"error", "field"}, ...]}`: `error` and `field` are the first refusal, `errors` all of
+/// them (the first included), in the order the rules are checked.
 pub fn verdict(plan: Result<Plan, PlanError>) -> Value {
-    match plan.and_then(|p| p.check().map(|_| p)) {
+    match plan
+        .map_err(PlanErrors::from)
+        .and_then(|p| p.check().map(|_| p))
+    {
         Ok(plan) => json!({ "ok": true, "plan": plan }),
-        Err(e) => json!({ "ok": false, "error": e.to_string(), "field": e.field() }),
+        Err(errors) => {
+            let all: Vec<Value> = errors.0.iter().map(refusal).collect();
+            let mut verdict = refusal(errors.first());
+            verdict["ok"] = false.into();
+            verdict["errors"] = all.into();
+            verdict
+        }
     }
+}
+
+fn refusal(error: &PlanError) -> Value {
+    json!({ "error": error.to_string(), "field": error.field() })
 }
 
 /// Judges each non-blank line of `input` as a JSON plan and writes a verdict line for it,

@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourSpec, CometSpec, IoBackend, KxGroup, LongpollSpec, NewConnectionSpec, PacerSpec, Plan,
-    PlanError, Publish, SlowReaderSpec, SlowUploadSpec, SseSpec, SyslogFraming, SyslogSpec,
-    SyslogTransport, TlsSpec, WaitMode, WebsocketSpec,
+    BehaviourSpec, CometSpec, Http2Mode, Http2Spec, IoBackend, KxGroup, LongpollSpec,
+    NewConnectionSpec, PacerSpec, Plan, PlanError, Publish, SlowReaderSpec, SlowUploadSpec,
+    SseSpec, SyslogFraming, SyslogSpec, SyslogTransport, TlsSpec, WaitMode, WebsocketSpec,
 };
 
 #[derive(Debug, Parser)]
@@ -173,6 +173,15 @@ pub struct Args {
     /// TLS: the key exchange group offered; default x25519
     #[arg(long, value_enum)]
     pub tls_group: Option<KxGroup>,
+    /// HTTP/2 over TLS, agreed by ALPN "h2" (an https:// target)
+    #[arg(long, conflicts_with = "h2c")]
+    pub h2: bool,
+    /// HTTP/2 in cleartext with prior knowledge (an http:// target)
+    #[arg(long)]
+    pub h2c: bool,
+    /// HTTP/2: concurrent streams per connection (h2load's -m); default 1
+    #[arg(long, value_name = "M")]
+    pub streams: Option<u64>,
 }
 
 /// Parses `10s`, `250ms`, `2m`, `1h`, or plain seconds (`1.5`).
@@ -255,6 +264,9 @@ impl Args {
             || self.read_bytes.is_some()
             || self.syslog.is_some()
             || self.tls_flags_given()
+            || self.h2
+            || self.h2c
+            || self.streams.is_some()
     }
 
     fn tls_flags_given(&self) -> bool {
@@ -274,6 +286,25 @@ impl Args {
         })
     }
 
+    /// The HTTP/2 settings `--h2` or `--h2c` give; `--streams` alone is refused.
+    fn http2(&self) -> Result<Option<Http2Spec>, PlanError> {
+        let mode = match (self.h2, self.h2c) {
+            (true, _) => Http2Mode::H2,
+            (false, true) => Http2Mode::H2c,
+            (false, false) if self.streams.is_some() => {
+                return Err(PlanError::Contradiction(
+                    "http2",
+                    "--streams needs --h2 or --h2c".into(),
+                ))
+            }
+            (false, false) => return Ok(None),
+        };
+        Ok(Some(Http2Spec {
+            mode,
+            streams: self.streams.unwrap_or(1),
+        }))
+    }
+
     fn flags_or_file(self) -> Result<Plan, PlanError> {
         if let Some(path) = &self.plan {
             return self.plan_file(path);
@@ -285,6 +316,7 @@ impl Args {
         plan.pacer = self.pacer()?;
         plan.behaviour = self.behaviour()?;
         plan.tls = self.tls();
+        plan.http2 = self.http2()?;
         plan.connections = self
             .connections
             .unwrap_or_else(|| plan.pacer.default_connections());

@@ -99,6 +99,15 @@ impl Client {
         Ok(())
     }
 
+    /// A new connection (and its TLS, for a TLS target), connected, shaken hands with and
+    /// counted as any other, handed over to a protocol that drives it itself (HTTP/2).
+    pub async fn new_connection(&mut self) -> Result<(Conn, Option<Tls>), ErrorKind> {
+        self.close();
+        self.ensure_conn().await?;
+        let conn = self.conn.take().ok_or(ErrorKind::Closed)?;
+        Ok((conn, self.tls.take()))
+    }
+
     /// The TLS handshake on a connection just made, timed and counted.
     async fn shake_hands(
         &self,

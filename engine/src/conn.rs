@@ -142,6 +142,39 @@ impl Conn {
         read(self.fd.get_ref())
     }
 
+    /// Reads once through `read` when the socket is readable, registering `cx` to be woken
+    /// when it is not (HTTP/2's transport polls the socket this way, on the same loop).
+    pub fn poll_read_with<T>(
+        &self,
+        cx: &mut Context<'_>,
+        mut read: impl FnMut(&Socket) -> io::Result<T>,
+    ) -> Poll<io::Result<T>> {
+        loop {
+            let mut guard = std::task::ready!(self.fd.poll_read_ready(cx))?;
+            match guard.try_io(|inner| read(inner.get_ref())) {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(result) => return Poll::Ready(result),
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Writes once through `write` when the socket is writable, as `poll_read_with`.
+    pub fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        mut write: impl FnMut(&Socket) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = std::task::ready!(self.fd.poll_write_ready(cx))?;
+            match guard.try_io(|inner| write(inner.get_ref())) {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(result) => return Poll::Ready(result),
+                Err(_would_block) => {}
+            }
+        }
+    }
+
     /// Asks the kernel to stamp the segments it receives (`SO_TIMESTAMPNS`), for
     /// `try_read_stamped`.
     pub fn enable_stamps(&self) -> io::Result<()> {

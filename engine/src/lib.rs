@@ -14,6 +14,7 @@ mod inbox;
 mod ledger;
 pub mod merge;
 pub mod metrics;
+mod mux;
 pub mod pacer;
 mod paths;
 mod plain;

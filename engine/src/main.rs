@@ -12,6 +12,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
 use serverlab_load::merge::Output;
+use serverlab_load::plan::PlanErrors;
 use serverlab_load::{check, report, IntervalLine, Outcome, Summary};
 
 /// The exit code of a run from flags that got no answer at all.
@@ -37,10 +38,17 @@ fn main() -> ExitCode {
     }
     let json = args.json;
     let by_hand = args.plan.is_none();
-    let plan = match args.into_plan().and_then(|p| p.validate()) {
+    let plan = match args
+        .into_plan()
+        .map_err(PlanErrors::from)
+        .and_then(|p| p.validate())
+    {
         Ok(plan) => plan,
-        Err(e) => {
-            eprintln!("serverlab-load: plan refused: {e}");
+        Err(errors) => {
+            // One line per refusal: every mistake of the plan at once, not one per attempt.
+            for e in &errors.0 {
+                eprintln!("serverlab-load: plan refused: {e}");
+            }
             return ExitCode::from(2);
         }
     };

@@ -6,6 +6,7 @@
 //! the answer's).
 
 use std::io::{self, Read, Write};
+use std::task::{ready, Context, Poll};
 
 use rustls::{ClientConnection, HandshakeKind};
 
@@ -121,6 +122,54 @@ impl Tls {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             other => other,
         }
+    }
+
+    /// The protocol the server picked by ALPN (`h2` for HTTP/2), if any.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.session.alpn_protocol()
+    }
+
+    /// Reads decrypted bytes, polling the socket for records when none are there (HTTP/2's
+    /// transport); 0 at the end of the stream.
+    pub fn poll_read(
+        &mut self,
+        conn: &Conn,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let state = self.process(conn)?;
+            if state.plaintext_bytes_to_read() > 0 {
+                return Poll::Ready(self.read_now(buf));
+            }
+            if state.peer_has_closed() || self.eof {
+                return Poll::Ready(Ok(0));
+            }
+            let session = &mut self.session;
+            let read = ready!(conn.poll_read_with(cx, |mut socket| session.read_tls(&mut socket)))?;
+            self.eof |= read == 0;
+        }
+    }
+
+    /// Takes `data` into rustls once the records it held are written; `poll_flush` writes
+    /// the new ones.
+    pub fn poll_write(
+        &mut self,
+        conn: &Conn,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_flush(conn, cx))?;
+        Poll::Ready(self.session.writer().write(data))
+    }
+
+    /// Writes every record rustls holds, polling the socket.
+    pub fn poll_flush(&mut self, conn: &Conn, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.session.wants_write() {
+            let session = &mut self.session;
+            ready!(conn.poll_write_with(cx, |mut socket| session.write_tls(&mut socket)))?;
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// Takes what the socket holds into rustls, waiting for it if nothing is there.

@@ -172,7 +172,9 @@ fn spawn_slots<B: Behaviour + 'static>(
         tokio::task::spawn_local(slot_loop(ctx.clone(), behaviour.clone(), pacer))
     };
     match &plan.pacer {
+        // HTTP/2: `streams` clients to each connection (1 otherwise).
         PacerSpec::Closed {} => mine(plan.connections)
+            .flat_map(|_| 0..plan.streams())
             .map(|_| slot(Box::new(BackToBack::new(start))))
             .collect(),
         PacerSpec::Sequential {} => mine(1)
@@ -195,10 +197,11 @@ fn spawn_slots<B: Behaviour + 'static>(
         }
         PacerSpec::Open { .. } if plan.is_pooled() => {
             let curve = rate_curve(&plan.pacer);
-            let pool = plan.connections;
+            let (pool, streams) = (plan.connections, plan.streams());
             mine(pool)
+                .flat_map(|connection| (0..streams).map(move |k| connection * streams + k))
                 .map(|first| {
-                    let pacer = Scheduled::new(start, curve, first, pool, shared.end);
+                    let pacer = Scheduled::new(start, curve, first, pool * streams, shared.end);
                     slot(Box::new(pacer))
                 })
                 .collect()

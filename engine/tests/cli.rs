@@ -11,7 +11,7 @@ fn engine() -> Command {
 #[test]
 fn off_loopback_targets_exit_2() {
     let out = engine()
-        .args(["http://10.1.2.3:80/", "-n", "1"])
+        .args(["http://10.1.2.3:80/", "-n", "1", "-c", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -391,4 +391,42 @@ fn check_of_flags_prints_the_plan_they_make() {
     let verdict = &common::json_lines(&out.stdout)[0];
     assert_eq!(verdict["plan"]["connections"], 7);
     assert_eq!(verdict["plan"]["duration_s"], 2.0);
+}
+
+#[test]
+fn a_plan_with_four_mistakes_prints_each_on_its_own_line_and_exits_2() {
+    let out = engine()
+        .args([
+            "http://127.0.0.1:9/",
+            "-d",
+            "1s",
+            "-c",
+            "0",
+            "--timeout",
+            "0s",
+        ])
+        .args(["-H", "no colon", "--sse", "a b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("serverlab-load: plan refused: ")),
+        "{stderr}"
+    );
+    for said in [
+        "timeout must be positive",
+        "connection count must be positive",
+    ] {
+        assert!(lines.iter().any(|l| l.ends_with(said)), "{said}: {stderr}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("event name \"a b\"")),
+        "{stderr}"
+    );
+    assert!(lines.iter().any(|l| l.contains("bad header")), "{stderr}");
+    assert_eq!(lines.len(), 4, "{stderr}");
 }

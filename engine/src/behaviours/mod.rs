@@ -5,6 +5,7 @@
 //! read too. `build` turns a plan's spec into its loop: one line per behaviour.
 
 mod comet;
+mod h2plain;
 mod longpoll;
 mod plain;
 mod push;
@@ -65,6 +66,9 @@ pub(crate) trait Runner {
 pub(crate) fn build<R: Runner>(plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
     use BehaviourSpec as S;
     match &plan.plan.behaviour {
+        S::Keepalive(_) | S::NewConnection(_) if plan.plan.http2.is_some() => {
+            runner.run(h2plain::H2Plain::new(plan, worker))
+        }
         S::Keepalive(_) | S::NewConnection(_) | S::SlowReader(_) => {
             runner.run(Plain::new(plan, worker))
         }

@@ -63,3 +63,36 @@ impl PlanError {
         }
     }
 }
+
+/// Every refusal of one plan, in the order the rules are checked (k6's `Validate() []error`):
+/// a plan with three mistakes is refused once, with all three, not three times in turn.
+#[derive(Debug)]
+pub struct PlanErrors(pub Vec<PlanError>);
+
+impl PlanErrors {
+    /// The first refusal: the one a single-line answer (a `--check` verdict's `field`) names.
+    pub fn first(&self) -> &PlanError {
+        &self.0[0]
+    }
+
+    /// The plan field of the first refusal.
+    pub fn field(&self) -> &str {
+        self.first().field()
+    }
+}
+
+impl From<PlanError> for PlanErrors {
+    fn from(error: PlanError) -> Self {
+        PlanErrors(vec![error])
+    }
+}
+
+/// One refusal per line.
+impl std::fmt::Display for PlanErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl std::error::Error for PlanErrors {}

@@ -6,13 +6,15 @@
 
 mod behaviour;
 mod error;
+mod http2;
 mod parse;
 mod tls;
 mod types;
 mod validate;
 
 pub use behaviour::*;
-pub use error::PlanError;
+pub use error::{PlanError, PlanErrors};
+pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};

@@ -84,8 +84,9 @@ impl TlsSpec {
     }
 
     /// The client configuration, reading the CA file; `host` is the target's host (an IP
-    /// literal is verified against the certificate's IP names and sends no SNI).
-    pub fn client(&self, host: &str) -> Result<TlsClient, PlanError> {
+    /// literal is verified against the certificate's IP names and sends no SNI); `alpn` the
+    /// protocols offered (`h2` for HTTP/2, none for HTTP/1.1).
+    pub fn client(&self, host: &str, alpn: &[&[u8]]) -> Result<TlsClient, PlanError> {
         self.check()?;
         let provider = Arc::new(self.provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
@@ -98,6 +99,7 @@ impl TlsSpec {
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider))),
         }
         .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         if !self.resume {
             config.resumption = Resumption::disabled();
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BehaviourSpec, TlsSpec};
+use super::{BehaviourSpec, Http2Spec, TlsSpec};
 
 /// A plan as written in a plan file (JSON). Every field but `target` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -92,6 +92,10 @@ pub struct Plan {
     /// TLS settings, for an `https://` or `wss://` target (absent: cleartext).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// HTTP/2 settings (`h2` over an `https://` target, `h2c` over `http://`); absent:
+    /// HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Spec>,
 }
 
 #[derive(
@@ -270,6 +274,12 @@ impl Plan {
         matches!(self.pacer, PacerSpec::Closed {})
             && self.behaviour.kind().is_bare_request()
             && self.tls.is_none()
+            && self.http2.is_none()
+    }
+
+    /// Streams each connection carries at once: the HTTP/2 plan's `streams`, else 1.
+    pub fn streams(&self) -> u64 {
+        self.http2.as_ref().map_or(1, |h2| h2.streams)
     }
 
     /// Whether the plan's point is response time rather than load: plain requests one
@@ -307,7 +317,9 @@ impl Plan {
             PacerSpec::Sequential {} => Some(1),
             PacerSpec::Users { users, .. } => Some(*users),
             PacerSpec::Open { .. } if !self.is_pooled() => None,
-            PacerSpec::Open { .. } | PacerSpec::Closed {} => Some(self.connections),
+            PacerSpec::Open { .. } | PacerSpec::Closed {} => {
+                Some(self.connections * self.streams())
+            }
         }
     }
 

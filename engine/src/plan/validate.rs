@@ -6,8 +6,8 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, SyslogTransport, TlsClient, WaitMode,
-    WeightedPath,
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, SyslogTransport, TlsClient,
+    WaitMode, WeightedPath,
 };
 use crate::target::{may_send_to, Target};
 
@@ -35,59 +35,48 @@ pub enum Stop {
 
 impl Plan {
     /// Every rule that needs no file and no socket: what `serverlab-load --check` judges.
-    /// `validate` applies the same rules, then reads the files the plan names.
-    pub fn check(&self) -> Result<(Target, Stop), PlanError> {
-        if self.io == IoBackend::IoUring && self.tls.is_some() {
-            return Err(PlanError::Contradiction(
-                "io",
-                "the io_uring loop carries no TLS yet; use --io auto or epoll for a TLS target"
-                    .into(),
-            ));
+    /// `validate` applies the same rules, then reads the files the plan names. Every rule
+    /// broken is reported (a rule that needs another's result, as the target needs the
+    /// allowed hosts, is skipped when that one failed), in the order they are checked.
+    pub fn check(&self) -> Result<(Target, Stop), PlanErrors> {
+        let mut found = Found::default();
+        self.check_io(&mut found);
+        let allowed = found.add(self.checked_allowed_hosts());
+        let needs_http = self.behaviour.kind().needs_http();
+        let target = allowed.as_ref().and_then(|allowed| {
+            found.add(Target::parse(&self.target, needs_http, allowed).map_err(PlanError::from))
+        });
+        if let Some(target) = &target {
+            found.add(self.check_tls(target));
+            found.add(self.check_http2(target));
         }
-        if self.io == IoBackend::IoUring && !self.suits_io_uring() {
-            return Err(PlanError::Contradiction("io",
-                "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll".into(),
-            ));
-        }
-        if self.io == IoBackend::IoUring && self.wait == WaitMode::Spin {
-            return Err(PlanError::Contradiction(
-                "wait",
-                "the spinning wait runs on the epoll loop; use --io auto or epoll with --wait spin"
-                    .into(),
-            ));
-        }
-        let allowed = self.checked_allowed_hosts()?;
-        let target = Target::parse(&self.target, self.behaviour.kind().needs_http(), &allowed)?;
-        self.check_tls(&target)?;
-        let stop = self.checked_stop()?;
-        if self.behaviour.kind().is_endless() && matches!(stop, Stop::Requests(_)) {
-            return Err(PlanError::Contradiction(
+        let stop = found.add(self.checked_stop());
+        if self.behaviour.kind().is_endless() && matches!(stop, Some(Stop::Requests(_))) {
+            found.0.push(PlanError::Contradiction(
                 "duration_s",
                 "a comet stream without duration_ms never ends: give -d, not -n".into(),
             ));
         }
-        self.check_bounds()?;
-        self.check_counts()?;
-        self.check_pacer()?;
-        self.check_offset(stop)?;
-        self.check_behaviour()?;
-        self.check_clocks()?;
-        self.parsed_headers()?;
-        parse_sources(&self.sources, &allowed)?;
-        if self.paths_file.is_some() && !self.paths.is_empty() {
-            return Err(PlanError::Contradiction(
-                "paths",
-                "give paths or paths_file, not both".into(),
-            ));
+        self.check_bounds(&mut found);
+        self.check_counts(&mut found);
+        found.add(self.check_pacer());
+        if let Some(stop) = stop {
+            found.add(self.check_offset(stop));
         }
-        check_paths(&self.paths, &self.behaviour)?;
-        if let Some(name) = &self.netns {
-            check_netns_name(name)?;
+        self.check_behaviour(&mut found);
+        found.add(self.check_clocks());
+        found.add(self.parsed_headers());
+        if let Some(allowed) = &allowed {
+            found.add(parse_sources(&self.sources, allowed));
         }
-        Ok((target, stop))
+        self.check_paths_and_netns(&mut found);
+        match (target, stop) {
+            (Some(target), Some(stop)) if found.0.is_empty() => Ok((target, stop)),
+            _ => Err(PlanErrors(found.0)),
+        }
     }
 
-    pub fn validate(self) -> Result<ValidPlan, PlanError> {
+    pub fn validate(self) -> Result<ValidPlan, PlanErrors> {
         let (target, stop) = self.check()?;
         let body = self.load_body()?;
         let headers = self.parsed_headers()?;
@@ -95,7 +84,7 @@ impl Plan {
         let threads = self.effective_threads();
         let paths = self.checked_paths()?;
         let tls = match &self.tls {
-            Some(spec) if target.tls => Some(spec.client(&target.host)?),
+            Some(spec) if target.tls => Some(spec.client(&target.host, self.alpn())?),
             _ => None,
         };
         Ok(ValidPlan {
@@ -109,6 +98,43 @@ impl Plan {
             stop,
             paths,
         })
+    }
+
+    /// What the chosen socket loop cannot drive.
+    fn check_io(&self, found: &mut Found) {
+        let refuse = |field, why: &str| PlanError::Contradiction(field, why.into());
+        if self.io == IoBackend::IoUring && self.tls.is_some() {
+            found.0.push(refuse(
+                "io",
+                "the io_uring loop carries no TLS yet; use --io auto or epoll for a TLS target",
+            ));
+        }
+        // An HTTP/2 plan's refusals, io_uring's among them, come together in check_http2.
+        if self.io == IoBackend::IoUring && !self.suits_io_uring() && self.http2.is_none() {
+            found.0.push(refuse("io",
+                "io_uring drives closed-loop keepalive or new-connection requests only; use --io auto or epoll",
+            ));
+        }
+        if self.io == IoBackend::IoUring && self.wait == WaitMode::Spin {
+            found.0.push(refuse(
+                "wait",
+                "the spinning wait runs on the epoll loop; use --io auto or epoll with --wait spin",
+            ));
+        }
+    }
+
+    /// Weighted paths (given one way, for plain requests) and the namespace's name.
+    fn check_paths_and_netns(&self, found: &mut Found) {
+        if self.paths_file.is_some() && !self.paths.is_empty() {
+            found.0.push(PlanError::Contradiction(
+                "paths",
+                "give paths or paths_file, not both".into(),
+            ));
+        }
+        found.add(check_paths(&self.paths, &self.behaviour));
+        if let Some(name) = &self.netns {
+            found.add(check_netns_name(name));
+        }
     }
 
     /// A TLS target needs its TLS settings (whom to trust), a cleartext one none; io_uring and
@@ -133,34 +159,56 @@ impl Plan {
         }
     }
 
+    /// Every rule an HTTP/2 plan breaks, in one refusal.
+    fn check_http2(&self, target: &Target) -> Result<(), PlanError> {
+        let Some(spec) = &self.http2 else {
+            return Ok(());
+        };
+        let problems = spec.problems(self, target.tls);
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(PlanError::Contradiction("http2", problems.join("; "))),
+        }
+    }
+
+    /// The protocols offered by ALPN: `h2` alone for HTTP/2 over TLS, else none.
+    fn alpn(&self) -> &'static [&'static [u8]] {
+        match &self.http2 {
+            Some(_) => &[b"h2"],
+            None => &[],
+        }
+    }
+
     fn is_udp(&self) -> bool {
         matches!(&self.behaviour, BehaviourSpec::Syslog(s) if s.transport == SyslogTransport::Udp)
     }
 
     /// Counts and durations a run can hold: finite, and within what one engine process
     /// can do, so that a typo of a few zeros is refused before any server starts.
-    fn check_bounds(&self) -> Result<(), PlanError> {
-        let seconds = [
-            ("duration_s", self.duration_s),
-            ("pacer", self.pacer.seconds()),
+    fn check_bounds(&self, found: &mut Found) {
+        let users = match &self.pacer {
+            PacerSpec::Users { users, .. } => *users as f64,
+            _ => 0.0,
+        };
+        let bounds = [
+            ("duration_s", self.duration_s.unwrap_or(0.0), MAX_SECONDS),
+            ("pacer", self.pacer.seconds().unwrap_or(0.0), MAX_SECONDS),
+            ("connections", self.connections as f64, MAX_CONNECTIONS),
+            ("requests", self.requests.unwrap_or(0) as f64, MAX_REQUESTS),
+            ("timeout_ms", self.timeout_ms as f64, MAX_SECONDS * 1000.0),
+            ("interval_ms", self.interval_ms as f64, MAX_SECONDS * 1000.0),
+            ("threads", self.threads as f64, MAX_THREADS),
+            ("users", users, MAX_CONNECTIONS),
+            ("pacer", self.pacer.peak_rate().unwrap_or(0.0), MAX_RATE),
+            (
+                "pacer",
+                self.pacer.calls_per_connection() as f64,
+                MAX_REQUESTS,
+            ),
         ];
-        for (field, value) in seconds {
-            too_large(field, value.unwrap_or(0.0), MAX_SECONDS)?;
+        for (field, value, max) in bounds {
+            found.add(too_large(field, value, max));
         }
-        too_large("connections", self.connections as f64, MAX_CONNECTIONS)?;
-        too_large("requests", self.requests.unwrap_or(0) as f64, MAX_REQUESTS)?;
-        too_large("timeout_ms", self.timeout_ms as f64, MAX_SECONDS * 1000.0)?;
-        too_large("interval_ms", self.interval_ms as f64, MAX_SECONDS * 1000.0)?;
-        too_large("threads", self.threads as f64, MAX_THREADS)?;
-        if let PacerSpec::Users { users, .. } = &self.pacer {
-            too_large("users", *users as f64, MAX_CONNECTIONS)?;
-        }
-        too_large("pacer", self.pacer.peak_rate().unwrap_or(0.0), MAX_RATE)?;
-        too_large(
-            "pacer",
-            self.pacer.calls_per_connection() as f64,
-            MAX_REQUESTS,
-        )
     }
 
     /// The addresses off loopback the plan allows: IPv4 literals of a host (not 0.0.0.0,
@@ -275,21 +323,27 @@ impl Plan {
         }
     }
 
-    fn check_counts(&self) -> Result<(), PlanError> {
+    fn check_counts(&self, found: &mut Found) {
         if self.timeout_ms == 0 {
-            return Err(PlanError::NotPositive("timeout_ms", "timeout"));
+            found
+                .0
+                .push(PlanError::NotPositive("timeout_ms", "timeout"));
         }
         if self.interval_ms == 0 {
-            return Err(PlanError::NotPositive("interval_ms", "interval"));
+            found
+                .0
+                .push(PlanError::NotPositive("interval_ms", "interval"));
         }
         // Open-loop arrivals with connections of their own and users ignore `connections`.
         let needs_connections = matches!(self.pacer, PacerSpec::Closed {}) || self.is_pooled();
         if needs_connections && self.connections == 0 {
-            return Err(PlanError::NotPositive("connections", "connection count"));
+            found
+                .0
+                .push(PlanError::NotPositive("connections", "connection count"));
         }
         if let (Some(n), PacerSpec::Closed {}) = (self.requests, &self.pacer) {
             if n < self.connections {
-                return Err(PlanError::Contradiction(
+                found.0.push(PlanError::Contradiction(
                     "connections",
                     format!(
                         "{n} requests cannot keep {} connections busy; lower -c",
@@ -299,12 +353,11 @@ impl Plan {
             }
         }
         if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(PlanError::Contradiction(
+            found.0.push(PlanError::Contradiction(
                 "method",
                 format!("method {:?} is not an upper-case token", self.method),
             ));
         }
-        Ok(())
     }
 
     fn check_pacer(&self) -> Result<(), PlanError> {
@@ -358,26 +411,23 @@ impl Plan {
         }
     }
 
-    /// The behaviour's own rules (the first it breaks: a refusal names one field and one
-    /// fault), then the body's, which depend on the behaviour.
-    fn check_behaviour(&self) -> Result<(), PlanError> {
-        if let Some(first) = self.behaviour.kind().check().into_iter().next() {
-            return Err(first);
-        }
+    /// The behaviour's own rules (every one it breaks), then the body's, which depend on
+    /// the behaviour.
+    fn check_behaviour(&self, found: &mut Found) {
+        found.0.extend(self.behaviour.kind().check());
         let body_given = self.body.is_some() || self.body_file.is_some();
         if self.body.is_some() && self.body_file.is_some() {
-            return Err(PlanError::Contradiction(
+            found.0.push(PlanError::Contradiction(
                 "body",
                 "give body or body_file, not both".into(),
             ));
         }
         if body_given && !self.behaviour.kind().is_plain() {
-            return Err(PlanError::Contradiction(
+            found.0.push(PlanError::Contradiction(
                 "body",
                 "this behaviour builds its own body; drop --body-file".into(),
             ));
         }
-        Ok(())
     }
 
     fn load_body(&self) -> Result<Vec<u8>, PlanError> {
@@ -445,6 +495,17 @@ fn check_paths(paths: &[WeightedPath], behaviour: &BehaviourSpec) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The refusals found so far: each rule adds what it finds, and the check goes on.
+#[derive(Default)]
+struct Found(Vec<PlanError>);
+
+impl Found {
+    /// The value of a rule that passed; a refusal is kept, and `None` stands in for the value.
+    fn add<T>(&mut self, result: Result<T, PlanError>) -> Option<T> {
+        result.map_err(|e| self.0.push(e)).ok()
+    }
 }
 
 /// The most one engine process is asked to do; past these a plan is a typo, not a test.
@@ -535,8 +596,36 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The plan's validation; each plan here breaks one rule at most, and its refusal says so.
     fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
-        Plan::from_value(json).unwrap().validate()
+        Plan::from_value(json).unwrap().validate().map_err(|mut e| {
+            assert_eq!(e.0.len(), 1, "one refusal expected: {e}");
+            e.0.remove(0)
+        })
+    }
+
+    #[test]
+    fn a_plan_with_three_independent_mistakes_is_refused_with_all_three() {
+        let p = Plan::from_value(json!({"target": "http://127.0.0.1:1/", "requests": 10,
+            "timeout_ms": 0, "headers": ["no colon"],
+            "behaviour": {"kind": "sse", "events": ["e1"], "heartbeat_ms": 5,
+                          "duration_ms": 100}}))
+        .unwrap();
+        let errors = p.validate().unwrap_err();
+        let fields: Vec<&str> = errors.0.iter().map(|e| e.field()).collect();
+        assert_eq!(fields, ["timeout_ms", "behaviour", "headers"], "{errors}");
+        assert_eq!(errors.to_string().lines().count(), 3, "one line each");
+    }
+
+    #[test]
+    fn a_rule_that_needs_a_failed_one_is_skipped_not_misreported() {
+        // The target cannot be judged without the allowed hosts: one refusal, not two.
+        let p = Plan::from_value(json!({"target": "http://198.18.0.2:80/", "requests": 10,
+            "allowed_hosts": ["not an address"], "sources": ["198.18.0.2"]}))
+        .unwrap();
+        let errors = p.check().unwrap_err();
+        assert_eq!(errors.0.len(), 1, "{errors}");
+        assert_eq!(errors.field(), "allowed_hosts");
     }
 
     #[test]
@@ -561,7 +650,10 @@ mod tests {
         plan.clone().validate().expect("spin on the auto loop");
         plan.io = IoBackend::IoUring;
         let err = plan.validate().unwrap_err();
-        assert!(matches!(err, PlanError::Contradiction("wait", _)), "{err}");
+        assert!(
+            matches!(err.first(), PlanError::Contradiction("wait", _)),
+            "{err}"
+        );
     }
 
     #[test]
@@ -591,10 +683,11 @@ mod tests {
 
     #[test]
     fn refuses_both_stops_and_remote_targets() {
-        let both =
-            serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 5, "duration_s": 1.0});
+        let both = serde_json::json!({"target": "http://127.0.0.1:1/", "requests": 5, "duration_s": 1.0,
+            "connections": 1});
         assert!(matches!(plan(both).unwrap_err(), PlanError::BothStops));
-        let remote = serde_json::json!({"target": "http://10.0.0.1:80/", "requests": 5});
+        let remote =
+            serde_json::json!({"target": "http://10.0.0.1:80/", "requests": 5, "connections": 1});
         assert!(matches!(plan(remote).unwrap_err(), PlanError::Target(_)));
     }
 
@@ -645,7 +738,7 @@ mod tests {
             assert!(matches!(with(bad).unwrap_err(), PlanError::BadPath(..)));
         }
         let push = plan(
-            serde_json::json!({"target": "http://127.0.0.1:1/push", "requests": 1,
+            serde_json::json!({"target": "http://127.0.0.1:1/push", "requests": 1, "connections": 1,
             "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 10},
             "paths": [{"path": "/a", "weight": 1.0}]}),
         );

@@ -28,4 +28,6 @@ pub use types::IntervalLine;
 /// 4: TLS: `tls_handshake_us` (and its histogram), the counts `tls_handshakes` and
 /// `tls_resumed` beside `connections_opened`, and the error kinds `tls_handshake` and
 /// `tls_alert`; the summary's plan holds `tls` for a TLS target.
-pub const OUTPUT_VERSION: u32 = 4;
+/// 5: HTTP/2: the error kinds `h2_goaway` and `h2_reset`; the summary's plan holds `http2`
+/// for an HTTP/2 plan, whose every stream is one request.
+pub const OUTPUT_VERSION: u32 = 5;

@@ -472,7 +472,9 @@ def comparison_key(test: RecordedTest, with_contestant: bool) -> str:
 
 def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
     """A short label per scenario key: its name, plus the parameters that tell apart
-    scenario keys sharing that name."""
+    scenario keys sharing that name. A parameter a cell does not have (a cleartext cell's
+    TLS key) is left out of its label rather than shown as "-". Labels stay distinct: where
+    two cells differ by a parameter only one of them has, only that one's label names it."""
     params_by_name: dict[str, dict[str, dict]] = {}
     for test in tests:
         params_by_name.setdefault(test.scenario, {})[scenario_key(test)] = permutation_params(test)
@@ -480,7 +482,7 @@ def scenario_labels(tests: list[RecordedTest]) -> dict[str, str]:
     for name, by_key in params_by_name.items():
         varying = _varying_keys(list(by_key.values()))
         for key, params in by_key.items():
-            detail = ", ".join(f"{k}={params.get(k, '-')}" for k in varying)
+            detail = ", ".join(f"{k}={params[k]}" for k in varying if k in params)
             labels[key] = f"{name or 'unnamed'} ({detail})" if detail else name or "unnamed"
     return labels
 

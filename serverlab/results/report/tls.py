@@ -32,9 +32,9 @@ SCENARIOS = (STORM, RESUME, TAX, H2, H1_BESIDE_H2)
 # error, but they are not held either).
 HELD_P99_MS = 100.0
 HELD_ANSWERED = 0.95
-H2_REFUSED = (
-    "HTTP/2 multiplexing (1 connection x 100 streams) has no data: the planner refuses its "
-    "cells until the load engine has HTTP/2 (--h2)"
+H2_ABSENT = (
+    "HTTP/2 multiplexing (1 connection x 100 streams) has no data: no HTTP/2 test ran (the "
+    "dry run says why a cell was refused)"
 )
 
 
@@ -71,6 +71,8 @@ class TlsSection:
     storm: list[Row] = field(default_factory=list)
     resume: list[Row] = field(default_factory=list)
     tax: list[Row] = field(default_factory=list)
+
+    h2: list[Row] = field(default_factory=list)
     memory: list[Row] = field(default_factory=list)
     ceiling: str = ""
     notes: list[str] = field(default_factory=list)
@@ -165,12 +167,13 @@ def tls_section(tests: list[RecordedTest], runs: list[Run]) -> TlsSection | None
         storm=_storm_rows(storm, speed),
         resume=_pair_rows(_of(study, RESUME), "tls_resume", ("on", "off"), _RESUME_FIGURES),
         tax=_tax_rows(_of(study, TAX)),
+        h2=_h2_rows(_of(study, H2) + _of(study, H1_BESIDE_H2)),
         memory=_memory_rows([t for t in study if t.scenario.startswith(PUSH_PREFIX)]),
         ceiling=_ceiling_text(speed),
         charts=[_storm_chart(storm)],
     )
     if not any(t.params.get("transport") in ("h2", "h2c") for t in study):
-        section.notes.append(H2_REFUSED)
+        section.notes.append(H2_ABSENT)
     if any(len(_of(study, s)) and _repeats(_of(study, s)) == 1 for s in SCENARIOS):
         section.notes.append("Some cells ran once (one repeat): a median of one, no interval.")
     return section
@@ -279,16 +282,36 @@ def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[Row]:
 def _tax_rows(tests: list[RecordedTest]) -> list[Row]:
     """Per contestant: answered/s and server CPU µs per request, clear and TLS, and the
     ratio of their medians TLS ÷ clear."""
+    return _versus_rows(
+        tests,
+        lambda t: t.params["transport"],
+        ("clear", "tls"),
+        (answered_per_s, cpu_per_request_us),
+    )
+
+
+def _h2_rows(tests: list[RecordedTest]) -> list[Row]:
+    """Per contestant: 100 HTTP/1.1 connections against 1 HTTP/2 connection of 100 streams
+    (answered/s, p99, server CPU µs per request), and the ratio h2 ÷ h1 of each."""
+    return _versus_rows(
+        tests,
+        lambda t: "h1" if t.scenario == H1_BESIDE_H2 else "h2",
+        ("h1", "h2"),
+        (answered_per_s, p99_ms, cpu_per_request_us),
+    )
+
+
+def _versus_rows(tests, side_of: Callable, sides: tuple[str, str], figures) -> list[Row]:
+    """Per contestant, for each figure: the median of one side, of the other, and the ratio
+    of the second's median to the first's."""
     rows = []
     for contestant in sorted({t.contestant for t in tests}):
-        sides = {
-            side: [t for t in tests if t.contestant == contestant and t.params["transport"] == side]
-            for side in ("clear", "tls")
-        }
+        mine = [t for t in tests if t.contestant == contestant]
+        first, second = ([t for t in mine if side_of(t) == side] for side in sides)
         row = [Figure(contestant)]
-        for figure in (answered_per_s, cpu_per_request_us):
-            row += [_median(sides["clear"], figure), _median(sides["tls"], figure)]
-            row.append(_ratio(sides["tls"], sides["clear"], figure))
+        for figure in figures:
+            row += [_median(first, figure), _median(second, figure)]
+            row.append(_ratio(second, first, figure))
         rows.append(row)
     return rows
 

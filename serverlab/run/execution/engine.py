@@ -20,7 +20,8 @@ from serverlab.base.paths import REPO_ROOT
 # The engine output version this reader understands (the summary's `version`). From 2 on,
 # `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.
 # From 3 on, each emit line carries its cycle's delay histogram, arrivals and drain time.
-OUTPUT_VERSION = 4
+# From 5 on, errors hold `h2_goaway` and `h2_reset` (HTTP/2 plans, a stream per request).
+OUTPUT_VERSION = 5
 
 
 class EngineError(RuntimeError):
@@ -64,7 +65,7 @@ def check_plans(plans: list[dict]) -> list[dict]:
 H2_PROBE = {
     "target": "https://127.0.0.1:1/",
     "duration_s": 1,
-    "h2": True,
+    "http2": {"mode": "h2", "streams": 1},
     "tls": {"insecure": True},
 }
 

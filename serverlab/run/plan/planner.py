@@ -50,7 +50,7 @@ H2C_TARGET = "http://{host}:{h2c_port}"
 TLS_CA = "{tls_ca}"
 # How an engine plan asks for HTTP/2 (`--h2`): the probe of serverlab.run.execution.engine
 # and the plans made here spell it alike, so that h2 cells run once the engine takes it.
-H2_PLAN_FIELD = "h2"
+H2_PLAN_FIELD = "http2"
 
 
 def plan_tests(suite: Suite, manifest_of: Callable[[str], Manifest]) -> list[TestPlan]:
@@ -160,9 +160,8 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             "group": settings["tls_group"],
         }
     if p.get("transport") in HTTP2_TRANSPORTS:
-        plan[H2_PLAN_FIELD] = True
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
-        plan["streams"] = int(p.get("streams", 1))
+        plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     return plan
 
 
