@@ -1,7 +1,8 @@
 //! Measurement aid (issue 22, item 3): where one held TLS connection's heap goes. A client
 //! and a server rustls connection (ring, TLS 1.3 and 1.2, ECDSA P-256) shake hands in memory,
 //! the server sends one SSE-sized record, and a counting allocator reports the heap the
-//! *client* side holds after each step, with the sizes of its live blocks. Nothing touches a
+//! *client* side holds after each step, with the sizes of its live blocks: first with the
+//! buffered `ClientConnection`, then with the unbuffered API the engine uses. Nothing touches a
 //! socket, so the figures are rustls's own, not the kernel's.
 //!
 //! Usage: cargo run --release --example tls_heap
@@ -12,8 +13,10 @@ use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rustls::client::UnbufferedClientConnection;
 use rustls::crypto::ring;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::unbuffered::ConnectionState;
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
 
 /// Live blocks allocated while the client side runs: (address, size), 0 = free slot.
@@ -178,7 +181,91 @@ fn run(tls12: bool) {
     );
 }
 
+/// Runs the client side over rustls's unbuffered API until it needs more records: the
+/// records read go out of `incoming`, the records it sends into `out`, decrypted bytes into
+/// `plain`. All three are the caller's, as the engine's worker buffers are (engine/src/tls.rs).
+fn feed(
+    c: &mut UnbufferedClientConnection,
+    incoming: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    plain: &mut Vec<u8>,
+    scratch: &mut [u8],
+) {
+    loop {
+        let status = c.process_tls_records(incoming);
+        let discard = status.discard;
+        let go_on = match status.state.unwrap() {
+            ConnectionState::ReadTraffic(mut records) => {
+                while let Some(record) = records.next_record() {
+                    plain.extend_from_slice(record.unwrap().payload);
+                }
+                true
+            }
+            ConnectionState::EncodeTlsData(mut records) => {
+                let n = records.encode(scratch).unwrap();
+                out.extend_from_slice(&scratch[..n]);
+                true
+            }
+            ConnectionState::TransmitTlsData(sent) => {
+                sent.done();
+                true
+            }
+            _ => false,
+        };
+        incoming.drain(..discard);
+        if !go_on {
+            return;
+        }
+    }
+}
+
+/// As `run`, with the client on the unbuffered API, as the engine drives it: the buffers the
+/// records pass through are made before counting starts (a worker's, not the connection's).
+fn run_unbuffered(tls12: bool) {
+    println!("-- TLS 1.{}, unbuffered API --", if tls12 { 2 } else { 3 });
+    let (cc, sc) = configs(tls12);
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut c = client(|| Box::new(UnbufferedClientConnection::new(cc.clone(), name).unwrap()));
+    report("UnbufferedClientConnection::new");
+    let mut s = ServerConnection::new(sc).unwrap();
+    let (mut incoming, mut out, mut plain) = (
+        Vec::with_capacity(1 << 16),
+        Vec::with_capacity(1 << 16),
+        Vec::with_capacity(1 << 16),
+    );
+    let mut scratch = vec![0u8; 1 << 16];
+    // A few flights each way: the handshake and the tickets after it.
+    for _ in 0..6 {
+        client(|| feed(&mut c, &mut incoming, &mut out, &mut plain, &mut scratch));
+        s.read_tls(&mut &out[..]).unwrap();
+        out.clear();
+        s.process_new_packets().unwrap();
+        while s.wants_write() {
+            s.write_tls(&mut incoming).unwrap();
+        }
+    }
+    assert!(!c.is_handshaking());
+    report("handshake done (tickets read)");
+    s.writer()
+        .write_all(b"data: {\"seq\":1,\"at\":1700000000.123}\n\n")
+        .unwrap();
+    while s.wants_write() {
+        s.write_tls(&mut incoming).unwrap();
+    }
+    client(|| feed(&mut c, &mut incoming, &mut out, &mut plain, &mut scratch));
+    assert_eq!(plain.len(), 37);
+    report("one event read and drained");
+    client(|| drop(c));
+    report("connection dropped (left: the shared cache)");
+    println!(
+        "size_of::<UnbufferedClientConnection>() = {} B (in the Box above)",
+        std::mem::size_of::<UnbufferedClientConnection>()
+    );
+}
+
 fn main() {
     run(false);
     run(true);
+    run_unbuffered(false);
+    run_unbuffered(true);
 }
