@@ -93,6 +93,22 @@ impl Conn {
         matches!(self.fd.get_ref().write(data), Ok(n) if n == data.len())
     }
 
+    /// Writes what the socket's buffer takes now, without waiting: the bytes taken, 0 if
+    /// none (TLS keeps the rest of its records for a write that waits).
+    pub fn write_now(&self, data: &[u8]) -> io::Result<usize> {
+        match self.fd.get_ref().write(data) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(0)
+            }
+            other => other,
+        }
+    }
+
     /// Waits until the socket is readable, reading nothing (the readiness is kept for the
     /// read that follows).
     pub async fn readable(&self) -> io::Result<()> {
