@@ -15,6 +15,18 @@ thread_local! {
     /// kept-alive one) borrows one only while bytes are being read and parsed, so thousands
     /// of connections share a few buffers instead of holding 4 KiB each.
     static SPARE_BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The last header section this worker parsed and what it said. A server repeats its
+    /// head byte for byte from one answer to the next (until its Date changes), on all of a
+    /// worker's connections alike, and parsing is a pure function of those bytes, so a repeat
+    /// is recognised by comparing them. Kept per worker, not per connection: thousands of
+    /// held streams would each keep a copy of the same ~200 bytes.
+    static LAST_HEAD: std::cell::RefCell<LastHead> = const { std::cell::RefCell::new(LastHead { bytes: Vec::new(), parsed: None }) };
+}
+
+/// A header section's bytes and its parse (with whether it answered a HEAD request).
+struct LastHead {
+    bytes: Vec<u8>,
+    parsed: Option<(bool, Head)>,
 }
 
 /// A complete answer.
@@ -52,11 +64,6 @@ pub struct Inbox {
     buf: Vec<u8>,
     start: usize,
     end: usize,
-    /// The last header section parsed and what it said. A server repeats its head byte for
-    /// byte from one answer to the next (until its Date changes), and parsing is a pure
-    /// function of those bytes, so a repeat is recognised by comparing them.
-    last_head: Vec<u8>,
-    last: Option<(bool, Head)>,
 }
 
 impl Inbox {
@@ -146,21 +153,24 @@ impl Inbox {
         Ok(())
     }
 
-    /// `parse_head` of the unparsed bytes, remembered for the next identical head.
+    /// `parse_head` of the unparsed bytes, remembered for the next identical head (on any
+    /// of this worker's connections).
     fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, ErrorKind> {
         let bytes = &self.buf[self.start..self.end];
-        if let Some((request, head)) = self.last {
-            if request == head_request && bytes.starts_with(&self.last_head) {
-                return Ok(Some(head));
+        LAST_HEAD.with_borrow_mut(|last| {
+            if let Some((request, head)) = last.parsed {
+                if request == head_request && bytes.starts_with(&last.bytes) {
+                    return Ok(Some(head));
+                }
             }
-        }
-        let parsed = parse_head(bytes, head_request)?;
-        if let Some(head) = parsed {
-            self.last_head.clear();
-            self.last_head.extend_from_slice(&bytes[..head.head_len]);
-            self.last = Some((head_request, head));
-        }
-        Ok(parsed)
+            let parsed = parse_head(bytes, head_request)?;
+            if let Some(head) = parsed {
+                last.bytes.clear();
+                last.bytes.extend_from_slice(&bytes[..head.head_len]);
+                last.parsed = Some((head_request, head));
+            }
+            Ok(parsed)
+        })
     }
 
     /// Frees buffer space for the next read, growing only while a header section is
@@ -244,20 +254,30 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_head_reads_as_before_and_a_changed_one_is_parsed_again() {
-        let mut inbox = Inbox::default();
+    fn a_repeated_head_reads_as_before_on_any_connection_and_a_changed_one_is_parsed_again() {
+        // Two connections of one worker: the head remembered is the worker's.
+        let mut inboxes = [Inbox::default(), Inbox::default()];
         let first = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
         let changed = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nyes";
-        for (bytes, status) in [(&first[..], 200), (&first[..], 200), (&changed[..], 200)] {
+        for (i, bytes) in [
+            (0, &first[..]),
+            (1, &first[..]),
+            (1, &changed[..]),
+            (0, &first[..]),
+        ] {
             let mut progress = Progress::default();
-            let answer = feed(&mut inbox, &mut progress, bytes).expect("complete");
-            assert_eq!(answer.status, status);
-            assert!(inbox.is_drained(), "the body length came from this head");
+            let answer = feed(&mut inboxes[i], &mut progress, bytes).expect("complete");
+            assert_eq!(answer.status, 200);
+            assert!(
+                inboxes[i].is_drained(),
+                "the body length came from this head"
+            );
         }
+        let inbox = &mut inboxes[0];
         let mut progress = Progress::default();
         let teapot = b"HTTP/1.1 418 No\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(
-            feed(&mut inbox, &mut progress, teapot).map(|a| a.status),
+            feed(inbox, &mut progress, teapot).map(|a| a.status),
             Some(418)
         );
     }

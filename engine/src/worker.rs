@@ -316,3 +316,94 @@ async fn attempt<B: Behaviour>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+    use crate::shared::Shared;
+
+    /// What a held client keeps inline in its task, in bytes: the slot's future (the largest
+    /// state it awaits in), and what makes it up (the client, the behaviour's state, one
+    /// exchange in flight and the client's own waits within it).
+    #[derive(Debug)]
+    #[allow(dead_code)] // read through Debug, to show where the bytes go
+    struct Sizes {
+        slot: usize,
+        exchange: usize,
+        client: usize,
+        state: usize,
+        open_and_send: usize,
+        read_answer: usize,
+        fill: usize,
+        send: usize,
+    }
+
+    struct Measure(Rc<WorkerCtx>);
+
+    impl Runner for Measure {
+        type Out = Sizes;
+
+        fn run<B: Behaviour + 'static>(self, behaviour: B) -> Sizes {
+            let behaviour = Rc::new(behaviour);
+            let mut c = Client::new(self.0.clone());
+            let mut state = B::State::default();
+            let attempt = Attempt {
+                intended: None,
+                units: 1,
+            };
+            let exchange = size_of_val(&behaviour.exchange(&mut c, &mut state, attempt));
+            let open_and_send = size_of_val(&c.open_and_send(&[]));
+            let read_answer = size_of_val(&c.read_answer(false, &mut crate::inbox::discard));
+            let fill = size_of_val(&c.fill());
+            let send = size_of_val(&c.send(&[]));
+            let pacer = Box::new(BackToBack::new(Instant::now()));
+            Sizes {
+                slot: size_of_val(&slot_loop(self.0, behaviour, pacer)),
+                exchange,
+                client: size_of::<Client>(),
+                state: size_of::<B::State>(),
+                open_and_send,
+                read_answer,
+                fill,
+                send,
+            }
+        }
+    }
+
+    fn sizes(path: &str, behaviour: serde_json::Value) -> Sizes {
+        let plan = Plan::from_value(serde_json::json!({
+            "target": format!("http://127.0.0.1:1{path}"), "duration_s": 1.0,
+            "behaviour": behaviour}))
+        .unwrap()
+        .validate()
+        .unwrap();
+        let shared = Arc::new(Shared::new(plan, Instant::now()));
+        let ctx = Rc::new(WorkerCtx::new(shared.clone(), 0));
+        behaviours::build(&shared.plan, 0, Measure(ctx))
+    }
+
+    /// A held push connection may cost the engine 2 KiB (issue 21). Its task is most of
+    /// it: tokio allocates the future with ~104 bytes of its own, rounded up to 128 bytes,
+    /// beside its I/O registration (256 bytes) and a little heap. At most 1,280 bytes inline
+    /// keeps the task at 1,408 bytes or less (bench/README.md, push-memory.sh, for where
+    /// the rest goes and for the figures).
+    #[test]
+    fn a_held_push_clients_task_keeps_at_most_1280_bytes_inline() {
+        for (path, behaviour) in [
+            (
+                "/push",
+                serde_json::json!({"kind": "comet", "events": ["e1"]}),
+            ),
+            ("/sse", serde_json::json!({"kind": "sse", "events": ["e1"]})),
+            (
+                "/ws",
+                serde_json::json!({"kind": "websocket", "events": ["e1"]}),
+            ),
+        ] {
+            let s = sizes(path, behaviour);
+            eprintln!("{path}: {s:?}");
+            assert!(s.slot <= 1280, "{path}: {s:?}");
+        }
+    }
+}

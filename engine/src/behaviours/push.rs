@@ -96,7 +96,9 @@ pub(crate) enum PushKind {
 /// events, a repeat is a duplicate, a step back is reordering.
 #[derive(Debug, Default)]
 pub(crate) struct SeqTracker {
-    last: Vec<(String, u64)>,
+    /// Each name's last seq, allocated to fit: a held subscription tracks one or two names,
+    /// and room for four `(String, u64)` entries would cost every held connection ~100 bytes.
+    last: Vec<(Box<str>, u64)>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -110,8 +112,8 @@ pub(crate) enum SeqVerdict {
 
 impl SeqTracker {
     pub fn observe(&mut self, name: &str, seq: u64) -> SeqVerdict {
-        let Some(entry) = self.last.iter_mut().find(|(n, _)| n == name) else {
-            self.last.push((name.to_string(), seq));
+        let Some(entry) = self.last.iter_mut().find(|(n, _)| **n == *name) else {
+            self.add(name, seq);
             return SeqVerdict::First;
         };
         let last = entry.1;
@@ -127,9 +129,14 @@ impl SeqTracker {
     /// Takes `seq` as the last one seen of `name` unless one was seen already (where a
     /// stream says it stands before its first delivery).
     pub fn seed(&mut self, name: &str, seq: u64) {
-        if !self.last.iter().any(|(n, _)| n == name) {
-            self.last.push((name.to_string(), seq));
+        if !self.last.iter().any(|(n, _)| **n == *name) {
+            self.add(name, seq);
         }
+    }
+
+    fn add(&mut self, name: &str, seq: u64) {
+        self.last.reserve_exact(1);
+        self.last.push((name.into(), seq));
     }
 
     /// The stream says `name`'s next seq is `next` (an SSE gap): returns the seqs skipped
@@ -137,14 +144,14 @@ impl SeqTracker {
     /// server) skips none and starts the count again there.
     pub fn skip_to(&mut self, name: &str, next: u64) -> u64 {
         let last_wanted = next.saturating_sub(1);
-        match self.last.iter_mut().find(|(n, _)| n == name) {
+        match self.last.iter_mut().find(|(n, _)| **n == *name) {
             Some(entry) => {
                 let skipped = last_wanted.saturating_sub(entry.1);
                 entry.1 = last_wanted;
                 skipped
             }
             None => {
-                self.last.push((name.to_string(), last_wanted));
+                self.add(name, last_wanted);
                 0
             }
         }

@@ -39,7 +39,10 @@ pub(crate) struct SseParser {
     line: Vec<u8>,
     data: Vec<u8>,
     event: Vec<u8>,
-    id: Vec<u8>,
+    /// The standard's last event ID buffer, when an `id` field changed it since the last
+    /// dispatch; otherwise it equals `last_id`, and is not kept twice (a held stream would
+    /// keep two copies of every id).
+    id: Option<Vec<u8>>,
     /// The last event ID as of the last dispatch (what a reconnect names).
     pub last_id: Vec<u8>,
     /// The piece before ended with CR: an LF first in this one belongs to it.
@@ -54,7 +57,7 @@ impl SseParser {
         self.line.clear();
         self.data.clear();
         self.event.clear();
-        self.id.clone_from(&self.last_id);
+        self.id = None;
         self.after_cr = false;
         self.started = false;
     }
@@ -121,18 +124,17 @@ impl SseParser {
                 self.event.clear();
                 self.event.extend_from_slice(value);
             }
-            b"id" if !value.contains(&0) => {
-                self.id.clear();
-                self.id.extend_from_slice(value);
-            }
+            b"id" if !value.contains(&0) => self.id = Some(value.to_vec()),
             _ => {}
         }
         Ok(())
     }
 
     fn dispatch(&mut self, on: &mut impl FnMut(SseItem)) {
-        let moved = self.last_id != self.id;
-        self.last_id.clone_from(&self.id);
+        let moved = match self.id.take() {
+            Some(id) => std::mem::replace(&mut self.last_id, id) != self.last_id,
+            None => false,
+        };
         if self.data.is_empty() {
             self.event.clear();
             if moved {

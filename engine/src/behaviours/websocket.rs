@@ -108,14 +108,7 @@ impl Behaviour for WebSocket {
         state: &mut WsState,
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
-        let key = generate_key();
-        state.reset(&key);
-        let mut request = self.head.clone();
-        request.extend_from_slice(format!("Sec-WebSocket-Key: {key}\r\n\r\n").as_bytes());
-        let sent = c.open_and_send(&request).await?;
-        drop(request);
-        let status = read_upgrade(c, &key).await?;
-        c.ledger().handshake(sent.elapsed());
+        let (status, sent) = self.upgrade(c, state).await?;
         if status != 101 {
             let answer = Answer {
                 status,
@@ -130,6 +123,8 @@ impl Behaviour for WebSocket {
         c.set_farewell(Some(state.close_frame(NORMAL)));
         let frame = state.frame_bytes(OpCode::Data(Data::Text), &self.subscribe);
         c.send(&frame).await?;
+        // Not kept while the connection is held (nor is anything else not needed there).
+        drop(frame);
         let publishing = self.publish.as_ref().filter(|p| state.publishes(c, p.1));
         let stop = self.read(c, state, subscribed, publishing).await?;
         let answer = Answer {
@@ -159,6 +154,24 @@ impl Behaviour for WebSocket {
 }
 
 impl WebSocket {
+    /// Opens a connection and asks for the upgrade: the answer's status, and when the
+    /// request went. The key lives only until the answer is checked.
+    async fn upgrade(
+        &self,
+        c: &mut Client,
+        state: &mut WsState,
+    ) -> Result<(u16, Instant), ErrorKind> {
+        let key = generate_key();
+        state.reset(&key);
+        let mut request = self.head.clone();
+        request.extend_from_slice(format!("Sec-WebSocket-Key: {key}\r\n\r\n").as_bytes());
+        let sent = c.open_and_send(&request).await?;
+        drop(request);
+        let status = read_upgrade(c, &key).await?;
+        c.ledger().handshake(sent.elapsed());
+        Ok((status, sent))
+    }
+
     /// Reads frames until the server closes or breaks the protocol (the run's end drops
     /// the exchange, and the client's farewell closes with 1000); publishes meanwhile.
     async fn read(
@@ -169,25 +182,30 @@ impl WebSocket {
         publishing: Option<&(Duration, u64, Vec<u8>)>,
     ) -> Result<Stop, ErrorKind> {
         let mut tracker = SeqTracker::default();
-        let mut next_publish = publishing.map(|p| subscribed + p.0);
+        // The publish timer is a publisher's alone, and boxed: inline, it would add its 112
+        // bytes to the task of each of thousands of held clients.
+        let mut timer =
+            publishing.map(|p| Box::pin(tokio::time::sleep_until((subscribed + p.0).into())));
         loop {
             if let Some(stop) = self.take_frames(c, state, &mut tracker, subscribed).await? {
                 return Ok(stop);
             }
-            let publish_at = next_publish.unwrap_or(subscribed);
             tokio::select! {
                 read = c.fill() => {
                     if read? == 0 {
                         return Err(ErrorKind::Closed);
                     }
                 }
-                _ = tokio::time::sleep_until(publish_at.into()), if next_publish.is_some() => {
+                _ = async { if let Some(t) = &mut timer { t.await } }, if timer.is_some() => {
                     let (every, _, message) = publishing.ok_or(ErrorKind::Other)?;
                     let frame = state.frame_bytes(OpCode::Data(Data::Text), message);
                     state.sent_publishes.push_back(Instant::now());
                     c.send(&frame).await?;
                     c.ledger().counters().add(Event::Publishes, 1);
-                    next_publish = Some(publish_at + *every);
+                    if let Some(t) = &mut timer {
+                        let next = t.deadline() + *every;
+                        t.as_mut().reset(next);
+                    }
                 }
             }
         }
