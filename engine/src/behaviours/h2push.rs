@@ -33,7 +33,7 @@ pub(crate) struct H2Streams {
 /// A subscription sent: when its attempt began, and, over HTTP/2, its stream.
 pub(crate) enum Sent {
     Http1(Instant),
-    H2(Instant, Opened),
+    H2(Instant, Box<Opened>),
 }
 
 impl Carrier {
@@ -56,14 +56,12 @@ impl Carrier {
         seat: &mut Seat,
         request: &[u8],
     ) -> Result<Sent, ErrorKind> {
-        let h2 = match self {
-            Carrier::Http1 => return Ok(Sent::Http1(c.open_and_send(request).await?)),
-            Carrier::H2(h2) => h2,
-        };
-        let began = Instant::now();
-        let (request, body) = h2.translate(request).ok_or(ErrorKind::Other)?;
-        let held = h2.groups.held(c, seat).await?;
-        Ok(Sent::H2(began, open(held, request, body).await?))
+        match self {
+            Carrier::Http1 => Ok(Sent::Http1(c.open_and_send(request).await?)),
+            // Boxed, as is the stream it opens: a held HTTP/1.1 subscription's task is sized
+            // by the largest future it may await, and HTTP/2's would add ~0.5 KiB to each.
+            Carrier::H2(h2) => Box::pin(h2.send(c, seat, request)).await,
+        }
     }
 }
 
@@ -85,12 +83,24 @@ impl Sent {
     ) -> Result<Answer, ErrorKind> {
         match self {
             Sent::Http1(_) => c.read_stream(false, sink, on_head).await,
-            Sent::H2(_, stream) => stream.read(sink, on_head).await,
+            Sent::H2(_, stream) => Box::pin((*stream).read(sink, on_head)).await,
         }
     }
 }
 
 impl H2Streams {
+    async fn send(
+        &self,
+        c: &mut Client,
+        seat: &mut Seat,
+        request: &[u8],
+    ) -> Result<Sent, ErrorKind> {
+        let began = Instant::now();
+        let (request, body) = self.translate(request).ok_or(ErrorKind::Other)?;
+        let held = self.groups.held(c, seat).await?;
+        Ok(Sent::H2(began, Box::new(open(held, request, body).await?)))
+    }
+
     /// An HTTP/1.1 request's bytes as HTTP/2 carries them: its method, its target under the
     /// plan's scheme and authority, its headers (hop-by-hop ones left out) and its body.
     fn translate(&self, wire: &[u8]) -> Option<(Request<()>, Bytes)> {
