@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,6 +266,9 @@ def run(
                 outcome.run = run_suite(session)
         finally:
             progress.end()
+            # A test dropped on the way out (Ctrl-C while its server started, say) left
+            # its folder, its server key with it: this process's folder goes whole.
+            shutil.rmtree(leftovers.work_folder(env.workdir), ignore_errors=True)
     r = outcome.run
     console.print(
         f"run {r.run_id}: {r.finished} tests finished ({r.crashed} crashed, {r.invalid} "

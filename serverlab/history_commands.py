@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from serverlab import commands
-from serverlab.base import terminal
+from serverlab.base import interrupts, terminal
 from serverlab.contestant.manifest import find
 from serverlab.results import gate
 from serverlab.results import history as histories
 from serverlab.results.report.metrics import METRICS_BY_NAME
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
 from serverlab.run.plan import paired
+from serverlab.run.plan.runner import RunOutcome
 
 
 def history(
@@ -50,8 +51,9 @@ def gate_selections(db: str, side_a: str, side_b: str, metrics, threshold: float
     return gate.exit_code(rows)
 
 
-def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: int) -> int:
-    """Run A, B, A' interleaved in one sitting and store it in ``db``; returns the run id."""
+def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: int) -> RunOutcome:
+    """Run A, B, A' interleaved in one sitting and store it in ``db``; returns how it went
+    (its run id, and whether a signal cut it short)."""
     a, b = paired.parse_config(side_a), paired.parse_config(side_b)
     planned = commands.plan_suite(suite_file, 1.0, None, None)
     manifests = {name: find(name) for name in sorted({p.contestant for p in planned.plans})}
@@ -61,7 +63,7 @@ def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: in
     outcome = commands.run(planned, db, False, False, execute=paired.paired_execute(a, b))
     if outcome.run is None:
         raise SelectionError("nothing ran: every contestant was refused")
-    return outcome.run.run_id
+    return outcome.run
 
 
 def paired_run(
@@ -73,8 +75,18 @@ def paired_run(
     metrics,
     threshold: float | None,
 ) -> int:
-    """A paired sitting recorded and judged; returns the gate's exit code (0 with no gate)."""
-    run_id = record_paired(suite_file, side_a, side_b, db, rounds)
+    """A paired sitting recorded and judged; returns the gate's exit code (0 with no gate),
+    or 128 + the signal that cut the sitting short: a gate judged on part of a sitting
+    would pass or fail on arms that did not all run."""
+    outcome = record_paired(suite_file, side_a, side_b, db, rounds)
+    run_id = outcome.run_id
+    if outcome.interrupted:
+        terminal.console(stderr=True).print(
+            f"serverlab: interrupted; paired run {run_id} is kept, marked interrupted, "
+            "and not judged",
+            highlight=False,
+        )
+        return 128 + interrupts.last_signal()
     rows = gate.paired_gate(db, run_id, metrics, threshold or 0.0)
     title = (
         f"paired run {run_id}: B = {side_b} against A = {side_a} (A' = A again), {rounds} rounds"

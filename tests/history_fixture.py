@@ -104,7 +104,7 @@ def _one_run(suite: Path, db: Path, contestants: Path) -> int:
 
 def _paired(suite: Path, db: Path, side_a: str, side_b: str, rounds: int, home: Path) -> int:
     with _contestants(home):
-        return history_commands.record_paired(str(suite), side_a, side_b, str(db), rounds)
+        return history_commands.record_paired(str(suite), side_a, side_b, str(db), rounds).run_id
 
 
 class _contestants:

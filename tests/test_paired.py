@@ -1,0 +1,90 @@
+"""`serverlab compare --paired` as a CI job meets it when things go wrong: a signal mid-sitting,
+arms that cannot run. Real servers (the reference server, serving TLS so that each test has
+a key), real engines, real signals, real SQLite files."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write_manifest
+from test_tls import TLS_MANIFEST
+
+SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
+TINY = """
+name = "tiny"
+repeats = 1
+contestants = ["reference-tls"]
+
+[[scenario]]
+name = "fast"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+"""
+
+
+@pytest.fixture
+def tiny(contestants_dir, tmp_path) -> Path:
+    """A one-test suite of the reference server that serves TLS: each test has a key."""
+    write_manifest(contestants_dir, "reference-tls", TLS_MANIFEST)
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    return suite
+
+
+def paired(suite: Path, db: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*SERVERLAB, "compare", "--paired", str(suite), *args, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def stored(db: Path) -> int:
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0  # the schema is not written yet
+
+
+def keys_under(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("server.key"))
+
+
+def wait_until(predicate, process: subprocess.Popen, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "gate"),
+    [(signal.SIGTERM, 143, ()), (signal.SIGINT, 130, ("--fail-on-regression", "5"))],
+)
+def test_a_signal_mid_sitting_exits_128_plus_it_with_no_gate_table_and_no_key_left(
+    tiny, tmp_path, signum, code, gate
+):
+    db = tmp_path / "results" / "lab.db"
+    sitting = paired(tiny, db, "--rounds", "2", "-", "fault=none", *gate)
+    # The second test (B) holds its key: its server is starting or under load.
+    wait_until(lambda: stored(db) >= 1 and keys_under(db.parent / "work"), sitting)
+    sitting.send_signal(signum)
+    out, err = sitting.communicate(timeout=60)
+    assert sitting.returncode == code, out + err
+    assert "B vs A" not in out and "gate" not in out, "a table judged on part of a sitting"
+    assert "paired run 1 is kept, marked interrupted, and not judged" in err
+    assert "Traceback" not in err
+    assert keys_under(db.parent) == [], "the dropped test's folder kept its server key"
+    assert not any((db.parent / "work").iterdir())
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
