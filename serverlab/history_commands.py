@@ -56,9 +56,13 @@ def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: in
     (its run id, and whether a signal cut it short)."""
     a, b = paired.parse_config(side_a), paired.parse_config(side_b)
     planned = commands.plan_suite(suite_file, 1.0, None, None)
-    manifests = {name: find(name) for name in sorted({p.contestant for p in planned.plans})}
+    names = sorted({p.contestant for p in planned.plans})
+    manifests = {name: find(name) for name in names}
     for config in (a, b):
-        paired.check_config(config, manifests)
+        paired.check_arm(config, names)
+        with paired.environment(config):
+            # Each arm's engine judges every plan: none is refused once the sitting runs.
+            commands.check_engine_plans(planned.suite, planned.plans)
     planned.plans = paired.interleave(planned.plans, a, b, rounds, manifests)
     outcome = commands.run(planned, db, False, False, execute=paired.paired_execute(a, b))
     if outcome.run is None:

@@ -88,3 +88,46 @@ def test_a_signal_mid_sitting_exits_128_plus_it_with_no_gate_table_and_no_key_le
     assert not any((db.parent / "work").iterdir())
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+
+
+@pytest.mark.parametrize(
+    ("arm", "said"),
+    [
+        (
+            "engine=/etc/passwd",
+            "engine=/etc/passwd: not a serverlab-load of this version: it cannot be run",
+        ),
+        ("engine=/bin/true", "not a serverlab-load of this version: its --version says"),
+        ("contestants={empty}", "contestants={empty}: unknown contestant 'reference-tls'"),
+        ("workers=1 workers=2", "workers=1 and workers=2: workers given twice"),
+        ("engine={engine} engine={engine}", "engine given twice"),
+    ],
+)
+def test_a_bad_arm_is_refused_in_one_line_before_any_test_runs(tiny, tmp_path, arm, said):
+    from serverlab.run.execution.engine import engine_binary
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    words = {"empty": empty, "engine": engine_binary()}
+    db = tmp_path / "results" / "lab.db"
+    done = paired(tiny, db, "-", arm.format(**words))
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("serverlab: error: ")
+    assert said.format(**words) in err
+    assert out == "" and not db.parent.exists(), "something ran before the arm was refused"
+
+
+def test_another_build_of_this_engine_is_an_arm_and_another_program_is_not(tmp_path):
+    from serverlab.run.execution.engine import engine_binary
+    from serverlab.run.plan import paired
+
+    other_build = tmp_path / "serverlab-load-branch"
+    other_build.write_bytes(engine_binary().read_bytes())
+    other_build.chmod(0o755)
+    paired.check_arm(paired.parse_config(f"engine={other_build}"), [])
+    impostor = tmp_path / "serverlab-load"
+    impostor.write_text("#!/bin/sh\necho serverlab-load 0.0.9\n")
+    impostor.chmod(0o755)
+    with pytest.raises(paired.PairedError, match="says 'serverlab-load 0.0.9'"):
+        paired.check_arm(paired.parse_config(f"engine={impostor}"), [])

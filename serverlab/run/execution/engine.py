@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import threading
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from serverlab.base.paths import REPO_ROOT
 # From 3 on, each emit line carries its cycle's delay histogram, arrivals and drain time.
 # From 5 on, errors hold `h2_goaway` and `h2_reset` (HTTP/2 plans, a stream per request).
 OUTPUT_VERSION = 5
+# How long an engine named on the command line may take to say its version.
+VERSION_TIMEOUT_S = 10.0
 
 
 class EngineError(RuntimeError):
@@ -34,6 +37,36 @@ def engine_binary() -> Path:
     if not path.is_file():
         raise EngineError(f"load engine not built: {path} is missing (run `make build`)")
     return path
+
+
+def engine_version() -> str:
+    """What this serverlab's own engine answers to --version: its crate's name and version
+    (engine/Cargo.toml), the build `make build` makes from this tree."""
+    try:
+        package = tomllib.loads((REPO_ROOT / "engine/Cargo.toml").read_text())["package"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as error:
+        raise EngineError(f"engine/Cargo.toml cannot be read: {error}") from None
+    return f"{package['name']} {package['version']}"
+
+
+def foreign_engine(path: Path) -> str | None:
+    """Why the program at `path` is not a serverlab-load of this version (None when it is):
+    it must run, and say this version to --version. Another build of it (a branch, other
+    flags) is one; a file that is not a program, or another program, is not."""
+    expected = engine_version()
+    try:
+        done = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S
+        )
+    except OSError as error:
+        return f"it cannot be run ({error.strerror or error})"
+    except subprocess.TimeoutExpired:
+        return f"its --version did not answer in {VERSION_TIMEOUT_S:g} s"
+    said = done.stdout.strip().splitlines()[:1]
+    if done.returncode != 0 or said != [expected]:
+        answer = repr(said[0][:80]) if said else "nothing"
+        return f"its --version says {answer} (exit code {done.returncode}), not {expected!r}"
+    return None
 
 
 def check_plans(plans: list[dict]) -> list[dict]:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.base.paths import CONTESTANTS_ENV
-from serverlab.contestant.manifest import Manifest
+from serverlab.contestant.manifest import Manifest, ManifestError, UnknownContestantError, find
 from serverlab.contestant.tunables import TunableValueError
 from serverlab.results.store import RecordedTest
+from serverlab.run.execution.engine import foreign_engine
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.testplan import TestPlan
 
@@ -50,10 +51,16 @@ def parse_config(text: str) -> Config:
     '-' (or nothing) is the suite as written."""
     tunables: dict[str, str] = {}
     paths: dict[str, str] = {}
+    given: dict[str, str] = {}
     for word in (w for w in text.replace(",", " ").split() if w != "-"):
         name, sep, value = word.partition("=")
         if not sep or not name or not value:
             raise PairedError(f"{word!r}: a configuration is name=value words, e.g. read=whole")
+        if name in given:
+            raise PairedError(
+                f"{given[name]} and {word}: {name} given twice in {text!r}; give it once"
+            )
+        given[name] = word
         if name in ("engine", "contestants"):
             if not Path(value).exists():
                 raise PairedError(f"{word}: {value} does not exist")
@@ -61,6 +68,32 @@ def parse_config(text: str) -> Config:
         else:
             tunables[name] = value
     return Config(text or "-", tunables, paths.get("engine"), paths.get("contestants"))
+
+
+def check_arm(config: Config, names: list[str]) -> None:
+    """Everything an arm needs, before any test runs: its engine is a serverlab-load of
+    this version, its contestants folder holds every contestant of the suite, and each of
+    its tunables is known, with a value its contestant accepts."""
+    if config.engine is not None:
+        why = foreign_engine(Path(config.engine))
+        if why:
+            raise PairedError(
+                f"engine={config.engine}: not a serverlab-load of this version: {why}"
+            )
+    check_config(config, arm_manifests(config, names))
+
+
+def arm_manifests(config: Config, names: list[str]) -> dict[str, Manifest]:
+    """The manifests an arm runs: its contestants folder's, or the one in force."""
+    root = Path(config.contestants) if config.contestants else None
+    manifests = {}
+    for name in names:
+        try:
+            manifests[name] = find(name, root)
+        except (UnknownContestantError, ManifestError) as error:
+            where = f"contestants={config.contestants}" if root else "the contestants folder"
+            raise PairedError(f"{where}: {error}") from None
+    return manifests
 
 
 def check_config(config: Config, manifests: dict[str, Manifest]) -> None:
@@ -125,7 +158,7 @@ def paired_execute(
     def run_one(plan: TestPlan, env: Environment) -> RecordedTest:
         arm = arm_of(plan)
         config = b if arm == "B" else a
-        with _environment(config):
+        with environment(config):
             recorded = inner(plan, env)
         recorded.run_info = {**recorded.run_info, "paired": {"arm": arm, "config": config.text}}
         return recorded
@@ -134,7 +167,9 @@ def paired_execute(
 
 
 @contextmanager
-def _environment(config: Config) -> Iterator[None]:
+def environment(config: Config) -> Iterator[None]:
+    """The arm's engine and contestants folder in force (the process's environment, which
+    the executor and the engine's checks read) while the block runs."""
     changes = {ENGINE_ENV: config.engine, CONTESTANTS_ENV: config.contestants}
     saved = {name: os.environ.get(name) for name in changes}
     try:
