@@ -507,19 +507,35 @@ def report(selection, db, output, summary, as_json):
     help="exit 1 if a regression over PCT % is supported, 0 if none, 3 if inconclusive",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
-def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json):
+@click.option(
+    "--mix-machines",
+    is_flag=True,
+    help="compare runs of different machine fingerprints (said beside the verdict); "
+    "without it such a comparison is inconclusive (exit 3)",
+)
+def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json, mix_machines):
     """Compare two selections: medians, intervals, and whether each difference is significant.
 
     With --paired SUITE, A and B are configurations run now, interleaved with A again for an
     A/A noise floor. With --fail-on-regression PCT, a gate: exit 1 if a regression over PCT %
-    stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged."""
+    stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged.
+    Only runs of one machine fingerprint are compared: A and B from different machines are
+    inconclusive (exit 3), unless --mix-machines."""
+    if suite_file and mix_machines:
+        raise UserError("--mix-machines goes without --paired: a sitting is one machine")
     if as_json:
         if suite_file or threshold is not None:
             raise UserError("--json goes without --paired and --fail-on-regression")
-        data = commands.compare_json(db, side_a, side_b, metrics or DEFAULT_METRICS)
-        click.echo(json.dumps(data, indent=2))
-        return
-    sys.exit(history_commands.compare(side_a, side_b, db, metrics, suite_file, rounds, threshold))
+        metrics = metrics or DEFAULT_METRICS
+        code, data = history_commands.compare_json(db, side_a, side_b, metrics, mix_machines)
+        if data is not None:
+            click.echo(json.dumps(data, indent=2))
+        sys.exit(code)
+    sys.exit(
+        history_commands.compare(
+            side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines
+        )
+    )
 
 
 @cli.command()

@@ -415,15 +415,22 @@ def report_json(db: str, selection) -> dict:
     return report_data(db, selection or None, labels)
 
 
-def compare(db: str, side_a: str, side_b: str, metrics) -> None:
+def compare(db: str, side_a: str, side_b: str, metrics, note: str = "") -> None:
+    """The comparison's table; ``note`` (machines mixed, say) printed under it."""
     rows = comparing.compare(db, side_a, side_b, metrics)
-    comparing.print_comparison(rows, side_a, side_b)
+    comparing.print_comparison(rows, side_a, side_b, note=note)
 
 
-def compare_json(db: str, side_a: str, side_b: str, metrics) -> dict:
-    """`compare --json`: the same rows, their cells, flags, n, intervals and verdicts."""
+def compare_json(db: str, side_a: str, side_b: str, metrics, machines: dict) -> dict:
+    """`compare --json`: the same rows, their cells, flags, n, intervals and verdicts, and
+    the machines each side ran on."""
     rows = comparing.compare(db, side_a, side_b, metrics)
-    return {"a": side_a, "b": side_b, "rows": [row.as_dict() for row in rows]}
+    return {
+        "a": side_a,
+        "b": side_b,
+        "machines": machines,
+        "rows": [row.as_dict() for row in rows],
+    }
 
 
 def export(db: str, csv_dir: str) -> list[Path]:

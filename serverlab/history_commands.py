@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from serverlab import commands
 from serverlab.base import interrupts, terminal
 from serverlab.contestant.manifest import find
-from serverlab.results import gate
+from serverlab.results import gate, machines
 from serverlab.results import history as histories
 from serverlab.results.report.metrics import METRICS_BY_NAME
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
@@ -41,14 +41,20 @@ def history(
     return series
 
 
-def gate_selections(db: str, side_a: str, side_b: str, metrics, threshold: float) -> int:
-    """The gate over two stored selections; returns its exit code."""
+def gate_selections(
+    db: str, side_a: str, side_b: str, metrics, threshold: float, note: str = ""
+) -> int:
+    """The gate over two stored selections; returns its exit code. ``note`` (machines
+    mixed) goes with its title and its verdict."""
     rows = gate.selection_gate(db, side_a, side_b, metrics, threshold)
     if not rows:
         raise SelectionError("the two sides measured no series in common")
     title = f"gate: B = {side_b} against A = {side_a}, fail on a regression over {threshold:g} %"
-    gate.print_gate(rows, title, threshold)
-    return gate.exit_code(rows)
+    gate.print_gate(rows, title + (f"; {note}" if note else ""), threshold)
+    code = gate.exit_code(rows)
+    verdict = gate.verdict_line(code) + (f"; {note}" if note else "")
+    terminal.console().print(terminal.literal(verdict), highlight=False, soft_wrap=True)
+    return code
 
 
 def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: int) -> RunOutcome:
@@ -99,14 +105,34 @@ def paired_run(
     return gate.exit_code(rows) if threshold is not None else 0
 
 
-def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold) -> int:
+def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines=False) -> int:
     """``serverlab compare``: the plain comparison of two selections, a paired run with
-    ``suite_file``, and the gate with ``threshold``; returns the exit code."""
+    ``suite_file``, and the gate with ``threshold``; returns the exit code. Stored sides
+    from different machines are inconclusive (3) unless ``mix_machines``."""
     if suite_file:
         return paired_run(
             suite_file, side_a, side_b, db, rounds, metrics or gate.GATE_METRICS, threshold
         )
-    commands.compare(db, side_a, side_b, metrics or commands.comparing.DEFAULT_METRICS)
+    found = machines.machines_of(db, side_a, side_b)
+    if found.mixed and not mix_machines:
+        return _inconclusive(found)
+    note = found.mixed_note() if found.mixed else ""
+    commands.compare(db, side_a, side_b, metrics or commands.comparing.DEFAULT_METRICS, note)
     if threshold is None:
         return 0
-    return gate_selections(db, side_a, side_b, metrics or gate.GATE_METRICS, threshold)
+    return gate_selections(db, side_a, side_b, metrics or gate.GATE_METRICS, threshold, note)
+
+
+def compare_json(db, side_a, side_b, metrics, mix_machines: bool) -> tuple[int, dict | None]:
+    """``serverlab compare --json``: the exit code (3: machines differ) and the data."""
+    found = machines.machines_of(db, side_a, side_b)
+    if found.mixed and not mix_machines:
+        return _inconclusive(found), None
+    return 0, commands.compare_json(db, side_a, side_b, metrics, found.as_dict())
+
+
+def _inconclusive(found: machines.Machines) -> int:
+    """One line saying which machines, and the gate's inconclusive exit code."""
+    said = f"serverlab: {found.refusal()}"
+    terminal.console(stderr=True).print(terminal.literal(said), highlight=False, soft_wrap=True)
+    return gate.EXIT_CODES[gate.GateOutcome.INCONCLUSIVE]

@@ -119,11 +119,16 @@ def compare(
 
 
 def print_comparison(
-    rows: list[ComparisonRow], label_a: str, label_b: str, console: Console | None = None
+    rows: list[ComparisonRow],
+    label_a: str,
+    label_b: str,
+    console: Console | None = None,
+    note: str = "",
 ) -> None:
     """The comparison as a rich table: median [interval] per side, their ratio with its
     interval, the test's p and its Holm-adjusted p, and the verdict; then every flag of
-    a cell the table shows. Cells wrap between words only."""
+    a cell the table shows, and ``note`` (what qualifies every verdict: machines mixed).
+    Cells wrap between words only."""
     console = console or terminal.console()
     with_contestant = any(row.contestants for row in rows)
     table = Table(
@@ -151,6 +156,8 @@ def print_comparison(
     cells = [cell for row in rows for cell in (row.judgement.a, row.judgement.b)]
     console.print(coverage_note([cell.summary.n for cell in cells]))
     console.print(STATISTICS_NOTE)
+    if note:
+        console.print(f"! {terminal.literal(note)}", highlight=False)
 
 
 def _p_text(row: ComparisonRow) -> str:

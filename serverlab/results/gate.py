@@ -190,6 +190,12 @@ def exit_code(rows: list[GateRow]) -> int:
     return EXIT_CODES[GateOutcome.NONE]
 
 
+def verdict_line(code: int) -> str:
+    """The gate's verdict in words, with its exit code, for a CI log's last line."""
+    outcome = next(o for o, c in EXIT_CODES.items() if c == code)
+    return f"gate: {outcome.value} (exit {code})"
+
+
 def print_gate(rows: list[GateRow], title: str, threshold: float | None, console=None) -> None:
     from rich import box
     from rich.table import Table
