@@ -15,12 +15,13 @@ def export_csv(db_path: str | Path, out_dir: str | Path) -> list[Path]:
     Each file is written under a temporary name and renamed when complete: damage met
     part-way (a StoreError) leaves no half table behind."""
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise StoreError(f"cannot make {out_dir}: {error.strerror}") from None
     written = []
+    # The database first: a file that is none is refused before the folder is made.
     with Store(db_path, create=False) as store:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot make {out_dir}: {error.strerror}") from None
         for table in store.table_names():
             columns, rows = store.table_rows(table)
             target = out_dir / f"{table}.csv"

@@ -324,8 +324,9 @@ class Store:
         at the end (a recovered copy, published only when complete)."""
         self.path = Path(path)
         self._synced = synced
-        if not create and not self.path.exists():
-            raise StoreError(f"no results database at {self.path}: run a suite first")
+        self._create = create
+        if not create:
+            _check_readable(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -348,6 +349,8 @@ class Store:
         db.row_factory = sqlite3.Row
         self._db = db
         try:
+            if not self._create:
+                self._refuse_foreign()  # before anything is written: a reader writes nothing
             if not uri:
                 self._retry_busy(lambda: db.execute("PRAGMA journal_mode = WAL"))
             db.execute("PRAGMA foreign_keys = ON")
@@ -393,6 +396,15 @@ class Store:
                 raise StoreError(f"{self.path}: a migration broke a reference; nothing changed")
             db.execute(f"PRAGMA user_version = {len(steps)}")
         self._db.execute("PRAGMA foreign_keys = ON")
+
+    def _refuse_foreign(self) -> None:
+        """A reader's database must be one serverlab wrote: an SQLite file of another
+        program (no schema version) is refused before a table is made in it."""
+        if self.schema_version == 0:
+            raise StoreError(
+                f"{self.path} is not a serverlab results database (an SQLite file without "
+                "its schema); nothing was changed: pass the database a run wrote"
+            )
 
     def _refuse_newer(self, known: int) -> None:
         if self.schema_version > known:
@@ -697,6 +709,22 @@ class Store:
             yield from rows
         except sqlite3.Error as error:
             raise _explain(self.path, error, doing) from error
+
+
+def _check_readable(path: Path) -> None:
+    """What a reader (report, compare, history, export) is refused before SQLite opens the
+    file, and so before anything could write into it: no file, or an empty one."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise StoreError(f"no results database at {path}: run a suite first") from None
+    except OSError as error:
+        raise StoreError(f"{path} cannot be read: {error.strerror}") from None
+    if size == 0 and path.is_file():
+        raise StoreError(
+            f"{path} is an empty file, not a serverlab results database; nothing was "
+            "written into it: run a suite into it first, or pass the database a run wrote"
+        )
 
 
 def _statements(sql: str) -> Iterator[str]:
