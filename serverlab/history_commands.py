@@ -11,7 +11,7 @@ from serverlab.base import interrupts, terminal
 from serverlab.contestant.manifest import find
 from serverlab.results import gate, machines
 from serverlab.results import history as histories
-from serverlab.results.report.metrics import METRICS_BY_NAME
+from serverlab.results.report.metrics import METRICS_BY_NAME, paired_arm
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
 from serverlab.run.plan import paired
 from serverlab.run.plan.runner import RunOutcome
@@ -31,6 +31,12 @@ def history(
     if not 0 < max_pvalue < 1:
         raise SelectionError(f"--max-pvalue {max_pvalue:g}: a p-value is between 0 and 1")
     found = load_selected(db, parse_selection(list(selection) or None))
+    paired_runs = sorted({t.run_id for t in found.tests if paired_arm(t)})
+    if paired_runs and len(paired_runs) == len({t.run_id for t in found.tests}):
+        raise SelectionError(
+            f"the selection holds only paired runs ({_runs_text(paired_runs)}): history "
+            f"follows ordinary runs. {PAIRED_ELSEWHERE}"
+        )
     series = histories.build_series(
         found.tests, found.runs, found.suites, metrics, max_pvalue, mix_machines
     )
@@ -38,7 +44,22 @@ def history(
         terminal.console().print_json(histories.dumps(series))
     else:
         histories.print_history(series)
+    if paired_runs:
+        terminal.console(stderr=True).print(
+            f"left out: paired {_runs_text(paired_runs)}. {PAIRED_ELSEWHERE}", highlight=False
+        )
     return series
+
+
+# Where a paired run's figures are read instead of in a history over runs.
+PAIRED_ELSEWHERE = (
+    "A paired run's arms (A, B, A') are two configurations in one sitting, judged against "
+    "each other by the gate it printed; `serverlab report run:N` shows each arm apart."
+)
+
+
+def _runs_text(run_ids: list[int]) -> str:
+    return ("run " if len(run_ids) == 1 else "runs ") + ", ".join(map(str, run_ids))
 
 
 def gate_selections(

@@ -265,19 +265,19 @@ def paired_gate(
 ) -> list[GateRow]:
     """The gate over one paired run: arm B against arms A and A' (tests whose run info says
     ``paired``), series by scenario and contestant; the floor is A against A'."""
-    from serverlab.results.report.metrics import scenario_key, scenario_labels
+    from serverlab.results.report.metrics import paired_arm, scenario_key, scenario_labels
     from serverlab.results.report.selection import parse_selection, select_tests
     from serverlab.results.store import Store
 
     with Store(db_path, create=False) as store:
         tests = select_tests(store, parse_selection(f"run:{run_id}"))
-    arms = [(t, (t.run_info.get("paired") or {}).get("arm")) for t in tests]
-    labels = scenario_labels(tests)
+    arms = [(t, paired_arm(t)) for t in tests]
+    # The arms line up here, series by series: the keys and labels leave the arm out.
+    labels = scenario_labels(tests, with_arm=False)
 
     def key_of(test: RecordedTest) -> tuple[str, str]:
-        return scenario_key(
-            test
-        ) + test.contestant, f"{labels[scenario_key(test)]} / {test.contestant}"
+        key = scenario_key(test, with_arm=False)
+        return key + test.contestant, f"{labels[key]} / {test.contestant}"
 
     side_a = [t for t, arm in arms if arm in ("A", "A'")]
     side_b = [t for t, arm in arms if arm == "B"]

@@ -19,6 +19,7 @@ from serverlab.results.report.metrics import (
     Metric,
     comparison_key,
     format_cell,
+    paired_arm,
     scenario_key,
     scenario_labels,
     validity_flags,
@@ -48,6 +49,7 @@ class Cell:
     values: tuple[float, ...]
     summary: stats.Summary
     flags: tuple[CellFlag, ...]
+    arm: str = ""  # a paired run's arm ('A', 'B', "A'"); its label says it too
 
     @property
     def flagged(self) -> bool:
@@ -61,6 +63,7 @@ class Cell:
         summary, interval = self.summary, self.summary.interval
         return {
             "scenario": self.scenario,
+            "arm": self.arm,
             "contestant": self.contestant,
             "tunables": self.tunables,
             "metric": self.metric.name,
@@ -115,6 +118,8 @@ def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key:
         values=values,
         summary=stats.summarize(values),
         flags=cell_flags(used, metric),
+        # One key, one arm (serverlab.results.report.metrics.scenario_key).
+        arm=paired_arm(tests[0]) if tests else "",
     )
 
 

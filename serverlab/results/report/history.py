@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results.report.charts import PALETTE, Chart, _figure
+from serverlab.results.report.metrics import paired_arm
 from serverlab.results.report.series import HISTORY_METRICS, Series, build_series
 from serverlab.results.store import RecordedTest, Run, StoredSuite
 
@@ -32,7 +33,7 @@ def history_section(
     tests: list[RecordedTest], runs: list[Run], suites: dict[int, StoredSuite]
 ) -> HistorySection | None:
     """None when the selection holds fewer than two runs: a history needs a past."""
-    if len({t.run_id for t in tests if "paired" not in t.run_info}) < 2:
+    if len({t.run_id for t in tests if not paired_arm(t)}) < 2:
         return None
     series = [s for s in build_series(tests, runs, suites) if len(s.points) >= 2]
     charts = [

@@ -29,6 +29,7 @@ from serverlab.results.report.metrics import (
     SUMMARIZED_STATUSES,
     Metric,
     flags_for,
+    paired_arm,
     scenario_key,
     scenario_labels,
 )
@@ -149,7 +150,7 @@ def build_series(
     groups: dict[tuple, dict[int, list[RecordedTest]]] = {}
     # A paired run's arms are two configurations in one run: they belong to its own
     # verdict (serverlab compare --paired), not to one series over runs.
-    alone = [t for t in tests if "paired" not in t.run_info]
+    alone = [t for t in tests if not paired_arm(t)]
     for test in sorted(alone, key=lambda t: (by_run[t.run_id].started_at, t.run_id)):
         run = by_run[test.run_id]
         suite = suites[run.suite_id].name if run.suite_id in suites else "?"
