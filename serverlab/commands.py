@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from serverlab.base import terminal
+from serverlab.base import interrupts, terminal
 from serverlab.base.netns import Namespace, enter
 from serverlab.base.terminal import literal
 from serverlab.conformance.verify import VerifyReport, verify_contestant
@@ -418,6 +418,7 @@ def report_json(db: str, selection) -> dict:
 def compare(db: str, side_a: str, side_b: str, metrics, note: str = "") -> None:
     """The comparison's table; ``note`` (machines mixed, say) printed under it."""
     rows = comparing.compare(db, side_a, side_b, metrics)
+    interrupts.checkpoint("compare")  # tests stop here to send a signal before the table
     comparing.print_comparison(rows, side_a, side_b, note=note)
 
 

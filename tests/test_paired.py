@@ -2,6 +2,7 @@
 arms that cannot run. Real servers (the reference server, serving TLS so that each test has
 a key), real engines, real signals, real SQLite files."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -131,3 +132,25 @@ def test_another_build_of_this_engine_is_an_arm_and_another_program_is_not(tmp_p
     impostor.chmod(0o755)
     with pytest.raises(paired.PairedError, match="says 'serverlab-load 0.0.9'"):
         paired.check_arm(paired.parse_config(f"engine={impostor}"), [])
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_a_stored_compare_exits_128_plus_it_with_no_table(tmp_path, signum, code):
+    from history_fixture import load_compact
+    from test_cli import stopped_at
+
+    from serverlab.results.store import Store
+
+    data = json.loads((Path(__file__).parent / "data" / "history_runs.json").read_text())
+    recorded = load_compact(data, tmp_path / "lab.db")
+    runs = recorded.planted_runs
+    a, b = f"run:{runs[0]},{runs[1]},{runs[2]}", f"run:{runs[3]},{runs[4]}"
+    gate = ("--fail-on-regression", "25")
+    with stopped_at("compare", "compare", a, b, "--db", str(recorded.db), *gate) as command:
+        command.send_signal(signum)
+        command.send_signal(signal.SIGCONT)
+        out, err = command.communicate(timeout=60)
+    assert command.returncode == code, out + err
+    assert out == "" and err.strip() == "serverlab: interrupted"
+    with Store(recorded.db, create=False) as store:
+        assert len(store.runs()) == len(data["runs"])
