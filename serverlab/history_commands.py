@@ -123,7 +123,11 @@ def paired_run(
         f"paired run {run_id}: B = {side_b} against A = {side_a} (A' = A again), {rounds} rounds"
     )
     gate.print_gate(rows, title, threshold)
-    return gate.exit_code(rows) if threshold is not None else 0
+    if threshold is None:
+        return 0
+    code = gate.exit_code(rows)
+    terminal.console().print(gate.verdict_line(code), highlight=False)
+    return code
 
 
 def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines=False) -> int:
