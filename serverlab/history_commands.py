@@ -87,9 +87,11 @@ def record_paired(suite_file: str, side_a: str, side_b: str, db: str, rounds: in
     manifests = {name: find(name) for name in names}
     for config in (a, b):
         paired.check_arm(config, names)
-        with paired.environment(config):
-            # Each arm's engine judges every plan: none is refused once the sitting runs.
-            commands.check_engine_plans(planned.suite, planned.plans)
+        if config.engine:
+            # Another engine judges every plan too (plan_suite had this tree's judge them):
+            # none is refused once the sitting runs.
+            with paired.environment(config):
+                commands.check_engine_plans(planned.suite, planned.plans)
     planned.plans = paired.interleave(planned.plans, a, b, rounds, manifests)
     outcome = commands.run(planned, db, False, False, execute=paired.paired_execute(a, b))
     if outcome.run is None:

@@ -154,3 +154,23 @@ def test_a_signal_during_a_stored_compare_exits_128_plus_it_with_no_table(tmp_pa
     assert out == "" and err.strip() == "serverlab: interrupted"
     with Store(recorded.db, create=False) as store:
         assert len(store.runs()) == len(data["runs"])
+
+
+def test_an_arms_engine_that_refuses_the_suites_plans_is_refused_before_any_test(tiny, tmp_path):
+    from serverlab.run.execution.engine import engine_version
+
+    # This version's name, but a judge of plans that refuses every one (an older build, say).
+    engine = tmp_path / "serverlab-load"
+    engine.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = --version ] && {{ echo "{engine_version()}"; exit 0; }}\n'
+        'while read -r line; do echo \'{"ok": false, "error": "not this build", '
+        '"field": "clients"}\'; done\nexit 2\n'
+    )
+    engine.chmod(0o755)
+    db = tmp_path / "results" / "lab.db"
+    done = paired(tiny, db, "-", f"engine={engine}")
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 2, out + err
+    assert err.count("\n") == 1 and "the engine refuses it: not this build" in err
+    assert not db.parent.exists()
