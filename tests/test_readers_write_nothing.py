@@ -49,3 +49,19 @@ def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
     assert "is not a serverlab results database" in done.stderr
     assert db.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+def test_an_sqlite_file_without_tables_is_refused_as_holding_no_results_yet(tmp_path):
+    # An SQLite header and no table: what a reader meets while a run makes its schema.
+    db = tmp_path / "lab.db"
+    with sqlite3.connect(db) as made:
+        made.execute("CREATE TABLE t (x)")
+        made.execute("DROP TABLE t")
+    made.close()
+    before = db.read_bytes()
+    assert before, "SQLite wrote its header"
+    done = read_with("report", db, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "holds no results yet (no tables)" in done.stderr
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab.db"]

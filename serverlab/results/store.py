@@ -400,11 +400,18 @@ class Store:
     def _refuse_foreign(self) -> None:
         """A reader's database must be one serverlab wrote: an SQLite file of another
         program (no schema version) is refused before a table is made in it."""
-        if self.schema_version == 0:
+        if self.schema_version != 0:
+            return
+        if self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+            # Empty, or a run is making its schema this moment.
             raise StoreError(
-                f"{self.path} is not a serverlab results database (an SQLite file without "
-                "its schema); nothing was changed: pass the database a run wrote"
+                f"{self.path} holds no results yet (no tables); nothing was written into "
+                "it: run a suite into it first"
             )
+        raise StoreError(
+            f"{self.path} is not a serverlab results database (an SQLite file without "
+            "its schema); nothing was changed: pass the database a run wrote"
+        )
 
     def _refuse_newer(self, known: int) -> None:
         if self.schema_version > known:
