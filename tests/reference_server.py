@@ -56,7 +56,7 @@ SLOW_FIRST_HOLD_S = 0.4
 # The slow_above_rate fault's planted knee: GET /perf answers KNEE_DELAY_S late while more
 # than KNEE_RATE of them arrived in the last second (a server past its capacity, planted).
 KNEE_RATE = 150
-KNEE_DELAY_S = 0.1
+KNEE_DELAY_S = 0.3
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)

@@ -1,7 +1,8 @@
 """A capacity search against a real server: the reference server with a planted knee (GET
-/perf answers 100 ms late while more than 150 arrived in the last second) is found within
+/perf answers 300 ms late while more than 150 arrived in the last second) is found within
 the search's tolerance, one server warmed once, every step stored with the test."""
 
+import pytest
 from reference_server import KNEE_RATE
 
 from serverlab.base.capacity import TOLERANCE
@@ -24,11 +25,13 @@ warmup_s = 0.5
 start_rate = 40
 max_rate = 1000
 step_s = 1.5
-p99_bound_ms = 50
+p99_bound_ms = 150
 tunables.reference = { fault = "slow_above_rate" }
 """
 
 
+# Latency at a bound is judged: other tests beside it would make their own knee.
+@pytest.mark.alone
 def test_a_capacity_search_finds_the_knee_planted_in_the_reference_server(
     contestants_dir, tmp_path
 ):
@@ -40,7 +43,7 @@ def test_a_capacity_search_finds_the_knee_planted_in_the_reference_server(
     assert test.status == "ok", test.validity
     found = test.run_info["capacity"]
     steps = found["steps"]
-    assert [s["level"] for s in steps[:3]] == [40, 80, 160], "doubling from the start rate"
+    assert [s["level"] for s in steps[:3]] == [40, 80, 160], steps
     assert [s["sustained"] for s in steps[:3]] == [True, True, False], steps[:3]
     assert found["stop"] == "bisected"
     assert abs(found["knee"] - KNEE_RATE) <= TOLERANCE * KNEE_RATE, steps

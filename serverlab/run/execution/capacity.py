@@ -13,9 +13,12 @@ A step's figures, each with its window and source:
 - `answered_per_s`: the engine's answers ÷ its run's duration (the engine, over the step);
 - `errors`, `requests`: the engine's failed attempts and finished attempts over the step;
 - `p50_ms`, `p99_ms`: the engine's latency, from each arrival's intended send time (open loop);
+- `achieved_rate`, `lag_p99_ms`: the engine's attempts started per second and how late it sent
+  against its schedule (the engine's own pace, not the server's);
 - `cpu_us_per_request`: the server tree's CPU time over the kernel window of the step (procfs,
   opened just before the engine starts and closed once it stopped) ÷ the answers in it;
-- `other_cpu_percent`: CPU used by processes other than serverlab's over that window.
+- `other_cpu_percent`: CPU used by processes other than serverlab's over that window; above the
+  machine-busy threshold a failed step's reason says so.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from serverlab.base import capacity
 from serverlab.results.store import Crash
 from serverlab.run.execution.testplan import CapacityPlan
 from serverlab.run.execution.traffic import LoadResult
+from serverlab.run.execution.validity import MACHINE_BUSY_PERCENT
 
 # Before each step, so that the warm-up's or a failed step's queued requests are served
 # before the step's clock starts (serverlab.run.plan.suite.STEP_OVERHEAD_S counts it).
@@ -92,8 +96,9 @@ def search_steps(
 
 
 def judge(level: float, figures: dict[str, Any], bound_ms: float) -> str:
-    """The request rule (serverlab.base.capacity.sustains) on one step's figures."""
-    return capacity.sustains(
+    """The request rule (serverlab.base.capacity.sustains) on one step's figures; a failed
+    step on a busy machine says so, since a knee a busy machine set is not the server's."""
+    reason = capacity.sustains(
         level,
         figures.get("answered_per_s", 0.0),
         figures.get("errors", 0),
@@ -101,6 +106,10 @@ def judge(level: float, figures: dict[str, Any], bound_ms: float) -> str:
         figures.get("p99_ms"),
         bound_ms,
     )
+    other = figures.get("other_cpu_percent") or 0.0
+    if reason and other > MACHINE_BUSY_PERCENT:
+        reason += f" (machine busy: others used {other:.0f} % of a core)"
+    return reason
 
 
 def step_figures(summary: dict | None, kernel: dict | None) -> dict[str, Any]:
@@ -114,6 +123,9 @@ def step_figures(summary: dict | None, kernel: dict | None) -> dict[str, Any]:
         "errors": sum((summary.get("errors") or {}).values()),
         "answered_per_s": round(float(summary.get("rps", 0.0)), 1),
         "duration_s": summary.get("duration_s"),
+        # The engine's pace against its schedule: below the offered rate, it fell behind.
+        "achieved_rate": summary.get("achieved_rate"),
+        "lag_p99_ms": _ms((summary.get("lag_us") or {}).get("p99")),
         "p50_ms": _ms(latency.get("p50")),
         "p99_ms": _ms(latency.get("p99")),
     }
