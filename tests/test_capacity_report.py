@@ -115,6 +115,7 @@ def test_the_json_report_gives_each_knee_and_the_comparison_at_the_common_rate(t
     ) == (80, 3.0)
     assert not at["node-http"]["flags"]
     assert any("r2" in flag for flag in at["java-tomcat-blocking"]["flags"]), "the flag travels"
+    assert data["cells"] == [] and data["at_a_glance"] == [], "a search's kept step is no cell"
 
 
 def test_the_html_report_draws_latency_against_the_offered_rate_with_the_knees(tmp_path):

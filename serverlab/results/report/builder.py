@@ -14,7 +14,7 @@ import jinja2
 import plotly.offline
 
 from serverlab.results import stats
-from serverlab.results.report.capacity import capacity_groups
+from serverlab.results.report.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.results.report.glance import at_a_glance
@@ -168,6 +168,9 @@ def _environment() -> jinja2.Environment:
 
 
 def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[ScenarioSection]:
+    # A capacity search's summary is one of its steps, at a rate the search chose: its
+    # answer is its knee, in the capacity section, not a cell to give verdicts on.
+    tests = [t for t in tests if not is_capacity_search(t)]
     groups = scenario_groups(tests)
     labels = scenario_labels(tests)
     sections = []
