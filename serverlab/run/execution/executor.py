@@ -280,9 +280,10 @@ class _Measurement:
 
     def _search(self, monitor: Monitor):
         """A capacity search's steps on this server (serverlab.run.execution.capacity)."""
+        on_interval = self.env.progress and self.env.progress.interval
 
         def step(engine_plan, tag):
-            return self._load(engine_plan, tag, self.plan.budget_s, monitor)
+            return self._load(engine_plan, tag, self.plan.budget_s, monitor, on_interval)
 
         return capacity.search_steps(
             step, self.measured, self.plan.capacity, monitor, self.test.run_info
