@@ -54,3 +54,18 @@ def test_a_capacity_search_finds_the_knee_planted_in_the_reference_server(
     # The test's own figures are the knee's step: its engine plan ran at the knee's rate.
     assert test.summary["intended_rate"] == found["knee"]
     assert test.run_info["engine_plan"]["pacer"]["rate"] == 40, "the stored plan: the first step"
+
+
+def test_a_server_that_dies_mid_search_ends_it_as_a_crash_with_its_steps_kept(
+    contestants_dir, tmp_path
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(SUITE.replace('fault = "slow_above_rate"', "die_after = 4"))
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.status == "crashed" and test.crash is not None
+    found = test.run_info["capacity"]
+    assert found["stop"] == "crashed" and found["steps"], found
+    assert found["steps"][-1]["reason"] == "server crashed"
+    assert len(found["steps"]) < 5, "no step after the crash"
