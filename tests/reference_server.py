@@ -53,6 +53,10 @@ FEW_THREADS = 150
 EARLY_SENT_HOLD_S = 0.15
 # The slow_first_cycle fault's hold of the first cycle that reaches a subscriber.
 SLOW_FIRST_HOLD_S = 0.4
+# The slow_above_rate fault's planted knee: GET /perf answers KNEE_DELAY_S late while more
+# than KNEE_RATE of them arrived in the last second (a server past its capacity, planted).
+KNEE_RATE = 150
+KNEE_DELAY_S = 0.3
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
@@ -87,6 +91,8 @@ FAULTS = {
     "few_threads": "150 requests are served at once, a stream holding its place until it ends; "
     "more wait unanswered, as in a thread pool's queue",
     "slow_first_cycle": "the first cycle that reaches a subscriber is written 400 ms late",
+    "slow_above_rate": f"GET /perf answers {KNEE_DELAY_S * 1000:g} ms late while more than "
+    f"{KNEE_RATE} arrived in the last second",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -572,6 +578,8 @@ class HttpConnection:
     # -- endpoints ---------------------------------------------------------------------
     async def perf(self, query: str) -> None:
         await self.read_body(0)
+        if self.server.has_fault("slow_above_rate") and self.server.perf_rate.over(KNEE_RATE):
+            await asyncio.sleep(KNEE_DELAY_S)
         self.send(200, PERF_BODY, "text/plain")
 
     async def upload(self, query: str) -> None:
@@ -1014,6 +1022,20 @@ class SyslogUdp(asyncio.DatagramProtocol):
             self.server.count_syslog(message)
 
 
+class ArrivalRate:
+    """Arrivals over the last second, counted as they come (the slow_above_rate fault)."""
+
+    def __init__(self):
+        self.times: collections.deque[float] = collections.deque()
+
+    def over(self, limit: int) -> bool:
+        now = time.monotonic()
+        self.times.append(now)
+        while self.times[0] <= now - 1.0:
+            self.times.popleft()
+        return len(self.times) > limit
+
+
 class ReferenceServer:
     def __init__(self, name: str, docroot: Path, faults: set[str], syslog_mode: str = "count"):
         self.counters = Counters(name)
@@ -1022,6 +1044,7 @@ class ReferenceServer:
         self.faults = faults
         self.logging = False
         self.hub = PushHub(self.counters, faults)
+        self.perf_rate = ArrivalRate()
         few = "few_threads" in faults
         self.request_thread = asyncio.Semaphore(FEW_THREADS) if few else contextlib.nullcontext()
 

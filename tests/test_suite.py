@@ -516,3 +516,52 @@ def test_the_dry_run_refuses_a_push_scenario_without_three_window_cycles(tmp_pat
     assert result.returncode == 2, result.stderr
     assert f"{path}:10: scenario 'comet-short': leaves 1 emit cycle(s)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+CAPACITY_SUITE = """name = "c"
+contestants = ["node-http"]
+
+[[scenario]]
+name = "knee"
+kind = "capacity"
+behaviour = "keepalive"
+clients = 50
+warmup_s = 4
+start_rate = 2000
+max_rate = 128000
+step_s = 2
+p99_bound_ms = 10
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "reason"),
+    [
+        ('kind = "capacity"', 'kind = "ladder"', 6, "kind must be one of test, capacity"),
+        ("start_rate = 2000", "start_rate = 0", 10, "start_rate must be positive"),
+        ("max_rate = 128000", "max_rate = 1000", 11, "max_rate 1000 is below start_rate"),
+        ("step_s = 2", "step_s = -1", 12, "step_s must be positive"),
+        ("p99_bound_ms = 10", "", 6, "needs p99_bound_ms"),
+        ("warmup_s = 4", "", 6, "a warmed server: give warmup_s"),
+        ('behaviour = "keepalive"', 'behaviour = "comet"', 7, "runs keepalive or new-connection"),
+        ("clients = 50", "clients = 50\nrate = 10", 9, "rate is set by the capacity search"),
+        ("clients = 50", 'clients = 50\npacer = "closed"', 9, 'pacer = "open"'),
+        ('kind = "capacity"', 'kind = "test"\nduration_s = 1', 11, "applies to kind = "),
+        ("start_rate = 2000", "start_rate = [1, 2]", 10, "start_rate cannot be a list"),
+    ],
+)
+def test_capacity_keys_are_checked_with_file_and_line(tmp_path, old, new, line, reason):
+    path = write(tmp_path, CAPACITY_SUITE.replace(old, new))
+    with pytest.raises(SuiteError) as err:
+        load_suite(path, known_contestants=KNOWN)
+    assert err.value.line == line and reason in err.value.reason, str(err.value)
+
+
+def test_a_capacity_estimate_counts_the_worst_case_number_of_steps(tmp_path):
+    suite = load_suite(write(tmp_path, CAPACITY_SUITE), known_contestants=KNOWN)
+    (perm,) = suite.permutations
+    # 2k ... 128k is 7 doublings; bisecting a factor of 2 to 5 % takes 5 more steps; each
+    # step is its 2 s and 1.5 s of settling and starting.
+    assert perm.estimated_seconds() == pytest.approx(6.0 + 4 + 12 * (2 + 1.5))
+    half = load_suite(write(tmp_path, CAPACITY_SUITE), scale=0.5, known_contestants=KNOWN)
+    assert half.permutations[0].params["step_s"] == 1

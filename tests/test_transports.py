@@ -177,6 +177,9 @@ def test_capacity_is_the_largest_rung_held_and_says_when_the_descriptor_cap_stop
     assert table[("websocket", "java-tomcat-blocking")] == "4,000"
     assert table[("websocket", "node-http")] == "≥ 19,000 (descriptor cap)"
     assert table[("websocket", "rust-zhtta")] == "< 1,000 (no rung held)"
+    # As the capacity search's knee: a rung held above one that was not does not count.
+    noisy = ladder({1000: 10, 4000: 400, 8000: 30}, "go-nethttp")
+    assert capacity_table(noisy, nofile=None) == [("websocket", "go-nethttp", "1,000")]
     lossy = ladder({1000: 10})
     lossy[0].summary["events"]["lost"] = 3
     assert capacity_table(lossy, nofile=None) == [

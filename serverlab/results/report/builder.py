@@ -14,6 +14,7 @@ import jinja2
 import plotly.offline
 
 from serverlab.results import stats
+from serverlab.results.report.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
 from serverlab.results.report.glance import at_a_glance
@@ -95,6 +96,7 @@ def report_data(
         "selection": parsed.describe(),
         "cells": [cell.as_dict() for cell in section_cells(sections)],
         "at_a_glance": [glance.as_dict() for glance in at_a_glance(section_cells(sections))],
+        "capacity": [group.as_dict() for group in capacity_groups(found.tests)],
         "not_run": found.not_run.as_dict(),
     }
 
@@ -121,6 +123,8 @@ def render_report(
     charts += history.charts if history else []
     tls = tls_section(tests, runs)
     charts += tls.charts if tls else []
+    capacity = capacity_groups(tests)
+    charts += [group.chart for group in capacity]
     seeds = seed_sections(tests, runs, suites)
     charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
@@ -136,6 +140,7 @@ def render_report(
         seed_sections=seeds,
         transports=transports,
         tls=tls,
+        capacity=capacity,
         history=history,
         transport_figures=FIGURES,
         figures=figures,
@@ -163,6 +168,9 @@ def _environment() -> jinja2.Environment:
 
 
 def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[ScenarioSection]:
+    # A capacity search's summary is one of its steps, at a rate the search chose: its
+    # answer is its knee, in the capacity section, not a cell to give verdicts on.
+    tests = [t for t in tests if not is_capacity_search(t)]
     groups = scenario_groups(tests)
     labels = scenario_labels(tests)
     sections = []

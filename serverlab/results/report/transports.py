@@ -8,7 +8,8 @@ to nobody", so that one architecture's dead subscribers do not pass for throughp
 those it emitted after the window (a late clear's); per test, each in-window cycle's
 completeness beside the server's own snapshot total, its delay p50/p99 and the engine's
 drain time of it; and per transport and contestant, the capacity: the most clients of a
-capacity ladder held with p99 delay at most 250 ms and nothing lost. Cycles and their
+capacity ladder held with p99 delay at most 250 ms and nothing lost, below any rung that was
+not (the capacity search's knee, serverlab.base.capacity). Cycles and their
 window: serverlab.results.report.push.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
+from serverlab.base import capacity
 from serverlab.results import stats
 from serverlab.results.report import push
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
@@ -334,7 +336,8 @@ def held(test: RecordedTest) -> bool:
 
 
 def capacity_table(tests: list[RecordedTest], nofile: int | None) -> list[tuple[str, str, str]]:
-    """Per transport and contestant, the largest rung held by every repeat of it."""
+    """Per transport and contestant, the largest rung held by every repeat of it, below any
+    rung that was not."""
     ladders: dict[tuple[str, str], dict[int, list[RecordedTest]]] = {}
     for test in tests:
         key = (test.params["behaviour"], test.contestant)
@@ -348,10 +351,17 @@ def capacity_table(tests: list[RecordedTest], nofile: int | None) -> list[tuple[
 
 
 def _capacity_text(rungs: dict[int, list[RecordedTest]], nofile: int | None) -> str:
-    passed = [clients for clients, tests in sorted(rungs.items()) if all(map(held, tests))]
-    if not passed:
+    """The ladder judged as the capacity search judges its steps (serverlab.base.capacity):
+    the largest rung held by every repeat below the smallest that was not."""
+    steps = [
+        capacity.StepResult(clients, held(test))
+        for clients, tests in rungs.items()
+        for test in tests
+    ]
+    found = capacity.knee(steps)
+    if found is None:
         return f"< {min(rungs):,} (no rung held)"
-    best, top = max(passed), max(rungs)
+    best, top = int(found), max(rungs)
     if best == top and nofile and top >= DESCRIPTOR_MARGIN * nofile:
         return f"≥ {best:,} (descriptor cap)"
     if best == top:

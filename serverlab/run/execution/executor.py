@@ -44,7 +44,7 @@ from serverlab.results.store import (
     RecordedTest,
     ServerStats,
 )
-from serverlab.run.execution import sockdiag
+from serverlab.run.execution import capacity, sockdiag
 from serverlab.run.execution.monitor import Monitor
 from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.execution.signals import read_signals
@@ -258,7 +258,9 @@ class _Measurement:
             watch = ReceiverWatch(server) if plan.count_at_receiver and crash is None else None
             result = LoadResult(None)
             try:
-                if crash is None:
+                if crash is None and plan.capacity is not None:
+                    result, crash = self._search(monitor)
+                elif crash is None:
                     on_interval = progress and progress.interval
                     result, crash = self._load(
                         self.measured, "plan", plan.budget_s, monitor, on_interval, plan.during
@@ -275,6 +277,17 @@ class _Measurement:
         if plan.count_at_receiver and crash is None:
             put_receiver_figures(test, receiver, server)
         test.status, test.validity = assess(test, self.env.pinning, crash)
+
+    def _search(self, monitor: Monitor):
+        """A capacity search's steps on this server (serverlab.run.execution.capacity)."""
+        on_interval = self.env.progress and self.env.progress.interval
+
+        def step(engine_plan, tag):
+            return self._load(engine_plan, tag, self.plan.budget_s, monitor, on_interval)
+
+        return capacity.search_steps(
+            step, self.measured, self.plan.capacity, monitor, self.test.run_info
+        )
 
     def _load_port(self) -> int:
         """The server port the measured load connects to: its sockets are the monitor's."""

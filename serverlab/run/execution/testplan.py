@@ -67,6 +67,18 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class CapacityPlan:
+    """A capacity search (serverlab.base.capacity): its steps are the measured plan with the
+    open-loop rate set to each level, `step_s` long, judged against the p99 bound."""
+
+    start: float
+    maximum: float
+    tolerance: float
+    p99_bound_ms: float
+    step_s: float
+
+
+@dataclass(frozen=True)
 class TestPlan:
     # Not a test class, whatever pytest's collector thinks of the name.
     __test__ = False
@@ -85,6 +97,7 @@ class TestPlan:
     server_cpus: int | None = None  # how many CPUs the server gets (None: its share)
     warmup: dict[str, Any] | None = None  # an unrecorded engine run before everything
     warmup_s: float = 0.0
+    capacity: CapacityPlan | None = None  # a capacity search instead of one measured run
     priming_runs: int = 0  # the measured plan run this many times first, under the monitor
     control: tuple[ControlCall, ...] = ()  # before the measurement
     during: tuple[TimedCall, ...] = ()  # while the measured load runs
@@ -106,6 +119,8 @@ class TestPlan:
         plan = asdict(self)
         if plan["tls_key"] is None:
             del plan["tls_key"]  # a cleartext test's plan reads as it did before TLS
+        if plan["capacity"] is None:
+            del plan["capacity"]  # and a test's as before capacity searches
         return plan
 
     def to_json(self) -> str:
@@ -135,6 +150,7 @@ class TestPlan:
                     "link": Link(**raw["link"]) if raw.get("link") else None,
                     "emit_window_s": _pair(raw.get("emit_window_s")),
                     "smoke": Smoke(**raw.get("smoke", {})),
+                    "capacity": CapacityPlan(**raw["capacity"]) if raw.get("capacity") else None,
                 }
             )
         except TypeError as error:

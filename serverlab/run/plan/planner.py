@@ -14,6 +14,7 @@ from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.execution.testplan import (
     ENGINE_GRACE_S,
+    CapacityPlan,
     ControlCall,
     Link,
     Smoke,
@@ -22,12 +23,15 @@ from serverlab.run.execution.testplan import (
 )
 from serverlab.run.plan.suite import (
     BEHAVIOURS,
+    CAPACITY,
     CLEAR,
+    DEFAULT_STEP_S,
     HTTP2_TRANSPORTS,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,
     Suite,
+    capacity_search,
     emit_window_s,
     speaks_tls,
 )
@@ -76,6 +80,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         estimate_s=perm.estimated_seconds(),
         warmup=warmup_plan(p) if p.get("warmup_s") else None,
         warmup_s=float(p.get("warmup_s", 0)),
+        capacity=capacity_plan(p),
         priming_runs=int(p.get("priming_runs", 0)),
         control=_control_calls(p) if controlled else (),
         during=_during(p) if controlled else (),
@@ -120,7 +125,28 @@ def _during(p: dict[str, Any]) -> tuple[TimedCall, ...]:
     return (TimedCall(window[1], ControlCall("POST", "/event/clear", {})),)
 
 
+def capacity_plan(p: dict[str, Any]) -> CapacityPlan | None:
+    """A capacity scenario's search: the measured plan is its first step, whose rate the
+    executor sets step by step (serverlab.run.execution.capacity)."""
+    if p.get("kind") != CAPACITY:
+        return None
+    search = capacity_search(p)
+    return CapacityPlan(
+        start=search.start,
+        maximum=search.maximum,
+        tolerance=search.tolerance,
+        p99_bound_ms=float(p["p99_bound_ms"]),
+        step_s=step_seconds(p),
+    )
+
+
+def step_seconds(p: dict[str, Any]) -> float:
+    return float(p.get("step_s", DEFAULT_STEP_S))
+
+
 def planned_seconds(p: dict[str, Any]) -> float:
+    if p.get("kind") == CAPACITY:
+        return step_seconds(p)  # the budget of each step
     base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
     count = p.get("requests", p.get("syslog_messages"))
     if count is not None:
@@ -145,6 +171,8 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             plan["requests"] = int(count)
         elif "duration_s" in p:
             plan["duration_s"] = float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
+        elif p.get("kind") == CAPACITY:
+            plan["duration_s"] = step_seconds(p)
     if "timeout_s" in p:
         plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
     if p["behaviour"] in ("longpoll", "comet", "slow-upload"):
@@ -243,6 +271,8 @@ def _pacer(p: dict[str, Any]) -> dict[str, Any]:
             "ramp_up_s": float(p.get("ramp_up_s", 0)),
             "hold_s": float(p.get("duration_s", 0)),
         }
+    if p.get("kind") == CAPACITY:
+        return {"kind": "open", "rate": p["start_rate"]}  # the first step's
     spec: dict[str, Any] = {"kind": kind}
     if "rate" in p:
         spec["rate"] = p["rate"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from serverlab.base import tomltext
+from serverlab.base import capacity, tomltext
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
@@ -111,11 +111,31 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "files": ((str,), True),
     "link": ((str,), True),
     "priming_runs": ((int,), False),
+    "kind": ((str,), False),
+    "start_rate": ((int, float), False),
+    "max_rate": ((int, float), False),
+    "step_s": ((int, float), False),
+    "p99_bound_ms": ((int, float), False),
     "repeats": ((int,), False),
     "contestants": ((list,), False),
     "tunables": ((dict,), False),
 }
-DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s")
+DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s", "step_s")
+# A scenario's kind: one measured load (a test), or a capacity search (issue 32): steps of
+# the open-loop pacer from `start_rate`, doubled then bisected (serverlab.base.capacity),
+# for the highest rate sustained with p99 <= `p99_bound_ms`.
+TEST_KIND = "test"
+CAPACITY = "capacity"
+KINDS = (TEST_KIND, CAPACITY)
+CAPACITY_KEYS = ("start_rate", "max_rate", "step_s", "p99_bound_ms")
+CAPACITY_REQUIRED = ("start_rate", "max_rate", "p99_bound_ms")
+CAPACITY_BEHAVIOURS = ("keepalive", "new-connection")
+# Keys a capacity search sets itself, step by step: the suite cannot give them.
+CAPACITY_SETS = ("rate", "rate_end", "requests", "duration_s", "ramp_up_s", "priming_runs")
+DEFAULT_STEP_S = 2.0
+# A capacity step's own cost besides its load (the server let settle 1 s, an engine
+# started): only for the estimate.
+STEP_OVERHEAD_S = 1.5
 # How a test's HTTP requests travel (issue 22): cleartext, HTTPS/WSS, or HTTP/2 over TLS or
 # with prior knowledge. A syslog flood says its own with `syslog_transport` (tls: RFC 5425).
 CLEAR = "clear"
@@ -167,6 +187,10 @@ class Permutation:
 
     def estimated_seconds(self) -> float:
         p = self.params
+        if p.get("kind") == CAPACITY:
+            steps = capacity_search(p).worst_case_steps()
+            step = float(p.get("step_s", DEFAULT_STEP_S)) + STEP_OVERHEAD_S
+            return SETUP_ESTIMATE_S + float(p.get("warmup_s", 0)) + steps * step
         load = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
         runs = 1 + int(p.get("priming_runs", 0))
         return SETUP_ESTIMATE_S + float(p.get("warmup_s", 0)) + runs * load
@@ -761,6 +785,40 @@ class _ScenarioContext:
         self._check_named(p, "link", self.suite.links)
         self._check_named(p, "files", self.suite.filesets)
         self._check_transport(p)
+        self._check_capacity(p)
+
+    def _check_capacity(self, p: dict) -> None:
+        """A capacity search's keys: only on a capacity scenario, all it needs, positive,
+        and none of the keys its steps set themselves."""
+        kind = p.get("kind", TEST_KIND)
+        if kind not in KINDS:
+            raise self.fail("kind", f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if kind != CAPACITY:
+            for key in CAPACITY_KEYS:
+                if key in p:
+                    raise self.fail(key, f'{key} applies to kind = "capacity" scenarios only')
+            return
+        if p["behaviour"] not in CAPACITY_BEHAVIOURS:
+            raise self.fail(
+                "behaviour",
+                f"a capacity search runs {' or '.join(CAPACITY_BEHAVIOURS)}, "
+                f"not {p['behaviour']!r}",
+            )
+        if p.get("pacer", "open") != "open":
+            raise self.fail("pacer", 'a capacity search steps the open-loop pacer: pacer = "open"')
+        for key in CAPACITY_SETS:
+            if key in p:
+                raise self.fail(key, f"{key} is set by the capacity search's steps, not the suite")
+        for key in CAPACITY_REQUIRED:
+            if key not in p:
+                raise self.fail("kind", f'a kind = "capacity" scenario needs {key}')
+        if not p.get("warmup_s"):
+            raise self.fail("kind", "a capacity search measures a warmed server: give warmup_s")
+        for key in CAPACITY_KEYS:
+            if key in p and not p[key] > 0:
+                raise self.fail(key, f"{key} must be positive, got {p[key]!r}")
+        if p["max_rate"] < p["start_rate"]:
+            raise self.fail("max_rate", f"max_rate {p['max_rate']:g} is below start_rate")
 
     def _check_transport(self, p: dict) -> None:
         """The transport and its TLS settings: known values, and TLS settings only where
@@ -799,6 +857,11 @@ class _ScenarioContext:
             known = ", ".join(sorted(tables)) or "none"
             table = "links" if key == "link" else "filesets"
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+
+def capacity_search(p: dict[str, Any]) -> capacity.Search:
+    """A capacity scenario's search, from its (checked) parameters."""
+    return capacity.Search(float(p["start_rate"]), float(p["max_rate"]))
 
 
 def speaks_tls(p: dict[str, Any]) -> bool:

@@ -1,0 +1,71 @@
+"""A capacity search against a real server: the reference server with a planted knee (GET
+/perf answers 300 ms late while more than 150 arrived in the last second) is found within
+the search's tolerance, one server warmed once, every step stored with the test."""
+
+import pytest
+from reference_server import KNEE_RATE
+
+from serverlab.base.capacity import TOLERANCE
+from serverlab.contestant.manifest import find
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import load_suite
+
+SUITE = """name = "knee"
+contestants = ["reference"]
+
+[[scenario]]
+name = "capacity"
+kind = "capacity"
+behaviour = "keepalive"
+clients = 10
+warmup_s = 0.5
+start_rate = 40
+max_rate = 1000
+step_s = 1.5
+p99_bound_ms = 150
+tunables.reference = { fault = "slow_above_rate" }
+"""
+
+
+# Latency at a bound is judged: other tests beside it would make their own knee.
+@pytest.mark.alone
+def test_a_capacity_search_finds_the_knee_planted_in_the_reference_server(
+    contestants_dir, tmp_path
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(SUITE)
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(TestPlan.from_json(plan.to_json()), env)
+    assert test.status == "ok", test.validity
+    found = test.run_info["capacity"]
+    steps = found["steps"]
+    assert [s["level"] for s in steps[:3]] == [40, 80, 160], steps
+    assert [s["sustained"] for s in steps[:3]] == [True, True, False], steps[:3]
+    assert found["stop"] == "bisected"
+    assert abs(found["knee"] - KNEE_RATE) <= TOLERANCE * KNEE_RATE, steps
+    assert "p99" in steps[2]["reason"]
+    for step in steps:
+        assert step["answered"] > 0 and step["p99_ms"] is not None
+        assert step["cpu_us_per_request"] > 0
+    # The test's own figures are the knee's step: its engine plan ran at the knee's rate.
+    assert test.summary["intended_rate"] == found["knee"]
+    assert test.run_info["engine_plan"]["pacer"]["rate"] == 40, "the stored plan: the first step"
+
+
+def test_a_server_that_dies_mid_search_ends_it_as_a_crash_with_its_steps_kept(
+    contestants_dir, tmp_path
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(SUITE.replace('fault = "slow_above_rate"', "die_after = 4"))
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.status == "crashed" and test.crash is not None
+    found = test.run_info["capacity"]
+    assert found["stop"] == "crashed" and found["steps"], found
+    assert found["steps"][-1]["reason"] == "server crashed"
+    assert len(found["steps"]) < 5, "no step after the crash"
