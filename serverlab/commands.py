@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,6 +266,9 @@ def run(
                 outcome.run = run_suite(session)
         finally:
             progress.end()
+            # The run's own folder: its tests' folders are gone or moved to logs/ by now,
+            # unless one died half-way; a key must not outlive the command either way.
+            shutil.rmtree(leftovers.work_folder(env.workdir), ignore_errors=True)
     r = outcome.run
     console.print(
         f"run {r.run_id}: {r.finished} tests finished ({r.crashed} crashed, {r.invalid} "
