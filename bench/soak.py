@@ -13,17 +13,30 @@ RSS, descriptors and threads (the Monitor's newest sample, from the kernel), the
 thread's own CPU (kernel, /proc/self/task/TID/stat) and this process's RSS, and the
 server's own counters (/stats: open comet requests and SSE streams, e1 deliveries).
 
-A phase passes when, over its samples after the first 5 minutes (least-squares slope):
-the engines' RSS (both summed) grows less than 1 MiB per 10 minutes and the server's less
-than 5 MiB per 10 minutes; 0 events lost (the engines' own seq gaps, plus e1 deliveries the
-server counted and the engines did not receive, read after the emitter is stopped and the
-last event has had time to arrive); and the server still counts every client open at the
-end (/stats `requests.open_push` and `sse.open`, 5,000 each).
+The memory verdict is about boundedness, not about a slope taken at a fixed time: buffers
+and heaps fill first (the engines' emit logs, a garbage collector's heap growing to its
+target), and a fill is not a leak. Each RSS series (the engines' summed, the server's) is
+judged by a plateau test on its samples once every client has joined (`plateau`):
 
-SOAK_MIN=N shortens the whole soak to N minutes (both phases, the warm-up and the sample
-period scale by N/90; the sample period stays at least 5 s). CLIENTS=5000, EMIT_MS=5000.
-Writes results/soak/<UTC time>/samples.csv and summary.json; prints the pass/fail table.
-Exits 0 when every phase passes, 1 otherwise.
+- bounded: over the last third of them, the least-squares slope is under the limit (1 MiB
+  per 10 minutes for the engines, 5 MiB for the server); the plateau is said to start at
+  the earliest sample from which the slope to the end stays under it;
+- filling: over the last third the slope is above the limit but under half the slope over
+  the first third: the growth slows, its plateau lies beyond this soak (a longer SOAK_MIN
+  may show it): inconclusive, not a leak;
+- growing: the growth does not slow: a leak, or a buffer whose cap this soak cannot reach.
+
+A phase passes when both series are bounded, 0 events are lost (the engines' own seq gaps,
+plus e1 deliveries the server counted and the engines did not receive, read after the
+emitter is stopped and the last event has had time to arrive), and the server still counts
+every client open at the end (/stats `requests.open_push` and `sse.open`, 5,000 each).
+
+SOAK_MIN=N shortens the whole soak to N minutes (both phases and the sample period scale by
+N/90; the sample period stays at least 5 s); the plateau test reads the same shares of a
+shorter phase, so a short soak gives fewer, noisier samples and more "filling" verdicts, never
+a fill read as a leak. CLIENTS=5000, EMIT_MS=5000. Writes results/soak/<UTC time>/samples.csv
+and summary.json; prints the table. Exits 0 when every phase passes, 3 when nothing failed
+but some series is still filling, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -68,9 +81,9 @@ class Timing:
         return min(60.0, self.length_s / 10)
 
     @property
-    def warmup_s(self) -> float:
-        # The first 5 minutes, and never before the clients have all joined.
-        return max(300.0 * self.scale, self.ramp_s + 2 * self.sample_s)
+    def joined_s(self) -> float:
+        # Every client has joined a sample after the ramp: the plateau test starts there.
+        return self.ramp_s + self.sample_s
 
     @property
     def quiet_s(self) -> float:
@@ -158,7 +171,11 @@ def stats_or_empty(phase: Phase) -> dict:
 
 def slope_mib_per_10min(rows: list[dict], key, after_s: float) -> float | None:
     """Least-squares slope of key(row) (KiB) against t_s over rows after `after_s`."""
-    points = [(row["t_s"], key(row)) for row in rows if row["t_s"] >= after_s]
+    return slope([(row["t_s"], key(row)) for row in rows if row["t_s"] >= after_s])
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, KiB) points, in MiB per 10 minutes."""
     if len(points) < 2:
         return None
     mean_t = sum(t for t, _ in points) / len(points)
@@ -166,6 +183,38 @@ def slope_mib_per_10min(rows: list[dict], key, after_s: float) -> float | None:
     num = sum((t - mean_t) * (v - mean_v) for t, v in points)
     den = sum((t - mean_t) ** 2 for t, _ in points)
     return (num / den) * 600 / 1024 if den else None
+
+
+# The plateau test's windows: the last third of the samples judges, the first third is
+# what the growth slowed from; fewer than MIN_POINTS samples in a third judge nothing.
+SHARE, MIN_POINTS, SLOWED = 3, 8, 0.5
+
+
+def plateau(points: list[tuple[float, float]], limit: float) -> dict:
+    """The plateau test of one RSS series, (seconds, KiB) points from the moment every
+    client has joined: `verdict` bounded, filling, growing or too-short, the slopes over
+    the first and the last third (MiB per 10 minutes), and `plateau_s`: the earliest sample
+    from which the slope to the end is under `limit` (None if none)."""
+    third = len(points) // SHARE
+    if third < MIN_POINTS:
+        return {"verdict": "too-short", "first": None, "last": None, "plateau_s": None}
+    first, last = slope(points[:third]), slope(points[-third:])
+    if last is None:
+        return {"verdict": "too-short", "first": first, "last": None, "plateau_s": None}
+    if last < limit:
+        verdict = "bounded"
+    elif first is not None and last < SLOWED * first:
+        verdict = "filling"
+    else:
+        verdict = "growing"
+    tails = (i for i in range(len(points) - third + 1) if slope(points[i:]) < limit)
+    start = next(tails, None)
+    return {
+        "verdict": verdict,
+        "first": first,
+        "last": last,
+        "plateau_s": None if start is None else points[start][0],
+    }
 
 
 def run_phase(phase: Phase, clients: int, emit_ms: int, folder: Path) -> None:
@@ -229,12 +278,17 @@ def read_summary(path: Path) -> dict:
     raise SystemExit(f"soak: no engine summary in {path} (see {path.with_suffix('.err')})")
 
 
+def series(rows: list[dict], key, after_s: float) -> list[tuple[float, float]]:
+    return [(row["t_s"], key(row)) for row in rows if row["t_s"] >= after_s]
+
+
 def verdict(phase: Phase, clients: int) -> dict:
-    after = phase.timing.warmup_s
-    engine = slope_mib_per_10min(
-        phase.rows, lambda r: r["engine_comet_rss_kib"] + r["engine_sse_rss_kib"], after
+    after = phase.timing.joined_s
+    engine = plateau(
+        series(phase.rows, lambda r: r["engine_comet_rss_kib"] + r["engine_sse_rss_kib"], after),
+        ENGINE_LIMIT_MIB,
     )
-    server = slope_mib_per_10min(phase.rows, lambda r: r["server_rss_kib"], after)
+    server = plateau(series(phase.rows, lambda r: r["server_rss_kib"], after), SERVER_LIMIT_MIB)
     received = sum(s["events"]["received"] for s in phase.summaries.values())
     gaps = sum(s["events"]["lost"] for s in phase.summaries.values())
     delivered = phase.end["events"]["e1"]["deliveries"]
@@ -242,18 +296,22 @@ def verdict(phase: Phase, clients: int) -> dict:
     errors = sum(sum(s["errors"].values()) for s in phase.summaries.values())
     open_push, sse_open = phase.end["requests"]["open_push"], phase.end["sse"]["open"]
     checks = {
-        "engine_rss_slope": engine is not None and engine < ENGINE_LIMIT_MIB,
-        "server_rss_slope": server is not None and server < SERVER_LIMIT_MIB,
+        "engine_rss_bounded": engine["verdict"] == "bounded",
+        "server_rss_bounded": server["verdict"] == "bounded",
         "events_lost": lost == 0,
         "connections_counted": open_push >= clients and sse_open >= clients,
     }
+    memory = {engine["verdict"], server["verdict"]}
+    failed = "growing" in memory or not (checks["events_lost"] and checks["connections_counted"])
+    # Still filling (or too few samples) is not a leak: nothing failed, nothing was shown.
+    unshown = bool(memory & {"filling", "too-short"})
     return {
         "server": phase.server,
         "length_s": phase.timing.length_s,
-        "warmup_s": after,
-        "samples_after_warmup": sum(1 for r in phase.rows if r["t_s"] >= after),
-        "engine_rss_mib_per_10min": engine,
-        "server_rss_mib_per_10min": server,
+        "joined_s": after,
+        "samples_after_joined": sum(1 for r in phase.rows if r["t_s"] >= after),
+        "engine_rss": engine,
+        "server_rss": server,
         "server_e1_deliveries": delivered,
         "engine_events_received": received,
         "engine_seq_gaps": gaps,
@@ -269,6 +327,7 @@ def verdict(phase: Phase, clients: int) -> dict:
         ),
         "checks": checks,
         "pass": all(checks.values()),
+        "result": "FAIL" if failed else ("INCONCLUSIVE" if unshown else "PASS"),
     }
 
 
@@ -281,28 +340,28 @@ def fmt(value, spec=".3f") -> str:
 
 
 def print_table(verdicts: list[dict], clients: int) -> None:
-    print(f"\nsoak: {clients} comet + {clients} SSE clients, e1 every 5 s (pass/fail)")
-    head = f"{'server':<12} {'minutes':>7} {'engine MiB/10m':>15} {'server MiB/10m':>15}"
+    print(f"\nsoak: {clients} comet + {clients} SSE clients, e1 every 5 s")
+    head = f"{'server':<12} {'minutes':>7} {'engines MiB/10m':>30} {'server MiB/10m':>30}"
     print(f"{head} {'lost':>6} {'open at end':>13} {'monitor CPU%':>12}  result")
     for v in verdicts:
-        c = v["checks"]
-        engine = f"{fmt(v['engine_rss_mib_per_10min'])} {ok(c['engine_rss_slope'])}"
-        server = f"{fmt(v['server_rss_mib_per_10min'])} {ok(c['server_rss_slope'])}"
         counted = f"{v['server_open_push_at_end']}+{v['server_sse_open_at_end']}"
         print(
-            f"{v['server']:<12} {v['length_s'] / 60:>7.1f} {engine:>15} {server:>15} "
-            f"{v['events_lost']:>6} {counted:>13} {fmt(v['monitor_cpu_pct_mean']):>12}  "
-            f"{'PASS' if v['pass'] else 'FAIL'}"
+            f"{v['server']:<12} {v['length_s'] / 60:>7.1f} {rss_cell(v['engine_rss']):>30} "
+            f"{rss_cell(v['server_rss']):>30} {v['events_lost']:>6} {counted:>13} "
+            f"{fmt(v['monitor_cpu_pct_mean']):>12}  {v['result']}"
         )
     print(
-        "RSS: kernel (VmRSS; server: the Monitor's tree sum), least-squares slope after the "
-        "warm-up;\nlost and open at end: the engines' summaries and the server's /stats; "
-        "monitor CPU: its thread's, per sample period (kernel)."
+        "RSS: kernel (VmRSS; server: the Monitor's tree sum), least-squares slopes over the "
+        "first -> last third\nof the samples once every client joined, the verdict, and where "
+        "the plateau starts (s);\nlost and open at end: the engines' summaries and the "
+        "server's /stats; monitor CPU: its thread's, per sample period (kernel)."
     )
 
 
-def ok(passed: bool) -> str:
-    return "ok" if passed else "FAIL"
+def rss_cell(judged: dict) -> str:
+    where = "" if judged["plateau_s"] is None else f" @{judged['plateau_s']:.0f}"
+    slopes = f"{fmt(judged['first'], '.2f')} -> {fmt(judged['last'], '.2f')}"
+    return f"{slopes} {judged['verdict']}{where}"
 
 
 def write_results(folder: Path, phases: list[Phase], verdicts: list[dict]) -> None:
@@ -333,7 +392,8 @@ def main() -> int:
         write_results(folder, phases, verdicts)
     print_table(verdicts, clients)
     print(f"samples: {folder / 'samples.csv'}; summary: {folder / 'summary.json'}")
-    return 0 if all(v["pass"] for v in verdicts) else 1
+    results = {v["result"] for v in verdicts}
+    return 1 if "FAIL" in results else (3 if "INCONCLUSIVE" in results else 0)
 
 
 if __name__ == "__main__":

@@ -266,8 +266,8 @@ def run(
                 outcome.run = run_suite(session)
         finally:
             progress.end()
-            # A test dropped on the way out (Ctrl-C while its server started, say) left
-            # its folder, its server key with it: this process's folder goes whole.
+            # The run's own folder: its tests' folders are gone or moved to logs/ by now,
+            # unless one died half-way; a key must not outlive the command either way.
             shutil.rmtree(leftovers.work_folder(env.workdir), ignore_errors=True)
     r = outcome.run
     console.print(

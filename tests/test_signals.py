@@ -5,8 +5,10 @@ side file of garbage flags the signal figures only."""
 import sys
 from pathlib import Path
 
+import hostile_signals
 import pytest
-from conftest import REFERENCE_SERVER, write_manifest
+from conftest import REFERENCE_SERVER, TESTS, write_manifest
+from test_tls import TLS_MANIFEST
 
 from serverlab.contestant.manifest import find
 from serverlab.results.report import build_report
@@ -15,7 +17,7 @@ from serverlab.results.report.metrics import flags_for
 from serverlab.results.report.signal_charts import signal_charts
 from serverlab.results.store import RecordedTest, Store, StoredSuite
 from serverlab.run.execution.executor import Environment, execute
-from serverlab.run.execution.signals import read_signals
+from serverlab.run.execution.signals import MAX_VALUE, read_signals, row_cap
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite import load_suite
@@ -215,3 +217,86 @@ def test_a_side_file_of_garbage_flags_the_signal_figures_only(tmp_path, monkeypa
     assert "signals-unreadable" not in [f.code for f in flags_for(test, "cpu")]
     assert "signals-unreadable" not in [flag.code for _, flag in flags_of([test])]
     assert signal_charts("s1-", [test]) == []  # nothing readable: no overlay, no crash
+
+
+def test_a_deep_line_a_date_that_does_not_exist_and_a_huge_number_are_unreadable_lines(
+    tmp_path,
+):
+    path = tmp_path / "signals.jsonl"
+    path.write_bytes(hostile_signals.hostile_lines(STARTED + 1))
+    read = read_signals(path, STARTED, lasted_s=2)
+    assert [(s.t, s.value) for s in read.signals] == [(1.0, 1.0), (1.5, 2.0)]
+    assert read.unreadable == 3
+    assert read.problem().startswith('3 lines unreadable, first \'{"t": 1795629601')
+
+
+def test_a_flood_keeps_a_capped_number_of_rows_spread_over_the_whole_file(tmp_path):
+    path = tmp_path / "signals.jsonl"
+    path.write_bytes(hostile_signals.flood(STARTED))
+    read = read_signals(path, STARTED, lasted_s=1.0)
+    assert read.lines > 200_000 and len(read.signals) <= row_cap(1.0) == 2_100
+    assert len(read.signals) > 2_000
+    # Every n-th line: the rows still span the writer's whole second.
+    assert read.signals[0].t == 0.0 and read.signals[-1].t > 0.99
+    assert all(len(s.data["note"]) == MAX_VALUE for s in read.signals)
+    problem = read.problem()
+    assert f"{read.lines:,} lines, over the cap of 2,100 rows for this test" in problem
+    assert f"{len(read.signals)} values over {MAX_VALUE} characters, cut" in problem
+
+
+def test_a_line_longer_than_the_cap_is_unreadable_and_the_next_one_read(tmp_path):
+    path = tmp_path / "signals.jsonl"
+    long = b'{"t": 1795629601, "kind": "gc_pause", "value": 1, "x": "' + b"y" * (1 << 20)
+    path.write_bytes(long + b'"}\n{"t": 1795629602, "kind": "gc_pause", "value": 2}\n')
+    read = read_signals(path, STARTED)
+    assert [s.value for s in read.signals] == [2.0] and read.unreadable == 1
+
+
+HOSTILE_MANIFEST = TLS_MANIFEST.replace(
+    'start = "',
+    f'start = "{sys.executable} {TESTS / "hostile_signals.py"} {{signals_file}} {{kind}} && exec ',
+).replace('name = "reference-tls"', 'name = "hostile"')
+SHORT_SUITE = """name = "hostile"
+repeats = 1
+contestants = ["hostile"]
+
+[[scenario]]
+name = "fast"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("lines", "3 lines unreadable"),
+        ("flood", "lines, over the cap of"),
+    ],
+)
+def test_a_hostile_side_file_is_a_flag_on_its_test_and_leaves_no_key_behind(
+    tmp_path, monkeypatch, kind, said
+):
+    root = tmp_path / "contestants"
+    write_manifest(root, "hostile", HOSTILE_MANIFEST.replace("{kind}", kind))
+    monkeypatch.setenv("SERVERLAB_CONTESTANTS", str(root))
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SHORT_SUITE)
+    (plan,) = plan_tests(load_suite(suite), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(plan, env)
+    assert test.status == "ok", test.validity
+    assert test.summary["answered"] > 0
+    assert said in test.validity["signals_unreadable"]
+    assert len(test.signals) <= row_cap(test.ended_at - test.started_at)
+    assert not list(tmp_path.rglob("server.key")), "no key outlives its test"
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        run = store.start_run(store.add_suite(StoredSuite("s", "s.toml", "0" * 64)), {})
+        test.run_id = run.id
+        store.commit_test(test)
+    # 64 MiB of lines became some thousands of rows: a database and a report of a few MiB.
+    assert db.stat().st_size < 8 << 20
+    assert "signals-unreadable" in [f.code for f in flags_for(test, "gc_pause")]
+    assert build_report(db, None, tmp_path / "report.html").is_file()

@@ -18,6 +18,7 @@ from serverlab.results import dblock
 from serverlab.results.export import export_csv
 from serverlab.results.migrations import migration_steps
 from serverlab.results.recovery import recover as export_recover
+from serverlab.results.report.metrics import flags_for
 from serverlab.results.store import (
     Crash,
     EmitCycle,
@@ -624,6 +625,23 @@ def rows_read_one_by_one(db_path, table: str, rowids) -> dict[int, tuple]:
     return readable
 
 
+def without_partial(db_path, tests: dict[int, tuple]) -> dict[int, tuple]:
+    """Rows of `tests` with recovery's `partial` mark taken out of their validity."""
+    with sqlite3.connect(db_path) as db:
+        at = [c[1] for c in db.execute("PRAGMA table_info(tests)")].index("validity_json")
+
+    def unmarked(row: tuple) -> tuple:
+        validity = json.loads(row[at])
+        validity.pop("partial", None)
+        return (
+            *row[:at],
+            json.dumps(validity, sort_keys=True, separators=(",", ":")),
+            *row[at + 1 :],
+        )
+
+    return {rowid: unmarked(row) for rowid, row in tests.items()}
+
+
 def all_rows(db_path, table: str) -> dict[int, tuple]:
     with sqlite3.connect(db_path) as db:
         return {r[0]: r[1:] for r in db.execute(f"SELECT rowid, * FROM {table}")}
@@ -644,7 +662,10 @@ def test_recovery_keeps_every_row_sqlite_can_still_read_one_by_one(db_path, tmp_
     found = {t.table: t for t in export_recover(db_path, tmp_path / "saved.db")}
 
     saved = {table: all_rows(tmp_path / "saved.db", table) for table in TABLES}
-    assert saved["tests"] == readable["tests"]
+    # Kept as read, but for the mark of the tests around the lost samples (test below).
+    assert without_partial(db_path, saved["tests"]) == readable["tests"]
+    marked = {i for i, row in saved["tests"].items() if row != readable["tests"][i]}
+    assert marked and sorted(marked) == found["monitor_samples"].partial
     kept_tests = set(saved["tests"])
     for table in TABLES[3:]:
         wanted = {k: v for k, v in readable[table].items() if v[0] in kept_tests}
@@ -670,6 +691,61 @@ def test_recovery_prints_per_table_what_it_kept_and_the_rowids_it_lost(db_path, 
     assert "tests: 10 rows kept; lost: rowids 1-2 (at most 2 rows)" in said
     assert "suites: 1 rows kept" in said
     assert "monitor_samples: 1000 rows kept; 200 rows dropped: their row in tests was lost" in said
+
+
+def a_database_of_push_tests(db_path, tests=12) -> None:
+    """Push tests whose emit records, emit cycles and runtime signals span several pages."""
+    with Store(db_path) as store:
+        run = store.start_run(stored_suite(store), {"kernel": "6.1"})
+        for i in range(tests):
+            test = full_test(run.id, key=f"k{i}|node-http||")
+            test.validity = {}
+            test.emits *= 40
+            test.cycles *= 60
+            test.signals *= 60
+            store.commit_test(test)
+        store.finish_run(run.id, "finished")
+
+
+def owners_of(db_path, table: str) -> dict[int, int]:
+    with sqlite3.connect(db_path) as db:
+        return dict(db.execute(f"SELECT rowid, test_id FROM {table}"))
+
+
+CHILDREN = ("emit_records", "emit_cycles", "runtime_signals")
+
+
+def test_a_test_that_lost_rows_of_its_own_is_kept_marked_partial_with_its_figures_flagged(
+    db_path, tmp_path
+):
+    a_database_of_push_tests(db_path)
+    owners = {table: owners_of(db_path, table) for table in CHILDREN}
+    # One page of each table, from the middle of it.
+    pages = [pages_of(db_path, table, "leaf") for table in CHILDREN]
+    zero_pages(db_path, [leaves[len(leaves) // 2] for leaves in pages])
+    readable = {t: rows_read_one_by_one(db_path, t, owners[t]) for t in CHILDREN}
+    lost_by = {t: {owners[t][r] for r in owners[t] if r not in readable[t]} for t in CHILDREN}
+    assert all(lost_by.values()), "each damaged page held some test's rows"
+
+    found = {t.table: t for t in export_recover(db_path, tmp_path / "saved.db")}
+
+    with Store(tmp_path / "saved.db") as saved:
+        tests = {test.id: test for test in saved.tests()}
+    assert len(tests) == 12, "every test is kept"
+    for table in CHILDREN:
+        marked = {i for i, t in tests.items() if table in t.validity.get("partial", {})}
+        assert lost_by[table] <= marked, table
+        # Only the tests around the damage: a page's owners and at most its two neighbours.
+        assert len(marked) <= len(lost_by[table]) + 2, (table, marked, lost_by[table])
+        assert sorted(marked) == found[table].partial
+        assert "marked partial, their figures flagged: tests" in found[table].describe()
+    for test in tests.values():
+        partial = "partial" in test.validity
+        assert partial == any(test.id in found[t].partial for t in CHILDREN)
+        codes = {f.code for metric in ("p50", "p99", "rps") for f in flags_for(test, metric)}
+        assert ("partial" in codes) == partial, test.validity
+    untouched = set(tests) - set().union(*(found[t].partial for t in CHILDREN))
+    assert untouched, "tests far from the damage stay unflagged"
 
 
 KILLED_MID_RUN = """

@@ -5,13 +5,21 @@ plan to the server actor. The runner commits what comes back, as for a local run
 
 Ray's own processes report usage to outside hosts unless told not to: every connection
 made here sets RAY_USAGE_STATS_ENABLED=0 first.
+
+When a node dies, each of its Ray agents sends every driver the last 20 lines of the node's
+raylet log (its `[state-dump]` of event counters, and more), some 45 lines in the middle of
+a run's progress. The driver prints Ray's messages cut before that tail, and each message
+once: the run says itself which generator was lost, and the tail stays in the node's log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import os
+import re
+import time
 from dataclasses import dataclass, field
 
 from serverlab.base.paths import CONTESTANTS_ENV
@@ -28,6 +36,10 @@ PLACEMENT_TIMEOUT_S = 60
 CALL_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 15
 POLL_S = 0.5
+# Ray's message on a dead raylet ends with its log's tail (ray/_private/process_watcher.py).
+RAYLET_LOG_TAIL = re.compile(r"\s*Last \d+ lines of the Raylet logs:.*", re.DOTALL)
+STATE_DUMP = "[state-dump]"
+SAME_MESSAGE_S = 30.0
 
 
 @dataclass
@@ -61,6 +73,37 @@ def connect(address: str) -> None:
             namespace="serverlab",
             configure_logging=False,
         )
+        _print_ray_messages_without_log_tails()
+
+
+def without_log_tail(message: str) -> str:
+    """Ray's message to the driver without a dead raylet's log tail, nor any line of its
+    state dump; empty when nothing else is left."""
+    cut = RAYLET_LOG_TAIL.sub(" (its log: raylet.out in that node's Ray session folder)", message)
+    return "\n".join(line for line in cut.splitlines() if STATE_DUMP not in line).strip()
+
+
+def _print_ray_messages_without_log_tails() -> None:
+    """Wraps Ray's printer of the messages it sends the driver (the one function its
+    listener thread calls for them, ray 2.60.0 as pinned) with `without_log_tail`."""
+    from ray._private import worker
+
+    printer = worker.print_to_stdstream
+    if getattr(printer, "printed", None) is not None:
+        return  # wrapped already
+    printed: dict[str, float] = {}  # message -> when it was printed
+
+    def print_cut(data: dict, ignore_prefix: bool) -> None:
+        now = time.monotonic()
+        lines = [without_log_tail(line) for line in data.get("lines", [])]
+        # Each of a dead node's agents sends the same message: it is printed once.
+        lines = [m for m in lines if m and now - printed.get(m, -math.inf) > SAME_MESSAGE_S]
+        printed.update((message, now) for message in lines)
+        if lines:
+            printer({**data, "lines": lines}, ignore_prefix=ignore_prefix)
+
+    print_cut.printed = printed  # type: ignore[attr-defined]
+    worker.print_to_stdstream = print_cut
 
 
 def open_cluster(

@@ -11,6 +11,10 @@ yields, copied into a new database with the current schema.
   in between are tried one by one, so every row a lookup by rowid can read is kept.
 - Rows whose parent row was lost (a sample of a test that could not be read) are dropped:
   the copy passes ``PRAGMA foreign_key_check``.
+- A kept test that may have lost rows of its own (samples, emit cycles, signals: rowids
+  that could not be read, between its rows and its neighbours') is marked partial: its
+  validity gets ``partial`` (which tables, which rowids), a flag the report puts on every
+  figure of the test, since any of them may have been computed from the rows lost.
 - The copy is built under a temporary name beside the target and linked to its name only
   when complete: a full disk leaves no file, not even an empty one.
 """
@@ -44,6 +48,7 @@ class TableRecovery:
     kept: int = 0
     lost: list[tuple[int, int]] = field(default_factory=list)  # rowids that could not be read
     orphans: dict[str, int] = field(default_factory=dict)  # parent table -> rows dropped
+    partial: list[int] = field(default_factory=list)  # kept tests that may have lost rows here
 
     def describe(self) -> str:
         said = f"{self.table}: {self.kept} rows kept"
@@ -56,6 +61,9 @@ class TableRecovery:
             said += f"; lost: rowids {ranges} ({counted})"
         for parent, count in sorted(self.orphans.items()):
             said += f"; {count} rows dropped: their row in {parent} was lost"
+        if self.partial:
+            tests = ", ".join(str(test_id) for test_id in self.partial)
+            said += f"; marked partial, their figures flagged: tests {tests}"
         return said
 
 
@@ -130,6 +138,7 @@ def _rebuild(
         with Store(partial, synced=False) as target:
             found = [_copy_table(source, target, t) for t in target.table_names() if t in tables]
             _drop_orphans(target, {t.table: t for t in found})
+            _mark_partial(target, found)
             target.seal()
     except StoreError as error:
         reason = error.__cause__ or error
@@ -283,3 +292,23 @@ def _drop_orphans(target: Store, found: dict[str, TableRecovery]) -> None:
             entry = found[table]
             entry.kept -= 1
             entry.orphans[parent] = entry.orphans.get(parent, 0) + 1
+
+
+def _mark_partial(target: Store, found: list[TableRecovery]) -> None:
+    """Marks each kept test that may have lost rows of a table of tests' rows."""
+    lost_by_test: dict[int, dict[str, str]] = {}
+    children = set(target.tables_of_tests())
+    for entry in found:
+        if entry.table not in children:
+            continue
+        for first, last in entry.lost:
+            for test_id in target.tests_around(entry.table, first, last):
+                said = lost_by_test.setdefault(test_id, {})
+                rowids = f"rowids {_range(first, last)}"
+                said[entry.table] = (
+                    f"{said[entry.table]}, {rowids}" if entry.table in said else rowids
+                )
+                if test_id not in entry.partial:
+                    entry.partial.append(test_id)
+    for test_id, lost in lost_by_test.items():
+        target.add_validity(test_id, "partial", lost)

@@ -573,6 +573,52 @@ class Store:
         """(table, rowid, parent table) of each row whose parent row is missing."""
         return [(r[0], r[1], r[2]) for r in self._db.execute("PRAGMA foreign_key_check")]
 
+    @_sqlite_errors("read the tables of a test's rows")
+    def tables_of_tests(self) -> list[str]:
+        """The tables whose rows belong to a test (a `test_id` referencing `tests`)."""
+        return [
+            table
+            for table in self.table_names()
+            if any(
+                fk[2] == "tests" and fk[3] == "test_id"
+                for fk in self._db.execute(f'PRAGMA foreign_key_list("{table}")')
+            )
+        ]
+
+    @_sqlite_errors("find the tests around lost rows")
+    def tests_around(self, table: str, first: int, last: int) -> list[int]:
+        """The tests whose rows of `table` may have had rowids `first`..`last`: a test's
+        rows are written in one transaction, after those of every test stored before it,
+        so they are the tests from the one owning the row before to the one owning the
+        row after (every test before or after, where there is no such row)."""
+        if table not in self.tables_of_tests():
+            raise StoreError(f"no table {table!r} of tests' rows in {self.path}")
+        before = self._db.execute(
+            f'SELECT test_id FROM "{table}" WHERE rowid < ? ORDER BY rowid DESC LIMIT 1',
+            (first,),
+        ).fetchone()
+        after = self._db.execute(
+            f'SELECT test_id FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT 1', (last,)
+        ).fetchone()
+        low = before[0] if before else 0
+        high = after[0] if after else 2**63 - 1
+        rows = self._db.execute(
+            "SELECT id FROM tests WHERE id BETWEEN ? AND ? ORDER BY id", (low, high)
+        )
+        return [row[0] for row in rows]
+
+    @_sqlite_errors("flag a test")
+    def add_validity(self, test_id: int, code: str, detail: Any) -> None:
+        """Sets one entry of a stored test's validity (recovery marks what a test lost)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT validity_json FROM tests WHERE id = ?", (test_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no test {test_id} in {self.path}")
+            validity = {**json.loads(row[0]), code: detail}
+            db.execute(
+                "UPDATE tests SET validity_json = ? WHERE id = ?", (_to_json(validity), test_id)
+            )
+
     @_sqlite_errors("write the database out in full")
     def seal(self) -> None:
         """Folds the write-ahead log into the database file and leaves WAL mode, so that the

@@ -174,11 +174,14 @@ def _execute(plan: TestPlan, env: Environment, namespace) -> RecordedTest:
         with contextlib.suppress(Exception):
             server.stop()
         test.ended_at = time.time()
-        _put_signals(test, server)
-        if test.status == "ok":
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            _keep_log(env, test, server)
+        try:
+            _put_signals(test, server)
+        finally:
+            # Whatever failed above, the folder (and the key in it) does not outlive the test.
+            if test.status == "ok":
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                _keep_log(env, test, server)
     return test
 
 
@@ -465,7 +468,7 @@ def _call(server: ContestantServer, function, *args, **kwargs):
 
 def _put_signals(test: RecordedTest, server: ContestantServer) -> None:
     """The runtime's side file, read once the server has stopped and flushed it."""
-    read = read_signals(server.signals_path, test.started_at)
+    read = read_signals(server.signals_path, test.started_at, test.ended_at - test.started_at)
     test.signals = read.signals
     problem = read.problem()
     if problem:

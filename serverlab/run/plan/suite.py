@@ -54,6 +54,10 @@ SEEDS = ("000", "001", "002", "003", "004")
 # [needs] key -> what it asks of the machine (serverlab/run/host/tune.py checks and sets them).
 NEEDS_KEYS = ("nofile", "somaxconn", "local_ports", "max_map_count", "tcp_tw_reuse")
 LINK_KEYS = {"rate_mbit": True, "delay_ms": False, "loss_pct": False}  # key -> required
+# key -> (least, most): beyond 100 Gbit/s tbf shapes nothing, beyond 5 s of delay (the
+# virtual lab's --delay-ms limit too) a test's connections spend it in their handshakes,
+# past 100 % there is no packet.
+LINK_RANGES = {"rate_mbit": (0.001, 100_000), "delay_ms": (0, 5_000), "loss_pct": (0, 100)}
 FILESET_DEFAULTS: dict[str, Any] = {
     "seed": 1,
     "count": 100,
@@ -482,12 +486,18 @@ def _named_tables(path: Path, lines: _Lines, doc: dict, key: str, check) -> dict
     return {name: check(path, lines, f"{key}.{name}", table) for name, table in tables.items()}
 
 
-def _number(path, lines, header, table, key, minimum: float, kind=(int, float)):
+def _number(path, lines, header, table, key, minimum: float, kind=(int, float), maximum=None):
+    """`table[key]`, a finite number in [minimum, maximum] (TOML spells nan and inf, and
+    reads 1e400 as inf): anything else is refused at its line."""
     value = table[key]
-    if not isinstance(value, kind) or isinstance(value, bool) or value < minimum:
+    number = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or value < minimum or (maximum is not None and value > maximum):
         what = "an int" if kind == (int,) else "a number"
+        most = f" and <= {maximum}" if maximum is not None else ""
         raise SuiteError(
-            path, lines.in_table(header, key), f"{header}.{key} must be {what} >= {minimum}"
+            path,
+            lines.in_table(header, key),
+            f"{header}.{key} must be {what} >= {minimum}{most}, not {value!r}",
         )
     return value
 
@@ -503,14 +513,11 @@ def _link(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, floa
     _unknown_keys(path, lines, header, table, LINK_KEYS)
     if "rate_mbit" not in table:
         raise SuiteError(path, lines.in_table(header), f"{header} needs rate_mbit")
-    link = {"rate_mbit": _number(path, lines, header, table, "rate_mbit", 0.001)}
-    if "delay_ms" in table:
-        link["delay_ms"] = _number(path, lines, header, table, "delay_ms", 0)
-    if "loss_pct" in table:
-        link["loss_pct"] = _number(path, lines, header, table, "loss_pct", 0)
-        if link["loss_pct"] > 100:
-            raise SuiteError(path, lines.in_table(header, "loss_pct"), f"{header}.loss_pct > 100")
-    return link
+    return {
+        key: _number(path, lines, header, table, key, least, maximum=most)
+        for key, (least, most) in LINK_RANGES.items()
+        if key in table
+    }
 
 
 def _fileset(path: Path, lines: _Lines, header: str, table: dict) -> dict[str, Any]:
