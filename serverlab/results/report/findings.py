@@ -126,10 +126,11 @@ class Finding:
         if self.short_of_subscribers:
             low, high = min(self.registered), max(self.registered)
             span = f"{low:,}" if low == high else f"{low:,}–{high:,}"
+            median = statistics.median(self.registered)
+            over = f" (median {median:,.0f} over {len(self.registered)} repeats)"
             parts.append(
-                f"{span} of {self.clients:,} subscribers registered by the end of the ramp "
-                f"(median {statistics.median(self.registered):,.0f} over "
-                f"{len(self.registered)} repeats)"
+                f"{span} of {self.clients:,} subscribers registered by the end of the ramp"
+                + (over if len(self.registered) > 2 else "")
             )
         return parts
 

@@ -107,7 +107,7 @@ class FlagGroup:
         return {
             "code": self.code,
             "repeats": [f"r{r + 1}" for r in self.repeats],
-            "sizes": list(self.sizes),
+            "sizes": [round(size, 2) for size in self.sizes],
             "unit": SIZES[self.code].unit if self.code in SIZES else "",
             "text": self.text,
         }
