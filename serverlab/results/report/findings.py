@@ -1,5 +1,6 @@
 """Findings about an architecture: what a contestant's own tests of one push scenario show
-it could not do, stated with its figures, beside the verdicts of the "at a glance" block.
+of it (what it could not do, or what held it up), stated with its figures, under the
+verdicts of the "at a glance" block.
 
 A verdict compares two contestants; a finding is one contestant against the plan it was
 given. Three kinds are read from the stored tests:
@@ -26,6 +27,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from serverlab.base.spec import HELD_REQUESTS
 from serverlab.results.report import push
 from serverlab.results.report.cells import grouped, tunable_text
 from serverlab.results.report.flaggroups import repeat_ranges
@@ -33,7 +35,6 @@ from serverlab.results.report.metrics import SUMMARIZED_STATUSES, scenario_key, 
 from serverlab.results.store import RecordedTest
 
 REGISTERED_SHARE = 0.95
-HELD_NAMES = {"longpoll": "long polls", "comet": "comet streams"}
 # Tests stored before the executor kept these figures apart said them in the flag's text
 # only (serverlab.run.execution.executor.stats_silence); read from there, and only there.
 _LEGACY_THREADS = re.compile(r"^all ([\d,]+) request threads")
@@ -116,7 +117,7 @@ class Finding:
     def parts(self) -> list[str]:
         parts = []
         if self.threads and self.starved:
-            held = HELD_NAMES.get(self.behaviour, "held requests")
+            held = HELD_REQUESTS.get(self.behaviour, "held requests")
             parts.append(f"all {self.threads:,} request threads held by {self.clients:,} {held}")
         if self.stats_silent:
             wait = "" if self.stats_wait_s is None else f" for {self.stats_wait_s:g} s"

@@ -26,6 +26,7 @@ from typing import Any
 
 from serverlab.base import httpclient
 from serverlab.base.netns import NetnsError
+from serverlab.base.spec import HELD_REQUESTS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import (
@@ -419,7 +420,7 @@ def stats_silence(plan: TestPlan, manifest: Manifest, limit_s: float, err: Excep
     until = f"until their {hold / 1000:g} s timeout" if hold else "until they end"
     return (
         f"all {threads:,} request threads ({manifest.architecture}) held by the plan's "
-        f"{clients:,} {HELD_NAMES[behaviour]} {until}; {text}"
+        f"{clients:,} {HELD_REQUESTS[behaviour]} {until}; {text}"
     )
 
 
@@ -429,13 +430,9 @@ def held_threads(plan: TestPlan, manifest: Manifest) -> int | None:
     tunable = manifest.tunables.get("threads")
     threads = plan.tunables.get("threads") or (tunable.default if tunable else None)
     behaviour = plan.params.get("behaviour")
-    if not threads or not str(threads).isdigit() or behaviour not in HELD_NAMES:
+    if not threads or not str(threads).isdigit() or behaviour not in HELD_REQUESTS:
         return None
     return int(threads) if int(plan.params.get("clients", 0)) >= int(threads) else None
-
-
-# A held request that takes a request thread for its whole hold, by behaviour.
-HELD_NAMES = {"longpoll": "long polls", "comet": "comet streams"}
 
 
 def smoke_check(server: ContestantServer, plan: TestPlan) -> str | None:
