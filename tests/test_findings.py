@@ -66,18 +66,16 @@ def test_a_server_out_of_request_threads_is_a_finding_with_its_figures(contestan
     registered = push.registered(test)
     assert registered is not None and registered <= POOL
     assert clear["late_ms"] > push.fan_out_ms(test), "the clear waited for a thread"
-    waited = f"{clear['late_ms'] / 1000:.1f} s" if clear["late_ms"] >= 1000 else "ms"
-    sentence = (
-        f"pooled (fault=few_threads): all {POOL} request threads held by 60 comet streams; "
-        f"POST /event/clear waited {waited}"
-    )
     (finding,) = report_data(db)["findings"]
-    assert finding["sentence"].startswith(sentence)
-    assert finding["sentence"].endswith(
-        f"; {registered} of 60 subscribers registered by the end of the ramp"
-    )
+    threads = f"pooled (fault=few_threads): all {POOL} request threads held by 60 comet streams"
+    waited = r"POST /event/clear waited (\d+ ms|\d\.\d s) \(r1\)"
+    subscribers = f"{registered} of 60 subscribers registered by the end of the ramp"
+    sentence = finding["sentence"]
+    pattern = f"{re.escape(threads)}; {waited}; {re.escape(subscribers)}"
+    assert re.fullmatch(pattern, sentence), sentence
     assert finding["request_threads_held"] == POOL
     assert finding["subscribers_registered"] == [registered]
+    assert [a["late_ms"] for a in finding["late_calls"][0]["answers"]] == [clear["late_ms"]]
     console = Console(record=True, width=400)
     print_summary(db, None, console=console)
     glance = console.export_text().split("At a glance")[1]
