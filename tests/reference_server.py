@@ -1037,7 +1037,14 @@ class ArrivalRate:
 
 
 class ReferenceServer:
-    def __init__(self, name: str, docroot: Path, faults: set[str], syslog_mode: str = "count"):
+    def __init__(
+        self,
+        name: str,
+        docroot: Path,
+        faults: set[str],
+        syslog_mode: str = "count",
+        threads: int = FEW_THREADS,
+    ):
         self.counters = Counters(name)
         self.syslog_mode = syslog_mode
         self.docroot = docroot
@@ -1046,7 +1053,7 @@ class ReferenceServer:
         self.hub = PushHub(self.counters, faults)
         self.perf_rate = ArrivalRate()
         few = "few_threads" in faults
-        self.request_thread = asyncio.Semaphore(FEW_THREADS) if few else contextlib.nullcontext()
+        self.request_thread = asyncio.Semaphore(threads) if few else contextlib.nullcontext()
 
     def has_fault(self, fault: str) -> bool:
         return fault in self.faults
@@ -1162,6 +1169,9 @@ def main() -> None:
     parser.add_argument(
         "--die-after", type=float, default=0.0, help="SIGKILL itself after this many seconds"
     )
+    parser.add_argument(
+        "--threads", type=int, default=FEW_THREADS, help="the few_threads fault's pool size"
+    )
     parser.add_argument("--tls", nargs=3, metavar=("PORT", "CERT", "KEY"), help="serve HTTPS too")
     parser.add_argument(
         "--syslog-tls", nargs=3, metavar=("PORT", "CERT", "KEY"), help="serve RFC 5425 syslog too"
@@ -1178,7 +1188,7 @@ def main() -> None:
     global CLOCK_SKEW_MS
     CLOCK_SKEW_MS = args.clock_skew_ms
     faults = set(args.fault) - {"none"}
-    server = ReferenceServer(args.name, args.docroot, faults, args.syslog_mode)
+    server = ReferenceServer(args.name, args.docroot, faults, args.syslog_mode, args.threads)
     with contextlib.suppress(KeyboardInterrupt):
         tls, syslog_tls = (
             (int(given[0]), given[1], given[2]) if given else None

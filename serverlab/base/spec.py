@@ -14,6 +14,9 @@ PERF_CASE = "perf.get"
 # The behaviours whose clients hold a connection for events the server pushes (the spec's
 # `push`, `sse` and `websocket` parts): the suite, the planner and the report all ask it.
 PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
+# The push behaviours whose request a thread-per-request server serves on one request thread
+# for the whole hold, by the words people use for them.
+HELD_REQUESTS = {"longpoll": "long polls", "comet": "comet streams"}
 
 
 class SpecError(RuntimeError):

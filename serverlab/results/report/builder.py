@@ -17,6 +17,7 @@ from serverlab.results import stats
 from serverlab.results.report.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
+from serverlab.results.report.findings import Finding
 from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.history import history_section
 from serverlab.results.report.metrics import (
@@ -97,8 +98,20 @@ def report_data(
         "cells": [cell.as_dict() for cell in section_cells(sections)],
         "at_a_glance": [glance.as_dict() for glance in at_a_glance(section_cells(sections))],
         "capacity": [group.as_dict() for group in capacity_groups(found.tests)],
+        "findings": [finding.as_dict() for finding in section_findings(sections)],
+        "flags": [
+            {"scenario": s.label, "contestant": row.contestant, "tunables": row.tunables}
+            | group.as_dict()
+            for s in sections
+            for row in s.summary
+            for group in row.flag_groups
+        ],
         "not_run": found.not_run.as_dict(),
     }
+
+
+def section_findings(sections: list[ScenarioSection]) -> list[Finding]:
+    return [row.finding for s in sections for row in s.summary if row.finding]
 
 
 def section_cells(sections: list[ScenarioSection]) -> list[Cell]:
@@ -147,6 +160,7 @@ def render_report(
         plot_template=shared_template(),
         coverage_note=coverage_note(cell.summary.n for cell in cells),
         glances=at_a_glance(cells),
+        findings=section_findings(sections),
         min_repeats_to_test=stats.MIN_REPEATS_TO_TEST,
         test_count=len(tests),
         status_counts=status_counts(tests),

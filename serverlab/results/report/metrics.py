@@ -300,7 +300,8 @@ def _push_flags(test: RecordedTest) -> list[Flag]:
     flags = []
     pooled = not push.has_cycle_records(test)
     late = push.control_late_ms(test)
-    if late is not None:
+    # A call late only by the server's own fan-out is a finding (report.findings), not a flag.
+    if late is not None and not push.late_within_fan_out(test):
         # Delays from the window's own cycles leave the late cycles out, as completeness does.
         touched = CONTROL_LATE_FIGURES - (frozenset() if pooled else POOLED_DELAY_FIGURES)
         flags.append(Flag("control-late", _late_text(test, late), touched))

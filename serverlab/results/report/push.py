@@ -159,11 +159,15 @@ def admitted(test: RecordedTest) -> int | None:
 
 
 def completeness(test: RecordedTest) -> list[tuple[Cycle, float]]:
-    """Per in-window cycle, deliveries received / subscribers admitted by the ramp's end."""
-    subscribers = admitted(test)
-    if not subscribers:
+    """Per in-window cycle, the plan's subscribers it reached: deliveries received / the
+    clients the plan holds. Not / the subscribers open at the end of the ramp: that count is
+    one instant of the engine's (999 while a client reconnected), and a cycle a moment later
+    reaches all 1,000. A cycle's deliveries past one per client are duplicates, counted as
+    such (events duplicated), so no cycle reads above 100 %."""
+    clients = int(test.params.get("clients") or 0)
+    if not clients:
         return []
-    return [(c, c.received / subscribers) for c in in_window(test)]
+    return [(c, min(c.received, clients) / clients) for c in in_window(test)]
 
 
 def worst_completeness_percent(test: RecordedTest) -> float | None:
@@ -228,3 +232,57 @@ def control_late_ms(test: RecordedTest) -> float | None:
         lateness += [c.created_ms - window[1] for c in after_window(test)]
     worst = max(lateness, default=0.0)
     return worst if worst > LATE_MS else None
+
+
+def registered(test: RecordedTest) -> int | None:
+    """Subscribers the server held when the window began: its snapshot total of the first
+    cycle created at or after the end of the ramp (what it delivered that cycle to)."""
+    first = in_window(test)[:1]
+    return first[0].total if first else None
+
+
+def fan_out_ms(test: RecordedTest) -> float | None:
+    """The server's longest in-window fan-out: from a cycle's created stamp to the arrival
+    of its last delivery at the clients (server's clock), in ms; None without the engine's
+    per-cycle records."""
+    spans = [
+        c.record.last_arrival_ms - c.created_ms
+        for c in in_window(test)
+        if c.record is not None and c.received
+    ]
+    return max(spans, default=None)
+
+
+def cycles_after_stop(test: RecordedTest) -> int:
+    """Cycles the server created after the emitters' intended stop: those a client received
+    and, where its /stats was read after the load, the sequence numbers it reached beyond
+    the last cycle created up to the stop (cycles no client saw any more); the larger."""
+    window = window_ms(test)
+    if window is None:
+        return 0
+    seen = len(after_window(test))
+    end = next((s.stats for s in test.server_stats if s.phase == "end"), None)
+    events = end.get("events") if isinstance(end, dict) else None
+    if not isinstance(events, dict):
+        return seen
+    last_before: dict[str, int] = {}
+    for c in cycles(test):
+        if c.created_ms <= window[1]:
+            last_before[c.event] = max(c.seq, last_before.get(c.event, 0))
+    beyond = sum(
+        max(0, int(events.get(name, {}).get("last_seq") or 0) - seq)
+        for name, seq in last_before.items()
+        if isinstance(events.get(name), dict)
+    )
+    return max(seen, beyond)
+
+
+def late_within_fan_out(test: RecordedTest) -> bool:
+    """Whether the test's late timed calls are the server's own fan-out: each answered no
+    later than its longest in-window fan-out took, and no cycle created after the stop.
+    Such a call was queued behind the deliveries being measured: that is a finding about
+    the server, and nothing the plan did not ask for entered the load's figures."""
+    calls, fan_out = late_calls(test), fan_out_ms(test)
+    if not calls or fan_out is None or cycles_after_stop(test):
+        return False
+    return all(float(c["late_ms"]) <= fan_out for c in calls)

@@ -14,6 +14,8 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
+from serverlab.results.report.findings import Finding, findings
+from serverlab.results.report.flaggroups import FlagGroup, group_flags
 from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.metrics import (
     COMET_NOTE,
@@ -38,10 +40,17 @@ class SummaryRow:
     tunables: str
     counts: str
     figures: list[Cell]  # one cell per metric of METRICS, in order
-    flags: list[str]  # every flag of the row's tests, crashed ones too, with its repeats
+    flag_groups: list[FlagGroup]  # every kind of flag of the row's tests, crashed ones too
     summarized: int = 0  # the repeats the medians are over
     codes: list[str] = field(default_factory=list)  # the flags' short codes
     compact: bool = False
+    finding: Finding | None = None  # what its tests showed of the architecture
+
+    @property
+    def flags(self) -> list[str]:
+        """Each kind of flag once, with the repeats that carry it and its sizes: "not
+        steady: r1–r6, +17 % to +72 %" (serverlab.results.report.flaggroups)."""
+        return [group.text for group in self.flag_groups]
 
     @property
     def cells(self) -> list[tuple[str, str]]:
@@ -68,6 +77,7 @@ def summary_rows(
     cells (``serverlab.results.report.cells``). ``labels`` maps contestant names to
     architecture labels, ``scenarios`` scenario keys to their labels."""
     scenarios = scenarios or scenario_labels(group)
+    found = {finding.key: finding for finding in findings(group, scenarios)}
     rows = []
     for key, mine in grouped(group).items():
         label = scenarios[scenario_key(mine[0])]
@@ -79,22 +89,14 @@ def summary_rows(
                 tunable_text(first),
                 status_counts(mine),
                 [make_cell(mine, metric, label, key) for metric in METRICS],
-                _flags_with_repeats(mine),
+                group_flags(mine),
                 len([t for t in mine if t.status in SUMMARIZED_STATUSES]),
                 sorted({flag.code for t in mine for flag in validity_flags(t)}),
                 compact,
+                found.get(key),
             )
         )
     return rows
-
-
-def _flags_with_repeats(tests: list[RecordedTest]) -> list[str]:
-    """Each distinct flag once, followed by the repeats that carry it: "crashed (r5)"."""
-    repeats: dict[str, list[str]] = {}
-    for test in tests:
-        for flag in validity_flags(test):
-            repeats.setdefault(flag.text, []).append(f"r{test.repeat_index + 1}")
-    return [f"{text} ({', '.join(which)})" for text, which in sorted(repeats.items())]
 
 
 def status_counts(tests: list[RecordedTest]) -> str:
@@ -158,11 +160,20 @@ def print_summary(
     console.print(coverage_note([row.figures[i].summary.n for _, row in rows for i in shown]))
     _print_notes(console, found)
     console.print("At a glance (differences the data supports, Holm-adjusted per scenario):")
+    found = [row.finding for _, row in rows if row.finding]
     for glance in at_a_glance([cell for _, row in rows for cell in row.figures]):
         said = "; ".join(glance.sentences) + "." if glance.sentences else glance.none_note
         console.print(
             f"  {terminal.literal(glance.scenario)}: {terminal.literal(said)}", highlight=False
         )
+        _print_findings(console, [f for f in found if f.scenario == glance.scenario])
+
+
+def _print_findings(console: Console, found: list[Finding]) -> None:
+    """A scenario's findings, under its verdicts (serverlab.results.report.findings)."""
+    for finding in found:
+        said = f"finding, {finding.sentence}."
+        console.print(f"    {terminal.literal(said)}", highlight=False)
 
 
 def _print_notes(console: Console, found: Selected) -> None:

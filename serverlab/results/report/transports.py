@@ -24,7 +24,13 @@ from serverlab.base import capacity
 from serverlab.results import stats
 from serverlab.results.report import push
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, format_cell
+from serverlab.results.report.flaggroups import group_flags
+from serverlab.results.report.metrics import (
+    SUMMARIZED_STATUSES,
+    Flag,
+    format_cell,
+    validity_flags,
+)
 from serverlab.results.store import RecordedTest, Run
 
 TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
@@ -167,7 +173,10 @@ class TransportFigure:
 FIGURES = (
     TransportFigure("admitted", "subscribers at the end of the ramp", "", admitted),
     TransportFigure(
-        "complete", "worst in-window cycle complete", "%", push.worst_completeness_percent
+        "complete",
+        "worst in-window cycle: received ÷ the plan's clients",
+        "%",
+        push.worst_completeness_percent,
     ),
     TransportFigure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
     TransportFigure(
@@ -200,6 +209,9 @@ class TransportRow:
     clients: int
     tests: int
     cells: list[tuple[str, str]]
+    # Per figure, the codes of the flags of its tests that touch it (a cell marked !).
+    marks: list[list[str]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # each kind with its repeats and sizes
 
 
 @dataclass
@@ -310,7 +322,19 @@ def _row(cell: list[RecordedTest], labels: dict[str, str]) -> TransportRow:
         int(first.params.get("clients", 0)),
         len(cell),
         cells,
+        [_marks(kept, figure.name) for figure in FIGURES],
+        [group.text for group in group_flags(cell, _touches_a_figure)],
     )
+
+
+def _marks(tests: list[RecordedTest], figure: str) -> list[str]:
+    """The codes of the flags of these tests that touch one figure of the table."""
+    return sorted({flag.code for t in tests for flag in validity_flags(t) if flag.touches(figure)})
+
+
+def _touches_a_figure(flag: Flag) -> bool:
+    # A crashed or invalid repeat's status flag touches every figure: it is listed too.
+    return any(flag.touches(figure.name) for figure in FIGURES)
 
 
 def descriptor_limit(runs: list[Run]) -> int | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from serverlab.base import httpclient
 from serverlab.base.netns import NetnsError
+from serverlab.base.spec import HELD_REQUESTS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE
 from serverlab.contestant.manifest import Manifest
 from serverlab.contestant.server import (
@@ -242,6 +243,10 @@ class _Measurement:
             warmup = bind(plan.warmup, **self.where)
             self._load(warmup, "warmup", plan.warmup_s + plan.grace_s)
         self._control(plan.control, "before")
+        threads = held_threads(plan, self.env.manifest_of(plan.contestant))
+        if threads is not None:
+            # Every request thread is held by the plan: the report's findings state it.
+            test.run_info["request_threads_held"] = threads
         if plan.read_stats:
             self._read_stats("start")
         progress = self.env.progress
@@ -411,6 +416,8 @@ class _Measurement:
                     manifest = self.env.manifest_of(self.plan.contestant)
                     reason = stats_silence(self.plan, manifest, limit_s, err)
                     self.test.validity["stats_unreadable"] = reason
+                    # The same as a figure, for the report's findings (report.findings).
+                    self.test.run_info["stats_unanswered_s"] = limit_s
                     return False
                 time.sleep(0.5)
 
@@ -420,24 +427,28 @@ def stats_silence(plan: TestPlan, manifest: Manifest, limit_s: float, err: Excep
     a fixed pool of request threads and at least as many held long polls or streams has none
     left until the holds end."""
     text = f"GET /stats unanswered for {limit_s:g} s after the load ({err})"
-    tunable = manifest.tunables.get("threads")
-    threads = plan.tunables.get("threads") or (tunable.default if tunable else None)
-    behaviour = plan.params.get("behaviour")
+    threads = held_threads(plan, manifest)
+    if threads is None:
+        return text
+    behaviour = plan.params["behaviour"]
     clients = int(plan.params.get("clients", 0))
-    if not threads or not str(threads).isdigit() or behaviour not in HELD_NAMES:
-        return text
-    if clients < int(threads):
-        return text
     hold = plan.params.get(f"{behaviour}_duration_ms")
     until = f"until their {hold / 1000:g} s timeout" if hold else "until they end"
     return (
-        f"all {int(threads):,} request threads ({manifest.architecture}) held by the plan's "
-        f"{clients:,} {HELD_NAMES[behaviour]} {until}; {text}"
+        f"all {threads:,} request threads ({manifest.architecture}) held by the plan's "
+        f"{clients:,} {HELD_REQUESTS[behaviour]} {until}; {text}"
     )
 
 
-# A held request that takes a request thread for its whole hold, by behaviour.
-HELD_NAMES = {"longpoll": "long polls", "comet": "comet streams"}
+def held_threads(plan: TestPlan, manifest: Manifest) -> int | None:
+    """The server's request threads, when the plan holds at least as many long polls or
+    comet streams as there are (every thread is then held); None otherwise."""
+    tunable = manifest.tunables.get("threads")
+    threads = plan.tunables.get("threads") or (tunable.default if tunable else None)
+    behaviour = plan.params.get("behaviour")
+    if not threads or not str(threads).isdigit() or behaviour not in HELD_REQUESTS:
+        return None
+    return int(threads) if int(plan.params.get("clients", 0)) >= int(threads) else None
 
 
 def smoke_check(server: ContestantServer, plan: TestPlan) -> str | None:
