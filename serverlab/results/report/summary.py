@@ -163,6 +163,8 @@ def print_summary(
         console.print(
             f"  {terminal.literal(glance.scenario)}: {terminal.literal(said)}", highlight=False
         )
+        for line in glance.why_not:
+            console.print(f"    - {terminal.literal(line)}", highlight=False)
 
 
 def _print_notes(console: Console, found: Selected) -> None:

@@ -19,8 +19,8 @@ import plotly.graph_objects as go
 from serverlab.results import stats
 from serverlab.results.report.cells import CellFlag, flags_touching
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.efficiency import memory_per_connection_kib
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
-from serverlab.results.report.transports import memory_per_connection_kb
 from serverlab.results.store import RecordedTest, Run
 
 STORM, RESUME, TAX = "handshake-storm", "handshake-resume", "tls-tax"
@@ -149,7 +149,7 @@ READS: dict[Callable, frozenset[str]] = {
     p99_ms: frozenset({"p99"}),
     cpu_per_handshake_us: ENGINE_COUNTS | {"cpu"},
     cpu_per_request_us: ENGINE_COUNTS | {"cpu"},
-    memory_per_connection_kb: frozenset({"rss", "sockmem", "memory"}),
+    memory_per_connection_kib: frozenset({"rss", "sockmem", "memory"}),
     held: ENGINE_COUNTS | {"p99", "errors"},
 }
 
@@ -342,11 +342,11 @@ def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
                 Figure(behaviour),
                 Figure(f"{clients:,}"),
                 Figure(contestant),
-                _median(clear, memory_per_connection_kb),
-                _median(tls, memory_per_connection_kb),
-                _ratio(tls, clear, memory_per_connection_kb),
-                _median(h2, memory_per_connection_kb),
-                _ratio(h2, tls, memory_per_connection_kb),
+                _median(clear, memory_per_connection_kib),
+                _median(tls, memory_per_connection_kib),
+                _ratio(tls, clear, memory_per_connection_kib),
+                _median(h2, memory_per_connection_kib),
+                _ratio(h2, tls, memory_per_connection_kib),
             ]
         )
     return rows
