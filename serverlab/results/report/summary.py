@@ -202,7 +202,8 @@ def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
 
 
 FLAGGED_NOTE = (
-    "A figure marked ! is qualified by a flag of its row that touches it; it is not compared."
+    "A figure marked ! is qualified by a flag of its row that touches it: its flagged repeats "
+    "leave its comparison, and the others decide when enough remain."
 )
 
 
