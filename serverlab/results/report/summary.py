@@ -28,7 +28,9 @@ from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import Selected, load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run
 
-TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
+# Five figures fit 120 columns: the rate, the tail, and what the server spent per request,
+# per delivered event (push) and per held connection. The others are in the HTML and JSON.
+TERMINAL_METRICS = ("rps", "p99", "cpu_req", "cpu_event", "memory")
 
 
 @dataclass
