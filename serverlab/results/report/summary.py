@@ -188,10 +188,11 @@ def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
     for i in shown:
-        # As wide as its widest figure, so that the names and flags get the rest.
-        widest = max(
-            (len(part) for _, r in rows for part in "\n".join(r.cells[i]).split()), default=0
-        )
+        # As wide as its widest figure or heading word, so that the names and flags get the
+        # rest and no word is cut.
+        words = [part for _, r in rows for part in "\n".join(r.cells[i]).split()]
+        words += _heading(METRICS[i]).split()
+        widest = max(len(word) for word in words)
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
     for scenario, row in rows:
