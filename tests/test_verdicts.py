@@ -208,7 +208,8 @@ def monitored(test, cpu_percent: float, overhang_percent: float = 300.0) -> None
 def test_cpu_per_request_is_the_engines_window_without_the_overhang(tmp_path):
     test = request_test(NODE, 0, rps=40_000, p99_ms=2)
     monitored(test, cpu_percent=80.0)
-    # The kernel's single window reading includes the overhang: not this figure.
+    # The kernel's single window reading includes the overhang: not this figure while the
+    # monitor's readings cover the engine's window.
     test.run_info["kernel"] = {"server_cpu_ticks": 200, "ticks_per_s": 100}
     db = store(tmp_path / "lab.db", [test])
     (stored,) = load_selected(db, parse_selection(None)).tests
@@ -217,9 +218,13 @@ def test_cpu_per_request_is_the_engines_window_without_the_overhang(tmp_path):
     (cell,) = [c for c in report_data(db)["cells"] if c["metric"] == "cpu_req"]
     assert (cell["unit"], cell["median"]) == ("µs", pytest.approx(20.0))
     assert "last counted attempt" in cell["window"] and "kernel" in cell["source"]
-    # Readings that stop before the engine's last attempt give no figure.
+    # So is the CPU % over the load: 80 %, not the 300 % burnt after the last attempt.
+    (cell,) = [c for c in report_data(db)["cells"] if c["metric"] == "cpu"]
+    assert cell["median"] == pytest.approx(80.0)
+    # Readings that stop before the engine's last attempt leave only the load window's
+    # kernel reading: 2 s of CPU, overhang and all.
     stored.samples = stored.samples[:12]
-    assert cpu_per_request_us(stored) is None
+    assert cpu_per_request_us(stored) == pytest.approx(50.0)
 
 
 def test_tarone_keeps_out_of_the_family_only_what_its_repeat_counts_cannot_decide():

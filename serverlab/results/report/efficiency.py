@@ -7,8 +7,9 @@ a stated window and from a stated source.
   its last counted attempt: the span ``answered`` was counted over. The CPU seconds are the
   monitor's readings of the kernel's CPU clocks (/proc/<pid>/stat, about 10 a second, each
   the mean since the one before) integrated over that span. The load window's single
-  kernel figure (``server_cpu_ticks``) is not used: it closes once the engine has exited,
-  up to a second later, and a JIT still compiling in that overhang is not the load's.
+  kernel figure (``server_cpu_ticks``) closes once the engine has exited, up to seconds
+  later, and a JIT still compiling in that overhang is not the load's: it is used only
+  where the readings do not cover the window (``server_cpu_seconds``).
 - CPU per delivered event (µs), push: the same readings between the end of the ramp and
   the emitters' intended stop, ÷ the deliveries the clients received of the cycles created
   in that window (``serverlab.results.report.push``). The ramp's connection set-up, and
@@ -18,6 +19,7 @@ a stated window and from a stated source.
   kernel memory at the last socket reading) ÷ the connections established at that reading
   (kernel figures, serverlab.run.execution.monitor). Tests stored before those: (largest
   RSS sample - first sample) ÷ the plan's clients.
+- CPU over the load (%, ``cpu_percent_in_window``): the same CPU seconds ÷ the window.
 - The CPU a test allowed its server (``allowed_cpu_percent``): 100 % per CPU it was pinned
   to, the ceiling of its CPU figure in a closed loop (``cpu_ceiling_percent``).
 """
@@ -73,14 +75,33 @@ def measured_window_ms(test: RecordedTest) -> tuple[float, float] | None:
     return float(started), float(started) + 1000 * float(duration)
 
 
+def cpu_percent_in_window(test: RecordedTest) -> float | None:
+    """The server's CPU over the engine's measured window, as % of one core."""
+    window = measured_window_ms(test)
+    seconds = None if window is None else cpu_seconds_in_ms(test, *window)
+    return None if seconds is None else 100 * seconds / ((window[1] - window[0]) / 1000)
+
+
+def server_cpu_seconds(test: RecordedTest) -> float | None:
+    """The server's CPU seconds over the engine's measured window (the monitor's readings);
+    where they do not cover it, the load window's kernel reading (``server_cpu_ticks``,
+    which closes after the engine exits)."""
+    window = measured_window_ms(test)
+    seconds = None if window is None else cpu_seconds_in_ms(test, *window)
+    if seconds is not None:
+        return seconds
+    kernel = test.run_info.get("kernel") or {}
+    ticks, per_s = kernel.get("server_cpu_ticks"), kernel.get("ticks_per_s")
+    return ticks / per_s if ticks is not None and per_s else None
+
+
 def cpu_per_request_us(test: RecordedTest) -> float | None:
     """Server CPU µs per answered request over the measured window (module docstring);
     none for push, whose answers are events."""
-    window, answered = measured_window_ms(test), _summary(test).get("answered")
-    if push.is_push(test) or window is None or not answered:
+    seconds, answered = server_cpu_seconds(test), _summary(test).get("answered")
+    if push.is_push(test) or seconds is None or not answered:
         return None
-    seconds = cpu_seconds_in_ms(test, *window)
-    return None if seconds is None else seconds * 1e6 / answered
+    return seconds * 1e6 / answered
 
 
 def cpu_per_event_us(test: RecordedTest) -> float | None:

@@ -111,8 +111,15 @@ def _kernel(test: RecordedTest, key: str) -> float | None:
 
 
 def mean_server_cpu(test: RecordedTest) -> float | None:
-    """The server tree's CPU time over the engine's run, as % of a core (kernel). Tests
-    stored before it was measured fall back to the mean of the 10 Hz samples."""
+    """The server tree's CPU time over the engine's measured window, as % of a core: the
+    kernel's CPU clocks as the monitor read them, from the engine's start to its last
+    counted attempt (efficiency.cpu_percent_in_window), with nothing of what the server
+    burns after the load. Tests stored without the engine's start fall back to the load
+    window's kernel reading (which closes after the engine exits), and older ones to the
+    mean of the 10 Hz samples."""
+    windowed = efficiency.cpu_percent_in_window(test)
+    if windowed is not None:
+        return windowed
     if "kernel" in test.run_info:
         return _kernel(test, "server_cpu_percent")
     values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
@@ -185,8 +192,8 @@ METRICS = (
         "%",
         False,
         mean_server_cpu,
-        window=LOAD_WINDOW,
-        source="kernel (/proc CPU clocks of the server's processes)",
+        window=ENGINE_WINDOW + ", its start to its last counted attempt",
+        source="kernel CPU clocks of the server's processes (monitor, 10 Hz)",
         ceiling=efficiency.cpu_ceiling_percent,
     ),
     Metric(
@@ -196,7 +203,8 @@ METRICS = (
         False,
         efficiency.cpu_per_request_us,
         window=ENGINE_WINDOW + ", its start to its last counted attempt",
-        source="kernel CPU clocks (monitor, 10 Hz) ÷ requests answered (engine)",
+        source="kernel CPU clocks (monitor, 10 Hz; the load window's reading where they do "
+        "not cover it) ÷ requests answered (engine)",
     ),
     Metric(
         "cpu_event",
