@@ -266,7 +266,9 @@ def test_the_at_a_glance_block_is_at_the_top_and_reads_on_screen(tmp_path, chrom
         summary_top = page.evaluate(
             "document.querySelector('table.summary').getBoundingClientRect().y"
         )
-        lines = page.evaluate("[...document.querySelectorAll('#glance li')].map(l => l.innerText)")
+        lines = page.evaluate(
+            "[...document.querySelectorAll('#glance > ul > li')].map(l => l.innerText)"
+        )
         x, y, width, height = box
         shot = page.call(
             "Page.captureScreenshot",

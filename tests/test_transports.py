@@ -6,12 +6,11 @@ import random
 from test_report import recorded
 
 from serverlab.results.report import push
+from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
 from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for, validity_flags
 from serverlab.results.report.transports import (
     FIGURES,
     capacity_table,
-    cpu_per_thousand_events,
-    memory_per_connection_kb,
     transport_section,
 )
 from serverlab.results.store import EmitRecord, EngineInterval, MonitorSample, Run, ServerStats
@@ -29,7 +28,7 @@ def test_memory_per_connection_is_the_rise_over_the_load_per_client():
         MonitorSample(t=0, rss_bytes=50 * 2**20),
         MonitorSample(t=1, rss_bytes=52 * 2**20),
     ]
-    assert memory_per_connection_kb(test) == 2 * 1024 / 1000
+    assert memory_per_connection_kib(test) == 2 * 1024 / 1000
 
 
 T0 = 1_700_000_000_000  # the engine's start, Unix ms
@@ -103,13 +102,14 @@ def test_cpu_per_event_counts_the_window_only_not_the_ramp_nor_a_late_cycle():
     busy = [(0.0, None), (0.5, 90.0), (1.0, 90.0), (2.0, 20.0), (3.0, 20.0), (4.0, 20.0)]
     busy += [(5.0, 80.0)]
     test.samples = [MonitorSample(t=t, cpu_percent=cpu) for t, cpu in busy]
-    # Window t 1.0-4.0: 3 s x 20 % = 0.6 s of CPU over 2,990 events of cycles 2, 3 and 4.
-    assert round(cpu_per_thousand_events(test), 6) == round(0.6 / 2.990, 6)
+    # Window t 1.0-4.0: 3 s x 20 % = 0.6 s of CPU over 2,990 events of cycles 2, 3 and 4,
+    # in µs per event.
+    assert round(cpu_per_event_us(test), 3) == round(0.6e6 / 2990, 3)
     # Readings that stop before the window ends give no figure rather than a part of one.
     test.samples = test.samples[:-3]
-    assert cpu_per_thousand_events(test) is None
+    assert cpu_per_event_us(test) is None
     (late,) = [f for f in validity_flags(windowed(3512.0)) if f.code == "control-late"]
-    assert not late.touches("cpu_events"), "a figure of the window, as completeness is"
+    assert not late.touches("cpu_event"), "a figure of the window, as completeness is"
 
 
 def test_an_unreadable_stats_flags_only_the_figures_that_read_it():

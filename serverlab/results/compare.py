@@ -5,8 +5,12 @@ compare contestants scenario by scenario within the latest suite; ``run:3 run:5`
 each contestant with itself across two runs. Figures are medians over repeats, never
 best-of-N; the ratio A/B comes with its distribution-free interval. Each side's figure is a
 cell (``serverlab.results.report.cells``) with its own n and flags; the verdicts come from
-``serverlab.results.report.verdicts``: none on a flagged cell, a two-sided Mann-Whitney
-test where both sides have enough repeats, Holm-adjusted across the whole comparison.
+``serverlab.results.report.verdicts``: over the repeats no flag qualifies, a two-sided
+Mann-Whitney test where both sides have enough of them, Holm-adjusted across the whole
+comparison, and stated only where the difference is material and the figure is not at its
+ceiling on both sides. Where side A holds a paired run's two A arms (A and A'), their
+difference is the A/A noise floor, and a difference under it is not material. Within a
+scenario the stated verdicts come first, largest effect first.
 """
 
 from __future__ import annotations
@@ -21,19 +25,20 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results import stats
-from serverlab.results.report.cells import cells_of
+from serverlab.results.report.cells import cells_of, grouped
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
+    SUMMARIZED_STATUSES,
     Metric,
     coverage_note,
     scenario_labels,
 )
 from serverlab.results.report.selection import SelectionError, parse_selection, select_tests
 from serverlab.results.report.summary import terminal_cell
-from serverlab.results.report.verdicts import Judgement, judge
-from serverlab.results.store import Store
+from serverlab.results.report.verdicts import Judgement, by_effect, judge
+from serverlab.results.store import RecordedTest, Store
 
-DEFAULT_METRICS = ("rps", "p50", "p99", "errors", "cpu", "rss")
+DEFAULT_METRICS = ("rps", "p50", "p99", "errors", "cpu", "cpu_req", "cpu_event", "rss", "memory")
 
 
 @dataclass(frozen=True)
@@ -112,9 +117,46 @@ def compare(
     ]
     if not pairs:
         raise SelectionError("the two sides ran no scenario in common")
+    floors = aa_floors(tests_a, by_contestant)
+    noise = [floors.get((a.key, a.metric.name)) for a, _ in pairs]
     return [
         ComparisonRow(j.a.scenario, j.a.contestant if by_contestant else "", j)
-        for j in judge(pairs, alpha)
+        for j in _by_scenario(judge(pairs, alpha, noise))
+    ]
+
+
+def _by_scenario(judgements: list[Judgement]) -> list[Judgement]:
+    """Scenario by scenario as they first appear, each one's verdicts by effect size."""
+    scenarios: dict[tuple[str, str], list[Judgement]] = {}
+    for judgement in judgements:
+        where = (judgement.a.scenario, judgement.a.contestant)
+        scenarios.setdefault(where, []).append(judgement)
+    return [j for same in scenarios.values() for j in by_effect(same)]
+
+
+def aa_floors(tests: Sequence[RecordedTest], by_contestant: bool) -> dict[tuple[str, str], float]:
+    """The A/A noise floor per (cell key, metric), where a side holds a paired run's arms A
+    and A' (``serverlab compare --paired``): |median(A') / median(A) - 1| over their
+    summarized tests, as the paired gate measures it."""
+    floors = {}
+    for key, group in grouped(tests, by_contestant).items():
+        arms = {(t.run_info.get("paired") or {}).get("arm") for t in group}
+        if not {"A", "A'"} <= arms:
+            continue
+        for metric in METRICS_BY_NAME.values():
+            ratio = stats.ratio(_arm_values(group, "A'", metric), _arm_values(group, "A", metric))
+            if ratio is not None:
+                floors[(key, metric.name)] = abs(ratio.value - 1)
+    return floors
+
+
+def _arm_values(tests: Sequence[RecordedTest], arm: str, metric: Metric) -> list[float]:
+    return [
+        value
+        for t in tests
+        if t.status in SUMMARIZED_STATUSES and (t.run_info.get("paired") or {}).get("arm") == arm
+        for value in [metric.of(t)]
+        if value is not None
     ]
 
 
@@ -148,7 +190,7 @@ def print_comparison(
         if not with_contestant:
             del cells[1]
         sides = [terminal_cell(cell) for cell in (row.judgement.a, row.judgement.b)]
-        table.add_row(*cells, *sides, _ratio_text(row.ratio), _p_text(row), row.words)
+        table.add_row(*cells, *sides, _ratio_text(row.ratio), _p_text(row), _said(row.judgement))
     console.print(table)
     for line in flag_lines(rows):
         # A flag may quote what a server or the engine said, beside names from the suite.
@@ -158,6 +200,12 @@ def print_comparison(
     console.print(STATISTICS_NOTE)
     if note:
         console.print(f"! {terminal.literal(note)}", highlight=False)
+
+
+def _said(judgement: Judgement) -> str:
+    """The verdict with both medians and their unit (the sides' columns show each cell's
+    median over all its repeats; the verdict's are over the unflagged ones)."""
+    return judgement.statement
 
 
 def _p_text(row: ComparisonRow) -> str:
@@ -187,7 +235,11 @@ STATISTICS_NOTE = (
     f"{stats.MIN_REPEATS_TO_TEST} or more repeats (with fewer no p could fall below 0.05, so "
     "the table says so instead of finding no difference), its p adjusted by Holm-Bonferroni "
     "across every verdict of this comparison (in brackets) and judged at 0.05. A figure "
-    "marked ! is flagged (listed above): no verdict is given on it."
+    "marked ! is flagged (listed above): its flagged repeats leave the verdict, which the "
+    "others decide when enough remain (the verdict names the repeats it left out). A "
+    "difference under 5 % of the smaller median (or the A/A floor of a paired run, or a "
+    "figure's least difference: 1 MiB of socket memory) is no material difference; a CPU % "
+    "at 90 % or more of the allowed CPU on both sides of a closed loop is both saturated."
 )
 
 

@@ -10,7 +10,8 @@ difference itself (its interval is shown beside it): the noise of the tests is a
 the delta's own interval, and counting it twice would hide any change smaller than the
 range of a few tests (one outlier among four A' sets that range).
 
-- A difference is called only when the delta's interval excludes both zero and the floor.
+- A difference is called only when the delta's interval excludes zero, the floor and 5 %
+  (the least material difference of every verdict, ``verdicts.MATERIAL_SHARE``).
 - The gate fails (exit 1) only when a regression larger than PCT is supported that way: the
   whole interval is worse than both PCT and the floor.
 - It passes (exit 0) when no regression is supported and the delta itself is within PCT.
@@ -29,6 +30,7 @@ from enum import Enum
 from serverlab.results import stats
 from serverlab.results.report.metrics import METRICS_BY_NAME, Metric, flags_for
 from serverlab.results.report.series import summarized_values
+from serverlab.results.report.verdicts import MATERIAL_SHARE
 from serverlab.results.store import RecordedTest
 
 GATE_METRICS = ("rps", "p50", "p99")
@@ -90,15 +92,18 @@ class GateRow:
     @property
     def difference(self) -> str:
         """'B faster' (or better, worse, slower) only where the delta's interval excludes
-        both zero and the floor; else that none stands out."""
+        zero, the floor and the least material difference (verdicts.MATERIAL_SHARE);
+        else that none stands out."""
         size = self.floor_size
         if self.delta is None or size is None:
             return "-"
-        d = self.delta
-        if d.low > size or d.high < -size:
+        d, least = self.delta, max(size, 100 * MATERIAL_SHARE)
+        if d.low > least or d.high < -least:
             better = (d.low > 0) == self.metric.higher_is_better
             return f"B {self.metric.better if better else self.metric.worse}"
-        return "within the floor"
+        if size >= 100 * MATERIAL_SHARE:
+            return "within the floor"
+        return f"no material difference (within ±{least:g} %)"
 
 
 def worsening(delta: Delta, metric: Metric) -> tuple[float, float, float]:
@@ -229,8 +234,8 @@ GATE_NOTE = (
     "B vs A: median(B) / median(A) - 1, with the distribution-free interval of the ratio. "
     "A/A floor: the same between the two halves of A taken alternately in the order they ran "
     "(A and A' in a paired run): ± its size, its interval below. A difference "
-    "is called only when the interval excludes zero and the floor; a flagged test makes the "
-    "gate inconclusive."
+    "is called only when the interval excludes zero, the floor and 5 %; a flagged test makes "
+    "the gate inconclusive."
 )
 
 

@@ -23,6 +23,13 @@ Methods, chosen so that they hold without assuming any distribution of the measu
 - Many verdicts at once: Holm-Bonferroni (``holm``). Twenty tests at p < 0.05 find one
   difference by chance alone; Holm's step-down adjustment keeps the chance of any false
   verdict among them under alpha, and is never less powerful than plain Bonferroni.
+- Which tests join that family: Tarone's rule (``tarone_family``). A test's repeat counts
+  alone bound the smallest p it can give (``smallest_p``: 2 / C(n_a + n_b, n_a), fully
+  separated; 6 against 6: 0.0022, 5 against 6: 0.0043, 4 against 6: 0.0095, 4 against 4:
+  0.029). A test that could not get under alpha / K, with K tests adjusted together, can
+  never reach a verdict; it is said to have too few repeats, and leaves the family, so
+  that it does not weaken the others. With eight figures judged per scenario, 5 repeats
+  against 6 are enough (0.0043 < 0.05 / 8) and 4 against 6 are not.
 
 Never best-of-N: the figures are the median and its interval.
 """
@@ -88,6 +95,11 @@ class Verdict(Enum):
     BETTER = "better"
     WORSE = "worse"
     NO_DIFFERENCE = "no significant difference"
+    # Significant, but smaller than the least difference that matters (a share, an A/A
+    # noise floor, or a figure's least absolute difference).
+    NOT_MATERIAL = "no material difference"
+    # Both sides at the figure's ceiling (a CPU % a closed loop cannot push higher).
+    SATURATED = "both saturated"
     TOO_FEW = "too few repeats to test"
     FLAGGED = "no verdict: flagged"
 
@@ -212,6 +224,26 @@ def verdict(
         return Verdict.TOO_FEW, None
     test = mann_whitney(a, b)
     return decided(test, test.p_value, len(a), len(b), higher_is_better, alpha), test
+
+
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p the exact test can give n_a against n_b values: both sides
+    fully separated, either way round (ties can only raise it)."""
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def tarone_family(smallest: Sequence[float], alpha: float = DEFAULT_ALPHA) -> tuple[list[int], int]:
+    """Which of these tests can reach a verdict, from the smallest p each could give alone
+    (its repeat counts, not its values): Tarone's rule. K is the least count such that at
+    most K tests could fall below alpha / K; those tests are the family, and the others,
+    which no adjustment for K tests could let through, leave it and cost it nothing. The
+    choice reads only the counts of repeats, so the family's Holm adjustment stays exact.
+    Returns (the indices of the family, K)."""
+    for k in range(1, len(smallest) + 1):
+        family = [i for i, p in enumerate(smallest) if p < alpha / k]
+        if len(family) <= k:
+            return family, k
+    return list(range(len(smallest))), max(len(smallest), 1)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -50,10 +50,24 @@ class Cell:
     summary: stats.Summary
     flags: tuple[CellFlag, ...]
     arm: str = ""  # a paired run's arm ('A', 'B', "A'"); its label says it too
+    # Of ``values``, those of repeats no flag of the cell touches: what a verdict compares
+    # (None: all of them, for a cell made without its tests).
+    unflagged: tuple[float, ...] | None = None
+    # The repeats whose values a flag took out of ``unflagged``, with the flags' codes:
+    # ("r3", "machine-busy").
+    dropped: tuple[tuple[str, str], ...] = ()
+    # Each unflagged value's share of its test's ceiling (``Metric.ceiling``): 0.97 is 97 %
+    # of the CPU the test allowed; None where the test has no ceiling.
+    ceiling_shares: tuple[float | None, ...] = ()
 
     @property
     def flagged(self) -> bool:
         return bool(self.flags)
+
+    @property
+    def compared(self) -> tuple[float, ...]:
+        """The values a verdict compares: the unflagged repeats'."""
+        return self.values if self.unflagged is None else self.unflagged
 
     def text(self, compact: bool = False) -> tuple[str, str]:
         """(median, interval and n) as the tables print them."""
@@ -75,7 +89,11 @@ class Cell:
             if interval is None
             else {"low": interval.low, "high": interval.high, "coverage": interval.coverage},
             "values": list(self.values),
+            "unflagged": list(self.compared),
+            "dropped": [{"repeat": r, "flags": codes} for r, codes in self.dropped],
             "flags": [flag.as_dict() for flag in self.flags],
+            "window": self.metric.window,
+            "source": self.metric.source,
         }
 
 
@@ -109,6 +127,7 @@ def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key:
     others are counted and flagged on their row, not inside a figure they are not part of."""
     used = [t for t in tests if t.status in SUMMARIZED_STATUSES]
     values = metric_values(used, metric)
+    unflagged, dropped, shares = _unflagged(used, metric)
     return Cell(
         scenario=scenario,
         key=key,
@@ -120,7 +139,29 @@ def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key:
         flags=cell_flags(used, metric),
         # One key, one arm (serverlab.results.report.metrics.scenario_key).
         arm=paired_arm(tests[0]) if tests else "",
+        unflagged=unflagged,
+        dropped=dropped,
+        ceiling_shares=shares,
     )
+
+
+def _unflagged(tests: Sequence[RecordedTest], metric: Metric):
+    """(the values of tests no flag touching the metric qualifies, ("r3", "machine-busy")
+    for each test with a value that one does, each unflagged value's share of its
+    ceiling)."""
+    values, dropped, shares = [], [], []
+    for test in tests:
+        value = metric.of(test)
+        if value is None or math.isnan(value):
+            continue
+        codes = sorted({f.code for f in validity_flags(test) if f.touches(metric.name)})
+        if codes:
+            dropped.append((f"r{test.repeat_index + 1}", ", ".join(codes)))
+            continue
+        values.append(value)
+        ceiling = metric.ceiling(test) if metric.ceiling else None
+        shares.append(value / ceiling if ceiling else None)
+    return tuple(values), tuple(dropped), tuple(shares)
 
 
 def grouped(tests: Sequence[RecordedTest], with_contestant: bool = True) -> dict[str, list]:

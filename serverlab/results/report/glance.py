@@ -7,8 +7,14 @@ Each scenario is its own family, as each line of the block is a claim about one 
 with 2 contestants and 6 metrics a family is 6 tests, and 6 repeats a side (smallest p
 2/924) can still support a difference; the whole report as one family (24 tests in the
 quick suite) could not support any at 6 repeats, however far apart the servers are. Only a
-supported difference becomes a sentence, as a ratio where both medians are positive; a scenario
-with none says so, and why the figures fell short."""
+supported difference becomes a sentence, as a ratio where both medians are positive, with
+both medians, their unit and the repeats it stands on, largest effect first; a scenario
+with none says so, and why the figures fell short.
+
+The figures people choose a server by are answered for either way (``HEADLINE``): for a
+request scenario its throughput, latency p99 and CPU per request; for push, its event
+delay p50 and p99. Where one of those has no supported verdict, a line says why ("both
+saturated", "no material difference", "flagged", "too few repeats") with its figures."""
 
 from __future__ import annotations
 
@@ -18,7 +24,11 @@ from itertools import combinations
 
 from serverlab.results import stats
 from serverlab.results.report.cells import Cell
-from serverlab.results.report.verdicts import Judgement, judge
+from serverlab.results.report.verdicts import Judgement, by_effect, judge
+
+# The figures the first screen answers for, supported or not, by kind of scenario.
+REQUEST_HEADLINE = ("rps", "p99", "cpu_req")
+PUSH_HEADLINE = ("p50", "p99")
 
 
 @dataclass
@@ -27,11 +37,14 @@ class Glance:
     sentences: list[str] = field(default_factory=list)
     judgements: list[Judgement] = field(default_factory=list)
     none_note: str = ""
+    # One line per headline figure and pair with no supported verdict: why not.
+    why_not: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
             "scenario": self.scenario,
             "sentences": self.sentences or [self.none_note],
+            "not_supported": self.why_not,
             "differences": [
                 {
                     "a": j.a.contestant,
@@ -52,20 +65,33 @@ def _stated(judgement: Judgement) -> bool:
 
 
 def sentence(judgement: Judgement) -> str:
-    """ "node-http has 0.48× java-tomcat-blocking's latency p99 [0.45–0.52]"."""
+    """ "node-http has 0.48× java-tomcat-blocking's latency p99 [0.45–0.52]: 1.20 against
+    2.50 ms"."""
     ratio = judgement.ratio
-    if ratio is None:  # a median of zero: no ratio, the two medians instead
-        a, b = judgement.a.summary.median, judgement.b.summary.median
+    medians = judgement.statement.removeprefix(judgement.words)
+    if ratio is None:  # a median of zero: no ratio, the two medians alone
         return (
             f"{_who(judgement.a)} is {judgement.words} than {_who(judgement.b)} on "
-            f"{judgement.metric.label} ({a:.3g} against {b:.3g})"
+            f"{judgement.metric.label}{medians}"
         )
     low, high = ratio.interval.low, ratio.interval.high
     coverage = "" if ratio.interval.reaches_level else f", {ratio.interval.coverage:.0%} interval"
     return (
         f"{_who(judgement.a)} has {ratio.value:.2f}× {_who(judgement.b)}'s "
-        f"{judgement.metric.label} [{low:.2f}–{high:.2f}{coverage}]"
+        f"{judgement.metric.label} [{low:.2f}–{high:.2f}{coverage}]{medians}"
     )
+
+
+def why_not(judgement: Judgement) -> str:
+    """ "throughput, node-http against java-tomcat-blocking: both saturated (...)"."""
+    who = f"{_who(judgement.a)} against {_who(judgement.b)}"
+    return f"{judgement.metric.label}, {who}: {judgement.statement}"
+
+
+def _headline(metrics: dict[str, list[Cell]]) -> tuple[str, ...]:
+    """A request scenario's headline figures, or push's (no requests per second)."""
+    requests = any(cell.summary.n for cell in metrics.get("rps", []))
+    return REQUEST_HEADLINE if requests else PUSH_HEADLINE
 
 
 def _who(cell: Cell) -> str:
@@ -82,9 +108,16 @@ def at_a_glance(cells: Sequence[Cell], alpha: float = stats.DEFAULT_ALPHA) -> li
         # A figure no test of a side measured (socket memory of an old test) is no pair.
         measured = [[cell for cell in same if cell.summary.n] for same in metrics.values()]
         pairs = [pair for same in measured for pair in combinations(same, 2)]
-        glance = Glance(name, judgements=judge(pairs, alpha))
+        glance = Glance(name, judgements=by_effect(judge(pairs, alpha)))
         glance.sentences = [sentence(j) for j in glance.judgements if _stated(j)]
         glance.none_note = "" if glance.sentences else _none_note(glance.judgements)
+        headline = _headline(metrics)
+        glance.why_not = [
+            why_not(j)
+            for name in headline
+            for j in glance.judgements
+            if j.metric.name == name and not _stated(j)
+        ]
         glances.append(glance)
     return glances
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serverlab.results import stats
-from serverlab.results.report import push
+from serverlab.results.report import efficiency, push
 from serverlab.results.store import RecordedTest
 
 GENERATOR_BOUND_PERCENT = 90.0
@@ -42,6 +42,12 @@ STEADY_FIGURES = frozenset({"rps", "p50", "p99"})
 
 @dataclass(frozen=True)
 class Metric:
+    """One figure of a test: what it counts (``label``, ``unit``), over which ``window``,
+    read from which ``source``. ``min_difference`` (in ``unit``) is the least difference of
+    medians that can be material (a reading that moves by itself, as socket memory read at
+    one instant does); ``ceiling`` gives a test's highest possible value of the figure, where
+    it has one (the CPU a closed loop can use at most)."""
+
     name: str
     label: str
     unit: str
@@ -49,6 +55,10 @@ class Metric:
     of: Callable[[RecordedTest], float | None]
     better: str = "better"
     worse: str = "worse"
+    window: str = ""
+    source: str = ""
+    min_difference: float = 0.0
+    ceiling: Callable[[RecordedTest], float | None] | None = None
 
 
 def _summary_number(test: RecordedTest, *path: str) -> float | None:
@@ -101,8 +111,15 @@ def _kernel(test: RecordedTest, key: str) -> float | None:
 
 
 def mean_server_cpu(test: RecordedTest) -> float | None:
-    """The server tree's CPU time over the engine's run, as % of a core (kernel). Tests
-    stored before it was measured fall back to the mean of the 10 Hz samples."""
+    """The server tree's CPU time over the engine's measured window, as % of a core: the
+    kernel's CPU clocks as the monitor read them, from the engine's start to its last
+    counted attempt (efficiency.cpu_percent_in_window), with nothing of what the server
+    burns after the load. Tests stored without the engine's start fall back to the load
+    window's kernel reading (which closes after the engine exits), and older ones to the
+    mean of the 10 Hz samples."""
+    windowed = efficiency.cpu_percent_in_window(test)
+    if windowed is not None:
+        return windowed
     if "kernel" in test.run_info:
         return _kernel(test, "server_cpu_percent")
     values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
@@ -156,18 +173,80 @@ COMET_NOTE = (
     "(its created stamp) to the event's arrival, and there is no throughput: events per second "
     "are the plan's cycles x subscribers; the push section has each test's per-cycle figures."
 )
+ENGINE_WINDOW = "the engine's measured run"
+LOAD_WINDOW = "from just before the engine starts to its stop"
+PUSH_WINDOW = "the end of the ramp to the emitters' intended stop"
+# A socket's kernel memory moves in pages (4 KiB) with each request or event sitting unread
+# at the instant of the reading: a difference under 256 pages (1 MiB: a page on each of 256
+# sockets) is one instant's traffic, not the server's.
+SOCKET_MEMORY_MIN_DIFFERENCE_MIB = 1.0
 METRICS = (
     # Push rows: no throughput, latency the event delay (COMET_NOTE).
-    Metric("rps", "throughput", "req/s", True, throughput, *FASTER),
-    Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER),
-    Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER),
-    Metric("errors", "errors", "", False, error_count),
-    Metric("cpu", "server CPU over the load", "%", False, mean_server_cpu),
-    Metric("rss", "server RSS peak", "MiB", False, peak_rss_mib),
-    Metric("sockmem", "server socket memory", "MiB", False, socket_memory_mib),
+    Metric("rps", "throughput", "req/s", True, throughput, *FASTER, ENGINE_WINDOW, "engine"),
+    Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER, ENGINE_WINDOW, "engine"),
+    Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER, ENGINE_WINDOW, "engine"),
+    Metric("errors", "errors", "", False, error_count, window=ENGINE_WINDOW, source="engine"),
+    Metric(
+        "cpu",
+        "server CPU over the load",
+        "%",
+        False,
+        mean_server_cpu,
+        window=ENGINE_WINDOW + ", its start to its last counted attempt",
+        source="kernel CPU clocks of the server's processes (monitor, 10 Hz)",
+        ceiling=efficiency.cpu_ceiling_percent,
+    ),
+    Metric(
+        "cpu_req",
+        "server CPU per request",
+        "µs",
+        False,
+        efficiency.cpu_per_request_us,
+        window=ENGINE_WINDOW + ", its start to its last counted attempt",
+        source="kernel CPU clocks (monitor, 10 Hz; the load window's reading where they do "
+        "not cover it) ÷ requests answered (engine)",
+    ),
+    Metric(
+        "cpu_event",
+        "server CPU per delivered event",
+        "µs",
+        False,
+        efficiency.cpu_per_event_us,
+        window=PUSH_WINDOW,
+        source="kernel CPU clocks (monitor, 10 Hz) ÷ events received of the window's cycles",
+    ),
+    Metric(
+        "rss",
+        "server RSS peak",
+        "MiB",
+        False,
+        peak_rss_mib,
+        window=LOAD_WINDOW,
+        source="kernel (VmHWM of the server's processes)",
+    ),
+    Metric(
+        "memory",
+        "server memory per held connection",
+        "KiB",
+        False,
+        efficiency.memory_per_connection_kib,
+        window=LOAD_WINDOW,
+        source="kernel: peak RSS less RSS at the start, plus socket memory, ÷ established",
+    ),
+    Metric(
+        "sockmem",
+        "server socket memory",
+        "MiB",
+        False,
+        socket_memory_mib,
+        window="one reading, the last before the engine stopped",
+        source="kernel (sock_diag of the server's sockets)",
+        min_difference=SOCKET_MEMORY_MIN_DIFFERENCE_MIB,
+    ),
 )
 # Flags the runner stores that touch only some figures (any other touches them all).
-KERNEL_FIGURES = frozenset({"cpu", "rss", "sockmem"})
+# The monitor's 10 Hz CPU readings (cpu_req, cpu_event) are not the load window's reading.
+KERNEL_FIGURES = frozenset({"cpu", "rss", "memory", "sockmem"})
 # The runtime's own series (serverlab.run.execution.signals): a garbled side file touches
 # only these.
 SIGNAL_FIGURES = frozenset({"gc_pause", "loop_delay"})

@@ -30,7 +30,9 @@ from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import Selected, load_selected, parse_selection
 from serverlab.results.store import RecordedTest, Run
 
-TERMINAL_METRICS = ("rps", "p50", "p99", "cpu", "rss")
+# Five figures fit 120 columns: the rate, the tail, and what the server spent per request,
+# per delivered event (push) and per held connection. The others are in the HTML and JSON.
+TERMINAL_METRICS = ("rps", "p99", "cpu_req", "cpu_event", "memory")
 
 
 @dataclass
@@ -166,6 +168,8 @@ def print_summary(
         console.print(
             f"  {terminal.literal(glance.scenario)}: {terminal.literal(said)}", highlight=False
         )
+        for line in glance.why_not:
+            console.print(f"    - {terminal.literal(line)}", highlight=False)
         _print_findings(console, [f for f in found if f.scenario == glance.scenario])
 
 
@@ -195,10 +199,11 @@ def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)
     for i in shown:
-        # As wide as its widest figure, so that the names and flags get the rest.
-        widest = max(
-            (len(part) for _, r in rows for part in "\n".join(r.cells[i]).split()), default=0
-        )
+        # As wide as its widest figure or heading word, so that the names and flags get the
+        # rest and no word is cut.
+        words = [part for _, r in rows for part in "\n".join(r.cells[i]).split()]
+        words += _heading(METRICS[i]).split()
+        widest = max(len(word) for word in words)
         table.add_column(_heading(METRICS[i]), max_width=max(widest, 8))
     table.add_column("flags", min_width=max((len(c) for _, r in rows for c in r.codes), default=0))
     for scenario, row in rows:
@@ -211,7 +216,8 @@ def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
 
 
 FLAGGED_NOTE = (
-    "A figure marked ! is qualified by a flag of its row that touches it; it is not compared."
+    "A figure marked ! is qualified by a flag of its row that touches it: its flagged repeats "
+    "leave its comparison, and the others decide when enough remain."
 )
 
 

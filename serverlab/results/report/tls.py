@@ -19,8 +19,12 @@ import plotly.graph_objects as go
 from serverlab.results import stats
 from serverlab.results.report.cells import CellFlag, flags_touching
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.efficiency import (
+    cpu_per_request_us,
+    memory_per_connection_kib,
+    server_cpu_seconds,
+)
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
-from serverlab.results.report.transports import memory_per_connection_kb
 from serverlab.results.store import RecordedTest, Run
 
 STORM, RESUME, TAX = "handshake-storm", "handshake-resume", "tls-tax"
@@ -90,24 +94,12 @@ def is_tls_study(test: RecordedTest) -> bool:
 # --- figures of one test ----------------------------------------------------------------
 
 
-def server_cpu_s(test: RecordedTest) -> float | None:
-    """The server tree's CPU seconds over the engine's run (kernel: /proc/<pid>/stat ticks,
-    the monitor's window)."""
-    kernel = test.run_info.get("kernel") or {}
-    ticks, per_s = kernel.get("server_cpu_ticks"), kernel.get("ticks_per_s")
-    return ticks / per_s if ticks is not None and per_s else None
-
-
 def cpu_per_handshake_us(test: RecordedTest) -> float | None:
     """Server CPU µs per TLS handshake the engine completed (full or resumed, as the test
-    ran), over the monitor's window: the whole server's CPU, requests included."""
-    cpu, done = server_cpu_s(test), (test.summary or {}).get("tls_handshakes")
+    ran), over the engine's measured window (efficiency.server_cpu_seconds): the whole
+    server's CPU, requests included."""
+    cpu, done = server_cpu_seconds(test), (test.summary or {}).get("tls_handshakes")
     return cpu * 1e6 / done if cpu is not None and done else None
-
-
-def cpu_per_request_us(test: RecordedTest) -> float | None:
-    cpu, answered = server_cpu_s(test), (test.summary or {}).get("answered")
-    return cpu * 1e6 / answered if cpu is not None and answered else None
 
 
 def answered_per_s(test: RecordedTest) -> float | None:
@@ -149,7 +141,7 @@ READS: dict[Callable, frozenset[str]] = {
     p99_ms: frozenset({"p99"}),
     cpu_per_handshake_us: ENGINE_COUNTS | {"cpu"},
     cpu_per_request_us: ENGINE_COUNTS | {"cpu"},
-    memory_per_connection_kb: frozenset({"rss", "sockmem", "memory"}),
+    memory_per_connection_kib: frozenset({"rss", "sockmem", "memory"}),
     held: ENGINE_COUNTS | {"p99", "errors"},
 }
 
@@ -342,11 +334,11 @@ def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
                 Figure(behaviour),
                 Figure(f"{clients:,}"),
                 Figure(contestant),
-                _median(clear, memory_per_connection_kb),
-                _median(tls, memory_per_connection_kb),
-                _ratio(tls, clear, memory_per_connection_kb),
-                _median(h2, memory_per_connection_kb),
-                _ratio(h2, tls, memory_per_connection_kb),
+                _median(clear, memory_per_connection_kib),
+                _median(tls, memory_per_connection_kib),
+                _ratio(tls, clear, memory_per_connection_kib),
+                _median(h2, memory_per_connection_kib),
+                _ratio(h2, tls, memory_per_connection_kib),
             ]
         )
     return rows

@@ -1,7 +1,8 @@
 """The push study's section: which transport (long poll, comet, SSE, WebSocket) on which
 architecture. Per transport, contestant and client count: the subscribers admitted by the
 end of the ramp, the worst in-window cycle's completeness, the server's memory per held
-connection, its CPU per 1,000 events received over the window, the p50 and p99 delivery
+connection, its CPU per event received over the window (both:
+serverlab.results.report.efficiency), the p50 and p99 delivery
 delay over the window's cycles, the long poll's re-subscribe gap, the events lost,
 duplicated and reordered, those the server delivered to clients that had gone ("delivered
 to nobody", so that one architecture's dead subscribers do not pass for throughput) and
@@ -24,6 +25,7 @@ from serverlab.base import capacity
 from serverlab.results import stats
 from serverlab.results.report import push
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
 from serverlab.results.report.flaggroups import group_flags
 from serverlab.results.report.metrics import (
     SUMMARIZED_STATUSES,
@@ -67,61 +69,8 @@ def is_capacity(test: RecordedTest) -> bool:
 # --- figures of one test ------------------------------------------------------------------
 
 
-def memory_per_connection_kb(test: RecordedTest) -> float | None:
-    """What each held connection cost, user + kernel memory: (the server's peak RSS over
-    the load - its RSS when the load started + its sockets' kernel memory) / the connections
-    established at that socket reading (kernel figures, serverlab.run.execution.monitor).
-    Tests stored before those: (peak RSS sample - first sample) / clients."""
-    kernel = test.run_info.get("kernel") or {}
-    last = (kernel.get("sockets") or {}).get("last") or {}
-    if kernel.get("peak_rss_bytes") is not None and last.get("established"):
-        user = max(0, kernel["peak_rss_bytes"] - kernel.get("rss_at_open_bytes", 0))
-        return (user + last["kernel_bytes"]) / last["established"] / 1024
-    rss = [s.rss_bytes for s in test.samples if s.rss_bytes]
-    clients = test.params.get("clients")
-    if len(rss) < 2 or not clients:
-        return None
-    return max(0, max(rss) - rss[0]) / clients / 1024
-
-
 def _events(test: RecordedTest) -> dict:
     return (test.summary or {}).get("events") or {}
-
-
-def cpu_per_thousand_events(test: RecordedTest) -> float | None:
-    """Server CPU seconds per 1,000 events its clients received, over the push window: the
-    server tree's CPU (the kernel's CPU clocks, as the monitor sampled them) between the end
-    of the ramp and the emitters' intended stop, over the deliveries the clients received of
-    the cycles created in that window. The ramp's connection set-up and the deliveries to
-    clients that had left or of a late cycle are left out. None where the samples do not
-    cover the window, or for a test stored without one."""
-    window, origin = push.window_ms(test), _monitor_origin_ms(test)
-    received = sum(c.received for c in push.in_window(test))
-    if window is None or origin is None or not received:
-        return None
-    start, stop = ((edge - origin) / 1000 for edge in window)
-    seconds = _cpu_seconds_between(test.samples, start, stop)
-    return None if seconds is None else seconds / (received / 1000)
-
-
-def _monitor_origin_ms(test: RecordedTest) -> float | None:
-    """Where the monitor's samples start (their t = 0), in Unix ms."""
-    offset = test.run_info.get("monitor_t0_s")
-    return None if offset is None else (test.started_at + float(offset)) * 1000
-
-
-def _cpu_seconds_between(samples: list, start: float, stop: float) -> float | None:
-    """CPU seconds in [start, stop] (seconds on the samples' clock): each CPU reading is
-    the mean since the previous one, and counts for its share of that span inside."""
-    read = [s for s in samples if s.cpu_percent is not None]
-    if len(read) < 2 or read[0].t > start or read[-1].t < stop:
-        return None
-    seconds = 0.0
-    for prev, s in zip(read, read[1:], strict=False):
-        inside = min(s.t, stop) - max(prev.t, start)
-        if inside > 0:
-            seconds += s.cpu_percent / 100 * inside
-    return seconds
 
 
 def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
@@ -178,10 +127,10 @@ FIGURES = (
         "%",
         push.worst_completeness_percent,
     ),
-    TransportFigure("memory", "server memory per connection", "KiB", memory_per_connection_kb),
     TransportFigure(
-        "cpu_events", "server CPU per 1,000 events (window)", "s", cpu_per_thousand_events
+        "memory", "server memory per held connection", "KiB", memory_per_connection_kib
     ),
+    TransportFigure("cpu_event", "server CPU per delivered event (window)", "µs", cpu_per_event_us),
     TransportFigure("p50", "delivery delay p50", "ms", delay_ms("p50")),
     TransportFigure("p99", "delivery delay p99", "ms", delay_ms("p99")),
     TransportFigure("gap50", "long-poll re-subscribe gap p50", "ms", resubscribe_gap_ms("p50")),
@@ -195,7 +144,7 @@ FIGURES = (
 
 
 # Figures drawn as charts (the counts are in the table).
-CHARTED = ("complete", "memory", "cpu_events", "p50", "p99", "lost")
+CHARTED = ("complete", "memory", "cpu_event", "p50", "p99", "lost")
 
 
 # --- the section --------------------------------------------------------------------------
