@@ -25,11 +25,12 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results import stats
-from serverlab.results.report.cells import cells_of, grouped
+from serverlab.results.report.cells import cells_of
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
     Metric,
+    comparison_key,
     coverage_note,
     scenario_labels,
 )
@@ -118,7 +119,12 @@ def compare(
     if not pairs:
         raise SelectionError("the two sides ran no scenario in common")
     floors = aa_floors(tests_a, by_contestant)
-    noise = [floors.get((a.key, a.metric.name)) for a, _ in pairs]
+    # A paired run's arms are cells of their own; the floor its A and A' measured holds for
+    # each of them (and only them).
+    unarmed = {
+        comparison_key(t, by_contestant): comparison_key(t, by_contestant, False) for t in tests_a
+    }
+    noise = [floors.get((unarmed.get(a.key, a.key), a.metric.name)) for a, _ in pairs]
     return [
         ComparisonRow(j.a.scenario, j.a.contestant if by_contestant else "", j)
         for j in _by_scenario(judge(pairs, alpha, noise))
@@ -139,7 +145,10 @@ def aa_floors(tests: Sequence[RecordedTest], by_contestant: bool) -> dict[tuple[
     and A' (``serverlab compare --paired``): |median(A') / median(A) - 1| over their
     summarized tests, as the paired gate measures it."""
     floors = {}
-    for key, group in grouped(tests, by_contestant).items():
+    groups: dict[str, list[RecordedTest]] = {}
+    for test in tests:  # arms lined up (``scenario_key``'s with_arm=False)
+        groups.setdefault(comparison_key(test, by_contestant, False), []).append(test)
+    for key, group in groups.items():
         arms = {(t.run_info.get("paired") or {}).get("arm") for t in group}
         if not {"A", "A'"} <= arms:
             continue

@@ -567,11 +567,13 @@ def scenario_key(test: RecordedTest, with_arm: bool = True) -> str:
     )
 
 
-def comparison_key(test: RecordedTest, with_contestant: bool) -> str:
+def comparison_key(test: RecordedTest, with_contestant: bool, with_arm: bool = True) -> str:
     """The scenario key, plus contestant and tunables when contestants are not the sides."""
     if not with_contestant:
-        return scenario_key(test)
-    return json.dumps([scenario_key(test), test.contestant, test.tunables], sort_keys=True)
+        return scenario_key(test, with_arm)
+    return json.dumps(
+        [scenario_key(test, with_arm), test.contestant, test.tunables], sort_keys=True
+    )
 
 
 def scenario_labels(tests: list[RecordedTest], with_arm: bool = True) -> dict[str, str]:
