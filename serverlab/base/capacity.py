@@ -99,7 +99,7 @@ class Search:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SearchOutcome:
     steps: list[StepResult]
     knee: float | None  # the highest level sustained below any that was not; None: none held
     stop: str  # BISECTED, MAX_REACHED or FIRST_FAILED
@@ -112,7 +112,7 @@ class Outcome:
         }
 
 
-def search(spec: Search, step: Callable[[float], StepResult]) -> Outcome:
+def search(spec: Search, step: Callable[[float], StepResult]) -> SearchOutcome:
     """Runs the search: doubling, then bisection to within the tolerance."""
     steps: list[StepResult] = []
     low = high = None
@@ -124,14 +124,14 @@ def search(spec: Search, step: Callable[[float], StepResult]) -> Outcome:
             break
         low = level
     if low is None:
-        return Outcome(steps, None, FIRST_FAILED)
+        return SearchOutcome(steps, None, FIRST_FAILED)
     if high is None:
-        return Outcome(steps, low, MAX_REACHED)
+        return SearchOutcome(steps, low, MAX_REACHED)
     while (middle := spec.midpoint(low, high)) is not None:
         result = step(middle)
         steps.append(result)
         low, high = (middle, high) if result.sustained else (low, middle)
-    return Outcome(steps, knee(steps), BISECTED)
+    return SearchOutcome(steps, knee(steps), BISECTED)
 
 
 def knee(steps: Iterable[StepResult]) -> float | None:

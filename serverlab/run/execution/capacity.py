@@ -81,7 +81,7 @@ def search_steps(
     try:
         outcome = capacity.search(spec, steps.step)
     except _Crashed:
-        outcome = capacity.Outcome(steps.done, capacity.knee(steps.done), "crashed")
+        outcome = capacity.SearchOutcome(steps.done, capacity.knee(steps.done), "crashed")
     run_info["capacity"] = {
         **outcome.as_dict(),
         "p99_bound_ms": plan.p99_bound_ms,
