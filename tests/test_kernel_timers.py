@@ -59,12 +59,18 @@ def test_the_rto_and_syn_retransmit_timers_are_named_by_their_own_piles():
 
 
 def test_a_broad_distribution_passing_through_a_timer_is_not_a_pile():
-    # Half the answers between 38 and 52 ms, but as many on either side of that band.
+    # A third of the answers between 38 and 52 ms, but as many just below that band.
     broad = encoded((500, 24, 38), (500, 38, 52), (500, 52, 66))
     assert stacked_timers(broad) == ()
     # A fast server, and a slow one whose answers sit near no timer: nothing.
     assert stacked_timers(encoded((1000, 0.2, 2))) == ()
     assert stacked_timers(encoded((1000, 60, 150))) == ()
+
+
+def test_stalls_smeared_upwards_by_a_busy_machine_still_stand_on_the_timers_edge():
+    # Nothing below 41 ms, 30 % up to 52 ms, the rest late timers and lag up to 110 ms.
+    (stack,) = stacked_timers(encoded((300, 41, 52), (700, 52, 110)))
+    assert (stack.timer, stack.share) == ("delayed-ACK", 0.3)
 
 
 def test_a_few_stalls_under_the_share_are_left_to_the_tail_figures():
