@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import sys
 import threading
@@ -85,6 +86,8 @@ FAULTS = {
     "lax_framing": "requests are framed like the servers of issue 13 (tests/reference_framing.py)",
     "overstrict_framing": "legal framings are refused (tests/reference_framing.py)",
     "double_framing": "GET /perf answers with both Content-Length and Transfer-Encoding",
+    "nagle_split": "GET /perf writes its head and body apart with Nagle on: the body waits for "
+    "the client's delayed ACK of the head (~40 ms)",
     "old_spec_version": "GET /stats says spec_version 1.0, the MAJOR before this one",
     "late_control": "POST /logging, /event/set and /event/clear are served 1 s late",
     "early_sent": "sent is stamped when a cycle starts, and its writes are held 150 ms after",
@@ -392,9 +395,18 @@ class HttpConnection:
     def send(self, status: int, body: bytes, content_type: str, extra=()) -> None:
         if self.server.has_fault("double_framing") and self.target == "/perf" and status == 200:
             return self.send_double_framed(body, content_type)
+        if self.server.has_fault("nagle_split") and self.target == "/perf":
+            self.nagle_on()
         self.send_head(status, content_type, len(body), extra)
         self.writer.write(self.h11.send(h11.Data(data=body)) if body else b"")
         self.writer.write(self.h11.send(h11.EndOfMessage()))
+
+    def nagle_on(self) -> None:
+        """The nagle_split fault: asyncio's TCP_NODELAY off, so that the body's write, a small
+        segment after the head's still unacked one, is held until the client ACKs the head;
+        a client waiting for the whole answer sends nothing before, and delays that ACK."""
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
 
     def send_double_framed(self, body: bytes, content_type: str) -> None:
         """Content-Length and chunked at once, written by hand: h11 would never send both."""

@@ -54,9 +54,12 @@ impl Client {
         let behaviour = ctx.shared.plan.plan.behaviour.kind();
         Client {
             read_pace: behaviour.read_pace(),
-            // Not with a new connection per request, where the request is one write on a
-            // fresh connection that never waits for an ACK anyway.
-            no_delay: !behaviour.new_connection_each(),
+            // Not with a new cleartext connection per request, where the request is one write
+            // on a fresh connection that never waits for an ACK anyway. Over TLS it does: the
+            // handshake's last flight (the client's Finished) is a small segment still unacked
+            // when the request's record follows, so Nagle would hold the request until the
+            // server's delayed ACK fired, ~40 ms later, on every connection.
+            no_delay: !behaviour.new_connection_each() || ctx.shared.plan.tls.is_some(),
             // A TLS record's arrival is not the answer's: no stamps over TLS.
             stamps: ctx.shared.plan.plan.stamps_arrivals() && ctx.shared.plan.tls.is_none(),
             push: behaviour.events().is_some(),

@@ -12,6 +12,7 @@ from typing import Any
 
 from serverlab.results import stats
 from serverlab.results.report import efficiency, push
+from serverlab.results.report.kernel_timers import stacks_of
 from serverlab.results.store import RecordedTest
 
 GENERATOR_BOUND_PERCENT = 90.0
@@ -333,6 +334,7 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
         flags.append(Flag("generator-bound", f"generator-bound (engine CPU {engine_cpu:.0f} %)"))
     flags += _spread_flags(test) + _floor_flags(test) + _tail_floor_flags(test)
     flags += _steady_flags(test)
+    flags += _kernel_timer_flags(test)
     intended = _summary_number(test, "intended_rate")
     achieved = _summary_number(test, "achieved_rate")
     if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
@@ -494,6 +496,24 @@ def _steady_flags(test: RecordedTest) -> list[Flag]:
         return []
     text = f"not steady: request rate {change:+.1%} from the first to the second half"
     return [Flag("not-steady", text, STEADY_FIGURES)]
+
+
+def _kernel_timer_flags(test: RecordedTest) -> list[Flag]:
+    """Latency stacked at a kernel timer (the rule: ``kernel_timers``): the exchanges waited
+    on the kernel, not on the server. It touches the latency figures, and a closed loop's
+    rate too (its clients over that latency); an open loop's rate is the pacer's."""
+    open_loop = _summary_number(test, "intended_rate")
+    figures = LATENCY_FIGURES if open_loop else LATENCY_FIGURES | {"rps"}
+    noun = "deliveries" if push.is_push(test) else "answers"
+    return [
+        Flag(
+            "kernel-timer",
+            f"latency stacked at the {s.timer_ms:,.0f} ms {s.timer} timer: {s.share:.0%} of "
+            f"{noun} between {s.low_ms:,.0f} and {s.high_ms:,.0f} ms",
+            figures,
+        )
+        for s in stacks_of(test)
+    ]
 
 
 def _error_figures(test: RecordedTest, errors: float) -> frozenset[str] | None:
