@@ -3,7 +3,8 @@ Last-Event-ID, and a side file that `serverlab watch` tails from another process
 
 Each event is one JSON object with a `kind`; ids start at 1 and rise by one, so that a page
 can tell a lost or repeated event from its ids alone. The side file holds every event of
-the run (a few per second, about 1 MB an hour); the log keeps the newest `KEEP` of them."""
+the run (a few a second: about 1 MB an hour, and the cells table after each test); the log
+keeps the newest `KEEP` of them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import threading
 from collections import deque
 from pathlib import Path
 
-# A day of a run at ~2 events a second: a page that reconnects after longer is told so.
-KEEP = 200_000
+# Hours of a run at ~2 events a second (some MB): a page that reconnects after longer is told
+# that points are missing.
+KEEP = 50_000
 
 
 def _plain(value):
