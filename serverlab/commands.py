@@ -292,11 +292,7 @@ def _displays(env: Environment, live_port: int | None) -> tuple[Fanout, LiveServ
     """The run's progress on the terminal, and as live events: in its work folder for
     `serverlab watch`, and on a page when `live_port` is given. The page and its feed run on
     the generator's CPUs."""
-    feed = LiveFeed(
-        EventLog(sink=side_file(leftovers.work_folder(env.workdir))),
-        cpus=env.pinning.engine,
-        run_id=lambda: env.run_id,
-    )
+    feed = LiveFeed(_event_log(env.workdir), cpus=env.pinning.engine, run_id=lambda: env.run_id)
     env.progress = Fanout(Progress(console), feed)
     if live_port is None:
         return env.progress, None
@@ -307,6 +303,15 @@ def _displays(env: Environment, live_port: int | None) -> tuple[Fanout, LiveServ
         raise
     console.print(f"live page: {page.url}", markup=False, highlight=False, soft_wrap=True)
     return env.progress, page
+
+
+def _event_log(workdir: Path) -> EventLog:
+    """The run's live events, written to its work folder for `watch` when it can be."""
+    try:
+        return EventLog(sink=side_file(leftovers.work_folder(workdir)))
+    except OSError as error:
+        console.print(f"serverlab watch cannot follow this run: {error.strerror}", markup=False)
+        return EventLog()
 
 
 def watch(db: str, port: int) -> int:

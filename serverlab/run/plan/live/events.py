@@ -54,8 +54,12 @@ class EventLog:
         self._events.append((event_id, text))
         self._last = event_id
         if self._sink:
-            self._sink.write(json.dumps({"id": event_id, "event": text}) + "\n")
-            self._sink.flush()  # watch reads it line by line as it comes
+            try:
+                self._sink.write(json.dumps({"id": event_id, "event": text}) + "\n")
+                self._sink.flush()  # watch reads it line by line as it comes
+            except OSError:
+                # A full disk: the page goes on; watch follows until the run's folder goes.
+                self._sink = None
         self._changed.notify_all()
         return event_id
 
