@@ -4,7 +4,9 @@ from Last-Event-ID, the generator's CPUs), and `serverlab watch` on a real run."
 import json
 import os
 import re
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -217,8 +219,9 @@ def page_url(process: subprocess.Popen, pattern: str) -> str:
     raise AssertionError(f"no line matched {pattern}: exit {process.wait()}")
 
 
-def stream_until_end(url: str) -> list[dict]:
-    events = []
+def stream_until_end(url: str, events: list[dict] | None = None) -> list[dict]:
+    """The page's events until the stream ends, appended to `events` as they come."""
+    events = [] if events is None else events
     with urllib.request.urlopen(url.replace("/?", "/events?"), timeout=60) as answer:
         for line in answer:
             if line.startswith(b"id: "):
@@ -270,3 +273,39 @@ def test_watch_without_a_run_going_says_so_in_one_line(contestants_dir, tmp_path
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"serverlab: error: no run is going in {db}"]
+
+
+def test_a_live_port_in_use_is_one_line_and_runs_nothing(contestants_dir, tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE.format(repeats=1, duration=1))
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        run = start_run(suite, tmp_path / "lab.db", "--live", str(port))
+        out, _ = run.communicate(timeout=120)
+    assert run.returncode == 2, out
+    assert out.strip().splitlines()[-1] == (
+        f"serverlab: error: the live page cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    with sqlite3.connect(tmp_path / "lab.db") as db:
+        assert db.execute("SELECT count(*) FROM tests").fetchone() == (0,)
+
+
+def test_ctrl_c_with_the_live_page_open_is_as_quiet_as_without(contestants_dir, tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE.format(repeats=4, duration=2))
+    run = start_run(suite, tmp_path / "lab.db", "--live")
+    url = page_url(run, r"live page: (\S+)")
+    events: list[dict] = []
+    reader = threading.Thread(target=stream_until_end, args=(url, events), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not any(e.get("kind") == "finished" for e in events):
+        assert time.monotonic() < deadline, "no test finished"
+        time.sleep(0.1)
+    run.send_signal(signal.SIGINT)
+    out, _ = run.communicate(timeout=60)
+    reader.join(timeout=10)
+    assert run.returncode == 130, out
+    assert "Traceback" not in out and "interrupted" in out
+    assert events[-1]["kind"] == "end", "the page is told the run is over"
+    assert [e["kind"] for e in events].count("finished") < 4, "it was stopped mid-run"
