@@ -3,9 +3,18 @@ server: its charts and table fill as tests run, a reconnect mid-run loses and re
 event, and it fetches nothing but its own stream."""
 
 import json
+import socket
 
 from test_live import SUITE, page_url, start_run
-from test_report_browser import DevTools, chromium, problems_in  # noqa: F401 (a fixture)
+from test_report_browser import (  # noqa: F401 (chromium: a fixture)
+    RENDER_TIMEOUT_S,
+    DevTools,
+    chromium,
+    problems_in,
+)
+
+from serverlab.run.plan.live.events import EventLog
+from serverlab.run.plan.live.server import LiveServer
 
 RUN_TIMEOUT_S = 120
 
@@ -66,3 +75,35 @@ def test_the_live_page_draws_a_run_as_it_goes_and_resumes_after_a_reconnect(
         )
     ]
     assert problems_in(events) == []
+
+
+def test_the_browser_resumes_a_dropped_stream_from_its_last_event_id(tmp_path, chromium):  # noqa: F811
+    """The stream cut from the server's side: Chromium's EventSource reconnects by itself,
+    sending Last-Event-ID; were it not honoured, the events from 1 would come again."""
+    log = EventLog()
+    server = LiveServer(log).start()
+    page = DevTools(chromium)
+    try:
+        page.call("Page.navigate", url=server.url)
+        for n in range(20):
+            log.add("interval", t=n + 1.0, rps=100.0 + n, events=0, errors=0, open=4)
+        page.wait_for("window.serverlabLive && serverlabLive.lastId === 20", RENDER_TIMEOUT_S)
+        for stream in list(server.streams):
+            stream.shutdown(socket.SHUT_RDWR)
+        for n in range(20, 40):
+            log.add("interval", t=n + 1.0, rps=100.0 + n, events=0, errors=0, open=4)
+        page.wait_for("serverlabLive.lastId === 40", RENDER_TIMEOUT_S)
+        log.add("end")
+        page.wait_for("serverlabLive.ended", RENDER_TIMEOUT_S)
+        seen = page.evaluate(
+            "JSON.stringify({ids: serverlabLive.received, reconnects: serverlabLive.reconnects,"
+            " points: document.getElementById('rate').data[0].x.length})"
+        )
+    finally:
+        page.close()
+        log.close()
+        server.stop()
+    seen = json.loads(seen)
+    assert seen["ids"] == list(range(1, 42))
+    assert seen["reconnects"] == 0, "the browser's own reconnect, not the page's"
+    assert seen["points"] == 40
