@@ -113,22 +113,23 @@ def test_the_pages_threads_run_on_the_generators_cpus():
     engine = Pinning.default().engine
     log = EventLog()
     server = LiveServer(log, cpus=engine).start()
+    feed = LiveFeed(log, cpus=engine)
     try:
-        log.add("begin")
+        feed.begin([], 0)  # made into an event on the feed's thread, once it is pinned
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
             conn.sendall(f"GET /events?token={server.token} HTTP/1.1\r\n\r\n".encode())
             text = b""
             while b"id: 1" not in text:
                 text += conn.recv(65536)
             threads = [t for t in threading.enumerate() if "process_request" in t.name]
-            threads.append(server._thread)
-            assert len(threads) >= 2
+            threads += [server._thread, feed._thread]
+            assert len(threads) >= 3
             for thread in threads:
                 status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
                 (allowed,) = re.findall(r"Cpus_allowed_list:\s*(\S+)", status)
                 assert _cpus(allowed) == _cpus(engine), thread.name
     finally:
-        log.close()
+        feed.end()
         server.stop()
 
 
