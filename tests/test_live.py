@@ -310,3 +310,13 @@ def test_ctrl_c_with_the_live_page_open_is_as_quiet_as_without(contestants_dir, 
     assert "Traceback" not in out and "interrupted" in out
     assert events[-1]["kind"] == "end", "the page is told the run is over"
     assert [e["kind"] for e in events].count("finished") < 4, "it was stopped mid-run"
+
+
+def test_a_capacity_searchs_steps_follow_one_another_on_the_rate_chart(tmp_path):
+    log = EventLog(sink=tmp_path / "live.jsonl")
+    feed = LiveFeed(log, cpus=None)
+    for elapsed in (1.0, 2.0, 3.0, 1.0, 2.0, 1.0):  # three engine runs, each from 0
+        feed.interval({"elapsed_s": elapsed, "rps": 10.0, "errors": {}})
+    feed.end()
+    events = [json.loads(json.loads(line)["event"]) for line in (tmp_path / "live.jsonl").open()]
+    assert [e["t"] for e in events if e["kind"] == "interval"] == [1, 2, 3, 4, 5, 6]

@@ -58,6 +58,7 @@ class LiveFeed:
         self._done: list[RecordedTest] = []
         self._streamed = 0  # interval lines of the test in hand that came as it ran
         self._sampled = 0  # and monitor samples
+        self._step_start = self._step_end = 0.0  # where the load's step in hand began, ended
         self._thread = threading.Thread(target=self._work, name="serverlab-live-feed", daemon=True)
         self._thread.start()
 
@@ -109,11 +110,20 @@ class LiveFeed:
 
     def _started(self, index: int, plan: TestPlan, at: float) -> None:
         self._streamed = self._sampled = 0
+        self._step_start = self._step_end = 0.0
         self.log.add("started", index=index, at=at, label=_label(plan), plan=plan_view(plan))
 
     def _interval(self, record: dict) -> None:
         self._streamed += 1
-        self.log.add("interval", **interval_point(record))
+        point = interval_point(record)
+        # A capacity search's steps are engine runs of their own, each counting from 0:
+        # on the page they follow one another.
+        if point["t"] is not None:
+            if point["t"] <= self._step_end - self._step_start:
+                self._step_start = self._step_end
+            point["t"] += self._step_start
+            self._step_end = point["t"]
+        self.log.add("interval", **point)
 
     def _sample(self, cpu: float | None, rss: int | None, at: float | None = None) -> None:
         self._sampled += 1
