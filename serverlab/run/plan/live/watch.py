@@ -23,7 +23,8 @@ POLL_S = 0.2
 
 
 def running_run(db: Path) -> int:
-    """The id of the newest run the database says is going, by a process still alive."""
+    """The id of the newest run the database says is going (a run killed with -9 stays so
+    until the next run marks it abandoned: `side_file_of` then finds no file of it)."""
     with Store(db, create=False) as store:
         going = [run for run in store.runs() if run.status == "running"]
     if not going:
@@ -42,8 +43,8 @@ def side_file_of(db: Path, run_id: int) -> Path:
         if first and json.loads(json.loads(first)["event"]).get("run_id") == run_id:
             return path
     raise LiveError(
-        f"run {run_id} in {db} writes no live events (a serverlab older than `watch`, or "
-        "a run on another machine)"
+        f"run {run_id} in {db} has no live events here: its process has ended, runs on "
+        "another machine, or is a serverlab older than `watch`"
     )
 
 
