@@ -91,6 +91,7 @@ bench: deps engine
 	bench/push-memory.sh
 	bench/push-cpu.sh
 	$(PY) bench/monitor-cost.py
+	$(PY) bench/live-cost.py
 
 # An hour and a half of held push connections (bench/soak.py; not part of `make test`):
 # does memory stay flat? SOAK_MIN=N shortens it to N minutes.

@@ -57,10 +57,12 @@ from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
 from serverlab.run.execution.engine import EngineError
+from serverlab.run.plan.live.server import LiveError
 from serverlab.run.plan.paired import PairedError
 from serverlab.run.plan.suite import SuiteError
 
 USER_ERRORS = (
+    LiveError,
     ManifestError,
     UnknownContestantError,
     ServerError,
@@ -383,6 +385,16 @@ def _verify_one(name, pattern, settings, as_json):
     "--cluster-hosts",
     help="with --ray HOST:PORT: the cluster's hosts, comma-separated; load goes nowhere else",
 )
+@click.option(
+    "--live",
+    "live_port",
+    type=click.IntRange(0, 65535),
+    is_flag=False,
+    flag_value=0,
+    default=None,
+    metavar="[PORT]",
+    help="serve a live page of the run on 127.0.0.1 (PORT, or any free one), behind a token",
+)
 def run(
     suite_file,
     db,
@@ -398,6 +410,7 @@ def run(
     ray_address,
     generators,
     cluster_hosts,
+    live_port,
 ):
     """Run a suite: every permutation x repeat, each in a fresh server, stored in --db."""
     if as_json and not dry_run:
@@ -413,12 +426,28 @@ def run(
     if dry_run:
         (commands.print_plans if as_json else commands.print_plan)(planned)
         return
-    outcome = commands.run(planned, db, resume, not skip_verify, spread, rerun_busy)
+    outcome = commands.run(
+        planned, db, resume, not skip_verify, spread, rerun_busy, live_port=live_port
+    )
     if outcome.interrupted:
         click.echo("serverlab: interrupted; finished tests are kept (--resume continues)", err=True)
         sys.exit(128 + interrupts.last_signal())
     if outcome.refused:
         raise UserError(f"not run (failed verify): {', '.join(outcome.refused)}")
+
+
+@cli.command()
+@DB_OPTION
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="the page's port on 127.0.0.1 (default: any free one)",
+)
+def watch(db, port):
+    """The live page of the run going on in --db (started in another terminal), until it ends."""
+    run_id = commands.watch(db, port)
+    click.echo(f"run {run_id} has ended")
 
 
 @cli.group()

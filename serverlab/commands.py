@@ -34,8 +34,12 @@ from serverlab.run.host import leftovers
 from serverlab.run.host import tune as tuning
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan import descriptors, protocols
+from serverlab.run.plan.live import watch as live_watch
+from serverlab.run.plan.live.events import EventLog
+from serverlab.run.plan.live.feed import LiveFeed, side_file
+from serverlab.run.plan.live.server import LiveError, LiveServer
 from serverlab.run.plan.planner import plan_tests, suite_key_for
-from serverlab.run.plan.progress import Progress
+from serverlab.run.plan.progress import Fanout, Progress
 from serverlab.run.plan.runner import RunOutcome, Session, run_suite
 from serverlab.run.plan.suite import Suite, SuiteError, load_suite
 
@@ -197,6 +201,10 @@ def _duration(seconds: float) -> str:
     return f"{minutes:.1f} minutes" if minutes < 120 else f"{minutes / 60:.2f} h"
 
 
+# How long `watch` keeps serving, once the run has ended, for open pages to get the end.
+WATCH_DRAIN_S = 5.0
+
+
 @dataclass
 class LabOutcome:
     run: RunOutcome | None
@@ -224,8 +232,10 @@ def run(
     spread: Spread | None = None,
     rerun_busy: int = 0,
     execute=None,
+    live_port: int | None = None,
 ) -> LabOutcome:
-    """``execute``: another executor for each plan (a paired run's: serverlab.run.plan.paired)."""
+    """``execute``: another executor for each plan (a paired run's: serverlab.run.plan.paired).
+    ``live_port``: serve the live page there (0: any free port), None: no page."""
     engine_binary()  # fails early, with the fix, when the engine is not built
     suite, plans = planned.suite, planned.plans
     print_refused(planned)
@@ -248,13 +258,10 @@ def run(
         outcome = LabOutcome(run=None, refused=list(refused))
         if not plans:
             return outcome
-        progress = Progress(console)
         env = Environment(
-            manifest_of=find,
-            pinning=Pinning.default(),
-            workdir=db_path.parent / "work",
-            progress=progress,
+            manifest_of=find, pinning=Pinning.default(), workdir=db_path.parent / "work"
         )
+        progress, page = _displays(env, live_port)
         session = Session(
             suite, plans, store, env, resume=resume, limits=limits, rerun_busy=rerun_busy
         )
@@ -266,6 +273,8 @@ def run(
                 outcome.run = run_suite(session)
         finally:
             progress.end()
+            if page:
+                page.stop()
             # The run's own folder: its tests' folders are gone or moved to logs/ by now,
             # unless one died half-way; a key must not outlive the command either way.
             shutil.rmtree(leftovers.work_folder(env.workdir), ignore_errors=True)
@@ -277,6 +286,53 @@ def run(
         + (" — interrupted" if r.interrupted else "")
     )
     return outcome
+
+
+def _displays(env: Environment, live_port: int | None) -> tuple[Fanout, LiveServer | None]:
+    """The run's progress on the terminal, and as live events: in its work folder for
+    `serverlab watch`, and on a page when `live_port` is given. The page and its feed run on
+    the generator's CPUs."""
+    feed = LiveFeed(_event_log(env.workdir), cpus=env.pinning.engine, run_id=lambda: env.run_id)
+    env.progress = Fanout(Progress(console), feed)
+    if live_port is None:
+        return env.progress, None
+    try:
+        page = LiveServer(feed.log, live_port, cpus=env.pinning.engine).start()
+    except LiveError:
+        feed.end()
+        raise
+    console.print(f"live page: {page.url}", markup=False, highlight=False, soft_wrap=True)
+    return env.progress, page
+
+
+def _event_log(workdir: Path) -> EventLog:
+    """The run's live events, written to its work folder for `watch` when it can be."""
+    try:
+        return EventLog(sink=side_file(leftovers.work_folder(workdir)))
+    except OSError as error:
+        console.print(f"serverlab watch cannot follow this run: {error.strerror}", markup=False)
+        return EventLog()
+
+
+def watch(db: str, port: int) -> int:
+    """`serverlab watch`: the live page of the run going on in `db`, served until it ends;
+    returns its id."""
+    db_path = Path(db)
+    run_id = live_watch.running_run(db_path)
+    cpus = Pinning.default().engine  # the generator's CPUs, as the run's own page
+    log = EventLog()
+    page = LiveServer(log, port, cpus=cpus)
+    live_watch.Follower(live_watch.side_file_of(db_path, run_id), log, cpus).start()
+    page.start()
+    console.print(
+        f"run {run_id}: live page {page.url}", markup=False, highlight=False, soft_wrap=True
+    )
+    try:
+        log.wait_closed()
+        page.drain(WATCH_DRAIN_S)  # open pages get the last events before the server goes
+    finally:
+        page.stop()
+    return run_id
 
 
 def _refuse_local_only(plans: list[TestPlan]) -> None:

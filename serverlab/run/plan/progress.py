@@ -111,3 +111,35 @@ class Progress:
                 f"server {self.cpu:.0f}% CPU, {self.rss / 2**20:.0f} MB"
             )
         )
+
+
+class Fanout:
+    """The runner's progress calls, passed on to several displays in turn (the terminal's,
+    the live page's feed)."""
+
+    def __init__(self, *displays):
+        self.displays = displays
+
+    def begin(self, plans: list[TestPlan], skipped: int) -> None:
+        for display in self.displays:
+            display.begin(plans, skipped)
+
+    def test_started(self, index: int, plan: TestPlan) -> None:
+        for display in self.displays:
+            display.test_started(index, plan)
+
+    def test_finished(self, test) -> None:
+        for display in self.displays:
+            display.test_finished(test)
+
+    def interval(self, record: dict) -> None:
+        for display in self.displays:
+            display.interval(record)
+
+    def sample(self, sample) -> None:
+        for display in self.displays:
+            display.sample(sample)
+
+    def end(self) -> None:
+        for display in self.displays:
+            display.end()

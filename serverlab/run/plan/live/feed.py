@@ -1,0 +1,233 @@
+"""The runner's progress hooks as live events (serverlab.run.plan.live.events).
+
+A `LiveFeed` takes the same calls as the terminal's progress display (begin, test_started,
+interval, sample, test_finished, end) from the runner's threads and only queues them; its
+own thread, pinned to the generator's CPUs, turns them into events. Interval lines come
+from the runner's load (local engine lines as they arrive); a test whose lines did not come
+as it ran (a `--ray` run's generators return theirs at its end) sends the merged ones it
+recorded when it finishes, so either way each point goes out once. The table of finished
+cells is the report's own summary rows (serverlab.results.report.summary)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+from serverlab.base.spec import PUSH_BEHAVIOURS
+from serverlab.results.report.metrics import METRICS_BY_NAME, scenario_labels, validity_flags
+from serverlab.results.report.summary import TERMINAL_METRICS, scenario_groups, summary_rows
+from serverlab.results.store import RecordedTest
+from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.plan.live.events import EventLog
+
+# The monitor samples at 10 Hz; the page gets one sample a second.
+SAMPLE_EVERY_S = 1.0
+SIDE_FILE = "live.jsonl"
+
+
+def pin_thread(cpus: str | None) -> None:
+    """The calling thread onto `cpus` (pid 0: this thread only; threads it starts inherit
+    it). The generator's CPUs: the live page never takes the server's."""
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",") if c})
+
+
+def plan_view(plan: TestPlan) -> dict:
+    return {
+        "scenario": plan.scenario,
+        "contestant": plan.contestant,
+        "repeat": plan.repeat + 1,
+        "params": plan.params,
+        "tunables": plan.tunables,
+        "estimate_s": plan.estimate_s,
+        "budget_s": plan.budget_s,
+        "push": plan.params.get("behaviour") in PUSH_BEHAVIOURS,
+    }
+
+
+class LiveFeed:
+    def __init__(self, log: EventLog, cpus: str | None, run_id=lambda: None):
+        self.log = log
+        self.cpus = cpus
+        self.run_id = run_id  # read at begin: the runner numbers its run just before
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._last_sample = 0.0
+        self._done: list[RecordedTest] = []
+        self._streamed = 0  # interval lines of the test in hand that came as it ran
+        self._sampled = 0  # and monitor samples
+        self._step_start = self._step_end = 0.0  # where the load's step in hand began, ended
+        self._thread = threading.Thread(target=self._work, name="serverlab-live-feed", daemon=True)
+        self._thread.start()
+
+    # The progress display's calls, from the runner's threads: queued only.
+    def begin(self, plans: list[TestPlan], skipped: int) -> None:
+        self._queue.put(("begin", plans, skipped))
+
+    def test_started(self, index: int, plan: TestPlan) -> None:
+        self._queue.put(("started", index, plan, time.time()))
+
+    def interval(self, record: dict) -> None:
+        self._queue.put(("interval", record))
+
+    def sample(self, sample) -> None:
+        now = time.monotonic()
+        # A sample without the CPU (not read that tick) waits for one that has it.
+        if sample.cpu_percent is not None and now - self._last_sample >= SAMPLE_EVERY_S:
+            self._last_sample = now
+            self._queue.put(("sample", sample.cpu_percent, sample.rss_bytes))
+
+    def test_finished(self, test: RecordedTest) -> None:
+        self._queue.put(("finished", test, time.time()))
+
+    def end(self) -> None:
+        self._queue.put(("end",))
+        self._thread.join(timeout=10)
+
+    def _work(self) -> None:
+        pin_thread(self.cpus)
+        while True:
+            kind, *args = self._queue.get()
+            if kind == "end":
+                self.log.add("end", at=time.time())
+                self.log.close()
+                return
+            try:
+                getattr(self, f"_{kind}")(*args)
+            except Exception as error:  # noqa: BLE001 (the page is told; the run goes on)
+                self.log.add("problem", text=f"the live feed failed on {kind}: {error!r}")
+
+    def _begin(self, plans: list[TestPlan], skipped: int) -> None:
+        self.log.add(
+            "begin",
+            run_id=self.run_id(),
+            at=time.time(),
+            skipped=skipped,
+            tests=[{"label": _label(p), "estimate_s": p.estimate_s} for p in plans],
+        )
+
+    def _started(self, index: int, plan: TestPlan, at: float) -> None:
+        self._streamed = self._sampled = 0
+        self._step_start = self._step_end = 0.0
+        self.log.add("started", index=index, at=at, label=_label(plan), plan=plan_view(plan))
+
+    def _interval(self, record: dict) -> None:
+        self._streamed += 1
+        point = interval_point(record)
+        # A capacity search's steps are engine runs of their own, each counting from 0:
+        # on the page they follow one another.
+        if point["t"] is not None:
+            if point["t"] <= self._step_end - self._step_start:
+                self._step_start = self._step_end
+            point["t"] += self._step_start
+            self._step_end = point["t"]
+        self.log.add("interval", **point)
+
+    def _sample(self, cpu: float | None, rss: int | None, at: float | None = None) -> None:
+        self._sampled += 1
+        self.log.add("sample", at=at or time.time(), cpu_percent=cpu, rss_bytes=rss)
+
+    def _finished(self, test: RecordedTest, at: float) -> None:
+        self._done.append(test)
+        # Lines that did not come as it ran (a spread run's, merged at its end) come now.
+        late = [] if self._streamed else [interval_point(i.data) for i in test.intervals]
+        if not self._sampled:  # the server's monitor ran elsewhere (a spread run's server host)
+            for sample in _per_second(test):
+                self._sample(sample.cpu_percent, sample.rss_bytes, _sample_time(test, sample))
+        self.log.add(
+            "finished",
+            at=at,
+            status=test.status,
+            flags=[f.text for f in validity_flags(test)],
+            p50_ms=METRICS_BY_NAME["p50"].of(test),
+            p99_ms=METRICS_BY_NAME["p99"].of(test),
+            intervals=late,
+            cycles=cycle_points(test),
+        )
+        self.log.add("cells", rows=cell_rows(self._done))
+
+
+def _per_second(test: RecordedTest) -> list:
+    """The test's recorded monitor samples, one a second (the first of each second)."""
+    kept, last = [], None
+    for sample in test.samples:
+        if last is None or sample.t - last >= SAMPLE_EVERY_S:
+            kept.append(sample)
+            last = sample.t
+    return kept
+
+
+def _sample_time(test: RecordedTest, sample) -> float:
+    """A recorded sample's Unix time: its monitor's start (stored in run_info) plus `t`."""
+    return test.started_at + float(test.run_info.get("monitor_t0_s") or 0) + sample.t
+
+
+def _label(plan: TestPlan) -> str:
+    dims = " ".join(f"{k}={v}" for k, v in plan.params.items() if k != "pacer")
+    return f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
+
+
+def interval_point(record: dict) -> dict:
+    """One interval line as the charts draw it: answered requests per second, push events
+    received in the interval, and failed attempts (every error kind added)."""
+    errors = record.get("errors") or {}
+    return {
+        "t": record.get("elapsed_s"),
+        "rps": record.get("rps"),
+        "events": record.get("events"),
+        "errors": sum(v for v in errors.values() if isinstance(v, int | float)),
+        "open": record.get("open_connections"),
+    }
+
+
+def cycle_points(test: RecordedTest) -> list[dict]:
+    """A push test's emit cycles: completeness (deliveries received of the server's
+    connections.total) and the last delivery's delay after the event was created, both on
+    the server's clock, as the engine recorded each cycle."""
+    return [
+        {
+            "seq": c.seq,
+            "completeness": 100 * c.received / c.total if c.total else None,
+            "last_delay_ms": c.last_arrival_ms - c.created_ms,
+        }
+        for c in test.cycles
+    ]
+
+
+def cell_rows(tests: list[RecordedTest]) -> list[dict]:
+    """The finished tests' summary rows: per scenario, contestant and tunables, the median
+    of each figure over the repeats so far, its interval and n, and the flags."""
+    labels = scenario_labels(tests)
+    rows = []
+    for key, group in scenario_groups(tests).items():
+        for row in summary_rows(group, {}, scenarios=labels):
+            figures = {cell.metric.name: cell for cell in row.figures}
+            rows.append(
+                {
+                    "scenario": labels[key],
+                    "contestant": row.contestant,
+                    "tunables": row.tunables,
+                    "counts": row.counts,
+                    "figures": [_figure(figures[name]) for name in TERMINAL_METRICS],
+                    "flags": row.flags,
+                }
+            )
+    return rows
+
+
+def _figure(cell) -> dict:
+    median, interval = cell.text()
+    return {
+        "metric": cell.metric.label,
+        "unit": cell.metric.unit,
+        "median": median,
+        "interval": interval,
+    }
+
+
+def side_file(work_folder: Path) -> Path:
+    """Where a run writes its live events: its own work folder, removed when it ends."""
+    work_folder.mkdir(parents=True, exist_ok=True)
+    return work_folder / SIDE_FILE
