@@ -53,6 +53,7 @@ from serverlab.contestant.placeholders import PlaceholderError
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
 from serverlab.lab.topology import LabError
 from serverlab.results.compare import DEFAULT_METRICS
+from serverlab.results.gate_formats import FORMATS
 from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
@@ -513,27 +514,64 @@ def report(selection, db, output, summary, as_json):
     help="compare runs of different machine fingerprints (said beside the verdict); "
     "without it such a comparison is inconclusive (exit 3)",
 )
-def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json, mix_machines):
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="with --fail-on-regression: the verdict for CI as well (markdown for a pull-request "
+    "comment, junit, json), on stdout (the tables then go to stderr) or in --output",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="with --format: write the verdict to this file; stdout keeps the tables",
+)
+def compare(
+    side_a,
+    side_b,
+    db,
+    metrics,
+    suite_file,
+    rounds,
+    threshold,
+    as_json,
+    mix_machines,
+    form,
+    output,
+):
     """Compare two selections: medians, intervals, and whether each difference is significant.
 
     With --paired SUITE, A and B are configurations run now, interleaved with A again for an
     A/A noise floor. With --fail-on-regression PCT, a gate: exit 1 if a regression over PCT %
     stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged.
     Only runs of one machine fingerprint are compared: A and B from different machines are
-    inconclusive (exit 3), unless --mix-machines."""
+    inconclusive (exit 3), unless --mix-machines. With --format markdown|junit|json, the
+    gate's verdict is written for CI too (docs/gate-output.md)."""
+    if form != "text" and threshold is None:
+        raise UserError(f"--format {form} goes with --fail-on-regression PCT")
+    if output and form == "text":
+        raise UserError("--output goes with --format markdown, junit or json")
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise UserError(f"--output {output}: no such folder")
     if suite_file and mix_machines:
         raise UserError("--mix-machines goes without --paired: a sitting is one machine")
     if as_json:
         if suite_file or threshold is not None:
-            raise UserError("--json goes without --paired and --fail-on-regression")
+            raise UserError(
+                "--json goes without --paired and --fail-on-regression "
+                "(the gate's JSON: --format json)"
+            )
         metrics = metrics or DEFAULT_METRICS
         code, data = history_commands.compare_json(db, side_a, side_b, metrics, mix_machines)
         if data is not None:
             click.echo(json.dumps(data, indent=2))
         sys.exit(code)
+    document = history_commands.GateDocument(form, output)
     sys.exit(
         history_commands.compare(
-            side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines
+            side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines, document
         )
     )
 
