@@ -34,6 +34,7 @@ from serverlab import commands, history_commands
 from serverlab.base import owner, scratch, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.base.progress import Steps
 from serverlab.base.terminal import literal
 from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
@@ -260,7 +261,12 @@ def verify(names, all_contestants, pattern, assignments, as_json, jobs):
     # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
     owner.reap_orphans()
     scratch.reap()
-    reports = [_verify_one(name, pattern, settings, as_json) for name in names]
+    with Steps() as progress:
+        progress.begin(len(names), "verify")
+        reports = []
+        for name in names:
+            reports.append(_verify_one(name, pattern, settings, as_json))
+            progress.advance(f"{_plain(name)} {'passed' if reports[-1].ok else 'FAILED'}")
     if as_json:
         click.echo(json.dumps([report.as_dict() for report in reports], indent=2))
     if not all(report.ok for report in reports):
@@ -280,20 +286,28 @@ def verify_side_by_side(names, options, as_json, jobs) -> bool:
         err=True,
     )
     reports, failed = {}, []
-    for name, code, out, err in verify_children(names, options, as_json, jobs):
-        click.echo(err, nl=False, err=True)
-        if as_json:
-            reports[name] = json.loads(out) if out.strip() else []
-        else:
-            click.echo(out, nl=False)
-        if code != 0:
-            failed.append(name)
+    with Steps() as progress:
+        progress.begin(len(names), "verify")
+        for name, code, out, err in verify_children(names, options, as_json, jobs):
+            _show_child(name, code, out, err, as_json, reports, failed)
+            progress.advance(f"{_plain(name)} {'passed' if code == 0 else 'FAILED'}")
     if as_json:
         click.echo(json.dumps([r for name in names for r in reports.get(name, [])], indent=2))
     ended = f"failed: {', '.join(sorted(failed))}" if failed else "all passed"
     colour = "red" if failed else "green"
     click.secho(f"verify: {len(names)} contestants, {ended}", fg=colour, err=as_json)
     return not failed
+
+
+def _show_child(name, code, out, err, as_json, reports, failed) -> None:
+    """One child verify's output, whole; its JSON kept for the end."""
+    click.echo(err, nl=False, err=True)
+    if as_json:
+        reports[name] = json.loads(out) if out.strip() else []
+    else:
+        click.echo(out, nl=False)
+    if code != 0:
+        failed.append(name)
 
 
 def verify_children(names, options, as_json, jobs):
@@ -484,6 +498,21 @@ def report(selection, db, output, summary, as_json):
         click.echo(json.dumps(commands.report_json(db, selection), indent=2))
         return
     click.echo(commands.report(db, selection, output, summary))
+
+
+@cli.command()
+@click.argument("selection", nargs=-1)
+@click.argument("out", type=click.Path(file_okay=False))
+@DB_OPTION
+def publish(selection, out, db):
+    """Write the selected runs (default: all; or run:N, suite:NAME, contestant:NAME) as a
+    static site in OUT: an index, each run's report, each suite's history, and every cell
+    as JSON under results.schema.json. The same database gives the same bytes."""
+    published = commands.publish(db, selection, out)
+    click.echo(
+        f"published {published.runs} runs, {len(published.files)} files: "
+        f"{_plain(os.path.join(out, 'index.html'))}"
+    )
 
 
 @cli.command()

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -78,6 +79,22 @@ def test_verify_side_by_side_prints_each_contestant_whole_and_fails_when_one_doe
     as_json = serverlab("verify", "undated", "reference", "--case", "perf.get", "-j", "2", "--json")
     reports = [(r["contestant"], r["ok"]) for r in json.loads(as_json.stdout)]
     assert reports == [("undated", False), ("reference", True)]
+
+
+def test_verify_all_piped_says_its_progress_in_plain_lines_on_stderr(contestants_dir):
+    broken = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "undated"')
+    write_manifest(contestants_dir, "undated", broken.replace('"none"', '"no_date_perf"', 1))
+    done = serverlab("verify", "--all", "--case", "perf.get")
+    assert done.returncode == 1, done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    pattern = r"\[(\d)/2\] verify: (\S+) (passed|FAILED) \(\d+:\d\d elapsed, ~\d+:\d\d left\)"
+    steps = [re.fullmatch(pattern, line) for line in lines]
+    assert all(steps), lines
+    assert [s.groups() for s in steps] == [("1", "reference", "passed"), ("2", "undated", "FAILED")]
+    assert "\x1b" not in done.stderr, "no bar, no cursor movement when piped"
+    side_by_side = serverlab("verify", "--all", "--case", "perf.get", "-j", "2")
+    finished = sorted(re.findall(r"\[\d/2\] verify: (\S+) (\S+)", side_by_side.stderr))
+    assert finished == [("reference", "passed"), ("undated", "FAILED")]
 
 
 def test_verify_unknown_tunable_is_a_user_error(contestants_dir):

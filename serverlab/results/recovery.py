@@ -65,9 +65,10 @@ def _range(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def recover(db_path: str | Path, out_path: str | Path) -> list[TableRecovery]:
+def recover(db_path: str | Path, out_path: str | Path, progress=None) -> list[TableRecovery]:
     """Copies every readable row of `db_path` into the new file `out_path`; returns what
-    was kept and lost per table. StoreError when nothing at all could be kept."""
+    was kept and lost per table. StoreError when nothing at all could be kept. `progress`
+    counts the tables as they are copied (``serverlab.base.progress.Steps``)."""
     db_path, out_path = Path(db_path), Path(out_path)
     if not db_path.is_file():
         raise StoreError(f"no database at {db_path}")
@@ -82,7 +83,7 @@ def recover(db_path: str | Path, out_path: str | Path) -> list[TableRecovery]:
             tables = _table_names(source, db_path)
             partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
             try:
-                found = _rebuild(source, tables, partial, out_path)
+                found = _rebuild(source, tables, partial, out_path, progress)
                 if not any(t.kept for t in found):
                     raise StoreError(f"{db_path}: no row could be read; nothing was written")
                 _publish(partial, out_path)
@@ -122,13 +123,20 @@ _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE
 
 
 def _rebuild(
-    source: sqlite3.Connection, tables: set[str], partial: Path, out_path: Path
+    source: sqlite3.Connection, tables: set[str], partial: Path, out_path: Path, progress=None
 ) -> list[TableRecovery]:
     """The copy, built in `partial` and sealed (its log folded in, so that the one file
     holds everything)."""
     try:
         with Store(partial, synced=False) as target:
-            found = [_copy_table(source, target, t) for t in target.table_names() if t in tables]
+            names = [t for t in target.table_names() if t in tables]
+            if progress:
+                progress.begin(len(names), "recovering tables")
+            found = []
+            for name in names:
+                found.append(_copy_table(source, target, name))
+                if progress:
+                    progress.advance(name)
             _drop_orphans(target, {t.table: t for t in found})
             target.seal()
     except StoreError as error:
