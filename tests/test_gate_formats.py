@@ -153,3 +153,41 @@ def test_format_without_a_gate_is_a_one_line_error(recorded):
     done = serverlab("compare", a, b, "--db", str(recorded.db), "--format", "junit")
     assert done.returncode == 2
     assert done.stderr == "serverlab: error: --format junit goes with --fail-on-regression PCT\n"
+
+
+PAIRED_SUITE = """
+name = "tiny"
+repeats = 1
+contestants = ["reference"]
+
+[[scenario]]
+name = "fast"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+"""
+
+
+def test_a_paired_sitting_writes_its_junit_verdict_and_the_exit_code_agrees(
+    contestants_dir, tmp_path
+):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(PAIRED_SUITE)
+    out = tmp_path / "gate.xml"
+    arm = "clock_skew_ms=0"
+    done = subprocess.run(
+        [*SERVERLAB, "compare", "--paired", str(suite), arm, arm, "--rounds", "2"]
+        + ["--db", str(tmp_path / "p.db"), "--fail-on-regression", "50"]
+        + ["--format", "junit", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode in (0, 1, 3), done.stderr
+    root, cases = junit_cases(out.read_text())
+    assert [c.get("name") for c in cases] == ["throughput", "latency p50", "latency p99"]
+    assert all(c.get("classname") == "fast / reference" for c in cases)
+    verdict = {0: "no regression", 1: "regression", 3: "inconclusive"}[done.returncode]
+    assert f"gate: {verdict} (exit {done.returncode})" in done.stdout
+    assert (root.get("failures") != "0") == (done.returncode == 1)
+    assert (root.get("failures") == root.get("skipped") == "0") == (done.returncode == 0)
