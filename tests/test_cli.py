@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
@@ -351,3 +352,45 @@ def test_a_lab_link_value_out_of_range_is_one_line_and_makes_nothing(option, val
     # Only the namespaces of that lab: tests beside this one (pytest -n) make their own.
     made = [netns for netns in set(existing()) - before if is_lab_namespace(netns) == name]
     assert not made and not manage.status(name)
+
+
+def read_terminal(fd: int, until: str, timeout_s: float = 60) -> str:
+    """What a pseudo-terminal showed, read until `until` appears (or the other end closed)."""
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while until.encode() not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the other end closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def test_ctrl_c_under_a_progress_bar_on_a_terminal_is_the_one_quiet_line(contestants_dir):
+    broken = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "second"')
+    write_manifest(contestants_dir, "second", broken)
+    main, child = os.openpty()
+    command = subprocess.Popen(
+        [*SERVERLAB, "verify", "--all", "--case", "perf.get"],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+    )
+    os.close(child)
+    try:
+        shown = read_terminal(main, "1/2")
+        assert "verify" in shown and "left" in shown, shown  # the bar, with its time left
+        command.send_signal(signal.SIGINT)
+        after = read_terminal(main, "interrupted\r\n")
+        assert command.wait(timeout=60) == 130
+    finally:
+        os.close(main)
+        if command.poll() is None:
+            command.kill()
+    assert "serverlab: interrupted" in after
+    assert "Traceback" not in after and "KeyboardInterrupt" not in after
