@@ -137,3 +137,50 @@ def test_a_selection_narrows_the_site_to_its_runs(recorded, tmp_path):
     index = json.loads((out / "data" / "index.json").read_text())
     assert [run["id"] for run in index["runs"]] == [1, 2]
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["run-1.html", "run-2.html"]
+
+
+@pytest.mark.parametrize("page", ["runs/run-6.html", "history/history-zhtta.html", "index.html"])
+def test_each_page_opens_from_file_and_draws_its_charts_in_chromium(site, tmp_path, page):
+    from test_report_browser import RENDER_TIMEOUT_S, DevTools, launched_chromium, problems_in
+
+    with launched_chromium(tmp_path / "profile") as page_url:
+        browser = DevTools(page_url)
+        try:
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                browser.call(f"{domain}.enable")
+            browser.call("Page.navigate", url=(site / page).as_uri())
+            browser.wait_for("document.readyState === 'complete'", RENDER_TIMEOUT_S)
+            plots = browser.evaluate("document.querySelectorAll('div.plot').length")
+            if plots:
+                rendered = browser.wait_for(
+                    "document.body.getAttribute('data-charts-rendered')"
+                    " || document.body.getAttribute('data-charts-failed') && 'failed'",
+                    RENDER_TIMEOUT_S,
+                )
+                drawn = browser.evaluate(
+                    "document.querySelectorAll('div.plot svg.main-svg').length"
+                )
+            links = browser.evaluate("document.querySelectorAll('a[href]').length")
+            browser.evaluate("0")  # one more round trip collects events still in flight
+        finally:
+            browser.close()
+    assert problems_in(browser.events) == []
+    if page == "index.html":
+        assert plots == 0 and links >= 2 * 12  # a report and a JSON link per run
+    else:
+        assert plots > 0 and rendered == str(plots) and drawn >= plots
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line_and_nothing_else(recorded, tmp_path):
+    (tmp_path / "a-file").write_text("kept\n")
+    done = subprocess.run(
+        [*SERVERLAB, "publish", str(tmp_path / "a-file" / "site"), "--db", str(recorded.db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()[-1:]
+    assert line.startswith("serverlab: error: cannot write ") and "Not a directory" in line
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "a-file").read_text() == "kept\n"

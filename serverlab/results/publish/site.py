@@ -40,7 +40,7 @@ from serverlab.results.report.not_run import not_run
 from serverlab.results.report.selection import Selection, load_selected, parse_selection
 from serverlab.results.report.series import build_series
 from serverlab.results.report.summary import architectures, rerun_note
-from serverlab.results.store import RecordedTest, Run, StoredSuite
+from serverlab.results.store import RecordedTest, Run, StoredSuite, StoreError
 
 SCHEMA_VERSION = "1.0.0"
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
@@ -97,7 +97,10 @@ def publish(
     files["index.html"] = _page("publish_index.html.j2", index=index, db=db_name)
     out = Path(out)
     for relative, text in sorted(files.items()):
-        write_atomically(out / relative, text)
+        try:
+            write_atomically(out / relative, text)
+        except OSError as error:
+            raise StoreError(f"cannot write {out / relative}: {error.strerror}") from None
     if progress:
         progress.end()
     return Published(out, len(runs), sorted(files))
