@@ -545,17 +545,20 @@ def publish(selection, out, db):
 )
 @click.option(
     "--format",
-    "form",
+    "forms",
+    multiple=True,
     type=click.Choice(FORMATS),
-    default="text",
-    show_default=True,
     help="with --fail-on-regression: the verdict for CI as well (markdown for a pull-request "
-    "comment, junit, json), on stdout (the tables then go to stderr) or in --output",
+    "comment, junit, json), on stdout (the tables then go to stderr) or in --output; "
+    "repeated, each with its --output",
 )
 @click.option(
     "--output",
+    "outputs",
+    multiple=True,
     type=click.Path(dir_okay=False),
-    help="with --format: write the verdict to this file; stdout keeps the tables",
+    help="with --format: write the verdict to this file (the n-th --output for the n-th "
+    "--format); stdout keeps the tables",
 )
 def compare(
     side_a,
@@ -567,8 +570,8 @@ def compare(
     threshold,
     as_json,
     mix_machines,
-    form,
-    output,
+    forms,
+    outputs,
 ):
     """Compare two selections: medians, intervals, and whether each difference is significant.
 
@@ -578,12 +581,7 @@ def compare(
     Only runs of one machine fingerprint are compared: A and B from different machines are
     inconclusive (exit 3), unless --mix-machines. With --format markdown|junit|json, the
     gate's verdict is written for CI too (docs/gate-output.md)."""
-    if form != "text" and threshold is None:
-        raise UserError(f"--format {form} goes with --fail-on-regression PCT")
-    if output and form == "text":
-        raise UserError("--output goes with --format markdown, junit or json")
-    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        raise UserError(f"--output {output}: no such folder")
+    document = _gate_document(forms, outputs, threshold)
     if suite_file and mix_machines:
         raise UserError("--mix-machines goes without --paired: a sitting is one machine")
     if as_json:
@@ -597,12 +595,27 @@ def compare(
         if data is not None:
             click.echo(json.dumps(data, indent=2))
         sys.exit(code)
-    document = history_commands.GateDocument(form, output)
     sys.exit(
         history_commands.compare(
             side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines, document
         )
     )
+
+
+def _gate_document(forms, outputs, threshold) -> history_commands.GateDocument:
+    """--format and --output paired in order; one --format may go without --output, to
+    stdout."""
+    if forms and threshold is None:
+        raise UserError(f"--format {forms[0]} goes with --fail-on-regression PCT")
+    if outputs and len(outputs) != len(forms):
+        raise UserError("give one --output per --format (or one --format alone, for stdout)")
+    if len(forms) > 1 and not outputs:
+        raise UserError("several --format need an --output each; stdout holds only one")
+    for output in outputs:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+            raise UserError(f"--output {output}: no such folder")
+    paths = outputs or (None,) * len(forms)
+    return history_commands.GateDocument(tuple(zip(forms, paths, strict=True)))
 
 
 @cli.command()

@@ -70,16 +70,16 @@ def _runs_text(run_ids: list[int]) -> str:
 
 @dataclass(frozen=True)
 class GateDocument:
-    """Where the gate's verdict goes for CI (``--format``, ``--output``): a file when
-    ``path`` is given, else stdout, the terminal tables then moving to stderr so that
-    stdout holds the document alone."""
+    """Where the gate's verdict goes for CI (``--format``, ``--output``): each format in
+    its file, or one format without a file on stdout, the terminal tables then moving to
+    stderr so that stdout holds the document alone. One sitting of ``compare --paired``
+    can so write its Markdown and its JUnit at once."""
 
-    form: str = "text"
-    path: str | None = None
+    outputs: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def on_stdout(self) -> bool:
-        return self.form != "text" and self.path is None
+        return any(path is None for _form, path in self.outputs)
 
     def tables(self):
         """Where the terminal tables go while this document is made."""
@@ -88,14 +88,13 @@ class GateDocument:
         return contextlib.nullcontext()
 
     def write(self, report: gate_formats.GateReport) -> None:
-        if self.form == "text":
-            return
-        text = gate_formats.render(report, self.form)
-        if self.path is None:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
-            Path(self.path).write_text(text, encoding="utf-8")
+        for form, path in self.outputs:
+            text = gate_formats.render(report, form)
+            if path is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                Path(path).write_text(text, encoding="utf-8")
 
 
 TEXT = GateDocument()

@@ -155,6 +155,21 @@ def test_format_without_a_gate_is_a_one_line_error(recorded):
     assert done.stderr == "serverlab: error: --format junit goes with --fail-on-regression PCT\n"
 
 
+def test_two_formats_on_stdout_are_a_one_line_error_and_each_output_gets_its_format(
+    recorded, tmp_path
+):
+    a, b = before_after(recorded)
+    two = ("--format", "junit", "--format", "json")
+    done = gate_run(recorded, a, b, *two)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("serverlab: error: several --format need an --output each")
+    xml, data = tmp_path / "g.xml", tmp_path / "g.json"
+    done = gate_run(recorded, a, b, *two, "--output", str(xml), "--output", str(data))
+    assert done.returncode == 1, done.stderr
+    assert junit_cases(xml.read_text())[0].get("failures") == "3"
+    assert json.loads(data.read_text())["exit_code"] == 1
+
+
 PAIRED_SUITE = """
 name = "tiny"
 repeats = 1
@@ -168,17 +183,18 @@ duration_s = 1
 """
 
 
-def test_a_paired_sitting_writes_its_junit_verdict_and_the_exit_code_agrees(
+def test_one_paired_sitting_writes_its_junit_and_markdown_and_the_exit_code_agrees(
     contestants_dir, tmp_path
 ):
     suite = tmp_path / "tiny.toml"
     suite.write_text(PAIRED_SUITE)
-    out = tmp_path / "gate.xml"
+    out, comment = tmp_path / "gate.xml", tmp_path / "gate.md"
     arm = "clock_skew_ms=0"
     done = subprocess.run(
         [*SERVERLAB, "compare", "--paired", str(suite), arm, arm, "--rounds", "2"]
         + ["--db", str(tmp_path / "p.db"), "--fail-on-regression", "50"]
-        + ["--format", "junit", "--output", str(out)],
+        + ["--format", "junit", "--output", str(out)]
+        + ["--format", "markdown", "--output", str(comment)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -191,3 +207,7 @@ def test_a_paired_sitting_writes_its_junit_verdict_and_the_exit_code_agrees(
     assert f"gate: {verdict} (exit {done.returncode})" in done.stdout
     assert (root.get("failures") != "0") == (done.returncode == 1)
     assert (root.get("failures") == root.get("skipped") == "0") == (done.returncode == 0)
+    rows = table_rows(comment.read_text())
+    assert [row["series"] for row in rows] == ["fast / reference"] * 3
+    assert comment.read_text().startswith("### serverlab gate: ")
+    assert f"{verdict} (exit {done.returncode})" in comment.read_text().splitlines()[0]

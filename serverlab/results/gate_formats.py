@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from serverlab.results.gate import EXIT_CODES, GATE_NOTE, Delta, GateOutcome, GateRow
 
-FORMATS = ("text", "markdown", "junit", "json")
+FORMATS = ("markdown", "junit", "json")
 GATE_FORMAT = "serverlab-gate"
 GATE_VERSION = 1
 
