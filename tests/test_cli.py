@@ -394,3 +394,30 @@ def test_ctrl_c_under_a_progress_bar_on_a_terminal_is_the_one_quiet_line(contest
             command.kill()
     assert "serverlab: interrupted" in after
     assert "Traceback" not in after and "KeyboardInterrupt" not in after
+
+
+def test_verify_output_sent_to_a_file_stays_there_while_the_bar_is_on_the_terminal(
+    contestants_dir, tmp_path
+):
+    write_manifest(
+        contestants_dir, "second", REFERENCE_MANIFEST.replace('"reference"', '"second"', 1)
+    )
+    main, child = os.openpty()
+    with open(tmp_path / "out.txt", "w") as out:
+        command = subprocess.Popen(
+            [*SERVERLAB, "verify", "--all", "--case", "perf.get"],
+            stdin=child,
+            stdout=out,
+            stderr=child,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+        )
+        os.close(child)
+        try:
+            shown = read_terminal(main, "\\0")  # all of it, until the command closes it
+            assert command.wait(timeout=120) == 0
+        finally:
+            os.close(main)
+    written = (tmp_path / "out.txt").read_text()
+    assert "== reference" in written and "== second" in written
+    assert "PASS  perf.get" in written and "\\x1b" not in written
+    assert "PASS  perf.get" not in shown and "verify" in shown

@@ -11,6 +11,7 @@ all that is said.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rich.console import Console
@@ -79,6 +80,9 @@ class Steps:
             TextColumn("left {task.fields[label]}"),
             console=self.console,
             transient=True,
+            # What the command prints meanwhile goes above the bar, on the terminal; stdout
+            # sent elsewhere (`verify --all > out.txt`) stays there.
+            redirect_stdout=sys.stdout.isatty(),
         )
         self.task = self.bar.add_task(terminal.literal(what), total=total, label="")
         self.bar.start()
