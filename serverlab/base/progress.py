@@ -87,14 +87,15 @@ class Steps:
         self.task = self.bar.add_task(terminal.literal(what), total=total, label="")
         self.bar.start()
 
-    def advance(self, label: str = "") -> None:
-        self.done += 1
+    def advance(self, label: str = "", steps: int = 1) -> None:
+        """``steps`` done (rows copied, say), the last of them on ``label``."""
+        before, self.done = self.done, self.done + steps
         if self.bar is not None:
-            self.bar.update(self.task, advance=1, label=terminal.literal(label))
-        elif not self.quiet and self._worth_a_line():
+            self.bar.update(self.task, advance=steps, label=terminal.literal(label))
+        elif not self.quiet and self._worth_a_line(before):
             self._say(label)
 
-    def _worth_a_line(self) -> bool:
+    def _worth_a_line(self, before: int) -> bool:
         """Every step of a few; of many (tests loaded from a large database), the step that
         crosses each tenth and the last, so that a log gets ten lines, not thousands; none
         in the first ``quiet_for_s``."""
@@ -102,11 +103,11 @@ class Steps:
             return False
         if self.total <= LINES_OF_EVERY_STEP or self.done == self.total:
             return True
-        return self.done * 10 // self.total != (self.done - 1) * 10 // self.total
+        return self.done * 10 // self.total != before * 10 // self.total
 
     def _say(self, label: str) -> None:
         elapsed = time.monotonic() - self.started
-        left = elapsed / self.done * (self.total - self.done)
+        left = elapsed / self.done * max(0, self.total - self.done) if self.done else 0.0
         line = f"[{self.done}/{self.total}] {self.what}" + (f": {label}" if label else "")
         line += f" ({clock(elapsed)} elapsed, ~{clock(left)} left)"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)

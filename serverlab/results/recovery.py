@@ -131,12 +131,8 @@ def _rebuild(
         with Store(partial, synced=False) as target:
             names = [t for t in target.table_names() if t in tables]
             if progress:
-                progress.begin(len(names), "recovering tables")
-            found = []
-            for name in names:
-                found.append(_copy_table(source, target, name))
-                if progress:
-                    progress.advance(name)
+                progress.begin(sum(_row_estimate(source, t) for t in names), "recovering rows")
+            found = [_copy_table(source, target, name, progress) for name in names]
             _drop_orphans(target, {t.table: t for t in found})
             target.seal()
     except StoreError as error:
@@ -161,13 +157,26 @@ def _publish(partial: Path, out_path: Path) -> None:
         raise StoreError(f"could not write {out_path}: {error.strerror}") from None
 
 
-def _copy_table(source: sqlite3.Connection, target: Store, table: str) -> TableRecovery:
+def _row_estimate(source: sqlite3.Connection, table: str) -> int:
+    """How many rows a table may hold, for the progress: its highest rowid (rows deleted
+    or lost to damage make it more than there are), 0 where even that cannot be read."""
+    try:
+        return source.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0
+    except sqlite3.DatabaseError:
+        return 0
+
+
+def _copy_table(
+    source: sqlite3.Connection, target: Store, table: str, progress=None
+) -> TableRecovery:
     reader = _Reader(source, table, _shared_columns(source, target, table))
     result = TableRecovery(table)
     start: int | None = _FIRST
     while start is not None:
         rows = reader.prefix(start)
         _keep(target, reader, result, rows)
+        if progress and rows:
+            progress.advance(table, len(rows))
         if rows and rows[-1][0] == _LAST:
             break
         after = rows[-1][0] + 1 if rows else start
