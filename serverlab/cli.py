@@ -34,7 +34,7 @@ from serverlab import commands, history_commands
 from serverlab.base import owner, scratch, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
-from serverlab.base.progress import Steps
+from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
@@ -261,7 +261,7 @@ def verify(names, all_contestants, pattern, assignments, as_json, jobs):
     # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
     owner.reap_orphans()
     scratch.reap()
-    with Steps() as progress:
+    with Tally() as progress:
         progress.begin(len(names), "verify")
         reports = []
         for name in names:
@@ -286,7 +286,7 @@ def verify_side_by_side(names, options, as_json, jobs) -> bool:
         err=True,
     )
     reports, failed = {}, []
-    with Steps() as progress:
+    with Tally() as progress:
         progress.begin(len(names), "verify")
         for name, code, out, err in verify_children(names, options, as_json, jobs):
             _show_child(name, code, out, err, as_json, reports, failed)

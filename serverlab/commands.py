@@ -13,7 +13,7 @@ from rich.table import Table
 
 from serverlab.base import interrupts, terminal
 from serverlab.base.netns import Namespace, enter
-from serverlab.base.progress import Steps
+from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.conformance.verify import VerifyReport, verify_contestant
 from serverlab.contestant.manifest import UNSPOKEN_BY_RUNS, Manifest, discover, find
@@ -407,7 +407,7 @@ def _verify_reason(report: VerifyReport, failed: list[str]) -> str:
 def report(db: str, selection, output: str, summary: bool) -> Path:
     # For runs made before the architecture labels were recorded with them.
     labels = {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
-    with Steps() as progress:
+    with Tally() as progress:
         path = build_report(db, selection or None, output, labels, progress)
     if summary:
         print_summary(db, selection or None, console=terminal.console(), labels=labels)
@@ -443,12 +443,12 @@ def export(db: str, csv_dir: str) -> list[Path]:
 
 
 def publish(db: str, selection, out: str) -> Published:
-    with Steps() as progress:
+    with Tally() as progress:
         return publish_site(db, selection, out, progress)
 
 
 def recover(db: str, out: str) -> list[TableRecovery]:
-    with Steps() as progress:
+    with Tally() as progress:
         return recover_rows(db, out, progress)
 
 
@@ -461,7 +461,7 @@ def lab_up(generators: int, rate_mbit: float | None, delay_ms: float = 0.0, loss
     # Bad values are one line, before a word of progress.
     plan_lab(manage.DEFAULT_NAME, generators, rate_mbit, delay_ms, loss_pct)
     console.print(f"making the virtual lab: {generators} generators ...")
-    with Steps() as progress:
+    with Tally() as progress:
         return manage.up(
             generators, rate_mbit, delay_ms=delay_ms, loss_pct=loss_pct, progress=progress
         )

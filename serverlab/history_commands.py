@@ -12,7 +12,7 @@ from pathlib import Path
 
 from serverlab import commands
 from serverlab.base import interrupts, terminal
-from serverlab.base.progress import Steps
+from serverlab.base.progress import Tally
 from serverlab.contestant.manifest import find
 from serverlab.results import gate, gate_formats, machines
 from serverlab.results import history as histories
@@ -35,7 +35,7 @@ def history(
         raise SelectionError(f"unknown metric {', '.join(unknown)}")
     if not 0 < max_pvalue < 1:
         raise SelectionError(f"--max-pvalue {max_pvalue:g}: a p-value is between 0 and 1")
-    with Steps() as progress:
+    with Tally() as progress:
         found = load_selected(db, parse_selection(list(selection) or None), progress)
     paired_runs = sorted({t.run_id for t in found.tests if paired_arm(t)})
     if paired_runs and len(paired_runs) == len({t.run_id for t in found.tests}):

@@ -1,7 +1,7 @@
-"""Progress of long work counted in steps (contestants verified, tests loaded, tables
-recovered, runs published, lab hosts made): on a terminal a bar with the steps done, the
+"""Progress of long work counted in units (contestants verified, tests loaded, rows
+recovered, runs published, lab nodes started): on a terminal a bar with the units done, the
 time elapsed and an estimate of the time left; when stderr is piped, one plain line per
-step, so that CI logs stay readable. ``serverlab run``'s own progress
+unit, so that CI logs stay readable. ``serverlab run``'s own progress
 (``serverlab.run.plan.progress``) tells its time the same way (``clock``).
 
 Used as a context manager, so that a Ctrl-C (a KeyboardInterrupt) takes the bar down with
@@ -33,14 +33,14 @@ def clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-# Up to this many steps, a piped progress says every one.
-LINES_OF_EVERY_STEP = 50
+# Up to this many units, a piped progress says every one.
+LINES_OF_EVERY_UNIT = 50
 
 
-class Steps:
-    """``begin(total, what)``, then ``advance(label)`` after each step, then ``end()`` (or a
-    ``with`` block around them). A total of 0 or 1 says nothing: there is nothing to wait
-    for that a bar would help with."""
+class Tally:
+    """``begin(total, what)``, then ``advance(label)`` after each unit of work, then
+    ``end()`` (or a ``with`` block around them). A total of 0 or 1 says nothing: there is
+    nothing to wait for that a bar would help with."""
 
     def __init__(self, console: Console | None = None):
         self.console = console or terminal.console(stderr=True)
@@ -52,7 +52,7 @@ class Steps:
         self.quiet_for_s = 0.0
         self.started = time.monotonic()
 
-    def __enter__(self) -> Steps:
+    def __enter__(self) -> Tally:
         return self
 
     def __exit__(self, *_exc) -> None:
@@ -87,21 +87,21 @@ class Steps:
         self.task = self.bar.add_task(terminal.literal(what), total=total, label="")
         self.bar.start()
 
-    def advance(self, label: str = "", steps: int = 1) -> None:
-        """``steps`` done (rows copied, say), the last of them on ``label``."""
-        before, self.done = self.done, self.done + steps
+    def advance(self, label: str = "", units: int = 1) -> None:
+        """``units`` more done (rows copied, say), the last of them on ``label``."""
+        before, self.done = self.done, self.done + units
         if self.bar is not None:
-            self.bar.update(self.task, advance=steps, label=terminal.literal(label))
+            self.bar.update(self.task, advance=units, label=terminal.literal(label))
         elif not self.quiet and self._worth_a_line(before):
             self._say(label)
 
     def _worth_a_line(self, before: int) -> bool:
-        """Every step of a few; of many (tests loaded from a large database), the step that
+        """Every unit of a few; of many (tests loaded from a large database), the unit that
         crosses each tenth and the last, so that a log gets ten lines, not thousands; none
         in the first ``quiet_for_s``."""
         if time.monotonic() - self.started < self.quiet_for_s:
             return False
-        if self.total <= LINES_OF_EVERY_STEP or self.done == self.total:
+        if self.total <= LINES_OF_EVERY_UNIT or self.done == self.total:
             return True
         return self.done * 10 // self.total != before * 10 // self.total
 

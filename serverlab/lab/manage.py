@@ -41,7 +41,7 @@ def up(
     progress=None,
 ) -> Lab:
     """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up.
-    `progress` counts the nodes as they start (``serverlab.base.progress.Steps``)."""
+    `progress` counts the nodes as they start (``serverlab.base.progress.Tally``)."""
     lab = plan_lab(name, generators, rate_mbit, delay_ms, loss_pct)
     reap_stale()
     if owner.lab_state_file(name).is_file():

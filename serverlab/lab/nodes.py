@@ -51,7 +51,7 @@ def start(lab: Lab, environment: dict[str, str] | None = None, progress=None) ->
     """Starts the head's node, then every other host's, each in its namespace; waits until
     Ray counts them all. `environment` overrides per role (tests give one generator
     another engine binary, say). `progress` counts the nodes as they start
-    (``serverlab.base.progress.Steps``)."""
+    (``serverlab.base.progress.Tally``)."""
     env = {**os.environ, **RAY_ENV, owner.OWNER_ENV: owner.lab_mark(lab.name)}
     if progress:
         progress.begin(len(lab.hosts), "starting the lab's Ray nodes")

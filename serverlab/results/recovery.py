@@ -68,7 +68,7 @@ def _range(lo: int, hi: int) -> str:
 def recover(db_path: str | Path, out_path: str | Path, progress=None) -> list[TableRecovery]:
     """Copies every readable row of `db_path` into the new file `out_path`; returns what
     was kept and lost per table. StoreError when nothing at all could be kept. `progress`
-    counts the tables as they are copied (``serverlab.base.progress.Steps``)."""
+    counts the rows as they are copied (``serverlab.base.progress.Tally``)."""
     db_path, out_path = Path(db_path), Path(out_path)
     if not db_path.is_file():
         raise StoreError(f"no database at {db_path}")

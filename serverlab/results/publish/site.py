@@ -58,7 +58,7 @@ def publish(
     db_path: str | Path, selection: Iterable[str] | None, out: str | Path, progress=None
 ) -> Published:
     """Write the site of the selected runs (default: all) into ``out``. ``progress``, if
-    given, is told of each run as it is written (``serverlab.base.progress.Steps``)."""
+    given, is told of each run as it is written (``serverlab.base.progress.Tally``)."""
     parsed = parse_selection(list(selection or []) or ["all"])
     found = load_selected(db_path, parsed, progress)
     db_name = Path(db_path).name

@@ -68,7 +68,7 @@ def build_report(
     """Write the report of the selected tests (see ``serverlab.results.report.selection``) to
     ``out_path``, atomically; returns the path. Raises ``SelectionError`` or ``StoreError``
     with a readable message when there is nothing to report. ``progress`` counts the tests
-    as they load (``serverlab.base.progress.Steps``)."""
+    as they load (``serverlab.base.progress.Tally``)."""
     parsed = parse_selection(selection)
     found = load_selected(db_path, parsed, progress)
     html = render_report(

@@ -115,7 +115,7 @@ def select_tests(
     store: Store, selection: Selection, details: bool = True, progress=None
 ) -> list[RecordedTest]:
     """The selected tests, with their measurements loaded when ``details`` is true, a step
-    of ``progress`` (``serverlab.base.progress.Steps``) each."""
+    of ``progress`` (``serverlab.base.progress.Tally``) each."""
     try:
         run_ids = selected_run_ids(store, selection)
     except StoreError as error:
