@@ -84,14 +84,14 @@ def publish(
             plotly_src=f"../{PLOTLY}",
         )
         files[f"data/run-{run.id}.json"] = _json(_run_document(run, tests, found.suites, scope))
-        _step(progress, f"run {run.id}")
+        _advance(progress, f"run {run.id}")
     histories = {}
     for name, slug in suites.items():
         of_suite = [r for r in runs if found.suites[r.suite_id].name == name]
         page = _history_files(name, slug, found.tests, of_suite, found.suites)
         files.update(page)
         histories[name] = f"history/{slug}.html" if f"history/{slug}.html" in page else None
-        _step(progress, f"history of {name}")
+        _advance(progress, f"history of {name}")
     index = _index_document(runs, found.tests, found.suites, histories)
     files["data/index.json"] = _json(index)
     files["index.html"] = _page("publish_index.html.j2", index=index, db=db_name)
@@ -106,7 +106,7 @@ def publish(
     return Published(out, len(runs), sorted(files))
 
 
-def _step(progress, label: str) -> None:
+def _advance(progress, label: str) -> None:
     if progress:
         progress.advance(label)
 
