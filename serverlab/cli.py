@@ -34,6 +34,7 @@ from serverlab import commands, history_commands
 from serverlab.base import owner, scratch, terminal
 from serverlab.base.netns import NetnsError
 from serverlab.base.paths import CONTESTANTS_ENV
+from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.cluster.errors import ClusterError
 from serverlab.conformance.cases import CaseFileError
@@ -53,6 +54,7 @@ from serverlab.contestant.placeholders import PlaceholderError
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail, parse_assignments
 from serverlab.lab.topology import LabError
 from serverlab.results.compare import DEFAULT_METRICS
+from serverlab.results.gate_formats import FORMATS
 from serverlab.results.history import HISTORY_METRICS
 from serverlab.results.report import DEFAULT_REPORT, SelectionError
 from serverlab.results.store import DEFAULT_DB, StoreError
@@ -261,7 +263,12 @@ def verify(names, all_contestants, pattern, assignments, as_json, jobs):
     # A verify killed with -9 left its server and its folder (docroot, secret): gone now.
     owner.reap_orphans()
     scratch.reap()
-    reports = [_verify_one(name, pattern, settings, as_json) for name in names]
+    with Tally() as progress:
+        progress.begin(len(names), "verify")
+        reports = []
+        for name in names:
+            reports.append(_verify_one(name, pattern, settings, as_json))
+            progress.advance(f"{_plain(name)} {'passed' if reports[-1].ok else 'FAILED'}")
     if as_json:
         click.echo(json.dumps([report.as_dict() for report in reports], indent=2))
     if not all(report.ok for report in reports):
@@ -281,20 +288,28 @@ def verify_side_by_side(names, options, as_json, jobs) -> bool:
         err=True,
     )
     reports, failed = {}, []
-    for name, code, out, err in verify_children(names, options, as_json, jobs):
-        click.echo(err, nl=False, err=True)
-        if as_json:
-            reports[name] = json.loads(out) if out.strip() else []
-        else:
-            click.echo(out, nl=False)
-        if code != 0:
-            failed.append(name)
+    with Tally() as progress:
+        progress.begin(len(names), "verify")
+        for name, code, out, err in verify_children(names, options, as_json, jobs):
+            _show_child(name, code, out, err, as_json, reports, failed)
+            progress.advance(f"{_plain(name)} {'passed' if code == 0 else 'FAILED'}")
     if as_json:
         click.echo(json.dumps([r for name in names for r in reports.get(name, [])], indent=2))
     ended = f"failed: {', '.join(sorted(failed))}" if failed else "all passed"
     colour = "red" if failed else "green"
     click.secho(f"verify: {len(names)} contestants, {ended}", fg=colour, err=as_json)
     return not failed
+
+
+def _show_child(name, code, out, err, as_json, reports, failed) -> None:
+    """One child verify's output, whole; its JSON kept for the end."""
+    click.echo(err, nl=False, err=True)
+    if as_json:
+        reports[name] = json.loads(out) if out.strip() else []
+    else:
+        click.echo(out, nl=False)
+    if code != 0:
+        failed.append(name)
 
 
 def verify_children(names, options, as_json, jobs):
@@ -515,6 +530,21 @@ def report(selection, db, output, summary, as_json):
 
 
 @cli.command()
+@click.argument("selection", nargs=-1)
+@click.argument("out", type=click.Path(file_okay=False))
+@DB_OPTION
+def publish(selection, out, db):
+    """Write the selected runs (default: all; or run:N, suite:NAME, contestant:NAME) as a
+    static site in OUT: an index, each run's report, each suite's history, and every cell
+    as JSON under results.schema.json. The same database gives the same bytes."""
+    published = commands.publish(db, selection, out)
+    click.echo(
+        f"published {published.runs} runs, {len(published.files)} files: "
+        f"{_plain(os.path.join(out, 'index.html'))}"
+    )
+
+
+@cli.command()
 @click.argument("side_a")
 @click.argument("side_b")
 @DB_OPTION
@@ -542,19 +572,53 @@ def report(selection, db, output, summary, as_json):
     help="compare runs of different machine fingerprints (said beside the verdict); "
     "without it such a comparison is inconclusive (exit 3)",
 )
-def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json, mix_machines):
+@click.option(
+    "--format",
+    "forms",
+    multiple=True,
+    type=click.Choice(FORMATS),
+    help="with --fail-on-regression: the verdict for CI as well (markdown for a pull-request "
+    "comment, junit, json), on stdout (the tables then go to stderr) or in --output; "
+    "repeated, each with its --output",
+)
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="with --format: write the verdict to this file (the n-th --output for the n-th "
+    "--format); stdout keeps the tables",
+)
+def compare(
+    side_a,
+    side_b,
+    db,
+    metrics,
+    suite_file,
+    rounds,
+    threshold,
+    as_json,
+    mix_machines,
+    forms,
+    outputs,
+):
     """Compare two selections: medians, intervals, and whether each difference is significant.
 
     With --paired SUITE, A and B are configurations run now, interleaved with A again for an
     A/A noise floor. With --fail-on-regression PCT, a gate: exit 1 if a regression over PCT %
     stands out from zero and the floor, 0 if none, 3 if inconclusive or a test is flagged.
     Only runs of one machine fingerprint are compared: A and B from different machines are
-    inconclusive (exit 3), unless --mix-machines."""
+    inconclusive (exit 3), unless --mix-machines. With --format markdown|junit|json, the
+    gate's verdict is written for CI too (docs/gate-output.md)."""
+    document = _gate_document(forms, outputs, threshold)
     if suite_file and mix_machines:
         raise UserError("--mix-machines goes without --paired: a sitting is one machine")
     if as_json:
         if suite_file or threshold is not None:
-            raise UserError("--json goes without --paired and --fail-on-regression")
+            raise UserError(
+                "--json goes without --paired and --fail-on-regression "
+                "(the gate's JSON: --format json)"
+            )
         metrics = metrics or DEFAULT_METRICS
         code, data = history_commands.compare_json(db, side_a, side_b, metrics, mix_machines)
         if data is not None:
@@ -562,9 +626,25 @@ def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, as_json,
         sys.exit(code)
     sys.exit(
         history_commands.compare(
-            side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines
+            side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines, document
         )
     )
+
+
+def _gate_document(forms, outputs, threshold) -> history_commands.GateDocument:
+    """--format and --output paired in order; one --format may go without --output, to
+    stdout."""
+    if forms and threshold is None:
+        raise UserError(f"--format {forms[0]} goes with --fail-on-regression PCT")
+    if outputs and len(outputs) != len(forms):
+        raise UserError("give one --output per --format (or one --format alone, for stdout)")
+    if len(forms) > 1 and not outputs:
+        raise UserError("several --format need an --output each; stdout holds only one")
+    for output in outputs:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+            raise UserError(f"--output {output}: no such folder")
+    paths = outputs or (None,) * len(forms)
+    return history_commands.GateDocument(tuple(zip(forms, paths, strict=True)))
 
 
 @cli.command()

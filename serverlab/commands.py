@@ -13,6 +13,7 @@ from rich.table import Table
 
 from serverlab.base import interrupts, terminal
 from serverlab.base.netns import Namespace, enter
+from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.conformance.verify import VerifyReport, verify_contestant
 from serverlab.contestant.manifest import UNSPOKEN_BY_RUNS, Manifest, discover, find
@@ -22,6 +23,8 @@ from serverlab.lab.topology import plan_lab
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
+from serverlab.results.publish import Published
+from serverlab.results.publish import publish as publish_site
 from serverlab.results.recovery import TableRecovery
 from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
@@ -460,7 +463,8 @@ def _verify_reason(report: VerifyReport, failed: list[str]) -> str:
 def report(db: str, selection, output: str, summary: bool) -> Path:
     # For runs made before the architecture labels were recorded with them.
     labels = {m.name: m.architecture for m in discover() if isinstance(m, Manifest)}
-    path = build_report(db, selection or None, output, labels)
+    with Tally() as progress:
+        path = build_report(db, selection or None, output, labels, progress)
     if summary:
         print_summary(db, selection or None, console=terminal.console(), labels=labels)
     return path
@@ -494,8 +498,14 @@ def export(db: str, csv_dir: str) -> list[Path]:
     return export_csv(db, csv_dir)
 
 
+def publish(db: str, selection, out: str) -> Published:
+    with Tally() as progress:
+        return publish_site(db, selection, out, progress)
+
+
 def recover(db: str, out: str) -> list[TableRecovery]:
-    return recover_rows(db, out)
+    with Tally() as progress:
+        return recover_rows(db, out, progress)
 
 
 def engine_argv(args) -> tuple[str, list[str]]:
@@ -507,7 +517,10 @@ def lab_up(generators: int, rate_mbit: float | None, delay_ms: float = 0.0, loss
     # Bad values are one line, before a word of progress.
     plan_lab(manage.DEFAULT_NAME, generators, rate_mbit, delay_ms, loss_pct)
     console.print(f"making the virtual lab: {generators} generators ...")
-    return manage.up(generators, rate_mbit, delay_ms=delay_ms, loss_pct=loss_pct)
+    with Tally() as progress:
+        return manage.up(
+            generators, rate_mbit, delay_ms=delay_ms, loss_pct=loss_pct, progress=progress
+        )
 
 
 def lab_link() -> dict:

@@ -4,12 +4,17 @@ paired sitting through ``serverlab.commands.run`` and judge what it stored."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from serverlab import commands
 from serverlab.base import interrupts, terminal
+from serverlab.base.progress import Tally
 from serverlab.contestant.manifest import find
-from serverlab.results import gate, machines
+from serverlab.results import gate, gate_formats, machines
 from serverlab.results import history as histories
 from serverlab.results.report.metrics import METRICS_BY_NAME, paired_arm
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
@@ -30,7 +35,8 @@ def history(
         raise SelectionError(f"unknown metric {', '.join(unknown)}")
     if not 0 < max_pvalue < 1:
         raise SelectionError(f"--max-pvalue {max_pvalue:g}: a p-value is between 0 and 1")
-    found = load_selected(db, parse_selection(list(selection) or None))
+    with Tally() as progress:
+        found = load_selected(db, parse_selection(list(selection) or None), progress)
     paired_runs = sorted({t.run_id for t in found.tests if paired_arm(t)})
     if paired_runs and len(paired_runs) == len({t.run_id for t in found.tests}):
         raise SelectionError(
@@ -62,8 +68,46 @@ def _runs_text(run_ids: list[int]) -> str:
     return ("run " if len(run_ids) == 1 else "runs ") + ", ".join(map(str, run_ids))
 
 
+@dataclass(frozen=True)
+class GateDocument:
+    """Where the gate's verdict goes for CI (``--format``, ``--output``): each format in
+    its file, or one format without a file on stdout, the terminal tables then moving to
+    stderr so that stdout holds the document alone. One sitting of ``compare --paired``
+    can so write its Markdown and its JUnit at once."""
+
+    outputs: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def on_stdout(self) -> bool:
+        return any(path is None for _form, path in self.outputs)
+
+    def tables(self):
+        """Where the terminal tables go while this document is made."""
+        if self.on_stdout:
+            return contextlib.redirect_stdout(sys.stderr)
+        return contextlib.nullcontext()
+
+    def write(self, report: gate_formats.GateReport) -> None:
+        for form, path in self.outputs:
+            text = gate_formats.render(report, form)
+            if path is None:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            else:
+                Path(path).write_text(text, encoding="utf-8")
+
+
+TEXT = GateDocument()
+
+
 def gate_selections(
-    db: str, side_a: str, side_b: str, metrics, threshold: float, note: str = ""
+    db: str,
+    side_a: str,
+    side_b: str,
+    metrics,
+    threshold: float,
+    note: str = "",
+    document: GateDocument = TEXT,
 ) -> int:
     """The gate over two stored selections; returns its exit code. ``note`` (machines
     mixed) goes with its title and its verdict."""
@@ -71,10 +115,12 @@ def gate_selections(
     if not rows:
         raise SelectionError("the two sides measured no series in common")
     title = f"gate: B = {side_b} against A = {side_a}, fail on a regression over {threshold:g} %"
-    gate.print_gate(rows, title + (f"; {note}" if note else ""), threshold)
     code = gate.exit_code(rows)
-    verdict = gate.verdict_line(code) + (f"; {note}" if note else "")
-    terminal.console().print(terminal.literal(verdict), highlight=False, soft_wrap=True)
+    with document.tables():
+        gate.print_gate(rows, title + (f"; {note}" if note else ""), threshold)
+        verdict = gate.verdict_line(code) + (f"; {note}" if note else "")
+        terminal.console().print(terminal.literal(verdict), highlight=False, soft_wrap=True)
+    document.write(gate_formats.GateReport(title, threshold, rows, code, note))
     return code
 
 
@@ -107,6 +153,7 @@ def paired_run(
     rounds: int,
     metrics,
     threshold: float | None,
+    document: GateDocument = TEXT,
 ) -> int:
     """A paired sitting recorded and judged; returns the gate's exit code (0 with no gate),
     or 128 + the signal that cut the sitting short: a gate judged on part of a sitting
@@ -124,30 +171,48 @@ def paired_run(
     title = (
         f"paired run {run_id}: B = {side_b} against A = {side_a} (A' = A again), {rounds} rounds"
     )
-    gate.print_gate(rows, title, threshold)
+    with document.tables():
+        gate.print_gate(rows, title, threshold)
     if threshold is None:
         return 0
     code = gate.exit_code(rows)
-    terminal.console().print(gate.verdict_line(code), highlight=False)
+    with document.tables():
+        terminal.console().print(gate.verdict_line(code), highlight=False)
+    document.write(gate_formats.GateReport(title, threshold, rows, code))
     return code
 
 
-def compare(side_a, side_b, db, metrics, suite_file, rounds, threshold, mix_machines=False) -> int:
+def compare(
+    side_a,
+    side_b,
+    db,
+    metrics,
+    suite_file,
+    rounds,
+    threshold,
+    mix_machines=False,
+    document: GateDocument = TEXT,
+) -> int:
     """``serverlab compare``: the plain comparison of two selections, a paired run with
     ``suite_file``, and the gate with ``threshold``; returns the exit code. Stored sides
-    from different machines are inconclusive (3) unless ``mix_machines``."""
+    from different machines are inconclusive (3) unless ``mix_machines``. ``document``: the
+    gate's verdict for CI, beside the exit code."""
     if suite_file:
-        return paired_run(
-            suite_file, side_a, side_b, db, rounds, metrics or gate.GATE_METRICS, threshold
-        )
+        gated = metrics or gate.GATE_METRICS
+        return paired_run(suite_file, side_a, side_b, db, rounds, gated, threshold, document)
     found = machines.machines_of(db, side_a, side_b)
     if found.mixed and not mix_machines:
-        return _inconclusive(found)
+        code = _inconclusive(found)
+        title = f"gate: B = {side_b} against A = {side_a}"
+        document.write(gate_formats.GateReport(title, threshold or 0.0, [], code, found.refusal()))
+        return code
     note = found.mixed_note() if found.mixed else ""
-    commands.compare(db, side_a, side_b, metrics or commands.comparing.DEFAULT_METRICS, note)
+    with document.tables():
+        commands.compare(db, side_a, side_b, metrics or commands.comparing.DEFAULT_METRICS, note)
     if threshold is None:
         return 0
-    return gate_selections(db, side_a, side_b, metrics or gate.GATE_METRICS, threshold, note)
+    gated = metrics or gate.GATE_METRICS
+    return gate_selections(db, side_a, side_b, gated, threshold, note, document)
 
 
 def compare_json(db, side_a, side_b, metrics, mix_machines: bool) -> tuple[int, dict | None]:

@@ -3,6 +3,8 @@
 import contextlib
 import json
 import os
+import re
+import select
 import shlex
 import signal
 import subprocess
@@ -78,6 +80,22 @@ def test_verify_side_by_side_prints_each_contestant_whole_and_fails_when_one_doe
     as_json = serverlab("verify", "undated", "reference", "--case", "perf.get", "-j", "2", "--json")
     reports = [(r["contestant"], r["ok"]) for r in json.loads(as_json.stdout)]
     assert reports == [("undated", False), ("reference", True)]
+
+
+def test_verify_all_piped_says_its_progress_in_plain_lines_on_stderr(contestants_dir):
+    broken = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "undated"')
+    write_manifest(contestants_dir, "undated", broken.replace('"none"', '"no_date_perf"', 1))
+    done = serverlab("verify", "--all", "--case", "perf.get")
+    assert done.returncode == 1, done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    pattern = r"\[(\d)/2\] verify: (\S+) (passed|FAILED) \(\d+:\d\d elapsed, ~\d+:\d\d left\)"
+    steps = [re.fullmatch(pattern, line) for line in lines]
+    assert all(steps), lines
+    assert [s.groups() for s in steps] == [("1", "reference", "passed"), ("2", "undated", "FAILED")]
+    assert "\x1b" not in done.stderr, "no bar, no cursor movement when piped"
+    side_by_side = serverlab("verify", "--all", "--case", "perf.get", "-j", "2")
+    finished = sorted(re.findall(r"\[\d/2\] verify: (\S+) (\S+)", side_by_side.stderr))
+    assert finished == [("reference", "passed"), ("undated", "FAILED")]
 
 
 def test_verify_unknown_tunable_is_a_user_error(contestants_dir):
@@ -334,3 +352,72 @@ def test_a_lab_link_value_out_of_range_is_one_line_and_makes_nothing(option, val
     # Only the namespaces of that lab: tests beside this one (pytest -n) make their own.
     made = [netns for netns in set(existing()) - before if is_lab_namespace(netns) == name]
     assert not made and not manage.status(name)
+
+
+def read_terminal(fd: int, until: str, timeout_s: float = 60) -> str:
+    """What a pseudo-terminal showed, read until `until` appears (or the other end closed)."""
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while until.encode() not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the other end closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def test_ctrl_c_under_a_progress_bar_on_a_terminal_is_the_one_quiet_line(contestants_dir):
+    broken = REFERENCE_MANIFEST.replace('name = "reference"', 'name = "second"')
+    write_manifest(contestants_dir, "second", broken)
+    main, child = os.openpty()
+    command = subprocess.Popen(
+        [*SERVERLAB, "verify", "--all", "--case", "perf.get"],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+    )
+    os.close(child)
+    try:
+        shown = read_terminal(main, "1/2")
+        assert "verify" in shown and "left" in shown, shown  # the bar, with its time left
+        command.send_signal(signal.SIGINT)
+        after = read_terminal(main, "interrupted\r\n")
+        assert command.wait(timeout=60) == 130
+    finally:
+        os.close(main)
+        if command.poll() is None:
+            command.kill()
+    assert "serverlab: interrupted" in after
+    assert "Traceback" not in after and "KeyboardInterrupt" not in after
+
+
+def test_verify_output_sent_to_a_file_stays_there_while_the_bar_is_on_the_terminal(
+    contestants_dir, tmp_path
+):
+    write_manifest(
+        contestants_dir, "second", REFERENCE_MANIFEST.replace('"reference"', '"second"', 1)
+    )
+    main, child = os.openpty()
+    with open(tmp_path / "out.txt", "w") as out:
+        command = subprocess.Popen(
+            [*SERVERLAB, "verify", "--all", "--case", "perf.get"],
+            stdin=child,
+            stdout=out,
+            stderr=child,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+        )
+        os.close(child)
+        try:
+            shown = read_terminal(main, "\\0")  # all of it, until the command closes it
+            assert command.wait(timeout=120) == 0
+        finally:
+            os.close(main)
+    written = (tmp_path / "out.txt").read_text()
+    assert "== reference" in written and "== second" in written
+    assert "PASS  perf.get" in written and "\\x1b" not in written
+    assert "PASS  perf.get" not in shown and "verify" in shown

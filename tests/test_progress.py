@@ -1,9 +1,11 @@
 import io
+import re
 from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
+from serverlab.base.progress import Tally
 from serverlab.results.store import RecordedTest
 from serverlab.run.plan.progress import Progress
 
@@ -48,3 +50,35 @@ def test_a_hostile_scenario_name_is_shown_as_written_live_or_not(on_terminal):
     progress.end()
     assert "x[/] [red]e\\x1b[2Jx c" in out.getvalue()
     assert "\x1b[2J" not in out.getvalue()
+
+
+def counted(total: int, terminal: bool, labels=None) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=terminal, force_interactive=terminal)
+    with Tally(console) as tally:
+        tally.begin(total, "loading tests")
+        for index in range(total):
+            tally.advance((labels or {}).get(index, f"run {index}"))
+    return out.getvalue()
+
+
+def test_counted_work_piped_is_one_plain_line_per_unit_with_the_time_left():
+    lines = counted(3, terminal=False).splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "[1/3] loading tests: run 0",
+        "[2/3] loading tests: run 1",
+        "[3/3] loading tests: run 2",
+    ]
+    assert all(re.search(r"\(\d+:\d\d elapsed, ~\d+:\d\d left\)$", line) for line in lines)
+
+
+def test_much_work_piped_says_each_tenth_and_not_every_unit():
+    lines = counted(1000, terminal=False).splitlines()
+    assert [line.split(" ")[0] for line in lines] == [f"[{n}/1000]" for n in range(100, 1001, 100)]
+
+
+def test_counted_work_on_a_terminal_is_a_bar_with_the_time_left_then_gone():
+    shown = counted(3, terminal=True, labels={2: "\x1b[2Jrun 2"})
+    assert "loading tests" in shown and "3/3" in shown and "left" in shown
+    assert "\x1b[2J" not in shown, "a label from outside moves no cursor"
+    assert "[1/3]" not in shown, "no plain lines beside the bar"

@@ -38,8 +38,10 @@ def up(
     environment: dict[str, dict[str, str]] | None = None,
     delay_ms: float = 0.0,
     loss_pct: float = 0.0,
+    progress=None,
 ) -> Lab:
-    """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up."""
+    """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up.
+    `progress` counts the nodes as they start (``serverlab.base.progress.Tally``)."""
     lab = plan_lab(name, generators, rate_mbit, delay_ms, loss_pct)
     reap_stale()
     if owner.lab_state_file(name).is_file():
@@ -50,7 +52,7 @@ def up(
     _write_state(lab, BUILDING)
     try:
         link = network.build(lab)
-        nodes.start(lab, environment)
+        nodes.start(lab, environment, progress)
     except BaseException:
         _take_down(lab)
         raise

@@ -47,17 +47,26 @@ def temp_dir(lab: Lab, host: Host) -> Path:
     return scratch.lab_folder(lab.name) / host.role
 
 
-def start(lab: Lab, environment: dict[str, str] | None = None) -> None:
+def start(lab: Lab, environment: dict[str, str] | None = None, progress=None) -> None:
     """Starts the head's node, then every other host's, each in its namespace; waits until
     Ray counts them all. `environment` overrides per role (tests give one generator
-    another engine binary, say)."""
+    another engine binary, say). `progress` counts the nodes as they start
+    (``serverlab.base.progress.Tally``)."""
     env = {**os.environ, **RAY_ENV, owner.OWNER_ENV: owner.lab_mark(lab.name)}
+    if progress:
+        progress.begin(len(lab.hosts), "starting the lab's Ray nodes")
     _ray_start(lab, [lab.head], env, environment or {})
+    if progress:
+        progress.advance(lab.head.role)
     # Then the other nodes, one at a time: started side by side on a busy 2-core machine
     # (load 15), their agents starved one another past Ray's fixed start-up waits and
     # `lab up` failed every time; one at a time it came up in 80 s under the same load.
     for host in [h for h in lab.hosts if h.role != HEAD]:
         _ray_start(lab, [host], env, environment or {})
+        if progress:
+            progress.advance(f"{host.role} {host.address}")
+    if progress:
+        progress.end()
     _wait_ready(lab)
 
 

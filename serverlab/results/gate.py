@@ -83,6 +83,7 @@ class GateRow:
     floor: Delta | None
     outcome: GateOutcome
     reason: str
+    flags: tuple[str, ...] = ()
 
     @property
     def floor_size(self) -> float | None:
@@ -171,7 +172,9 @@ def _row(
     delta, floor, outcome, reason = judge(values_a, values_b, metric, pct)
     if flagged:
         outcome, reason = GateOutcome.INCONCLUSIVE, f"flagged: {', '.join(flagged)}"
-    return GateRow(label, metric, len(values_a), len(values_b), delta, floor, outcome, reason)
+    return GateRow(
+        label, metric, len(values_a), len(values_b), delta, floor, outcome, reason, tuple(flagged)
+    )
 
 
 def _grouped(

@@ -73,9 +73,10 @@ def _range(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def recover(db_path: str | Path, out_path: str | Path) -> list[TableRecovery]:
+def recover(db_path: str | Path, out_path: str | Path, progress=None) -> list[TableRecovery]:
     """Copies every readable row of `db_path` into the new file `out_path`; returns what
-    was kept and lost per table. StoreError when nothing at all could be kept."""
+    was kept and lost per table. StoreError when nothing at all could be kept. `progress`
+    counts the rows as they are copied (``serverlab.base.progress.Tally``)."""
     db_path, out_path = Path(db_path), Path(out_path)
     if not db_path.is_file():
         raise StoreError(f"no database at {db_path}")
@@ -90,7 +91,7 @@ def recover(db_path: str | Path, out_path: str | Path) -> list[TableRecovery]:
             tables = _table_names(source, db_path)
             partial = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
             try:
-                found = _rebuild(source, tables, partial, out_path)
+                found = _rebuild(source, tables, partial, out_path, progress)
                 if not any(t.kept for t in found):
                     raise StoreError(f"{db_path}: no row could be read; nothing was written")
                 _publish(partial, out_path)
@@ -130,13 +131,16 @@ _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE
 
 
 def _rebuild(
-    source: sqlite3.Connection, tables: set[str], partial: Path, out_path: Path
+    source: sqlite3.Connection, tables: set[str], partial: Path, out_path: Path, progress=None
 ) -> list[TableRecovery]:
     """The copy, built in `partial` and sealed (its log folded in, so that the one file
     holds everything)."""
     try:
         with Store(partial, synced=False) as target:
-            found = [_copy_table(source, target, t) for t in target.table_names() if t in tables]
+            names = [t for t in target.table_names() if t in tables]
+            if progress:
+                progress.begin(sum(_row_estimate(source, t) for t in names), "recovering rows")
+            found = [_copy_table(source, target, name, progress) for name in names]
             _drop_orphans(target, {t.table: t for t in found})
             _mark_partial(target, found)
             target.seal()
@@ -162,13 +166,26 @@ def _publish(partial: Path, out_path: Path) -> None:
         raise StoreError(f"could not write {out_path}: {error.strerror}") from None
 
 
-def _copy_table(source: sqlite3.Connection, target: Store, table: str) -> TableRecovery:
+def _row_estimate(source: sqlite3.Connection, table: str) -> int:
+    """How many rows a table may hold, for the progress: its highest rowid (rows deleted
+    or lost to damage make it more than there are), 0 where even that cannot be read."""
+    try:
+        return source.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0
+    except sqlite3.DatabaseError:
+        return 0
+
+
+def _copy_table(
+    source: sqlite3.Connection, target: Store, table: str, progress=None
+) -> TableRecovery:
     reader = _Reader(source, table, _shared_columns(source, target, table))
     result = TableRecovery(table)
     start: int | None = _FIRST
     while start is not None:
         rows = reader.prefix(start)
         _keep(target, reader, result, rows)
+        if progress and rows:
+            progress.advance(table, len(rows))
         if rows and rows[-1][0] == _LAST:
             break
         after = rows[-1][0] + 1 if rows else start

@@ -64,12 +64,14 @@ def build_report(
     selection: Iterable[str] | str | None = None,
     out_path: str | Path = DEFAULT_REPORT,
     labels: dict[str, str] | None = None,
+    progress=None,
 ) -> Path:
     """Write the report of the selected tests (see ``serverlab.results.report.selection``) to
     ``out_path``, atomically; returns the path. Raises ``SelectionError`` or ``StoreError``
-    with a readable message when there is nothing to report."""
+    with a readable message when there is nothing to report. ``progress`` counts the tests
+    as they load (``serverlab.base.progress.Tally``)."""
     parsed = parse_selection(selection)
-    found = load_selected(db_path, parsed)
+    found = load_selected(db_path, parsed, progress)
     html = render_report(
         found.tests,
         found.runs,
@@ -79,8 +81,9 @@ def build_report(
         architectures(found.runs, labels),
         rerun_note(found.superseded),
         found.not_run,
+        generated=_utc(dt.datetime.now(dt.UTC).timestamp()),
     )
-    return _write_atomically(Path(out_path), html)
+    return write_atomically(Path(out_path), html)
 
 
 def report_data(
@@ -92,12 +95,19 @@ def report_data(
     judgements, as data (the same computation as the HTML and the terminal summary)."""
     parsed = parse_selection(selection)
     found = load_selected(db_path, parsed)
-    sections = _sections(found.tests, architectures(found.runs, labels))
+    data = cells_data(found.tests, architectures(found.runs, labels), found.not_run)
+    return {"selection": parsed.describe(), **data}
+
+
+def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRun) -> dict:
+    """The report's cells, its "at a glance" judgements, its capacity knees and what was
+    not run, as data (``report --json``, and each run of a published site)."""
+    sections = _sections(tests, labels)
+    cells = section_cells(sections)
     return {
-        "selection": parsed.describe(),
-        "cells": [cell.as_dict() for cell in section_cells(sections)],
-        "at_a_glance": [glance.as_dict() for glance in at_a_glance(section_cells(sections))],
-        "capacity": [group.as_dict() for group in capacity_groups(found.tests)],
+        "cells": [cell.as_dict() for cell in cells],
+        "at_a_glance": [glance.as_dict() for glance in at_a_glance(cells)],
+        "capacity": [group.as_dict() for group in capacity_groups(tests)],
         "findings": [finding.as_dict() for finding in section_findings(sections)],
         "flags": [
             {"scenario": s.label, "contestant": row.contestant, "tunables": row.tunables}
@@ -106,7 +116,7 @@ def report_data(
             for row in s.summary
             for group in row.flag_groups
         ],
-        "not_run": found.not_run.as_dict(),
+        "not_run": refused.as_dict(),
     }
 
 
@@ -127,7 +137,12 @@ def render_report(
     labels: dict[str, str] | None = None,
     reruns: str = "",
     refused: NotRun | None = None,
+    generated: str = "",
+    plotly_src: str = "",
 ) -> str:
+    """The report's HTML. ``generated`` (when it was written) is left out when empty, and
+    ``plotly_src`` names a plotly.js file beside the page instead of holding it inline:
+    a published site gives neither, so that one database gives the same bytes."""
     sections = _sections(tests, labels or {})
     cells = section_cells(sections)
     transports = transport_section(tests, runs, labels or {})
@@ -141,10 +156,10 @@ def render_report(
     seeds = seed_sections(tests, runs, suites)
     charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
-    template = _environment().get_template("report.html.j2")
+    template = environment().get_template("report.html.j2")
     return template.render(
         title=_title(runs, suites),
-        generated=_utc(dt.datetime.now(dt.UTC).timestamp()),
+        generated=generated,
         selection=selection_text,
         db=db_text,
         runs=[_run_view(r, suites) for r in runs],
@@ -166,19 +181,22 @@ def render_report(
         status_counts=status_counts(tests),
         rerun_note=reruns,
         not_run=refused or NotRun(),
-        plotly_js=plotly.offline.get_plotlyjs(),
+        plotly_src=plotly_src,
+        plotly_js="" if plotly_src else plotly.offline.get_plotlyjs(),
     )
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     # Autoescape everything: contestant names, labels and suite text are other people's input.
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("serverlab.results.report", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["utc"] = _utc
+    return env
 
 
 def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[ScenarioSection]:
@@ -263,7 +281,7 @@ def _utc(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _write_atomically(target: Path, text: str) -> Path:
+def write_atomically(target: Path, text: str) -> Path:
     """A reader (or a browser reloading) never sees half a report."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")

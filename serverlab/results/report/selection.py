@@ -21,6 +21,10 @@ from pathlib import Path
 from serverlab.results.report.not_run import NotRun, not_run
 from serverlab.results.store import RecordedTest, Run, Store, StoredSuite, StoreError
 
+# Piped, loading a selection's tests says nothing before this long: most databases load in
+# well under it, and a report's or a history's output stays as it was.
+LOADING_QUIET_S = 2.0
+
 
 class SelectionError(ValueError):
     """A selection that cannot be parsed or matches nothing; the message says which."""
@@ -107,8 +111,11 @@ def selected_run_ids(store: Store, selection: Selection) -> set[int]:
     return chosen
 
 
-def select_tests(store: Store, selection: Selection, details: bool = True) -> list[RecordedTest]:
-    """The selected tests, with their measurements loaded when ``details`` is true."""
+def select_tests(
+    store: Store, selection: Selection, details: bool = True, progress=None
+) -> list[RecordedTest]:
+    """The selected tests, with their measurements loaded when ``details`` is true, a step
+    of ``progress`` (``serverlab.base.progress.Tally``) each."""
     try:
         run_ids = selected_run_ids(store, selection)
     except StoreError as error:
@@ -121,8 +128,14 @@ def select_tests(store: Store, selection: Selection, details: bool = True) -> li
     if not tests:
         raise SelectionError(f"no tests match the selection {selection.describe()!r}")
     if details:
+        if progress:
+            progress.begin(len(tests), "loading tests", quiet_for_s=LOADING_QUIET_S)
         for test in tests:
             store.load_details(test)
+            if progress:
+                progress.advance(f"run {test.run_id}")
+        if progress:
+            progress.end()
     return tests
 
 
@@ -140,9 +153,9 @@ class Selected:
     not_run: NotRun = field(default_factory=NotRun)
 
 
-def load_selected(db_path: str | Path, selection: Selection) -> Selected:
+def load_selected(db_path: str | Path, selection: Selection, progress=None) -> Selected:
     with Store(db_path, create=False) as store:
-        tests = select_tests(store, selection)
+        tests = select_tests(store, selection, progress=progress)
         run_ids = {t.run_id for t in tests}
         runs = [r for r in store.runs() if r.id in run_ids]
         suites = {s.id: s for s in store.suites()}

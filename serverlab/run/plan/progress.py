@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 from serverlab.base import terminal
+from serverlab.base.progress import clock
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.run.execution.testplan import TestPlan
 
@@ -23,11 +24,6 @@ def _outcome(summary: dict, unit: str) -> str:
         return f"{float(summary.get('rps') or 0):,.0f} req/s"
     events = summary.get("events") or {}
     return f"{events.get('received') or 0:,} events received, {events.get('lost') or 0:,} lost"
-
-
-def _clock(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 class Progress:
@@ -106,8 +102,8 @@ class Progress:
         left = max(0.0, self.remaining_estimate - (time.monotonic() - self.test_started_at))
         self.live.update(
             Text(
-                f"test {self.index + 1}/{self.total} {self.label} | {_clock(elapsed)} elapsed, "
-                f"~{_clock(left)} left | {self.rate:,.0f} {self.unit}, {self.open:,} open | "
+                f"test {self.index + 1}/{self.total} {self.label} | {clock(elapsed)} elapsed, "
+                f"~{clock(left)} left | {self.rate:,.0f} {self.unit}, {self.open:,} open | "
                 f"server {self.cpu:.0f}% CPU, {self.rss / 2**20:.0f} MB"
             )
         )
