@@ -692,8 +692,9 @@ def export(db, csv_dir, recover_to):
 @click.option("--cluster-hosts", help="with --ray HOST:PORT: the hosts load may go to")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
 def load(ray_address, generators, cluster_hosts, engine_args):
-    """Run the load engine directly (serverlab-load's own flags; --help for them), or with
-    --ray from several machines at once, its results merged."""
+    """Run the load engine directly (serverlab-load's own flags and exit codes, 3 for no
+    answer among them: `serverlab load -- --help`), or with --ray from several machines at
+    once, its results merged."""
     if not ray_address:
         if generators or cluster_hosts:
             raise UserError("--generators and --cluster-hosts go with --ray")

@@ -16,7 +16,7 @@ use crate::plan::{
     name = "serverlab-load",
     version,
     about = "Load generator for serverlab: closed and open loop, users, long poll, comet, slow clients, syslog",
-    after_help = "Only 127.0.0.0/8 targets (and the addresses given with --allow-host) are accepted. Exit codes: 0 run done, 1 run failed, 2 plan refused."
+    after_help = "Only 127.0.0.0/8 targets (and the addresses given with --allow-host) are accepted. Exit codes: 0 run done (from --plan, even with no answer), 1 run failed (or a second SIGTERM/SIGINT), 2 plan refused (--check: any plan refused), 3 no answer (a run from flags that got no answer at all)."
 )]
 pub struct Args {
     /// Target URL, e.g. http://127.0.0.1:8080/perf (tcp:// or udp:// for --syslog)

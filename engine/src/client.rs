@@ -3,7 +3,7 @@
 //! one exchange to the next is its own (`Behaviour::State`), not the client's.
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, ConnOptions};
 use crate::http::ParseError;
@@ -14,6 +14,17 @@ use crate::shared::WorkerCtx;
 use crate::stamps::waited_since;
 use crate::stats::ErrorKind;
 use crate::tls::Tls;
+
+/// The longest a TLS handshake may take: a few round trips do it, and a server that never
+/// answers the ClientHello is then counted (`tls_handshake_timeout`) within a run of a few
+/// seconds, not dropped unseen at its end. Half the plan's timeout when that is shorter, so
+/// that the handshake's limit, not the attempt's, ends a stalled one.
+const TLS_HANDSHAKE_LIMIT: Duration = Duration::from_secs(2);
+
+/// The TLS handshake's limit under a plan's `timeout_ms`.
+pub fn handshake_limit(timeout_ms: u64) -> Duration {
+    TLS_HANDSHAKE_LIMIT.min(Duration::from_millis(timeout_ms) / 2)
+}
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,
@@ -119,7 +130,10 @@ impl Client {
     ) -> Result<Tls, ErrorKind> {
         let began = Instant::now();
         let mut tls = Tls::new(client)?;
-        let resumed = tls.handshake(conn).await?;
+        let limit = handshake_limit(self.ctx.shared.plan.plan.timeout_ms);
+        let resumed = tokio::time::timeout(limit, tls.handshake(conn))
+            .await
+            .map_err(|_| ErrorKind::TlsHandshakeTimeout)??;
         self.ctx.ledger.tls_handshake(began.elapsed(), resumed);
         Ok(tls)
     }

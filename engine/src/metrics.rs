@@ -143,8 +143,8 @@ tally! {
         /// No file descriptor left (EMFILE/ENFILE): the run is invalid.
         fds_exhausted: FdsExhausted,
         other: Other,
-        /// TLS failed on the engine's side: in the handshake (an untrusted certificate, no
-        /// common version, suite or group) or, later, a record that does not decrypt.
+        /// TLS failed on the engine's side in the handshake: an untrusted certificate, no
+        /// common version, suite or group, a bad handshake record.
         #[serde(default)]
         tls_handshake: TlsHandshake,
         /// The server sent a fatal TLS alert.
@@ -156,6 +156,29 @@ tally! {
         /// HTTP/2: the server reset the stream (RST_STREAM) before its answer was whole.
         #[serde(default)]
         h2_reset: H2Reset,
+        /// TLS: the server did not finish the handshake within the handshake limit (the
+        /// plan's timeout, at most 2 s): a server that never answers the ClientHello.
+        #[serde(default)]
+        tls_handshake_timeout: TlsHandshakeTimeout,
+        /// TLS: a record after a completed handshake that is not TLS or does not decrypt
+        /// (garbage on the connection).
+        #[serde(default)]
+        tls_record: TlsRecord,
+        /// HTTP/2: the server broke a limit the engine sets (a header list over 64 KiB, a
+        /// frame over 16 KiB, too many CONTINUATION frames); the connection ends.
+        #[serde(default)]
+        h2_limit: H2Limit,
+        /// HTTP/2: a header block (HEADERS or PUSH_PROMISE and their CONTINUATION frames)
+        /// not ended within the header-block limit (the plan's timeout, at most 1 s).
+        #[serde(default)]
+        h2_header_timeout: H2HeaderTimeout,
+        /// HTTP/2: more than 100 SETTINGS frames from the server within a second.
+        #[serde(default)]
+        h2_settings_flood: H2SettingsFlood,
+        /// HTTP/2: more than 100 PING frames (not acknowledgements) from the server within a
+        /// second.
+        #[serde(default)]
+        h2_ping_flood: H2PingFlood,
     }
 }
 

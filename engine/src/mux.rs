@@ -13,15 +13,17 @@ use std::io;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
+use h2::Reason;
 use http::{HeaderMap, HeaderName, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::client::Client;
 use crate::conn::Conn;
+use crate::h2watch::{Watch, HEADER_BLOCK_LIMIT};
 use crate::http::ParseError;
 use crate::inbox::Answer;
 use crate::shared::WorkerCtx;
@@ -34,12 +36,45 @@ const STREAM_WINDOW: u32 = 1 << 24;
 /// The connection's receive window, for `streams` bodies at once.
 const CONNECTION_WINDOW: u32 = 1 << 28;
 
+// The limits the engine sets on what a server may send it, so that it survives the servers
+// it measures: what one connection holds stays bounded, whatever the server sends.
+/// The largest header list (SETTINGS_MAX_HEADER_LIST_SIZE) the engine takes, as HTTP/1.1's
+/// reader takes a head of 64 KiB at most. `h2` bounds the CONTINUATION frames of a block by
+/// it too: at most 5 of 16 KiB. Past either, the connection ends (`h2_limit`).
+const MAX_HEADER_LIST: u32 = 64 << 10;
+/// The largest frame (SETTINGS_MAX_FRAME_SIZE): the protocol's own minimum, 16 KiB.
+const MAX_FRAME: u32 = 16 << 10;
+/// Streams the server may open (SETTINGS_MAX_CONCURRENT_STREAMS): none, push is off.
+const SERVER_STREAMS: u32 = 0;
+
 /// The bytes of one HTTP/2 connection: the engine's socket, under TLS or not, counted in
 /// the worker's ledger as they pass (frames and records included, as HTTP/1.1's are).
 struct Wire {
     conn: Conn,
     tls: Option<Tls>,
     ctx: Rc<WorkerCtx>,
+    /// The server's frames as they come: header blocks that never end, floods.
+    watch: Watch,
+    fate: Rc<Fate>,
+}
+
+impl Wire {
+    /// Ends the connection for `kind`, which its streams are then counted as.
+    fn breach(&self, kind: ErrorKind) -> io::Error {
+        self.fate.breach.set(Some(kind));
+        io::Error::other(kind.wire_name())
+    }
+}
+
+/// How a connection ended, as its driver and its reader saw it, for its streams to be
+/// counted by: `h2` hands a stream the connection's end as a bare I/O error (its kind and
+/// text), whatever ended it.
+#[derive(Default)]
+struct Fate {
+    /// The server's GOAWAY.
+    goaway: Cell<bool>,
+    /// What the reader ended the connection for (the watch's finding), or a TLS error on it.
+    breach: Cell<Option<ErrorKind>>,
 }
 
 impl AsyncRead for Wire {
@@ -49,13 +84,29 @@ impl AsyncRead for Wire {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.watch.overdue(cx) {
+            return Poll::Ready(Err(this.breach(ErrorKind::H2HeaderTimeout)));
+        }
         let into = buf.initialize_unfilled();
-        let n = ready!(match &mut this.tls {
+        let read = ready!(match &mut this.tls {
             Some(tls) => tls.poll_read(&this.conn, cx, into),
             None => this
                 .conn
                 .poll_read_with(cx, |socket| io::Read::read(&mut &*socket, into)),
-        })?;
+        });
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => {
+                let kind = ErrorKind::from_io(&e);
+                if kind.is_tls() {
+                    this.fate.breach.set(Some(kind));
+                }
+                return Poll::Ready(Err(e));
+            }
+        };
+        if let Err(kind) = this.watch.feed(&into[..n]) {
+            return Poll::Ready(Err(this.breach(kind)));
+        }
         buf.advance(n);
         this.ctx.ledger.read(n);
         Poll::Ready(Ok(()))
@@ -96,21 +147,24 @@ impl AsyncWrite for Wire {
     }
 }
 
-/// One HTTP/2 connection as its clients hold it: the handle that opens streams, and whether
-/// the connection ended by the server's GOAWAY. h2 fails a stream the GOAWAY left in flight
-/// with the connection's end (a broken pipe) rather than the GOAWAY; its driver sees the
-/// GOAWAY, and says so here before the streams run again.
+/// One HTTP/2 connection as its clients hold it: the handle that opens streams, and how the
+/// connection ended. h2 fails a stream the GOAWAY left in flight with the connection's end
+/// (a broken pipe) rather than the GOAWAY; its driver sees the GOAWAY, and says so here
+/// before the streams run again. So does its reader, of what it ended the connection for.
 #[derive(Clone)]
 pub struct Link {
     pub send: SendRequest<Bytes>,
-    goaway: Rc<Cell<bool>>,
+    fate: Rc<Fate>,
 }
 
 impl Link {
     /// What a stream's error counts as on this connection.
     pub fn error_kind(&self, e: &h2::Error) -> ErrorKind {
+        if let Some(kind) = self.fate.breach.get() {
+            return kind;
+        }
         match error_kind(e) {
-            ErrorKind::Reset | ErrorKind::Closed | ErrorKind::Other if self.goaway.get() => {
+            ErrorKind::Reset | ErrorKind::Closed | ErrorKind::Other if self.fate.goaway.get() => {
                 ErrorKind::H2Goaway
             }
             kind => kind,
@@ -126,31 +180,40 @@ pub async fn connect(client: &mut Client) -> Result<Link, ErrorKind> {
         // The server did not agree to HTTP/2: a failed negotiation, as a TLS one.
         return Err(ErrorKind::TlsHandshake);
     }
+    let fate = Rc::new(Fate::default());
+    let timeout = Duration::from_millis(client.ctx.shared.plan.plan.timeout_ms);
     let wire = Wire {
         conn,
         tls,
         ctx: client.ctx.clone(),
+        // Half the timeout when that is shorter, so that the block's limit ends it first.
+        watch: Watch::new(HEADER_BLOCK_LIMIT.min(timeout / 2)),
+        fate: fate.clone(),
     };
     let (send, connection) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(MAX_HEADER_LIST)
+        .max_frame_size(MAX_FRAME)
+        .max_concurrent_streams(SERVER_STREAMS)
+        .enable_push(false)
         .handshake::<_, Bytes>(wire)
         .await
         .map_err(|e| error_kind(&e))?;
     // The driver ends when every handle and stream is gone, or the connection fails; its
     // error reaches the streams, where it is counted.
-    let goaway = Rc::new(Cell::new(false));
-    let seen = goaway.clone();
+    let seen = fate.clone();
     tokio::task::spawn_local(async move {
         if let Err(e) = connection.await {
-            seen.set(e.is_go_away() && e.is_remote());
+            seen.goaway.set(e.is_go_away() && e.is_remote());
         }
     });
-    Ok(Link { send, goaway })
+    Ok(Link { send, fate })
 }
 
 /// What an h2 error counts as: the server's GOAWAY or RST_STREAM by kind, a socket error as
-/// HTTP/1.1's would, a frame the client refused as `parse`.
+/// HTTP/1.1's would, a limit of the engine's that the server broke as `h2_limit`, another
+/// frame the client refused as `parse`.
 pub fn error_kind(e: &h2::Error) -> ErrorKind {
     if e.is_go_away() && e.is_remote() {
         ErrorKind::H2Goaway
@@ -158,11 +221,24 @@ pub fn error_kind(e: &h2::Error) -> ErrorKind {
         ErrorKind::H2Reset
     } else if let Some(io) = e.get_io() {
         ErrorKind::from_io(io)
+    } else if broke_limit(e) {
+        ErrorKind::H2Limit
     } else if e.is_go_away() || e.is_reset() {
         ErrorKind::Parse
     } else {
         ErrorKind::Other
     }
+}
+
+/// Whether `h2` ended a stream or the connection (its own error, not the server's) for a
+/// limit the engine set: too many CONTINUATION frames (ENHANCE_YOUR_CALM), a frame over the
+/// largest size (FRAME_SIZE_ERROR), a header list over the largest (the stream refused).
+fn broke_limit(e: &h2::Error) -> bool {
+    let limit = matches!(
+        e.reason(),
+        Some(Reason::ENHANCE_YOUR_CALM | Reason::FRAME_SIZE_ERROR | Reason::REFUSED_STREAM)
+    );
+    limit && !e.is_remote()
 }
 
 /// Whether an error leaves the connection unusable (a reset stream does not).

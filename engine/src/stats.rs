@@ -21,6 +21,14 @@ impl ErrorKind {
         matches!(self, ErrorKind::PortsExhausted | ErrorKind::FdsExhausted)
     }
 
+    /// A TLS failure: its kind tells more than the connection's end that follows it.
+    pub fn is_tls(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::TlsHandshake | ErrorKind::TlsAlert | ErrorKind::TlsRecord
+        )
+    }
+
     /// Classifies a socket error raised while connecting.
     pub fn from_connect(err: &io::Error) -> ErrorKind {
         match err.raw_os_error() {
@@ -40,15 +48,33 @@ impl ErrorKind {
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
             K::UnexpectedEof => ErrorKind::Closed,
             K::TimedOut => ErrorKind::Timeout,
-            K::InvalidData => match err.get_ref().and_then(|e| e.downcast_ref()) {
-                Some(rustls::Error::AlertReceived(_)) => ErrorKind::TlsAlert,
-                Some(_) => ErrorKind::TlsHandshake,
+            K::InvalidData => match err.get_ref() {
+                Some(e) if e.is::<TlsRecordError>() => ErrorKind::TlsRecord,
+                Some(e) => match e.downcast_ref() {
+                    Some(rustls::Error::AlertReceived(_)) => ErrorKind::TlsAlert,
+                    Some(_) => ErrorKind::TlsHandshake,
+                    None => ErrorKind::Other,
+                },
                 None => ErrorKind::Other,
             },
             _ => ErrorKind::Other,
         }
     }
 }
+
+/// A TLS error after the handshake ended (a record that is not TLS or does not decrypt: a
+/// server writing garbage on an established connection), as the I/O error the TLS layer
+/// raises for it: counted `tls_record`, apart from the handshake's failures.
+#[derive(Debug)]
+pub struct TlsRecordError(pub rustls::Error);
+
+impl std::fmt::Display for TlsRecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TLS record after the handshake: {}", self.0)
+    }
+}
+
+impl std::error::Error for TlsRecordError {}
 
 impl From<io::Error> for ErrorKind {
     fn from(err: io::Error) -> Self {

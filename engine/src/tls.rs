@@ -22,6 +22,7 @@ use socket2::Socket;
 
 use crate::conn::Conn;
 use crate::plan::TlsClient;
+use crate::stats::TlsRecordError;
 
 /// Room a read has beyond what a connection kept: one whole record of the largest size
 /// (16 KiB of payload, TLS 1.3's 256 bytes of expansion, the 5-byte header).
@@ -302,9 +303,19 @@ impl Session {
                 Err(e) => {
                     // After an error rustls hands out what it queued (the alert) first.
                     let _ = self.step(&mut incoming[used..]);
-                    return Err(tls_error(e));
+                    return Err(self.error_now(e));
                 }
             }
+        }
+    }
+
+    /// A TLS error as what it is at this point: the handshake's, a fatal alert, or a bad
+    /// record on a connection whose handshake ended (`tls_record`).
+    fn error_now(&self, e: rustls::Error) -> io::Error {
+        if self.session.is_handshaking() || matches!(e, rustls::Error::AlertReceived(_)) {
+            tls_error(e)
+        } else {
+            io::Error::new(io::ErrorKind::InvalidData, TlsRecordError(e))
         }
     }
 

@@ -30,4 +30,6 @@ pub use types::IntervalLine;
 /// `tls_alert`; the summary's plan holds `tls` for a TLS target.
 /// 5: HTTP/2: the error kinds `h2_goaway` and `h2_reset`; the summary's plan holds `http2`
 /// for an HTTP/2 plan, whose every stream is one request.
-pub const OUTPUT_VERSION: u32 = 5;
+/// 6: the error kinds of a server the engine survives (issue 33): `tls_handshake_timeout`,
+/// `tls_record`, `h2_limit`, `h2_header_timeout`, `h2_settings_flood`, `h2_ping_flood`.
+pub const OUTPUT_VERSION: u32 = 6;

@@ -22,7 +22,10 @@ from serverlab.base.paths import REPO_ROOT
 # `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.
 # From 3 on, each emit line carries its cycle's delay histogram, arrivals and drain time.
 # From 5 on, errors hold `h2_goaway` and `h2_reset` (HTTP/2 plans, a stream per request).
-OUTPUT_VERSION = 5
+# From 6 on, errors hold the kinds of a hostile server the engine survives: a TLS handshake
+# that never ends (`tls_handshake_timeout`), a bad record after it (`tls_record`), an HTTP/2
+# limit broken (`h2_limit`), a header block that never ends, a SETTINGS or PING flood.
+OUTPUT_VERSION = 6
 # How long an engine named on the command line may take to say its version.
 VERSION_TIMEOUT_S = 10.0
 
