@@ -69,7 +69,7 @@ verify: venv
 	$(SERVERLAB) verify --all --jobs 2
 
 demo: build
-	$(SERVERLAB) run suites/quick.toml
+	$(SERVERLAB) run suites/quick.toml --rerun-busy 1
 	$(SERVERLAB) report --summary -o results/report.html
 	@echo "report: $(CURDIR)/results/report.html   database: $(CURDIR)/results/lab.db"
 
