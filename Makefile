@@ -84,13 +84,14 @@ demo-lab: build
 	@echo "report: $(CURDIR)/results/lab-demo.html   database: $(CURDIR)/results/lab-demo.db"
 
 # serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
-bench: deps engine
+bench: deps engine contestants
 	@scripts/apt-ensure $(BENCH_PACKAGES)
 	bench/engine-vs-peers.sh
 	bench/tls-vs-peers.sh
 	bench/push-memory.sh
 	bench/push-cpu.sh
 	$(PY) bench/monitor-cost.py
+	bench/warm-ratio.sh
 
 # An hour and a half of held push connections (bench/soak.py; not part of `make test`):
 # does memory stay flat? SOAK_MIN=N shortens it to N minutes.
