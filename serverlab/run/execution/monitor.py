@@ -56,7 +56,8 @@ RAY_PREFIX = "ray::"
 FIGURE_SOURCES = {
     "rps, p50, p99, errors": "engine: its summary line, over the measured run",
     "cpu": "kernel: change of the server tree's utime+stime+cutime+cstime (/proc/<pid>/stat)"
-    " from just before the engine starts to its stop, as % of one core over that window",
+    " from just before the engine starts to its summary line (its load's end; its exit when"
+    " it writes none), as % of one core over that window",
     "rss": "kernel: sum over the server tree's processes alive at the engine's stop of"
     " VmHWM (/proc/<pid>/status), reset through clear_refs (5) just before it starts",
     "socket_memory": "kernel: sock_diag skmem r+f+w+o+bl of the TCP sockets on the server's"
@@ -201,7 +202,8 @@ def _read(server_pid: int) -> _Reading:
 
 
 class KernelWindow:
-    """The load window: opened just before the engine starts, closed once it has stopped.
+    """The load window: opened just before the engine starts, closed as its load ends (its
+    summary line arrives; Monitor.close_window).
 
     CPU is the change of the tree's kernel CPU time (procfs), as % of one core over the
     window. Peak memory is the sum over the tree's processes alive at the close of each
