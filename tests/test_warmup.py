@@ -62,6 +62,16 @@ def test_a_steady_rate_waits_for_the_warm_ups_floor():
     assert watch.done() and watch.record(20, 3.0)["steady_s"] == 0.0
 
 
+def test_lines_that_come_while_a_steady_warm_up_stops_are_drawn_not_judged():
+    watch = SteadyWatch(floor_s=0.0)
+    for line in lines(1000, 1000, 1000, 1000):
+        watch.interval(line)
+    assert watch.done()
+    watch.interval(lines(*[1000] * 4, 400)[4])  # the engine's last line before its stop
+    record = watch.record(20, 2.5)
+    assert record["steady"] and record["steady_s"] == 0.0 and record["rates"][-1] == 400
+
+
 def test_a_rate_that_falls_out_of_the_band_starts_its_steady_run_again():
     watch = SteadyWatch(floor_s=0.0)
     for line in lines(1000, 1000, 1000, 1000, 1300, 1300, 1300, 1300):

@@ -45,11 +45,16 @@ class SteadyWatch:
     answered: list[int] = field(default_factory=list)
     ends_s: list[float] = field(default_factory=list)
     steady_from: int | None = None  # the first line of the unbroken steady run
+    # The rule was met and the warm-up is being stopped: lines that still come are drawn,
+    # not judged (the rule's outcome is the one the stop was made on).
+    settled: bool = False
 
     def interval(self, line: dict) -> None:
         self.rates.append(float(line.get("rps") or 0.0))
         self.answered.append(int(line.get("answered") or 0))
         self.ends_s.append(float(line.get("elapsed_s") or 0.0))
+        if self.settled:
+            return
         window = self.rates[-STEADY_INTERVALS:]
         if len(window) < STEADY_INTERVALS or not window_is_steady(window):
             self.steady_from = None
@@ -57,7 +62,9 @@ class SteadyWatch:
             self.steady_from = len(self.rates) - STEADY_INTERVALS
 
     def done(self) -> bool:
-        return self.steady_from is not None and self.ends_s[-1] >= self.floor_s - 1e-6
+        if not self.settled and self.steady_from is not None:
+            self.settled = self.ends_s[-1] >= self.floor_s - 1e-6
+        return self.settled
 
     def record(self, cap_s: float, ran_s: float | None) -> dict:
         """What the test keeps of its warm-up: the rule's outcome and the rate of each line."""
