@@ -69,7 +69,7 @@ verify: venv
 	$(SERVERLAB) verify --all --jobs 2
 
 demo: build
-	$(SERVERLAB) run suites/quick.toml
+	$(SERVERLAB) run suites/quick.toml --rerun-busy 1
 	$(SERVERLAB) report --summary -o results/report.html
 	@echo "report: $(CURDIR)/results/report.html   database: $(CURDIR)/results/lab.db"
 
@@ -84,7 +84,7 @@ demo-lab: build
 	@echo "report: $(CURDIR)/results/lab-demo.html   database: $(CURDIR)/results/lab-demo.db"
 
 # serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
-bench: deps engine
+bench: deps engine contestants
 	@scripts/apt-ensure $(BENCH_PACKAGES)
 	bench/engine-vs-peers.sh
 	bench/tls-vs-peers.sh
@@ -92,6 +92,7 @@ bench: deps engine
 	bench/push-cpu.sh
 	$(PY) bench/monitor-cost.py
 	$(PY) bench/live-cost.py
+	bench/warm-ratio.sh
 
 # An hour and a half of held push connections (bench/soak.py; not part of `make test`):
 # does memory stay flat? SOAK_MIN=N shortens it to N minutes.

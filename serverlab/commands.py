@@ -29,6 +29,7 @@ from serverlab.results.recovery import TableRecovery
 from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
+from serverlab.results.report.warmup import print_time_to_steady
 from serverlab.results.store import Store, StoreError
 from serverlab.run.execution.engine import check_plans, engine_binary, engine_speaks_h2
 from serverlab.run.execution.executor import Environment
@@ -467,6 +468,7 @@ def report(db: str, selection, output: str, summary: bool) -> Path:
         path = build_report(db, selection or None, output, labels, progress)
     if summary:
         print_summary(db, selection or None, console=terminal.console(), labels=labels)
+        print_time_to_steady(db, selection or None, terminal.console())
     return path
 
 

@@ -177,6 +177,21 @@ def _rounded(value):
     return round(value, 3) if isinstance(value, float) else value
 
 
+def _steady_lines(test: dict) -> list:
+    """The compact copy keeps no interval lines: two even halves at the summary's rate stand
+    in for them, so that the steady check (never skipped) sees the window the figures had."""
+    from serverlab.results.store import EngineInterval
+
+    rps, duration = test["summary"].get("rps"), test["params"].get("duration_s")
+    if rps is None or not duration:
+        return []
+    half = float(duration) / 2
+    line = {"rps": rps, "interval_s": half}
+    return [
+        EngineInterval(i, half * (i + 1), {**line, "elapsed_s": half * (i + 1)}) for i in (0, 1)
+    ]
+
+
 def load_compact(data: dict, db: Path) -> Recorded:
     """The compact copy written into a new database, run ids and order as recorded."""
     from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
@@ -197,7 +212,8 @@ def load_compact(data: dict, db: Path) -> Recorded:
                     MonitorSample(**dict(zip(SAMPLE_KEYS, row, strict=True)))
                     for row in test["samples"]
                 ]
-                store.commit_test(RecordedTest(**{**test, "samples": samples}))
+                lines = _steady_lines(test)
+                store.commit_test(RecordedTest(**{**test, "samples": samples, "intervals": lines}))
             store.finish_run(made.id, run["status"], run["ended_at"])
     return Recorded(db, **data["layout"])
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from serverlab.results.report.metrics import flags_for
-from serverlab.results.store import RecordedTest
+from serverlab.results.store import EngineInterval, RecordedTest
 from serverlab.run.execution import procfs, sockdiag
 from serverlab.run.execution.monitor import KernelWindow, Monitor
 from serverlab.run.execution.validity import kernel_flags
@@ -215,6 +215,9 @@ def test_the_monitor_runs_on_the_generators_cpus_and_accounts_its_own_cost_besid
 
 def test_a_failed_read_of_proc_is_a_flag_on_the_kernel_figures_only():
     test = RecordedTest(0, "k", "c", 0, "ok", 0.0, 1.0, summary={"rps": 1.0})
+    # Two steady 1 s lines: a window the steady check passes, so only kernel flags remain.
+    line = {"rps": 1.0, "interval_s": 1.0}
+    test.intervals = [EngineInterval(i, i + 1.0, {**line, "elapsed_s": i + 1.0}) for i in (0, 1)]
     test.validity = kernel_flags({"error": "reading /proc at the engine's stop: gone"})
     assert [f.code for f in flags_for(test, "cpu")] == ["kernel-read-failed"]
     assert [f.code for f in flags_for(test, "rss")] == ["kernel-read-failed"]

@@ -97,9 +97,10 @@ impl Client {
             no_delay: self.no_delay,
         };
         let began = Instant::now();
-        let conn = Conn::connect(self.ctx.shared.addr, &options, &self.ctx.ledger)
-            .await
-            .map_err(|e| ErrorKind::from_connect(&e))?;
+        let pending = self.ctx.ledger.pending_connect(began);
+        let made = Conn::connect(self.ctx.shared.addr, &options, &self.ctx.ledger).await;
+        pending.done();
+        let conn = made.map_err(|e| ErrorKind::from_connect(&e))?;
         self.ctx.ledger.connected(began.elapsed());
         if self.stamps {
             conn.enable_stamps().map_err(|e| ErrorKind::from_io(&e))?;

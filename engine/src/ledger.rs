@@ -18,6 +18,13 @@ use crate::stats::{micros, Attempt, Counters, ErrorKind, Event, Flow, Histograms
 /// invalid.
 pub const STARVED_PAUSE: Duration = Duration::from_millis(10);
 
+/// A connect still waiting when the run ends counts as a `timeout` error once it has waited
+/// this long: Linux's least retransmission timeout (TCP_RTO_MIN), so on any path of shorter
+/// round trip its SYN or SYN-ACK was lost (an accept queue overflowed, say; the SYN's next
+/// try comes a second after the first). A younger one was only cut by the end, as a request
+/// in flight then is, and counts as nothing.
+pub const STALLED_CONNECT: Duration = Duration::from_millis(200);
+
 pub struct Ledger {
     counters: Arc<Counters>,
     histograms: RefCell<Histograms>,
@@ -30,6 +37,9 @@ pub struct Ledger {
     /// Set by every read of a stamped push stream, before its bytes are parsed and with no
     /// wait between, so no other task's read comes between a read and its deliveries.
     read_delay_us: Cell<Option<u64>>,
+    /// The run is over and the worker's tasks are being dropped: a connect dropped now was
+    /// still waiting at the end (`PendingConnect`).
+    over: Cell<bool>,
 }
 
 /// One pushed event's arrival, as `Ledger::event` measured it.
@@ -51,6 +61,28 @@ impl Ledger {
             clock_offset_ms,
             steps: Steps::default(),
             read_delay_us: Cell::new(None),
+            over: Cell::new(false),
+        }
+    }
+
+    /// The run is over: what is still in hand is about to be dropped.
+    pub fn run_over(&self) {
+        self.over.set(true);
+    }
+
+    /// A connect begun at `began` was still waiting at the run's end, `now`: a `timeout`
+    /// error if it had waited `STALLED_CONNECT` or more (its attempt ends there).
+    pub fn connect_cut(&self, began: Instant, now: Instant) {
+        if now.saturating_duration_since(began) >= STALLED_CONNECT {
+            self.end(1, Err(ErrorKind::Timeout));
+        }
+    }
+
+    /// A connect begun at `began`, in hand until `PendingConnect::done`.
+    pub fn pending_connect(&self, began: Instant) -> PendingConnect<'_> {
+        PendingConnect {
+            ledger: self,
+            began,
         }
     }
 
@@ -212,6 +244,29 @@ pub struct OpenConnection(Arc<Counters>);
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.open_connections.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A connect in hand on the epoll loop. Its task is dropped with the worker's loop when the
+/// run ends; dropped then, unfinished, it is counted by `Ledger::connect_cut`. Dropped
+/// during the run (its attempt timed out or failed) it counts nothing: the attempt did.
+pub struct PendingConnect<'a> {
+    ledger: &'a Ledger,
+    began: Instant,
+}
+
+impl PendingConnect<'_> {
+    /// The connect finished (made or failed): the attempt counts it.
+    pub fn done(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for PendingConnect<'_> {
+    fn drop(&mut self) {
+        if self.ledger.over.get() {
+            self.ledger.connect_cut(self.began, Instant::now());
+        }
     }
 }
 

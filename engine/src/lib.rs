@@ -198,6 +198,19 @@ fn watch(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    // A line due by the planned end that the workers beat to it (they end at that instant
+    // too): written from the final counts, so that a run of N whole intervals has N lines.
+    let due = last_tick + interval;
+    let whole = Instant::now() >= due && shared.end.is_some_and(|end| due <= end);
+    if !watched.stopped_early && whole {
+        let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+        on_interval(&IntervalLine::between(
+            &prev,
+            &now,
+            (due - shared.start).as_secs_f64(),
+            interval.as_secs_f64(),
+        ));
+    }
     watched
 }
 

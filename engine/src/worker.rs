@@ -60,7 +60,9 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
                 local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
             }
             let started = local.block_on(&runtime, drive(index, ctx.clone()));
-            // Dropping the set drops every task still in flight (and closes its connections).
+            // Dropping the set drops every task still in flight (and closes its connections);
+            // a connect among them counts as the ledger says (`Ledger::connect_cut`).
+            ctx.ledger.run_over();
             drop(local);
             (IoBackend::Epoll, started)
         }

@@ -29,6 +29,27 @@ fn contradictory_flags_exit_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A run of whole intervals has a line for each, its last too: the workers end as it falls
+/// due, and it is written from their final counts (the orchestrator's steady check needs it).
+#[test]
+fn a_run_of_whole_intervals_has_a_line_for_each() {
+    let server = common::perf_server();
+    for _ in 0..3 {
+        let out = engine()
+            .args([&server.url("/perf"), "-c", "2", "-d", "1s"])
+            .args(["--interval", "250ms", "--json"])
+            .output()
+            .unwrap();
+        let lines = common::json_lines(&out.stdout);
+        let ends: Vec<f64> = lines
+            .iter()
+            .filter(|l| l["type"] == "interval")
+            .map(|l| l["elapsed_s"].as_f64().unwrap())
+            .collect();
+        assert_eq!(ends, [0.25, 0.5, 0.75, 1.0]);
+    }
+}
+
 #[test]
 fn json_lines_end_with_a_summary() {
     let server = common::perf_server();

@@ -274,3 +274,29 @@ fn a_server_that_resets_every_connection_adds_nothing_to_the_rate() {
         }
     }
 }
+
+/// A listener that never accepts, its accept queue one deep: the first connects complete in
+/// the kernel and the rest wait on SYNs the kernel drops. At the run's end those waiting
+/// connects are timeouts, counted as errors and as finished attempts, never left out.
+#[test]
+fn connects_still_waiting_at_the_end_are_timeouts() {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    listener.bind(&any.into()).unwrap();
+    listener.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    for io in common::BACKENDS {
+        let s = common::run_plan(json!({
+            "target": format!("http://{addr}/perf"), "behaviour": {"kind": "new-connection"},
+            "connections": 8, "duration_s": 1.0, "timeout_ms": 5000, "io": io}));
+        assert_eq!(s.attempts.answered, 0, "{io}");
+        assert!(s.errors.timeout >= 6, "{io}: {:?}", s.errors);
+        assert_eq!(
+            s.attempts.requests,
+            s.errors.total(),
+            "{io}: {:?}",
+            s.errors
+        );
+    }
+}

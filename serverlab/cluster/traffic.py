@@ -40,7 +40,9 @@ class RayLoad:
         # An ad-hoc target may have no /timestamp: then the offsets are taken as zero.
         self.clock_required = clock_required
 
-    def begin(self, plan, workdir, tag, on_interval=None, http_port=None):
+    def begin(self, plan, workdir, tag, on_interval=None, http_port=None, on_end=None):
+        # on_end goes unused: the generators' results arrive once they have all ended, and
+        # the executor closes its window when done() says so.
         parts = split(plan, len(self.generators))
         ca_pem = _ca_pem(plan)
         pairs = enumerate(zip(self.generators, parts, strict=True))

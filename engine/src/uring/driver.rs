@@ -148,6 +148,7 @@ impl<'a> Driver<'a> {
                 self.complete(user_data, result, flags, now)?;
             }
             if self.is_over(now) {
+                self.cut_connects(now);
                 break;
             }
             if now >= self.last_tick + TICK {
@@ -156,6 +157,15 @@ impl<'a> Driver<'a> {
         }
         self.drain();
         Ok(())
+    }
+
+    /// The connects still waiting as the run ends, counted as the ledger says.
+    fn cut_connects(&self, now: Instant) {
+        for slot in &self.slots {
+            if let Some(began) = slot.connect_pending_since() {
+                self.ctx.ledger.connect_cut(began, now);
+            }
+        }
     }
 
     fn is_over(&self, now: Instant) -> bool {

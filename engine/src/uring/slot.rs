@@ -130,6 +130,11 @@ impl Slot {
         self.began.is_some()
     }
 
+    /// When the connect the attempt in hand waits for began, if it waits for one.
+    pub fn connect_pending_since(&self) -> Option<Instant> {
+        self.began.and(self.connect_began)
+    }
+
     /// No attempt will begin again and the kernel holds none of the slot's reports.
     pub fn is_done(&self) -> bool {
         self.finished && self.pending == 0
@@ -284,7 +289,7 @@ impl Slot {
             let err = std::io::Error::from_raw_os_error(-result);
             return self.fail(ErrorKind::from_connect(&err), now, next);
         }
-        next.connected = Some(now - self.connect_began.unwrap_or(now));
+        next.connected = Some(now - self.connect_began.take().unwrap_or(now));
     }
 
     /// A send reports only when it failed: with `MSG_WAITALL` the kernel retries a short

@@ -43,6 +43,7 @@ from serverlab.results.report.summary import (
 )
 from serverlab.results.report.tls import tls_section
 from serverlab.results.report.transports import FIGURES, transport_section
+from serverlab.results.report.warmup import time_to_steady, warmup_chart
 from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 DEFAULT_REPORT = Path("results/report.html")
@@ -117,6 +118,7 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
             for group in row.flag_groups
         ],
         "not_run": refused.as_dict(),
+        "time_to_steady": time_to_steady(tests),
     }
 
 
@@ -217,7 +219,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 ),
                 summary=summary_rows(group, names, scenarios=labels),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor)
-                + signal_charts(f"{anchor}-", group),
+                + signal_charts(f"{anchor}-", group)
+                + warmup_chart(f"{anchor}-warmup", group),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
             )

@@ -462,12 +462,8 @@ def _tail_floor_flags(test: RecordedTest) -> list[Flag]:
     return [Flag("engine-floor", text, LATENCY_FIGURES)]
 
 
-def steady_change(test: RecordedTest) -> float | None:
-    """The relative change of the request rate from the first to the second half of the
-    measured window, over complete interval lines only (the last line of a run is usually
-    cut short, and a short line's rate is noise); None with fewer than two lines. Lines
-    that end after the planned duration are left out: they are the engine waiting for its
-    last exchanges (a SYN retransmitted after an accept queue overflowed, say), not load."""
+def steady_lines(test: RecordedTest) -> list[float]:
+    """The rates of the measured window's complete interval lines (see steady_change)."""
     end = float(test.params.get("duration_s") or math.inf) + 0.05
     lines = [
         i.data
@@ -476,11 +472,22 @@ def steady_change(test: RecordedTest) -> float | None:
         and float(i.data.get("elapsed_s") or i.t or 0) <= end
     ]
     nominal = max((float(line.get("interval_s") or 0) for line in lines), default=0.0)
-    complete = [
-        float(line["rps"]) for line in lines if float(line.get("interval_s") or 0) >= 0.99 * nominal
+    return [
+        float(line["rps"])
+        for line in lines
+        if nominal and float(line.get("interval_s") or 0) >= 0.99 * nominal
     ]
+
+
+def steady_change(test: RecordedTest) -> float | None:
+    """The relative change of the request rate from the first to the second half of the
+    measured window, over complete interval lines only (the last line of a run is usually
+    cut short, and a short line's rate is noise); None with fewer than two lines. Lines
+    that end after the planned duration are left out: they are the engine waiting for its
+    last exchanges (a SYN retransmitted after an accept queue overflowed, say), not load."""
+    complete = steady_lines(test)
     half = len(complete) // 2
-    if not nominal or half == 0:
+    if half == 0:
         return None
     # An odd count leaves the middle line out, so both halves have the same length.
     first, second = complete[:half], complete[-half:]
@@ -491,10 +498,34 @@ def steady_change(test: RecordedTest) -> float | None:
 def _steady_flags(test: RecordedTest) -> list[Flag]:
     if push.is_push(test) or test.params.get("emit_interval_ms"):
         return []  # push tests: their rate is the plan's emits, not a request rate
+    flags = _warmup_flags(test)
     change = steady_change(test)
-    if change is None or abs(change) <= STEADY_TOLERANCE:
-        return []
+    if change is None:
+        return flags + _too_short_flags(test)
+    if abs(change) <= STEADY_TOLERANCE:
+        return flags
     text = f"not steady: request rate {change:+.1%} from the first to the second half"
+    return [*flags, Flag("not-steady", text, STEADY_FIGURES)]
+
+
+def _too_short_flags(test: RecordedTest) -> list[Flag]:
+    """The steady check is never skipped: a measured window with fewer than two complete
+    interval lines cannot show a steady rate, and says so."""
+    complete = len(steady_lines(test))
+    if test.summary is None or complete >= 2:
+        return []  # no load measured (no-summary says so), or no answer at all (errors)
+    lines = f"{complete} complete interval line{'s' * (complete != 1)}"
+    text = f"too short: {lines}, the steady check needs 2"
+    return [Flag("too-short", text, STEADY_FIGURES)]
+
+
+def _warmup_flags(test: RecordedTest) -> list[Flag]:
+    """A warm-up that reached its cap with the rate still moving (run_info["warmup"])."""
+    warmup = test.run_info.get("warmup")
+    if not isinstance(warmup, dict) or warmup.get("steady", True):
+        return []
+    cap = f"{warmup.get('max_s', 0):g} s"
+    text = f"not steady: the warm-up reached its {cap} cap with the rate still moving"
     return [Flag("not-steady", text, STEADY_FIGURES)]
 
 

@@ -117,6 +117,9 @@ class EngineRun:
 
     argv: list[str]
     on_interval: Callable[[dict], None] | None = None
+    # Called on the reader's thread as the summary line arrives: the load has ended then,
+    # before the process has exited (the monitor's window closes there, with no overhang).
+    on_summary: Callable[[], None] | None = None
     intervals: list[dict] = field(default_factory=list)
     emits: list[dict] = field(default_factory=list)  # one per emit cycle seen (push)
     summary: dict | None = None
@@ -156,6 +159,8 @@ class EngineRun:
                 self.emits.append(record)
             elif record.get("type") == "summary":
                 self.summary = checked_version(record)
+                if self.on_summary:
+                    self.on_summary()
 
     def wait(self, timeout_s: float) -> int:
         assert self.process is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import time
@@ -46,13 +47,14 @@ from serverlab.results.store import (
     ServerStats,
 )
 from serverlab.run.execution import capacity, sockdiag
-from serverlab.run.execution.monitor import Monitor
+from serverlab.run.execution.monitor import ENGINE_SUMMARY, Monitor
 from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.execution.signals import read_signals
 from serverlab.run.execution.testplan import ControlCall, TestPlan, bind
 from serverlab.run.execution.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.execution.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.execution.validity import assess
+from serverlab.run.execution.warmup import SteadyWatch
 from serverlab.run.host import fileset, shapedlink
 from serverlab.run.host.leftovers import work_folder
 from serverlab.run.host.machine import Pinning
@@ -240,8 +242,7 @@ class _Measurement:
             test.validity = {"not_conforming": problem}
             return
         if plan.warmup is not None:
-            warmup = bind(plan.warmup, **self.where)
-            self._load(warmup, "warmup", plan.warmup_s + plan.grace_s)
+            self._warm_up()
         self._control(plan.control, "before")
         threads = held_threads(plan, self.env.manifest_of(plan.contestant))
         if threads is not None:
@@ -297,6 +298,22 @@ class _Measurement:
             step, self.measured, self.plan.capacity, monitor, self.test.run_info
         )
 
+    def _warm_up(self) -> None:
+        """The warm-up engine run, stopped once its rate is steady (execution.warmup) and
+        not before `warmup_s`; what it found goes in run_info["warmup"]."""
+        plan = self.plan
+        cap_s = max(plan.warmup_max_s, plan.warmup_s)
+        watch = SteadyWatch(plan.warmup_s)
+        warmup = bind(plan.warmup, **self.where)
+        result, _ = self._load(
+            warmup, "warmup", cap_s + plan.grace_s, on_interval=watch.interval, until=watch.done
+        )
+        if not watch.rates:  # a spread load hands its interval lines over at the end
+            for line in result.intervals:
+                watch.interval(line)
+        ran = (result.summary or {}).get("duration_s")
+        self.test.run_info["warmup"] = watch.record(cap_s, ran)
+
     def _load_port(self) -> int:
         """The server port the measured load connects to: its sockets are the monitor's."""
         target = self.plan.measured["target"]
@@ -318,15 +335,19 @@ class _Measurement:
                 return crash
         return None
 
-    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None, during=()):
+    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None, during=(), until=None):
         """Runs one load and waits for it, making the `during` calls on their own thread when
         their time comes; returns what it produced and the server's crash, if the server died
         meanwhile (the load then sees the refused connections for a moment: they are part of
-        the result)."""
+        the result). `until`: the load is stopped early once it says so."""
+        on_end = None
         if monitor is not None:
             monitor.open_window()  # the exact figures cover the engine's run, no more
+            # Closed as the engine's summary arrives (its load is over then), not once its
+            # process has exited: a JIT compiling on after the load would be counted.
+            on_end = functools.partial(monitor.close_window, ENGINE_SUMMARY)
         running = self.load.begin(
-            plan, self.server.workdir, tag, on_interval, http_port=self.server.port
+            plan, self.server.workdir, tag, on_interval, http_port=self.server.port, on_end=on_end
         )
         if monitor is not None:
             monitor.load_starts(running.starts_at)  # the sockets are read once it has begun
@@ -342,7 +363,7 @@ class _Measurement:
                     time.sleep(CRASH_SETTLE_S)
                     running.stop()
                     break
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or (until is not None and until()):
                     running.stop()
                     break
                 time.sleep(0.1)
@@ -518,7 +539,7 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
     ]
     test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
     if monitor.window.figures is not None:
-        test.run_info["kernel"] = monitor.window.figures
+        test.run_info["kernel"] = {**monitor.window.figures, **_engine_gaps(monitor, result)}
     test.run_info["monitor"] = monitor.own_cpu
     if result.summary and result.summary.get("histogram"):
         test.histograms["latency_us"] = result.summary["histogram"]
@@ -530,6 +551,21 @@ def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) 
         test.run_info["generators"] = result.generators
     if result.lost:
         test.validity["generator_lost"] = result.lost
+
+
+def _engine_gaps(monitor: Monitor, result: LoadResult) -> dict:
+    """How far the kernel window's ends lie from the engine's load (its summary's start and
+    duration, on this host's clock): the window opens before the engine starts and should
+    close as its load ends."""
+    figures, summary = monitor.window.figures or {}, result.summary or {}
+    started, duration = summary.get("started_at_ms"), summary.get("duration_s")
+    if "closed_at" not in figures or not started or duration is None:
+        return {}
+    start = started / 1000
+    return {
+        "opened_before_engine_s": round(start - figures["opened_at"], 4),
+        "closed_after_engine_s": round(figures["closed_at"] - (start + duration), 4),
+    }
 
 
 def _window_start(test: RecordedTest, plan: TestPlan, summary: dict | None) -> None:

@@ -42,6 +42,9 @@ MEMBERS_EVERY_S = 1.0
 # flags a test comes from the load window's own readings, not from these.
 MACHINE_EVERY = 10
 SCAN_EVERY_S = 30.0
+# What closed a load window: the engine's summary line (its load over), or, without one
+# (a spread load, an engine that died), the executor seeing it gone.
+ENGINE_SUMMARY, ENGINE_EXIT = "engine summary", "engine exit"
 # What reading the tree's CPU clocks may cost the monitor per sample (0.1 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
 CLOCK_BUDGET_S = 0.0001
@@ -53,7 +56,8 @@ RAY_PREFIX = "ray::"
 FIGURE_SOURCES = {
     "rps, p50, p99, errors": "engine: its summary line, over the measured run",
     "cpu": "kernel: change of the server tree's utime+stime+cutime+cstime (/proc/<pid>/stat)"
-    " from just before the engine starts to its stop, as % of one core over that window",
+    " from just before the engine starts to its summary line (its load's end; its exit when"
+    " it writes none), as % of one core over that window",
     "rss": "kernel: sum over the server tree's processes alive at the engine's stop of"
     " VmHWM (/proc/<pid>/status), reset through clear_refs (5) just before it starts",
     "socket_memory": "kernel: sock_diag skmem r+f+w+o+bl of the TCP sockets on the server's"
@@ -198,7 +202,8 @@ def _read(server_pid: int) -> _Reading:
 
 
 class KernelWindow:
-    """The load window: opened just before the engine starts, closed once it has stopped.
+    """The load window: opened just before the engine starts, closed as its load ends (its
+    summary line arrives; Monitor.close_window).
 
     CPU is the change of the tree's kernel CPU time (procfs), as % of one core over the
     window. Peak memory is the sum over the tree's processes alive at the close of each
@@ -304,6 +309,8 @@ class Monitor:
         self._close_diag_cost_s = 0.0  # close_window's reading, on the executor's thread
         self._t0 = time.monotonic()  # the samples' clock; reset when the sampler starts
         self._window_open = threading.Event()
+        # The engine's summary line (its reader's thread) and the executor may both close.
+        self._close_lock = threading.Lock()
         self._server = _TreeClock(server_pid)
         self._engine: _TreeClock | None = None
         self._stop = threading.Event()
@@ -332,8 +339,15 @@ class Monitor:
             if self._window_open.is_set():
                 self._sockets_due = max(at, time.monotonic()) + SOCKETS_FIRST_S
 
-    def close_window(self) -> dict:
-        """Once the engine has stopped: the window's figures (also in `window.figures`)."""
+    def close_window(self, on: str = ENGINE_EXIT) -> dict:
+        """As the engine's load ends: the window's figures (also in `window.figures`), with
+        what closed it (`on`). The first call closes it; later ones return what it read."""
+        with self._close_lock:
+            figures = self._close_window()
+            figures.setdefault("closed_on", on)
+            return figures
+
+    def _close_window(self) -> dict:
         if not self._window_open.is_set():
             return self.window.figures or {}
         with self._diag_lock:

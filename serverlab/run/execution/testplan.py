@@ -96,7 +96,8 @@ class TestPlan:
     cpu: str = CPU_APART
     server_cpus: int | None = None  # how many CPUs the server gets (None: its share)
     warmup: dict[str, Any] | None = None  # an unrecorded engine run before everything
-    warmup_s: float = 0.0
+    warmup_s: float = 0.0  # it runs at least this long, then until steady (execution.warmup)
+    warmup_max_s: float = 0.0  # and at most this long (its engine plan's duration_s)
     capacity: CapacityPlan | None = None  # a capacity search instead of one measured run
     priming_runs: int = 0  # the measured plan run this many times first, under the monitor
     control: tuple[ControlCall, ...] = ()  # before the measurement
@@ -121,6 +122,8 @@ class TestPlan:
             del plan["tls_key"]  # a cleartext test's plan reads as it did before TLS
         if plan["capacity"] is None:
             del plan["capacity"]  # and a test's as before capacity searches
+        if not plan["warmup_max_s"]:
+            del plan["warmup_max_s"]  # so does a plan without a warm-up, as before its cap
         return plan
 
     def to_json(self) -> str:

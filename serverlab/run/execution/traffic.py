@@ -49,6 +49,8 @@ class Load(Protocol):
 
     # `http_port`: the server's HTTP port, for what a load asks of the server besides its
     # target (a spread load's clock check through /timestamp, even for a syslog flood).
+    # `on_end`: called once the load has ended, as soon as this host learns it (a local
+    # engine's summary line; a spread load's results, which arrive at the end anyway).
     def begin(
         self,
         plan: dict,
@@ -56,6 +58,7 @@ class Load(Protocol):
         tag: str,
         on_interval: Callable | None = None,
         http_port: int | None = None,
+        on_end: Callable | None = None,
     ) -> Running: ...
 
 
@@ -69,12 +72,13 @@ class LocalLoad:
         if target_host:  # the server's address behind a delay line
             self.target_host = target_host
 
-    def begin(self, plan, workdir, tag, on_interval=None, http_port=None) -> Running:
+    def begin(self, plan, workdir, tag, on_interval=None, http_port=None, on_end=None) -> Running:
         if self.target_host != LocalLoad.target_host:
             # The delay line's server end: the one address besides loopback it may load.
             plan = {**plan, "allowed_hosts": [self.target_host]}
         path = write_plan(plan, Path(workdir) / f"{tag}.json")
-        engine = EngineRun(engine_command(path, self.cpus, self.netns), on_interval=on_interval)
+        argv = engine_command(path, self.cpus, self.netns)
+        engine = EngineRun(argv, on_interval=on_interval, on_summary=on_end)
         engine.start()
         return _LocalRunning(engine)
 

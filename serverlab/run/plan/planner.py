@@ -21,6 +21,7 @@ from serverlab.run.execution.testplan import (
     TestPlan,
     TimedCall,
 )
+from serverlab.run.execution.warmup import WARMUP_INTERVAL_MS
 from serverlab.run.plan.suite import (
     BEHAVIOURS,
     CAPACITY,
@@ -34,6 +35,7 @@ from serverlab.run.plan.suite import (
     capacity_search,
     emit_window_s,
     speaks_tls,
+    warmup_cap_s,
 )
 
 PUSH_EVENT = "e1"
@@ -78,9 +80,10 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p) + ENGINE_GRACE_S,
         estimate_s=perm.estimated_seconds(),
-        warmup=warmup_plan(p) if p.get("warmup_s") else None,
+        warmup=warmup_plan(p) if warmup_cap_s(p) else None,
         warmup_s=float(p.get("warmup_s", 0)),
         capacity=capacity_plan(p),
+        warmup_max_s=warmup_cap_s(p),
         priming_runs=int(p.get("priming_runs", 0)),
         control=_control_calls(p) if controlled else (),
         during=_during(p) if controlled else (),
@@ -194,20 +197,21 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
-    """A short unrecorded load before the measurement, so that JIT compilers and caches are
+    """An unrecorded load before the measurement, so that JIT compilers and caches are
     warm: the scenario's own requests when they are plain requests, else keep-alive
-    GET /perf."""
+    GET /perf. It runs for the warm-up's cap with an interval line every 0.5 s, and the
+    executor stops it once its rate is steady (serverlab.run.execution.warmup)."""
     plain = p["behaviour"] in ("keepalive", "new-connection")
     warm = {
         "behaviour": p["behaviour"] if plain else "keepalive",
         "clients": min(int(p.get("clients", 1)), 50),
-        "duration_s": float(p["warmup_s"]),
+        "duration_s": warmup_cap_s(p),
     }
     # Warmed over the test's own transport: a TLS stack has its own code to warm.
     warm.update({k: v for k, v in p.items() if k == "transport" or k in TLS_DEFAULTS})
     if plain and "path" in p:
         warm["path"] = p["path"]
-    return engine_plan(warm)
+    return {**engine_plan(warm), "interval_ms": WARMUP_INTERVAL_MS}
 
 
 def _target(p: dict[str, Any]) -> str:

@@ -1,0 +1,138 @@
+"""A request test warms its server until the rate is steady (serverlab.run.execution.warmup),
+at least warmup_s and at most warmup_max_s; the measured window's steady check is never
+skipped; the kernel's CPU window ends with the engine's load. Real servers, the real engine."""
+
+import pytest
+
+from serverlab.contestant.manifest import find
+from serverlab.results.report.metrics import validity_flags
+from serverlab.run.execution.executor import Environment, execute
+from serverlab.run.execution.monitor import ENGINE_SUMMARY
+from serverlab.run.execution.warmup import STEADY_INTERVALS, SteadyWatch
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite import SuiteError, load_suite
+
+SUITE = """name = "t"
+repeats = 1
+contestants = ["{contestant}"]
+
+[[scenario]]
+name = "fast"
+behaviour = "keepalive"
+clients = {clients}
+duration_s = {duration}
+{extra}
+"""
+
+
+def run_one(tmp_path, contestant="reference", clients=3, duration=1, extra=""):
+    path = tmp_path / "suite.toml"
+    path.write_text(
+        SUITE.format(contestant=contestant, clients=clients, duration=duration, extra=extra)
+    )
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    return plan, execute(plan, env)
+
+
+def lines(*rates):
+    return [
+        {"rps": r, "answered": int(r / 2), "elapsed_s": 0.5 * (i + 1)} for i, r in enumerate(rates)
+    ]
+
+
+def test_a_rising_rate_is_steady_only_once_four_lines_sit_within_five_percent_of_their_mean():
+    watch = SteadyWatch(floor_s=0.5)
+    for line in lines(100, 400, 900, 1000, 1040, 990, 1010):
+        watch.interval(line)
+    record = watch.record(cap_s=20, ran_s=3.5)
+    assert record["steady"] and record["steady_s"] == 1.5
+    assert record["steady_requests"] == 50 + 200 + 450
+    assert record["rates"][:2] == [100, 400]
+
+
+def test_a_steady_rate_waits_for_the_warm_ups_floor():
+    watch = SteadyWatch(floor_s=3.0)
+    for line in lines(1000, 1000, 1000, 1000):
+        watch.interval(line)
+    assert not watch.done(), "steady after 2 s, but warmup_s is 3 s"
+    for line in lines(*[1000] * 6)[4:]:
+        watch.interval(line)
+    assert watch.done() and watch.record(20, 3.0)["steady_s"] == 0.0
+
+
+def test_lines_that_come_while_a_steady_warm_up_stops_are_drawn_not_judged():
+    watch = SteadyWatch(floor_s=0.0)
+    for line in lines(1000, 1000, 1000, 1000):
+        watch.interval(line)
+    assert watch.done()
+    watch.interval(lines(*[1000] * 4, 400)[4])  # the engine's last line before its stop
+    record = watch.record(20, 2.5)
+    assert record["steady"] and record["steady_s"] == 0.0 and record["rates"][-1] == 400
+
+
+def test_a_rate_that_falls_out_of_the_band_starts_its_steady_run_again():
+    watch = SteadyWatch(floor_s=0.0)
+    for line in lines(1000, 1000, 1000, 1000, 1300, 1300, 1300, 1300):
+        watch.interval(line)
+    assert watch.record(20, 4.0)["steady_s"] == 2.0
+
+
+def test_a_warm_up_cap_below_its_floor_is_refused_with_one_line(tmp_path):
+    path = tmp_path / "suite.toml"
+    path.write_text(
+        SUITE.format(
+            contestant="reference", clients=1, duration=1, extra="warmup_s = 3\nwarmup_max_s = 2"
+        )
+    )
+    with pytest.raises(SuiteError, match="warmup_max_s must be at least warmup_s"):
+        load_suite(path)
+
+
+def test_a_warm_up_that_reaches_its_cap_is_flagged_not_steady(contestants_dir, tmp_path):
+    # A cap of 1 s holds two 0.5 s lines, fewer than the rule's four: never steady.
+    _, test = run_one(tmp_path, extra="warmup_s = 0.5\nwarmup_max_s = 1")
+    warmup = test.run_info["warmup"]
+    assert not warmup["steady"] and "steady_s" not in warmup
+    assert len(warmup["rates"]) < STEADY_INTERVALS and warmup["max_s"] == 1
+    assert warmup["ran_s"] >= 0.99, "a warm-up that never steadies runs to its cap"
+    flags = [f for f in validity_flags(test) if f.code == "not-steady"]
+    assert flags and "cap" in flags[0].text
+
+
+def test_a_too_short_measured_window_is_flagged(contestants_dir, tmp_path):
+    # 0.6 s of load: no complete 1 s interval line, so no steady check can be made.
+    _, test = run_one(tmp_path, duration=0.6)
+    assert test.status == "ok", test.validity
+    assert test.summary["answered"] > 0
+    (flag,) = [f for f in validity_flags(test) if f.code == "too-short"]
+    assert "0 complete interval lines" in flag.text and "rps" in flag.figures
+
+
+def test_the_cpu_window_ends_with_the_engines_load(contestants_dir, tmp_path):
+    _, test = run_one(tmp_path, duration=1)
+    kernel = test.run_info["kernel"]
+    assert kernel["closed_on"] == ENGINE_SUMMARY
+    # The executor looks at the engine every 0.1 s: a window closed once the engine was
+    # seen gone overhangs the load by at least that; one closed on its summary does not.
+    assert 0 <= kernel["closed_after_engine_s"] < 0.1, kernel
+    assert kernel["opened_before_engine_s"] >= 0
+
+
+@pytest.mark.alone
+def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
+    plan, test = run_one(
+        tmp_path,
+        contestant="java-tomcat-blocking",
+        clients=50,
+        duration=2,
+        extra="warmup_s = 1\nwarmup_max_s = 25",
+    )
+    assert test.status == "ok", test.validity
+    warmup = test.run_info["warmup"]
+    rates = warmup["rates"]
+    assert warmup["steady"], rates
+    assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
+    assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
+    assert warmup["ran_s"] < 25, "stopped once steady, before its cap"
