@@ -340,9 +340,16 @@ impl Plan {
         !self.behaviour.kind().new_connection_each() || self.pacer.calls_per_connection() > 1
     }
 
-    /// Sequential pacing waits for the server's close before the next connection.
+    /// Sequential pacing waits for the server's close before the next connection, unless
+    /// the engine closes first (`close = "client"`).
     pub fn awaits_close(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Sequential {})
+        matches!(self.pacer, PacerSpec::Sequential {}) && !self.behaviour.kind().client_closes()
+    }
+
+    /// Whether a plain request says `Connection: close`: on a connection that carries one
+    /// request, when the server is the side that closes it.
+    pub fn asks_close(&self) -> bool {
+        !self.keeps_alive() && !self.behaviour.kind().client_closes()
     }
 
     /// The method on the wire: the behaviour's own, else the plan's.
