@@ -197,16 +197,18 @@ for _ in $(seq "$LATENCY_ROUNDS"); do
   latency_round sl_seq --sequential -n "$SEQUENTIAL" --close client
   latency_round sl_seq_spin --sequential -n "$SEQUENTIAL" --close client --wait spin
   latency_round sl_seq_ring --sequential -n "$SEQUENTIAL" --close client --io io_uring
+  latency_round sl_seq_ring_spin --sequential -n "$SEQUENTIAL" --close client --io io_uring --wait spin
   latency_round sl_seq_server --sequential -n "$SEQUENTIAL"
   measure httperf_seq httperf httperf --hog --server 127.0.0.1 --port "$PORT" --uri /perf --num-conns "$SEQUENTIAL"
 done
 report "serverlab-load --sequential --close client" sl_seq
 report "  the same with --wait spin" sl_seq_spin
 report "  the same with --io io_uring" sl_seq_ring
+report "  the same with --io io_uring --wait spin" sl_seq_ring_spin
 report "  the same with --close server" sl_seq_server
 report "httperf --num-conns $SEQUENTIAL" httperf_seq
 ratios sl_seq httperf_seq; waits sl_seq; ratios sl_seq_spin httperf_seq; ratios sl_seq_ring httperf_seq
-ratios sl_seq_server httperf_seq
+ratios sl_seq_ring_spin httperf_seq; ratios sl_seq_server httperf_seq
 echo "    (--close client closes each connection once its answer is complete, as httperf does;"
 echo "     --close server waits for nginx's close before the next connection)"
 echo "    target: sequential >= 0.9x httperf's rate"

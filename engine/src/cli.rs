@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub io: Option<IoBackend>,
     /// How workers wait for sockets: auto (spin, then sleep, for latency-bound plans when the
-    /// engine has a CPU to itself), spin (force it; epoll loop), sleep; may go with --plan
+    /// engine has a CPU to itself), spin (force it, on either loop), sleep; may go with --plan
     #[arg(long, value_enum)]
     pub wait: Option<WaitMode>,
     /// An IPv4 address off loopback the target (or a --source) may be (repeatable); adds to
