@@ -79,3 +79,16 @@ def test_a_links_delay_and_loss_reach_the_plan(contestants_dir, tmp_path):
     )
     (plan,) = plan_tests(load_suite(path), find)
     assert (plan.link.rate_mbit, plan.link.delay_ms, plan.link.loss_pct) == (10, 25, 2.5)
+
+
+def test_who_closes_a_connection_reaches_the_engine_plan_and_its_warmup(contestants_dir, tmp_path):
+    path = tmp_path / "suite.toml"
+    path.write_text(
+        'name = "c"\ncontestants = ["reference"]\n'
+        '[[scenario]]\nname = "s"\nbehaviour = "new-connection"\nclients = 2\nduration_s = 1\n'
+        'warmup_s = 1\nclose = "client"\n'
+    )
+    (plan,) = plan_tests(load_suite(path), find)
+    behaviour = {"kind": "new-connection", "close": "client"}
+    assert plan.measured["behaviour"] == behaviour
+    assert plan.warmup["behaviour"] == behaviour

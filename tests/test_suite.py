@@ -115,6 +115,17 @@ def checked(path: Path, profile: str | None = None):
             "unknown field `rate`",
         ),
         ('[[scenario]]\nname = "a"\nbehaviour = "longpoll"\nduration_s = 5\n', 5, "duration_ms"),
+        (
+            '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduration_s = 5\nclose = "client"\n',
+            7,
+            "unknown field `close`",
+        ),
+        (
+            '[[scenario]]\nname = "a"\nbehaviour = "new-connection"\nduration_s = 5\n'
+            'close = "later"\n',
+            7,
+            "unknown variant `later`",
+        ),
         ('[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nclients = "many"\n', 6, "int"),
         (
             '[[scenario]]\nname = "a"\nbehaviour = "keepalive"\nduration_s = 5\n'

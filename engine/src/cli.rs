@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub io: Option<IoBackend>,
     /// How workers wait for sockets: auto (spin, then sleep, for latency-bound plans when the
-    /// engine has a CPU to itself), spin (force it; epoll loop), sleep; may go with --plan
+    /// engine has a CPU to itself), spin (force it, on either loop), sleep; may go with --plan
     #[arg(long, value_enum)]
     pub wait: Option<WaitMode>,
     /// An IPv4 address off loopback the target (or a --source) may be (repeatable); adds to
@@ -410,12 +410,38 @@ mod tests {
             (p.pacer, p.behaviour, p.connections),
             (
                 PacerSpec::Sequential {},
-                BehaviourSpec::NewConnection(NewConnectionSpec {}),
+                BehaviourSpec::NewConnection(NewConnectionSpec::default()),
                 1
             )
         );
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "60", "-c", "3"]).unwrap();
         assert_eq!(p.check().unwrap_err().field(), "connections");
+    }
+
+    #[test]
+    fn close_client_makes_the_engine_close_and_asks_the_server_for_nothing() {
+        let p = plan(&[
+            "http://127.0.0.1:1/",
+            "--sequential",
+            "-n",
+            "5",
+            "--close",
+            "client",
+        ]);
+        let p = p.unwrap();
+        let spec = NewConnectionSpec {
+            close: crate::plan::Closer::Client,
+        };
+        assert_eq!(p.behaviour, BehaviourSpec::NewConnection(spec));
+        assert!(!p.awaits_close() && !p.asks_close());
+        let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "5"]).unwrap();
+        assert!(
+            p.awaits_close() && p.asks_close(),
+            "the server closes by default"
+        );
+        let p = plan(&["http://127.0.0.1:1/", "-n", "5", "--close", "client"]).unwrap_err();
+        assert!(p.to_string().contains("--new-connection"), "{p}");
+        assert!(Args::try_parse_from(["serverlab-load", "--close", "later"]).is_err());
     }
 
     #[test]

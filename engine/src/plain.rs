@@ -15,7 +15,8 @@ pub(crate) struct Plain {
     picker: Option<PathPicker>,
     keep_alive: bool,
     head_request: bool,
-    /// Wait for the server's close before the exchange counts as done (sequential pacing).
+    /// Wait for the server's close before the exchange counts as done (sequential pacing
+    /// with the server closing).
     await_close: bool,
     timeout: Duration,
 }
@@ -24,8 +25,8 @@ impl Plain {
     pub fn new(plan: &ValidPlan, worker: usize) -> Plain {
         let keep_alive = plan.plan.keeps_alive();
         let method = plan.plan.method.as_str();
-        let build =
-            |path: &str| build_request_to(plan, path, method, None, &plan.body, !keep_alive);
+        let close = plan.plan.asks_close();
+        let build = |path: &str| build_request_to(plan, path, method, None, &plan.body, close);
         let requests = if plan.paths.is_empty() {
             vec![build(&plan.target.path)]
         } else {
@@ -64,7 +65,9 @@ impl Plain {
         self.timeout
     }
 
-    /// Whether the exchange waits for the server's close (sequential pacing).
+    /// Whether the exchange waits for the server's close (sequential pacing, `close =
+    /// "server"`); otherwise a connection of one request is closed by the engine as soon as
+    /// its answer is complete.
     pub fn await_close(&self) -> bool {
         self.await_close
     }

@@ -86,7 +86,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     /// After an early stop: when work still in hand is dropped.
     abandon_at: OnceLock<Instant>,
-    /// Whether the epoll workers spin before they sleep (`spin::choose`).
+    /// Whether the workers spin before they sleep (`spin::choose`): on epoll, or on the ring
+    /// when the plan asks for io_uring.
     pub spin: bool,
 }
 

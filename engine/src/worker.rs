@@ -43,7 +43,8 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             let plan = &ctx.shared.plan;
             let plain = Plain::new(plan, index);
             let slots = my_share(plan.plan.connections, index, plan.threads);
-            let driver = uring::Driver::new(ring, ctx.clone(), &plain, slots);
+            let spinning = ctx.shared.spin.then(|| spun.clone());
+            let driver = uring::Driver::new(ring, ctx.clone(), &plain, slots, spinning);
             let _stamping = stamping(plan.plan.stamps_arrivals())?;
             let started = ctx.shared.wait_for_start();
             driver.run()?;
@@ -83,10 +84,12 @@ fn stamping(stamped: bool) -> std::io::Result<Option<socket2::Socket>> {
 }
 
 /// The io_uring ring this worker should use, if the plan asks for io_uring or leaves the
-/// choice to us and the kernel offers it.
+/// choice to us and the kernel offers it (a spinning wait under `auto` spins on epoll; on the
+/// ring only when the plan asks for io_uring).
 fn ring_for(shared: &Shared, index: usize) -> std::io::Result<Option<io_uring::IoUring>> {
     let plan = &shared.plan;
-    if plan.plan.io == IoBackend::Epoll || !plan.plan.suits_io_uring() || shared.spin {
+    let spins_on_epoll = shared.spin && plan.plan.io == IoBackend::Auto;
+    if plan.plan.io == IoBackend::Epoll || !plan.plan.suits_io_uring() || spins_on_epoll {
         return Ok(None);
     }
     let slots = my_share(plan.plan.connections, index, plan.threads);

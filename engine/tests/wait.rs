@@ -1,6 +1,6 @@
-//! The wait of the socket loops: spinning when asked (its CPU reported apart), sleeping when
-//! asked, and `auto` refusing to spin without a CPU to itself; the reading delay of
-//! latency-bound plans on the epoll loop, new connections included.
+//! The wait of the socket loops: spinning when asked, on either loop (its CPU reported
+//! apart), sleeping when asked, and `auto` refusing to spin without a CPU to itself; the
+//! reading delay of latency-bound plans on the epoll loop, new connections included.
 
 mod common;
 
@@ -10,34 +10,44 @@ use common::{json_lines, perf_server, run_plan, ServerStats};
 use serde_json::json;
 
 #[test]
-fn a_spinning_sequential_run_reports_its_spin_apart_from_its_work() {
+fn a_spinning_sequential_run_reports_its_spin_apart_from_its_work_on_either_loop() {
     let server = perf_server();
-    let s = run_plan(json!({"target": server.url("/perf"), "requests": 300,
-        "pacer": {"kind": "sequential"}, "behaviour": {"kind": "new-connection"},
-        "wait": "spin"}));
-    assert_eq!((s.attempts.requests, s.attempts.ok), (300, 300));
-    assert_eq!(ServerStats::get(&server.stats.connections), 300);
-    assert_eq!(s.io_backend, "epoll");
-    assert_eq!(
-        (s.wait.as_str(), s.wait_reason.as_str()),
-        ("spin", "asked (--wait spin)")
-    );
-    assert!(
-        s.spin_cpu_s > 0.0,
-        "a spinning loop spins: {}",
-        s.spin_cpu_s
-    );
-    assert!(
-        s.spin_cpu_s <= s.client_cpu_s + 0.01,
-        "spinning is part of the engine's CPU: {} of {}",
-        s.spin_cpu_s,
-        s.client_cpu_s
-    );
-    // Every connection of a latency-bound plan is stamped: new connections are measured.
-    assert!(s.timings.notice_us.count > 0, "no reading delay measured");
-    let floor = s.floor_us.expect("a run with requests has a floor");
-    let own = (s.client_cpu_s - s.spin_cpu_s) * 1e6 / 300.0;
-    assert!(floor >= own - 0.01, "floor {floor} below own CPU {own}");
+    // `auto` spins on epoll; the ring spins when the plan asks for it.
+    for (io, ran) in [("auto", "epoll"), ("io_uring", "io_uring")] {
+        for close in ["server", "client"] {
+            let what = format!("{io}, close {close}");
+            let s = run_plan(json!({"target": server.url("/perf"), "requests": 300,
+                "pacer": {"kind": "sequential"}, "io": io, "wait": "spin",
+                "behaviour": {"kind": "new-connection", "close": close}}));
+            assert_eq!((s.attempts.requests, s.attempts.ok), (300, 300), "{what}");
+            assert_eq!(s.io_backend, ran, "{what}");
+            assert_eq!(
+                (s.wait.as_str(), s.wait_reason.as_str()),
+                ("spin", "asked (--wait spin)"),
+                "{what}"
+            );
+            assert!(s.spin_cpu_s > 0.0, "{what}: a spinning loop spins");
+            assert!(
+                s.spin_cpu_s <= s.client_cpu_s + 0.01,
+                "{what}: spinning is part of the engine's CPU: {} of {}",
+                s.spin_cpu_s,
+                s.client_cpu_s
+            );
+            // Every connection of a latency-bound plan is stamped: new connections are
+            // measured.
+            assert!(
+                s.timings.notice_us.count > 0,
+                "{what}: no reading delay measured"
+            );
+            let floor = s.floor_us.expect("a run with requests has a floor");
+            let own = (s.client_cpu_s - s.spin_cpu_s) * 1e6 / 300.0;
+            assert!(
+                floor >= own - 0.01,
+                "{what}: floor {floor} below own CPU {own}"
+            );
+        }
+    }
+    assert_eq!(ServerStats::get(&server.stats.connections), 4 * 300);
 }
 
 #[test]

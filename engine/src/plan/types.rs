@@ -77,8 +77,9 @@ pub struct Plan {
     /// otherwise.
     #[serde(default)]
     pub io: IoBackend,
-    /// How a worker of the epoll loop waits for its sockets. `auto`: spin, then sleep, for a
-    /// latency-bound plan when the engine has a CPU to itself; sleep in the kernel otherwise.
+    /// How a worker waits for its sockets. `auto`: spin, then sleep, for a latency-bound plan
+    /// when the engine has a CPU to itself (on the epoll loop, unless `io` asks for io_uring,
+    /// where `auto` sleeps); sleep in the kernel otherwise. `spin` spins on either loop.
     #[serde(default)]
     pub wait: WaitMode,
     /// When the pacers start, in Unix milliseconds of this host's clock, so that several
@@ -130,7 +131,7 @@ pub enum WaitMode {
     /// Spin for latency-bound plans when the engine has a CPU to itself, else sleep.
     #[default]
     Auto,
-    /// Busy-poll the sockets for a while after each step, then sleep (epoll loop only).
+    /// Busy-poll the sockets (or the ring) for a while before each sleep.
     Spin,
     /// Sleep in the kernel until a socket is ready.
     Sleep,
@@ -340,9 +341,16 @@ impl Plan {
         !self.behaviour.kind().new_connection_each() || self.pacer.calls_per_connection() > 1
     }
 
-    /// Sequential pacing waits for the server's close before the next connection.
+    /// Sequential pacing waits for the server's close before the next connection, unless
+    /// the engine closes first (`close = "client"`).
     pub fn awaits_close(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Sequential {})
+        matches!(self.pacer, PacerSpec::Sequential {}) && !self.behaviour.kind().client_closes()
+    }
+
+    /// Whether a plain request says `Connection: close`: on a connection that carries one
+    /// request, when the server is the side that closes it.
+    pub fn asks_close(&self) -> bool {
+        !self.keeps_alive() && !self.behaviour.kind().client_closes()
     }
 
     /// The method on the wire: the behaviour's own, else the plan's.

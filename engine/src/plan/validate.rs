@@ -6,8 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, TlsClient, WaitMode,
-    WeightedPath,
+    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, TlsClient, WeightedPath,
 };
 use crate::target::{may_send_to, Target};
 
@@ -113,12 +112,6 @@ impl Plan {
         if self.io == IoBackend::IoUring && !self.suits_io_uring() && self.http2.is_none() {
             found.0.push(refuse("io",
                 "io_uring drives closed-loop or sequential plain requests only; use --io auto or epoll",
-            ));
-        }
-        if self.io == IoBackend::IoUring && self.wait == WaitMode::Spin {
-            found.0.push(refuse(
-                "wait",
-                "the spinning wait runs on the epoll loop; use --io auto or epoll with --wait spin",
             ));
         }
     }
@@ -643,18 +636,15 @@ mod tests {
     }
 
     #[test]
-    fn spinning_is_refused_on_the_io_uring_loop() {
+    fn spinning_goes_with_either_loop() {
+        use crate::plan::WaitMode;
         let mut plan = Plan::for_target("http://127.0.0.1:1/");
         plan.requests = Some(100);
         plan.connections = 1;
         plan.wait = WaitMode::Spin;
         plan.clone().validate().expect("spin on the auto loop");
         plan.io = IoBackend::IoUring;
-        let err = plan.validate().unwrap_err();
-        assert!(
-            matches!(err.first(), PlanError::Contradiction("wait", _)),
-            "{err}"
-        );
+        plan.validate().expect("spin on the ring");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the slot returns. What comes next for a slot is decided there, never here; this file builds
 //! submission entries, opens and closes sockets, enters figures in the ledger and waits.
 
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
@@ -21,6 +22,7 @@ use crate::conn::{new_socket, ConnOptions};
 use crate::ledger::OpenConnection;
 use crate::plain::Plain;
 use crate::shared::WorkerCtx;
+use crate::spin::Budget;
 use crate::stamps::{self, Stamps};
 use crate::stats::ErrorKind;
 
@@ -48,6 +50,15 @@ macro_rules! with_fd {
             $body
         }
     };
+}
+
+/// The spinning wait on the ring (`--wait spin` with `--io io_uring`): before it sleeps, the
+/// loop polls the ring without sleeping until a completion is there or the budget (the epoll
+/// spinner's, `spin::Budget`) is spent.
+struct Spinner {
+    budget: Budget,
+    /// The time of polls that found nothing: the CPU spent spinning (`spin_cpu_s`).
+    spun: Rc<Cell<Duration>>,
 }
 
 /// A slot's connection: its socket and its place in the open-connections gauge.
@@ -81,10 +92,20 @@ pub struct Driver<'a> {
     /// A latency-bound plan without multishot receives: the first receive of each answer
     /// carries the kernel's timestamp.
     notice: Option<Notice>,
+    /// Spinning before each sleep, when the plan asks for it.
+    spinner: Option<Spinner>,
 }
 
 impl<'a> Driver<'a> {
-    pub fn new(ring: IoUring, ctx: Rc<WorkerCtx>, plain: &'a Plain, slots: usize) -> Driver<'a> {
+    /// A driver for `slots` slots; with `spun`, it spins before each sleep and adds the time
+    /// its polls found nothing to it.
+    pub fn new(
+        ring: IoUring,
+        ctx: Rc<WorkerCtx>,
+        plain: &'a Plain,
+        slots: usize,
+        spun: Option<Rc<Cell<Duration>>>,
+    ) -> Driver<'a> {
         let no_delay = plain.keep_alive();
         let fixed =
             plain.keep_alive() && ring.submitter().register_files_sparse(slots as u32).is_ok();
@@ -120,6 +141,10 @@ impl<'a> Driver<'a> {
             stamps: Stamps::default(),
             notice: (buffers_none && ctx.shared.plan.plan.stamps_arrivals())
                 .then(|| Notice::new(slots)),
+            spinner: spun.map(|spun| Spinner {
+                budget: Budget::default(),
+                spun,
+            }),
             ctx,
         }
     }
@@ -175,21 +200,40 @@ impl<'a> Driver<'a> {
             || self.slots.iter().all(Slot::is_done)
     }
 
-    /// Submits what is queued and waits for `completions`, or the tick.
+    /// Submits what is queued and waits for `completions`, or the tick (spinning first,
+    /// when the plan spins).
     fn wait(&mut self, completions: usize) -> io::Result<()> {
+        if self.spin()? {
+            return Ok(());
+        }
         let ts = types::Timespec::from(TICK);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(completions, &args) {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                ) =>
-            {
-                Ok(())
+        waited(self.ring.submitter().submit_with_args(completions, &args))
+    }
+
+    /// Polls the ring without sleeping (each poll submits what is queued and runs the
+    /// kernel's deferred completions, with a zero timeout) until a completion is there, or
+    /// the budget is spent; whether one came.
+    fn spin(&mut self) -> io::Result<bool> {
+        let Some(spinner) = &mut self.spinner else {
+            return Ok(false);
+        };
+        let zero = types::Timespec::new();
+        let args = types::SubmitArgs::new().timespec(&zero);
+        let since = Instant::now();
+        loop {
+            let before = Instant::now();
+            waited(self.ring.submitter().submit_with_args(1, &args))?;
+            let after = Instant::now();
+            if !self.ring.completion().is_empty() {
+                spinner.budget.caught(after - since);
+                return Ok(true);
             }
-            Err(e) => Err(e),
+            spinner.spun.set(spinner.spun.get() + (after - before));
+            if after - since >= spinner.budget.now() {
+                spinner.budget.missed();
+                return Ok(false);
+            }
         }
     }
 
@@ -540,5 +584,22 @@ fn arrival(result: i32, bytes: &[u8]) -> Arrival<'_> {
     match result {
         r if r > 0 => Arrival::Bytes(bytes),
         r => Arrival::End(r),
+    }
+}
+
+/// A wait's result: one that ended by its timeout, a signal or a full completion queue is a
+/// wait like another.
+fn waited(result: io::Result<usize>) -> io::Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }

@@ -209,8 +209,9 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
     }
     # Warmed over the test's own transport: a TLS stack has its own code to warm.
     warm.update({k: v for k, v in p.items() if k == "transport" or k in TLS_DEFAULTS})
-    if plain and "path" in p:
-        warm["path"] = p["path"]
+    if plain:
+        # The test's own requests: its path, and who closes its connections.
+        warm.update({k: p[k] for k in ("path", "close") if k in p})
     return {**engine_plan(warm), "interval_ms": WARMUP_INTERVAL_MS}
 
 
@@ -236,6 +237,8 @@ BEHAVIOUR_KEYS = {
     "syslog_transport": "transport",
     "syslog_framing": "syslog_framing",
     "heartbeat_ms": "heartbeat_ms",
+    # Which side closes a connection of one request (new-connection): `server` or `client`.
+    "close": "close",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
@@ -310,6 +313,7 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "heartbeat_ms",
         "publish_every_ms",
         "publishers",
+        "close",
         "behaviour",
     ),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),

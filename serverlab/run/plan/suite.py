@@ -89,6 +89,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "rate": ((int, float), True),
     "rate_end": ((int, float), True),
     "calls_per_connection": ((int,), True),
+    "close": ((str,), True),
     "ramp_up_s": ((int, float), True),
     "duration_s": ((int, float), True),
     "timeout_s": ((int, float), True),

@@ -29,8 +29,13 @@ pub trait Kind {
     fn is_bare_request(&self) -> bool {
         false
     }
-    /// A new connection per request (`Connection: close`).
+    /// A new connection per request.
     fn new_connection_each(&self) -> bool {
+        false
+    }
+    /// The engine closes a connection of one request once its answer is complete, rather
+    /// than asking the server to (`new-connection`'s `close = "client"`).
+    fn client_closes(&self) -> bool {
         false
     }
     /// Speaks HTTP to an `http://` target.
@@ -146,7 +151,7 @@ macro_rules! with_kinds {
         $callback! {
             /// Requests on a kept-alive connection.
             Keepalive(KeepaliveSpec, NoFlags) in keepalive,
-            /// A new connection per request (`Connection: close`).
+            /// A new connection per request, closed by the side `close` names.
             NewConnection(NewConnectionSpec, NewConnectionFlags) in new_connection,
             /// `POST` the target (normally `/push`) as a long poll and re-subscribe after every
             /// answer.

@@ -733,3 +733,68 @@ fn an_answer_that_keeps_the_connection_open_ends_a_sequential_attempt_at_once() 
     );
     assert!(next.close && next.begin);
 }
+
+/// `close = "client"`, sequential or not: a connection per request that the engine closes
+/// itself once the answer is complete, never waiting for the server's close.
+fn client_closes() -> Rules {
+    new_connection()
+}
+
+/// Answers that leave the connection open, as a server answers a request that asks for no
+/// close: their end is the body's length or the chunked terminator, never a close.
+const KEPT_LENGTH: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world";
+const KEPT_CHUNKED: &[u8] =
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+
+#[test]
+fn the_engine_closes_a_connection_at_the_last_byte_of_its_answer_and_not_one_byte_sooner() {
+    let rules = client_closes();
+    let t0 = Instant::now();
+    for answer in [KEPT_LENGTH, KEPT_CHUNKED] {
+        let mut slot = Slot::default();
+        let mut spare = connected_attempt(&mut slot, &rules, t0);
+        let last = answer.len() - 1;
+        for (i, byte) in answer.iter().enumerate() {
+            let next = deliver(&mut slot, &rules, t0 + ms(2 + i as u64), spare, &[*byte]);
+            if i < last {
+                let text = String::from_utf8_lossy(&answer[..=i]);
+                assert_eq!(next.ended, None, "incomplete after {text:?}");
+                assert!(!next.close && !next.shutdown && !next.begin, "{text:?}");
+                spare = next.recv.expect("a receive for the rest");
+                continue;
+            }
+            match next.ended {
+                Some(Ended::Answered { answer, done, .. }) => {
+                    assert_eq!((answer.status, answer.close), (200, false));
+                    assert_eq!(done, t0 + ms(2 + last as u64), "done at the last byte");
+                }
+                other => panic!("answered, not {other:?}"),
+            }
+            assert!(
+                next.close && next.begin && !next.shutdown,
+                "closed and the next begun in one step"
+            );
+            assert!(
+                next.recv.is_none(),
+                "no receive waits for the server's close"
+            );
+        }
+        assert!(!slot.in_attempt() && !slot.is_busy());
+    }
+}
+
+#[test]
+fn the_engine_closing_first_does_not_wait_even_for_an_answer_that_says_the_server_closes() {
+    let rules = client_closes();
+    let t0 = Instant::now();
+    let mut slot = Slot::default();
+    let spare = connected_attempt(&mut slot, &rules, t0);
+    let next = deliver(&mut slot, &rules, t0 + ms(3), spare, CLOSING);
+    assert_eq!(status(&next), Some(200));
+    assert!(next.close && next.begin && next.recv.is_none());
+    let began = begin_new(&mut slot, &rules, t0 + ms(3));
+    assert!(
+        began.send.unwrap().connect,
+        "the next connection opens at once"
+    );
+}
