@@ -23,7 +23,7 @@ from serverlab.lab.topology import plan_lab
 from serverlab.results import compare as comparing
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
-from serverlab.results.publish import Published
+from serverlab.results.publish import PublishedSite
 from serverlab.results.publish import publish as publish_site
 from serverlab.results.recovery import TableRecovery
 from serverlab.results.recovery import recover as recover_rows
@@ -500,7 +500,7 @@ def export(db: str, csv_dir: str) -> list[Path]:
     return export_csv(db, csv_dir)
 
 
-def publish(db: str, selection, out: str) -> Published:
+def publish(db: str, selection, out: str) -> PublishedSite:
     with Tally() as progress:
         return publish_site(db, selection, out, progress)
 

@@ -22,6 +22,8 @@ kind = "capacity"
 behaviour = "keepalive"
 clients = 10
 warmup_s = 0.5
+# The warm-up ends by 2 s at the latest, so that a server dying at 4 s dies mid-search.
+warmup_max_s = 2
 start_rate = 40
 max_rate = 1000
 step_s = 1.5

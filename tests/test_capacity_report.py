@@ -7,7 +7,7 @@ import re
 
 from serverlab.results.report import build_report
 from serverlab.results.report.builder import report_data
-from serverlab.results.store import RecordedTest, Store, StoredSuite
+from serverlab.results.store import EngineInterval, RecordedTest, Store, StoredSuite
 
 PARAMS = {"kind": "capacity", "behaviour": "keepalive", "clients": 50, "p99_bound_ms": 10}
 
@@ -51,6 +51,11 @@ def search(contestant, repeat, steps, knee, stop="bisected", **validity) -> Reco
         run_info={
             "capacity": {"knee": knee, "stop": stop, "steps": steps, "p99_bound_ms": 10},
         },
+        # The kept step's two interval lines at its rate: a steady window (never unchecked).
+        intervals=[
+            EngineInterval(i, 0.5 * (i + 1), {"rps": float(knee or 1000), "interval_s": 0.5})
+            for i in (0, 1)
+        ],
     )
 
 

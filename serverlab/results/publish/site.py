@@ -48,7 +48,7 @@ PLOTLY = "plotly.min.js"
 
 
 @dataclass
-class Published:
+class PublishedSite:
     out: Path
     runs: int
     files: list[str]
@@ -56,7 +56,7 @@ class Published:
 
 def publish(
     db_path: str | Path, selection: Iterable[str] | None, out: str | Path, progress=None
-) -> Published:
+) -> PublishedSite:
     """Write the site of the selected runs (default: all) into ``out``. ``progress``, if
     given, is told of each run as it is written (``serverlab.base.progress.Tally``)."""
     parsed = parse_selection(list(selection or []) or ["all"])
@@ -103,7 +103,7 @@ def publish(
             raise StoreError(f"cannot write {out / relative}: {error.strerror}") from None
     if progress:
         progress.end()
-    return Published(out, len(runs), sorted(files))
+    return PublishedSite(out, len(runs), sorted(files))
 
 
 def _advance(progress, label: str) -> None:
