@@ -145,6 +145,7 @@ def test_a_correct_tls_server_passes_the_tls_cases(transports_dir):
         ("tls_cbc", {"tls.refuses_non_aead"}),
         ("alpn_h2", {"tls.alpn"}),
         ("no_close_notify", {"tls.close_notify_13", "tls.close_notify_12"}),
+        ("tls_renegotiation", {"tls.renegotiation_refused"}),
     ],
 )
 def test_each_tls_fault_fails_exactly_its_cases(transports_dir, fault, failing):
@@ -153,7 +154,7 @@ def test_each_tls_fault_fails_exactly_its_cases(transports_dir, fault, failing):
         find("reference-tls"), pattern="tls.[!o]*", settings={"fault": fault}, give_up_s=1.0
     )
     assert {r.case_id for r in report.results if r.status == FAIL} == failing
-    assert len(report.results) == 12
+    assert len(report.results) == 13
 
 
 def test_an_exchange_carried_over_tls_fails_as_it_does_in_cleartext(transports_dir):
