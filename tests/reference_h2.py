@@ -1,7 +1,9 @@
 """A small HTTP/2 server with prior knowledge (h2c) on the `h2` library, for the tests of
 verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that breaks RFC
-9113 with GOAWAY PROTOCOL_ERROR and a close; `--mode silent` ignores what it cannot
-parse and leaves the connection open, so that the checks are seen to fail.
+9113 with GOAWAY PROTOCOL_ERROR and a close, and resets a malformed request's stream with
+PROTOCOL_ERROR; `--mode silent` ignores what it cannot parse, leaving the connection and
+the malformed request's stream open; `--mode lax` serves a malformed request, so that
+the checks are seen to fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
 opens no window holds its streams open. The cleartext `--port` only accepts connections
@@ -21,12 +23,16 @@ import h2.settings
 
 BODY = b"hello over h2c\n"
 MAX_STREAMS = 100
+# RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
+PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
 
 
 class Connection:
     def __init__(self, reader, writer, mode: str):
         self.reader, self.writer, self.mode = reader, writer, mode
-        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        # The header checks are this server's own (on_event), so that a fault can skip them.
+        config = h2.config.H2Configuration(client_side=False, validate_inbound_headers=False)
+        self.h2 = h2.connection.H2Connection(config)
         self.pending: dict[int, bytes] = {}
 
     async def serve(self) -> None:
@@ -49,14 +55,20 @@ class Connection:
             self.flush()
 
     def on_event(self, event) -> None:
-        if isinstance(event, h2.events.RequestReceived):
-            headers = [(":status", "200"), ("content-type", "text/plain")]
-            headers += [
-                ("content-length", str(len(BODY))),
-                ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
-            ]
-            self.h2.send_headers(event.stream_id, headers)
-            self.pending[event.stream_id] = BODY
+        if not isinstance(event, h2.events.RequestReceived):
+            return
+        if not PSEUDO_HEADERS <= {name for name, _value in event.headers}:
+            if self.mode == "good":
+                self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+            if self.mode != "lax":
+                return
+        headers = [(":status", "200"), ("content-type", "text/plain")]
+        headers += [
+            ("content-length", str(len(BODY))),
+            ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+        ]
+        self.h2.send_headers(event.stream_id, headers)
+        self.pending[event.stream_id] = BODY
 
     def send_pending(self) -> None:
         for stream_id, body in list(self.pending.items()):
@@ -90,7 +102,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--h2c-port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=("good", "silent"), default="good")
+    parser.add_argument("--mode", choices=("good", "silent", "lax"), default="good")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main(args.port, args.h2c_port, args.host, args.mode))

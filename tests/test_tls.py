@@ -40,7 +40,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent"]
+words = ["good", "silent", "lax"]
 """
 
 
@@ -182,6 +182,10 @@ H2C_CASES = [
     ("h2_excess_streams", {"transport": "h2c"}),
     ("h2c_http1", {}),
 ]
+MALFORMED = [
+    ("h2_malformed", {"transport": "h2c", "missing": missing})
+    for missing in (":method", ":path", ":scheme")
+]
 
 
 def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
@@ -192,14 +196,15 @@ def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
     assert "perf.get: Content-Length 15, expected 84" in outcome.reason
 
 
-@pytest.mark.parametrize(("kind", "params"), H2C_CASES)
+@pytest.mark.parametrize(("kind", "params"), H2C_CASES + MALFORMED)
 def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir, kind, params):
     with ContestantServer(find("reference-h2c"), settings={"mode": "silent"}) as server:
         assert run_check(server, kind, params).status == FAIL
 
 
 @pytest.mark.parametrize(
-    ("case", "status"), list(zip(H2C_CASES, (PASS, PASS, WARN, PASS), strict=True))
+    ("case", "status"),
+    list(zip(H2C_CASES + MALFORMED, (PASS, PASS, WARN, PASS, PASS, PASS, PASS), strict=True)),
 )
 def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_excess_warns(
     transports_dir, case, status
@@ -210,6 +215,15 @@ def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_exce
     assert outcome.status == status, outcome.reason
     if status == WARN:
         assert "GOAWAY PROTOCOL_ERROR" in outcome.reason and "limit 100" in outcome.observed[0]
+
+
+@pytest.mark.parametrize(("kind", "params"), MALFORMED)
+def test_an_h2c_server_that_serves_a_request_missing_a_pseudo_header_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "lax"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL and outcome.observed == ["status 200"]
 
 
 def test_a_should_case_carried_over_tls_warns_as_it_does_in_cleartext(transports_dir, monkeypatch):

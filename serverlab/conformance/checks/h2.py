@@ -9,6 +9,7 @@ import contextlib
 import socket
 import time
 
+import hpack
 from hyperframe.frame import DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
 from serverlab.conformance.checks import h2wire
@@ -156,6 +157,55 @@ def _served_within_limit(ctx, wire: h2wire.H2Wire, limit: int, outcome: Outcome)
             open_streams.discard(frame.stream_id)
 
 
+def h2_malformed(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A request without one of its pseudo-header fields (RFC 9113 §8.3.1): malformed
+    (§8.1.1). RST_STREAM PROTOCOL_ERROR or a 4xx answer pass; the stream error treated as a
+    connection error (§5.4) warns; serving it, or leaving the stream unanswered, fails."""
+    missing = params["missing"]
+    with h2_wire(ctx, params["transport"]) as wire:
+        fields = [
+            (":method", "GET"),
+            (":scheme", wire.scheme),
+            (":authority", wire.authority),
+            (":path", ctx.probe_target),
+        ]
+        kept = [hpack.NeverIndexedHeaderTuple(k, v) for k, v in fields if k != missing]
+        block = wire.encoder.encode(kept)
+        wire.send(h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 1, block))
+        answer = _answer_to_malformed(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    _judge_malformed(f"a request without {missing}", answer, outcome)
+
+
+def _answer_to_malformed(wire: h2wire.H2Wire, deadline: float) -> str:
+    """The server's answer on stream 1: "status <code>", "RST_STREAM <code>", "GOAWAY
+    <code>", "closed" or "no answer"."""
+    while True:
+        frame = wire.read_frame(deadline)
+        if frame is None:
+            return "no answer"
+        if frame == h2wire.CLOSED:
+            return "closed"
+        if isinstance(frame, GoAwayFrame):
+            return f"GOAWAY {h2wire.goaway_code(frame)}"
+        if isinstance(frame, RstStreamFrame) and frame.stream_id == 1:
+            return f"RST_STREAM {h2wire.ERROR_NAMES.get(frame.error_code, hex(frame.error_code))}"
+        if isinstance(frame, HeadersFrame) and frame.stream_id == 1:
+            fields = dict(hpack.Decoder().decode(frame.data, raw=False))
+            return f"status {fields.get(':status', '?')}"
+
+
+def _judge_malformed(what: str, answer: str, outcome: Outcome) -> None:
+    """Spec §13's pick for RFC 9113 §8.1.1: a stream error PROTOCOL_ERROR, or a 4xx
+    response first (the RFC lets a server answer before it resets the stream)."""
+    if answer == "RST_STREAM PROTOCOL_ERROR" or answer.startswith("status 4"):
+        return
+    if answer == "no answer" or answer.startswith("status"):
+        outcome.fail(f"{what} got {answer}: expected RST_STREAM PROTOCOL_ERROR or a 4xx")
+    else:
+        outcome.warn(f"{what} got {answer}; the spec picks RST_STREAM PROTOCOL_ERROR or a 4xx")
+
+
 def h2c_http1(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """HTTP/1.1 on the h2c port: never answered as HTTP/1.1; the connection is closed."""
     request = f"GET {ctx.probe_target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
@@ -188,5 +238,6 @@ def _peek_http1(sock: socket.socket) -> bool:
 CHECKS = {
     "h2_bad_frame": h2_bad_frame,
     "h2_excess_streams": h2_excess_streams,
+    "h2_malformed": h2_malformed,
     "h2c_http1": h2c_http1,
 }
