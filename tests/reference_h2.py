@@ -2,8 +2,9 @@
 verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that breaks RFC
 9113 with GOAWAY PROTOCOL_ERROR and a close, and resets a malformed request's stream with
 PROTOCOL_ERROR; `--mode silent` ignores what it cannot parse, leaving the connection and
-the malformed request's stream open; `--mode lax` serves a malformed request, so that
-the checks are seen to fail.
+the malformed request's stream open; `--mode lax` serves a malformed request; `--mode
+strict` ends the connection (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame or PING
+ACK, which RFC 9113 allows; so that the checks are seen to fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
 opens no window holds its streams open. The cleartext `--port` only accepts connections
@@ -25,6 +26,7 @@ BODY = b"hello over h2c\n"
 MAX_STREAMS = 100
 # RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
 PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
+PREFACE_SIZE, CONTINUATION, PING, ACK = 24, 0x9, 0x6, 0x1
 
 
 class Connection:
@@ -34,6 +36,23 @@ class Connection:
         config = h2.config.H2Configuration(client_side=False, validate_inbound_headers=False)
         self.h2 = h2.connection.H2Connection(config)
         self.pending: dict[int, bytes] = {}
+        self.inbound, self.past_preface = b"", False
+
+    def refused(self, data: bytes) -> bool:
+        """Mode strict: True once a CONTINUATION frame or a PING ACK has come (the frame
+        headers read from the raw bytes: the h2 library hides CONTINUATION)."""
+        self.inbound += data
+        if not self.past_preface and len(self.inbound) >= PREFACE_SIZE:
+            self.inbound, self.past_preface = self.inbound[PREFACE_SIZE:], True
+        while self.past_preface and len(self.inbound) >= 9:
+            kind, flags = self.inbound[3], self.inbound[4]
+            if kind == CONTINUATION or (kind == PING and flags & ACK):
+                return True
+            end = 9 + int.from_bytes(self.inbound[:3], "big")
+            if len(self.inbound) < end:
+                break
+            self.inbound = self.inbound[end:]
+        return False
 
     async def serve(self) -> None:
         self.h2.initiate_connection()
@@ -41,6 +60,8 @@ class Connection:
         self.flush()
         while data := await self.reader.read(65536):
             try:
+                if self.mode == "strict" and self.refused(data):
+                    raise h2.exceptions.ProtocolError("refused by mode strict")
                 events = self.h2.receive_data(data)
             except h2.exceptions.ProtocolError:
                 if self.mode == "silent":
@@ -57,7 +78,7 @@ class Connection:
     def on_event(self, event) -> None:
         if not isinstance(event, h2.events.RequestReceived):
             return
-        if not PSEUDO_HEADERS <= {name for name, _value in event.headers}:
+        if not PSEUDO_HEADERS.issubset(name for name, _value in event.headers):
             if self.mode == "good":
                 self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.PROTOCOL_ERROR)
             if self.mode != "lax":
@@ -102,7 +123,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--h2c-port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=("good", "silent", "lax"), default="good")
+    parser.add_argument("--mode", choices=("good", "silent", "lax", "strict"), default="good")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main(args.port, args.h2c_port, args.host, args.mode))

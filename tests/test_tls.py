@@ -40,7 +40,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent", "lax"]
+words = ["good", "silent", "lax", "strict"]
 """
 
 
@@ -186,6 +186,7 @@ MALFORMED = [
     ("h2_malformed", {"transport": "h2c", "missing": missing})
     for missing in (":method", ":path", ":scheme")
 ]
+STRICT = [("h2_continuation", {"transport": "h2c"}), ("h2_ping_ack", {"transport": "h2c"})]
 
 
 def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
@@ -204,7 +205,13 @@ def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir,
 
 @pytest.mark.parametrize(
     ("case", "status"),
-    list(zip(H2C_CASES + MALFORMED, (PASS, PASS, WARN, PASS, PASS, PASS, PASS), strict=True)),
+    list(
+        zip(
+            H2C_CASES + MALFORMED + STRICT,
+            (PASS, PASS, WARN, PASS, PASS, PASS, PASS, PASS, PASS),
+            strict=True,
+        )
+    ),
 )
 def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_excess_warns(
     transports_dir, case, status
@@ -224,6 +231,40 @@ def test_an_h2c_server_that_serves_a_request_missing_a_pseudo_header_fails(
     with ContestantServer(find("reference-h2c"), settings={"mode": "lax"}) as server:
         outcome = run_check(server, kind, params)
     assert outcome.status == FAIL and outcome.observed == ["status 200"]
+
+
+@pytest.mark.parametrize(("kind", "params"), STRICT)
+def test_an_h2c_server_that_ends_the_connection_on_continuation_or_a_ping_ack_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "strict"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL and outcome.observed == ["GOAWAY PROTOCOL_ERROR"]
+
+
+def test_a_protocol_limit_turns_its_failure_into_a_warning_that_names_it(contestants_dir):
+    limits = '"h2c.continuation" = "its HTTP/2 stack refuses CONTINUATION"\n'
+    write_manifest(
+        contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
+    )
+    report = verify_contestant(
+        find("reference-h2c"), pattern="h2c.[cu][on][ns]*", settings={"mode": "strict"}
+    )
+    by_case = {result.case_id: result for result in report.results}
+    limited = by_case["h2c.continuation"]
+    assert limited.status == WARN
+    assert limited.reason.startswith("protocol limit: its HTTP/2 stack refuses CONTINUATION [")
+    assert by_case["h2c.unsolicited_ping_ack"].status == FAIL
+
+
+def test_a_protocol_limit_must_name_a_tls_or_http2_case_of_its_own(contestants_dir):
+    limits = '"h2c.over_perf" = "no waiver for carried exchanges"\n'
+    write_manifest(
+        contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
+    )
+    report = verify_contestant(find("reference-h2c"), pattern="h2c.over_perf")
+    assert "protocol_limits names 'h2c.over_perf', not a TLS or HTTP/2 case" in report.error
+    assert report.results == [] and not report.ok
 
 
 def test_a_should_case_carried_over_tls_warns_as_it_does_in_cleartext(transports_dir, monkeypatch):

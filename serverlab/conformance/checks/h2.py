@@ -171,13 +171,15 @@ def h2_malformed(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
         ]
         kept = [hpack.NeverIndexedHeaderTuple(k, v) for k, v in fields if k != missing]
         block = wire.encoder.encode(kept)
-        wire.send(h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 1, block))
-        answer = _answer_to_malformed(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+        wire.send(
+            h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 1, block)
+        )
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
     outcome.observed.append(answer)
     _judge_malformed(f"a request without {missing}", answer, outcome)
 
 
-def _answer_to_malformed(wire: h2wire.H2Wire, deadline: float) -> str:
+def _answer_on_stream_1(wire: h2wire.H2Wire, deadline: float) -> str:
     """The server's answer on stream 1: "status <code>", "RST_STREAM <code>", "GOAWAY
     <code>", "closed" or "no answer"."""
     while True:
@@ -204,6 +206,34 @@ def _judge_malformed(what: str, answer: str, outcome: Outcome) -> None:
         outcome.fail(f"{what} got {answer}: expected RST_STREAM PROTOCOL_ERROR or a 4xx")
     else:
         outcome.warn(f"{what} got {answer}; the spec picks RST_STREAM PROTOCOL_ERROR or a 4xx")
+
+
+def h2_continuation(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A valid request whose header block is split over HEADERS and CONTINUATION (RFC 9113
+    §6.10): served as any other."""
+    with h2_wire(ctx, params["transport"]) as wire:
+        block = wire.header_block("GET", ctx.probe_target)
+        half = len(block) // 2
+        wire.send(
+            h2wire.raw_frame(h2wire.HEADERS, h2wire.END_STREAM, 1, block[:half])
+            + h2wire.raw_frame(h2wire.CONTINUATION, h2wire.END_HEADERS, 1, block[half:])
+        )
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    outcome.require(answer == "status 200", f"a header block split over CONTINUATION got {answer}")
+
+
+def h2_ping_ack(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A PING with ACK that answers no PING of the server's (RFC 9113 §6.7: an endpoint
+    MUST NOT respond to it; nothing makes it an error): ignored, the connection served."""
+    with h2_wire(ctx, params["transport"]) as wire:
+        wire.send(h2wire.raw_frame(h2wire.PING, h2wire.ACK, 0, b"serverlb"))
+        wire.request(1, ctx.probe_target)
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    outcome.require(
+        answer == "status 200", f"after an unsolicited PING ACK, a request got {answer}"
+    )
 
 
 def h2c_http1(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
@@ -239,5 +269,7 @@ CHECKS = {
     "h2_bad_frame": h2_bad_frame,
     "h2_excess_streams": h2_excess_streams,
     "h2_malformed": h2_malformed,
+    "h2_continuation": h2_continuation,
+    "h2_ping_ack": h2_ping_ack,
     "h2c_http1": h2c_http1,
 }

@@ -25,7 +25,9 @@ class SClient:
     def __init__(self, ctx: VerifyContext):
         openssl = shutil.which("openssl")
         if openssl is None:
-            raise FileNotFoundError("the renegotiation case needs the openssl command (Debian openssl)")
+            raise FileNotFoundError(
+                "the renegotiation case needs the openssl command (Debian openssl)"
+            )
         command = [openssl, "s_client", "-tls1_2", "-msg", "-connect", f"127.0.0.1:{ctx.tls_port}"]
         command += ["-servername", "localhost", "-CAfile", str(ctx.server.tls.ca_cert)]
         self.process = subprocess.Popen(
