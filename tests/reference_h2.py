@@ -3,8 +3,9 @@ verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that b
 9113 with GOAWAY PROTOCOL_ERROR and a close, and resets a malformed request's stream with
 PROTOCOL_ERROR; `--mode silent` ignores what it cannot parse, leaving the connection and
 the malformed request's stream open; `--mode lax` serves a malformed request; `--mode
-strict` ends the connection (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame or PING
-ACK, which RFC 9113 allows; so that the checks are seen to fail.
+strict` ends the connection (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame, PING ACK
+or SETTINGS frame naming a setting twice, which RFC 9113 allows; so that the checks are
+seen to fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
 opens no window holds its streams open. The cleartext `--port` only accepts connections
@@ -26,7 +27,12 @@ BODY = b"hello over h2c\n"
 MAX_STREAMS = 100
 # RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
 PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
-PREFACE_SIZE, CONTINUATION, PING, ACK = 24, 0x9, 0x6, 0x1
+PREFACE_SIZE, SETTINGS, PING, CONTINUATION, ACK = 24, 0x4, 0x6, 0x9, 0x1
+
+
+def _duplicates(payload: bytes) -> bool:
+    ids = [payload[at : at + 2] for at in range(0, len(payload), 6)]
+    return len(set(ids)) < len(ids)
 
 
 class Connection:
@@ -39,8 +45,9 @@ class Connection:
         self.inbound, self.past_preface = b"", False
 
     def refused(self, data: bytes) -> bool:
-        """Mode strict: True once a CONTINUATION frame or a PING ACK has come (the frame
-        headers read from the raw bytes: the h2 library hides CONTINUATION)."""
+        """Mode strict: True once a CONTINUATION frame, a PING ACK or a SETTINGS frame
+        naming a setting twice has come (read from the raw bytes: the h2 library hides
+        CONTINUATION and merges settings)."""
         self.inbound += data
         if not self.past_preface and len(self.inbound) >= PREFACE_SIZE:
             self.inbound, self.past_preface = self.inbound[PREFACE_SIZE:], True
@@ -51,6 +58,8 @@ class Connection:
             end = 9 + int.from_bytes(self.inbound[:3], "big")
             if len(self.inbound) < end:
                 break
+            if kind == SETTINGS and not flags & ACK and _duplicates(self.inbound[9:end]):
+                return True
             self.inbound = self.inbound[end:]
         return False
 
@@ -63,11 +72,11 @@ class Connection:
                 if self.mode == "strict" and self.refused(data):
                     raise h2.exceptions.ProtocolError("refused by mode strict")
                 events = self.h2.receive_data(data)
-            except h2.exceptions.ProtocolError:
+            except h2.exceptions.ProtocolError as error:
                 if self.mode == "silent":
                     await self.reader.read()  # hold the connection until the client goes
                     return
-                self.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                self.h2.close_connection(error_code=error.error_code)
                 self.flush()
                 return
             for event in events:

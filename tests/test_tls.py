@@ -181,12 +181,21 @@ H2C_CASES = [
     ("h2_bad_frame", {"transport": "h2c", "frame": "enable_push_2"}),
     ("h2_excess_streams", {"transport": "h2c"}),
     ("h2c_http1", {}),
+    ("h2_bad_frame", {"transport": "h2c", "frame": "rst_idle"}),
+    (
+        "h2_bad_frame",
+        {"transport": "h2c", "frame": "window_overflow", "code": "FLOW_CONTROL_ERROR"},
+    ),
 ]
 MALFORMED = [
     ("h2_malformed", {"transport": "h2c", "missing": missing})
     for missing in (":method", ":path", ":scheme")
 ]
-STRICT = [("h2_continuation", {"transport": "h2c"}), ("h2_ping_ack", {"transport": "h2c"})]
+STRICT = [
+    ("h2_continuation", {"transport": "h2c"}),
+    ("h2_allowed_frame", {"transport": "h2c", "frame": "ping_ack"}),
+    ("h2_allowed_frame", {"transport": "h2c", "frame": "settings_duplicates"}),
+]
 
 
 def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
@@ -208,7 +217,7 @@ def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir,
     list(
         zip(
             H2C_CASES + MALFORMED + STRICT,
-            (PASS, PASS, WARN, PASS, PASS, PASS, PASS, PASS, PASS),
+            (PASS, PASS, WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
             strict=True,
         )
     ),

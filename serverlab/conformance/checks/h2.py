@@ -47,13 +47,19 @@ def _bad_frame(wire: h2wire.H2Wire, name: str) -> bytes:
         return h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 2, block)
     if name == "enable_push_2":  # §6.5.2: 0 or 1 only
         return h2wire.raw_frame(h2wire.SETTINGS, 0, 0, h2wire.settings_payload({ENABLE_PUSH: 2}))
+    if name == "rst_idle":  # §6.4: RST_STREAM on an idle stream
+        return h2wire.raw_frame(h2wire.RST_STREAM, 0, 1, (0x8).to_bytes(4, "big"))
+    if name == "window_overflow":  # §6.9.1: the connection's window beyond 2^31-1
+        return h2wire.raw_frame(h2wire.WINDOW_UPDATE, 0, 0, (2**31 - 1).to_bytes(4, "big"))
     raise ValueError(f"unknown bad frame '{name}'")
 
 
 def h2_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
-    """A frame the RFC answers with a connection error PROTOCOL_ERROR: the connection is
-    ended (MUST), by GOAWAY PROTOCOL_ERROR and a close (SHOULD); new connections served."""
+    """A frame the RFC answers with a connection error (PROTOCOL_ERROR unless the case
+    names another code): the connection is ended (MUST), by GOAWAY with that code and a
+    close (SHOULD); new connections served."""
     transport = params["transport"]
+    named = params.get("code", "PROTOCOL_ERROR")
     with h2_wire(ctx, transport) as wire:
         wire.send(_bad_frame(wire, params["frame"]))
         code, closed = _goaway_then_close(wire, CLOSE_WITHIN_S + ctx.give_up_s)
@@ -61,8 +67,8 @@ def h2_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.observed.append("closed" if closed else "kept open")
     if not code and not closed:
         outcome.fail(f"{params['frame']}: neither a GOAWAY nor a close")
-    elif code != "PROTOCOL_ERROR":
-        outcome.warn(f"{params['frame']}: {code or 'no'} GOAWAY, RFC 9113 names PROTOCOL_ERROR")
+    elif code != named:
+        outcome.warn(f"{params['frame']}: {code or 'no'} GOAWAY, RFC 9113 names {named}")
     if code and not closed:
         outcome.warn(f"the connection stayed open {CLOSE_WITHIN_S:g} s after the GOAWAY")
     response = h2_request(ctx, transport, "GET", ctx.probe_target)
@@ -223,17 +229,25 @@ def h2_continuation(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.require(answer == "status 200", f"a header block split over CONTINUATION got {answer}")
 
 
-def h2_ping_ack(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
-    """A PING with ACK that answers no PING of the server's (RFC 9113 §6.7: an endpoint
-    MUST NOT respond to it; nothing makes it an error): ignored, the connection served."""
+def _allowed_frame(name: str) -> bytes:
+    if name == "ping_ack":  # §6.7: a PING ACK that answers none of the server's
+        return h2wire.raw_frame(h2wire.PING, h2wire.ACK, 0, b"serverlb")
+    if name == "settings_duplicates":  # §6.5: values are processed in order, the last wins
+        entries = h2wire.settings_payload({INITIAL_WINDOW_SIZE: 65535}) * 2
+        return h2wire.raw_frame(h2wire.SETTINGS, 0, 0, entries)
+    raise ValueError(f"unknown allowed frame '{name}'")
+
+
+def h2_allowed_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A frame RFC 9113 allows that a stack might take for an attack (a PING ACK that
+    answers no PING of the server's, a SETTINGS frame naming a setting twice): no error,
+    and a request after it is served."""
     with h2_wire(ctx, params["transport"]) as wire:
-        wire.send(h2wire.raw_frame(h2wire.PING, h2wire.ACK, 0, b"serverlb"))
+        wire.send(_allowed_frame(params["frame"]))
         wire.request(1, ctx.probe_target)
         answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
     outcome.observed.append(answer)
-    outcome.require(
-        answer == "status 200", f"after an unsolicited PING ACK, a request got {answer}"
-    )
+    outcome.require(answer == "status 200", f"after {params['frame']}, a request got {answer}")
 
 
 def h2c_http1(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
@@ -270,6 +284,6 @@ CHECKS = {
     "h2_excess_streams": h2_excess_streams,
     "h2_malformed": h2_malformed,
     "h2_continuation": h2_continuation,
-    "h2_ping_ack": h2_ping_ack,
+    "h2_allowed_frame": h2_allowed_frame,
     "h2c_http1": h2c_http1,
 }
