@@ -115,7 +115,7 @@ def tls_renegotiation(ctx: VerifyContext, params: dict, outcome: Outcome) -> Non
         outcome.fail("a renegotiation started by the client was accepted (a second handshake)")
     elif not answer.startswith(("alert", "closed")):
         # No second handshake, so not the lever; but the client is left hanging (Tomcat's
-        # SecureNioChannel never wraps the refusal JSSE queues): a SHOULD.
+        # NIO connector answers nothing): a SHOULD.
         outcome.warn(f"a renegotiation started by the client got {answer}, not an alert or a close")
 
 
