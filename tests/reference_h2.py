@@ -1,7 +1,11 @@
 """A small HTTP/2 server with prior knowledge (h2c) on the `h2` library, for the tests of
 verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that breaks RFC
-9113 with GOAWAY PROTOCOL_ERROR and a close; `--mode silent` ignores what it cannot
-parse and leaves the connection open, so that the checks are seen to fail.
+9113 with GOAWAY PROTOCOL_ERROR and a close, and resets a malformed request's stream with
+PROTOCOL_ERROR; `--mode silent` ignores what it cannot parse, leaving the connection and
+the malformed request's stream open; `--mode lax` serves a malformed request; `--mode
+strict` ends the connection (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame, PING ACK
+or SETTINGS frame naming a setting twice, which RFC 9113 allows; so that the checks are
+seen to fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
 opens no window holds its streams open. The cleartext `--port` only accepts connections
@@ -21,13 +25,43 @@ import h2.settings
 
 BODY = b"hello over h2c\n"
 MAX_STREAMS = 100
+# RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
+PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
+PREFACE_SIZE, SETTINGS, PING, CONTINUATION, ACK = 24, 0x4, 0x6, 0x9, 0x1
+
+
+def _duplicates(payload: bytes) -> bool:
+    ids = [payload[at : at + 2] for at in range(0, len(payload), 6)]
+    return len(set(ids)) < len(ids)
 
 
 class Connection:
     def __init__(self, reader, writer, mode: str):
         self.reader, self.writer, self.mode = reader, writer, mode
-        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        # The header checks are this server's own (on_event), so that a fault can skip them.
+        config = h2.config.H2Configuration(client_side=False, validate_inbound_headers=False)
+        self.h2 = h2.connection.H2Connection(config)
         self.pending: dict[int, bytes] = {}
+        self.inbound, self.past_preface = b"", False
+
+    def refused(self, data: bytes) -> bool:
+        """Mode strict: True once a CONTINUATION frame, a PING ACK or a SETTINGS frame
+        naming a setting twice has come (read from the raw bytes: the h2 library hides
+        CONTINUATION and merges settings)."""
+        self.inbound += data
+        if not self.past_preface and len(self.inbound) >= PREFACE_SIZE:
+            self.inbound, self.past_preface = self.inbound[PREFACE_SIZE:], True
+        while self.past_preface and len(self.inbound) >= 9:
+            kind, flags = self.inbound[3], self.inbound[4]
+            if kind == CONTINUATION or (kind == PING and flags & ACK):
+                return True
+            end = 9 + int.from_bytes(self.inbound[:3], "big")
+            if len(self.inbound) < end:
+                break
+            if kind == SETTINGS and not flags & ACK and _duplicates(self.inbound[9:end]):
+                return True
+            self.inbound = self.inbound[end:]
+        return False
 
     async def serve(self) -> None:
         self.h2.initiate_connection()
@@ -35,12 +69,14 @@ class Connection:
         self.flush()
         while data := await self.reader.read(65536):
             try:
+                if self.mode == "strict" and self.refused(data):
+                    raise h2.exceptions.ProtocolError("refused by mode strict")
                 events = self.h2.receive_data(data)
-            except h2.exceptions.ProtocolError:
+            except h2.exceptions.ProtocolError as error:
                 if self.mode == "silent":
                     await self.reader.read()  # hold the connection until the client goes
                     return
-                self.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                self.h2.close_connection(error_code=error.error_code)
                 self.flush()
                 return
             for event in events:
@@ -49,14 +85,20 @@ class Connection:
             self.flush()
 
     def on_event(self, event) -> None:
-        if isinstance(event, h2.events.RequestReceived):
-            headers = [(":status", "200"), ("content-type", "text/plain")]
-            headers += [
-                ("content-length", str(len(BODY))),
-                ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
-            ]
-            self.h2.send_headers(event.stream_id, headers)
-            self.pending[event.stream_id] = BODY
+        if not isinstance(event, h2.events.RequestReceived):
+            return
+        if not PSEUDO_HEADERS.issubset(name for name, _value in event.headers):
+            if self.mode == "good":
+                self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+            if self.mode != "lax":
+                return
+        headers = [(":status", "200"), ("content-type", "text/plain")]
+        headers += [
+            ("content-length", str(len(BODY))),
+            ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+        ]
+        self.h2.send_headers(event.stream_id, headers)
+        self.pending[event.stream_id] = BODY
 
     def send_pending(self) -> None:
         for stream_id, body in list(self.pending.items()):
@@ -90,7 +132,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--h2c-port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=("good", "silent"), default="good")
+    parser.add_argument("--mode", choices=("good", "silent", "lax", "strict"), default="good")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main(args.port, args.h2c_port, args.host, args.mode))

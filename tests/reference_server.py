@@ -46,6 +46,9 @@ MAX_EVENTS = 16
 REPLAY_BUFFER = 64
 MAX_WS_MESSAGE = 65536
 DEFAULT_HEARTBEAT_MS = 15000
+# OpenSSL 3's SSL_OP_ALLOW_CLIENT_RENEGOTIATION (Python's ssl has no name for it): 3.0 refuses a
+# renegotiation started by the client unless it is set.
+OP_ALLOW_CLIENT_RENEGOTIATION = 1 << 8
 # The late_control fault's delay before a control call is served, and the early_sent fault's
 # hold between the stamp and the writes (node-http's corked socket, exaggerated).
 LATE_CONTROL_S = 1.0
@@ -104,6 +107,7 @@ FAULTS = {
     "tls_cbc": "TLS 1.2 suites with CBC and an HMAC are accepted",
     "alpn_h2": "ALPN offers and picks h2, which this server does not speak",
     "no_close_notify": "TLS connections end with a bare TCP close, no close_notify",
+    "tls_renegotiation": "a renegotiation started by the client is accepted",
     # Syslog over TLS (spec §15), on --syslog-tls (tests/reference_syslogtls.py):
     **reference_syslogtls.FAULTS,
 }
@@ -1131,6 +1135,8 @@ class ReferenceServer:
             context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:ECDHE+AES:@SECLEVEL=0")
         if self.has_fault("tls_cbc"):
             context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:ECDHE+AES")
+        if self.has_fault("tls_renegotiation"):
+            context.options |= OP_ALLOW_CLIENT_RENEGOTIATION
         context.set_alpn_protocols(
             ["h2", "http/1.1"] if self.has_fault("alpn_h2") else ["http/1.1"]
         )

@@ -40,7 +40,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent"]
+words = ["good", "silent", "lax", "strict"]
 """
 
 
@@ -145,6 +145,7 @@ def test_a_correct_tls_server_passes_the_tls_cases(transports_dir):
         ("tls_cbc", {"tls.refuses_non_aead"}),
         ("alpn_h2", {"tls.alpn"}),
         ("no_close_notify", {"tls.close_notify_13", "tls.close_notify_12"}),
+        ("tls_renegotiation", {"tls.renegotiation_refused"}),
     ],
 )
 def test_each_tls_fault_fails_exactly_its_cases(transports_dir, fault, failing):
@@ -153,7 +154,7 @@ def test_each_tls_fault_fails_exactly_its_cases(transports_dir, fault, failing):
         find("reference-tls"), pattern="tls.[!o]*", settings={"fault": fault}, give_up_s=1.0
     )
     assert {r.case_id for r in report.results if r.status == FAIL} == failing
-    assert len(report.results) == 12
+    assert len(report.results) == 13
 
 
 def test_an_exchange_carried_over_tls_fails_as_it_does_in_cleartext(transports_dir):
@@ -180,6 +181,20 @@ H2C_CASES = [
     ("h2_bad_frame", {"transport": "h2c", "frame": "enable_push_2"}),
     ("h2_excess_streams", {"transport": "h2c"}),
     ("h2c_http1", {}),
+    ("h2_bad_frame", {"transport": "h2c", "frame": "rst_idle"}),
+    (
+        "h2_bad_frame",
+        {"transport": "h2c", "frame": "window_overflow", "code": "FLOW_CONTROL_ERROR"},
+    ),
+]
+MALFORMED = [
+    ("h2_malformed", {"transport": "h2c", "missing": missing})
+    for missing in (":method", ":path", ":scheme")
+]
+STRICT = [
+    ("h2_continuation", {"transport": "h2c"}),
+    ("h2_allowed_frame", {"transport": "h2c", "frame": "ping_ack"}),
+    ("h2_allowed_frame", {"transport": "h2c", "frame": "settings_duplicates"}),
 ]
 
 
@@ -191,14 +206,21 @@ def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
     assert "perf.get: Content-Length 15, expected 84" in outcome.reason
 
 
-@pytest.mark.parametrize(("kind", "params"), H2C_CASES)
+@pytest.mark.parametrize(("kind", "params"), H2C_CASES + MALFORMED)
 def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir, kind, params):
     with ContestantServer(find("reference-h2c"), settings={"mode": "silent"}) as server:
         assert run_check(server, kind, params).status == FAIL
 
 
 @pytest.mark.parametrize(
-    ("case", "status"), list(zip(H2C_CASES, (PASS, PASS, WARN, PASS), strict=True))
+    ("case", "status"),
+    list(
+        zip(
+            H2C_CASES + MALFORMED + STRICT,
+            (PASS, PASS, WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+            strict=True,
+        )
+    ),
 )
 def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_excess_warns(
     transports_dir, case, status
@@ -209,6 +231,49 @@ def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_exce
     assert outcome.status == status, outcome.reason
     if status == WARN:
         assert "GOAWAY PROTOCOL_ERROR" in outcome.reason and "limit 100" in outcome.observed[0]
+
+
+@pytest.mark.parametrize(("kind", "params"), MALFORMED)
+def test_an_h2c_server_that_serves_a_request_missing_a_pseudo_header_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "lax"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL and outcome.observed == ["status 200"]
+
+
+@pytest.mark.parametrize(("kind", "params"), STRICT)
+def test_an_h2c_server_that_ends_the_connection_on_continuation_or_a_ping_ack_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "strict"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL and outcome.observed == ["GOAWAY PROTOCOL_ERROR"]
+
+
+def test_a_protocol_limit_turns_its_failure_into_a_warning_that_names_it(contestants_dir):
+    limits = '"h2c.continuation" = "its HTTP/2 stack refuses CONTINUATION"\n'
+    write_manifest(
+        contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
+    )
+    report = verify_contestant(
+        find("reference-h2c"), pattern="h2c.[cu][on][ns]*", settings={"mode": "strict"}
+    )
+    by_case = {result.case_id: result for result in report.results}
+    limited = by_case["h2c.continuation"]
+    assert limited.status == WARN
+    assert limited.reason.startswith("protocol limit: its HTTP/2 stack refuses CONTINUATION [")
+    assert by_case["h2c.unsolicited_ping_ack"].status == FAIL
+
+
+def test_a_protocol_limit_must_name_a_tls_or_http2_case_of_its_own(contestants_dir):
+    limits = '"h2c.over_perf" = "no waiver for carried exchanges"\n'
+    write_manifest(
+        contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
+    )
+    report = verify_contestant(find("reference-h2c"), pattern="h2c.over_perf")
+    assert "protocol_limits names 'h2c.over_perf', not a TLS or HTTP/2 case" in report.error
+    assert report.results == [] and not report.ok
 
 
 def test_a_should_case_carried_over_tls_warns_as_it_does_in_cleartext(transports_dir, monkeypatch):

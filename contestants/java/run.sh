@@ -17,6 +17,9 @@ if [[ ${1:-} == --gc-log ]]; then
 fi
 home=$(jdk_home "$minimum") || { echo "$module: needs Java $minimum or newer" >&2; exit 1; }
 jvm_options=(-Xmx"$xmx" -Xss"$xss" -XX:+ExitOnOutOfMemoryError)
+# Spec §12: a TLS renegotiation started by the client is refused (JSSE accepts it in TLS 1.2
+# unless told; it lets a client make the server pay for handshakes at will).
+jvm_options+=(-Djdk.tls.rejectClientInitiatedRenegotiation=true)
 # One file, never rotated (filecount=0): a test's whole log is read at its end.
 [[ -n $gc_log ]] && jvm_options+=("-Xlog:gc*:file=$gc_log:utctime,uptime,level,tags:filecount=0")
 # Netty still uses sun.misc.Unsafe for direct buffers; JDK 23+ warns about it on every start.

@@ -38,13 +38,14 @@ class Outcome:
         self.warnings = self.failures + self.warnings
         self.failures = []
 
-    def excuse(self, reason: str) -> None:
-        """A failure the contestant's manifest explains (`framing_limits`) is a warning that
-        gives the reason; passing anyway is a warning that the entry is stale."""
+    def excuse(self, table: str, label: str, reason: str) -> None:
+        """A failure the contestant's manifest explains (`framing_limits`, `protocol_limits`)
+        is a warning that gives the reason; passing anyway is a warning that the entry is
+        stale."""
         if not self.failures:
-            self.warn("passes, yet the manifest's framing_limits lists it: drop the entry")
+            self.warn(f"passes, yet the manifest's {table} lists it: drop the entry")
             return
-        self.warnings.insert(0, f"framing limit: {reason} [{'; '.join(self.failures)}]")
+        self.warnings.insert(0, f"{label}: {reason} [{'; '.join(self.failures)}]")
         self.failures = []
 
     @property

@@ -15,10 +15,10 @@ from serverlab.base import httpclient, scratch
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.cases import Case, load_cases, select
 from serverlab.conformance.checks import CHECKS
-from serverlab.conformance.checks.framing import limits_problem
 from serverlab.conformance.context import VerifyContext, new_run_tag
 from serverlab.conformance.exchange import run_steps
 from serverlab.conformance.fixtures import make_docroot
+from serverlab.conformance.limits import limit_of, limits_problem
 from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, CaseResult, Outcome
 from serverlab.contestant.manifest import SPEC_PARTS, SYSLOG_MODE, Manifest
 from serverlab.contestant.server import ContestantServer, ServerError, log_tail
@@ -146,8 +146,8 @@ def run_case(ctx: VerifyContext, case: Case, report: VerifyReport) -> CaseResult
         outcome.fail(f"unexpected answer ({type(error).__name__}: {error})")
     if case.level == "should":
         outcome.soften()
-    if case.id in ctx.server.manifest.framing_limits:
-        outcome.excuse(ctx.server.manifest.framing_limits[case.id])
+    if limit := limit_of(ctx.server.manifest, case.id):
+        outcome.excuse(*limit)
     check_still_serving(ctx, case, outcome, report)
     observed = ", ".join(
         (outcome.observed if case.bad_input or case.records else []) + outcome.notes

@@ -79,6 +79,7 @@ _OPTIONAL = {
     "test": str,
     "tunables": dict,
     "framing_limits": dict,
+    "protocol_limits": dict,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
 _TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
@@ -115,6 +116,7 @@ class Manifest:
     tunables: dict[str, Tunable] = field(default_factory=dict)
     # Framing cases this server's own code cannot pass, each with the reason (spec §1.1).
     framing_limits: dict[str, str] = field(default_factory=dict)
+    protocol_limits: dict[str, str] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -182,7 +184,8 @@ def _validate(path: Path, raw: dict) -> Manifest:
     if raw["name"] != path.parent.name:
         raise fail("name", f"'{raw['name']}' differs from its folder '{path.parent.name}'")
     tunables = _tunables(raw.get("tunables", {}), fail)
-    _check_framing_limits(raw.get("framing_limits", {}), fail)
+    for table in ("framing_limits", "protocol_limits"):
+        _check_limits(table, raw.get(table, {}), fail)
     plain = {key: value for key, value in raw.items() if key != "tunables"}
     for key in _LIST_OF_STRINGS:
         if key in plain:
@@ -195,9 +198,9 @@ def _validate(path: Path, raw: dict) -> Manifest:
     return manifest
 
 
-def _check_framing_limits(table: dict, fail) -> None:
+def _check_limits(name: str, table: dict, fail) -> None:
     for case_id, reason in table.items():
-        key = f"framing_limits.{case_id}"
+        key = f"{name}.{case_id}"
         if not CASE_ID.match(case_id):
             raise fail(key, "expected a case id such as http.framing_chunk_ext_ctl")
         if not isinstance(reason, str) or not reason.strip():

@@ -52,6 +52,8 @@ function createTlsServer(handlers, options, serveHttp1) {
     },
     handlers.onRequest,
   );
+  // Spec §12: a renegotiation started by the client is refused (Node allows 3 in 10 min).
+  server.on('secureConnection', (socket) => socket.disableRenegotiation());
   return quietSessions(serveHttp1(server, handlers));
 }
 

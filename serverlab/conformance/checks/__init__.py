@@ -11,6 +11,7 @@ from serverlab.conformance.checks import (
     h2,
     http,
     push,
+    renegotiation,
     sse,
     stamps,
     syslog,
@@ -33,6 +34,7 @@ CHECKS = {
     **syslogparse.CHECKS,
     **syslogtls.CHECKS,
     **tls.CHECKS,
+    **renegotiation.CHECKS,
     **h2.CHECKS,
     **carried.CHECKS,
 }

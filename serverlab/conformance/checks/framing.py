@@ -15,11 +15,9 @@ import hashlib
 from dataclasses import dataclass
 
 from serverlab.base import httpclient
-from serverlab.conformance.cases import Case
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.exchange import check_error_body, check_required_headers
 from serverlab.conformance.outcome import Outcome
-from serverlab.contestant.manifest import Manifest
 
 CLOSE_WITHIN_S = 2.0
 PARAM_KEYS = {"head", "body", "version", "decoded", "refuse", "warn_refuse", "serve", "in_body"}
@@ -49,15 +47,6 @@ def params_problem(params: dict) -> str | None:
     if params.get("serve") and (params["serve"] not in SERVE_THEN or "decoded" not in params):
         return "serve is 'close' or 'keep', and needs decoded (the body as the server sees it)"
     return None
-
-
-def limits_problem(manifest: Manifest, cases: list[Case]) -> str:
-    """Why the manifest's framing_limits cannot stand, or "": each names a framing case."""
-    framing_ids = {case.id for case in cases if case.check == "framing"}
-    for case_id in manifest.framing_limits:
-        if case_id not in framing_ids:
-            return f"{manifest.path}: framing_limits names {case_id!r}, not a framing case"
-    return ""
 
 
 def framing(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:

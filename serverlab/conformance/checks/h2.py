@@ -9,6 +9,7 @@ import contextlib
 import socket
 import time
 
+import hpack
 from hyperframe.frame import DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
 from serverlab.conformance.checks import h2wire
@@ -46,13 +47,19 @@ def _bad_frame(wire: h2wire.H2Wire, name: str) -> bytes:
         return h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 2, block)
     if name == "enable_push_2":  # §6.5.2: 0 or 1 only
         return h2wire.raw_frame(h2wire.SETTINGS, 0, 0, h2wire.settings_payload({ENABLE_PUSH: 2}))
+    if name == "rst_idle":  # §6.4: RST_STREAM on an idle stream
+        return h2wire.raw_frame(h2wire.RST_STREAM, 0, 1, (0x8).to_bytes(4, "big"))
+    if name == "window_overflow":  # §6.9.1: the connection's window beyond 2^31-1
+        return h2wire.raw_frame(h2wire.WINDOW_UPDATE, 0, 0, (2**31 - 1).to_bytes(4, "big"))
     raise ValueError(f"unknown bad frame '{name}'")
 
 
 def h2_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
-    """A frame the RFC answers with a connection error PROTOCOL_ERROR: the connection is
-    ended (MUST), by GOAWAY PROTOCOL_ERROR and a close (SHOULD); new connections served."""
+    """A frame the RFC answers with a connection error (PROTOCOL_ERROR unless the case
+    names another code): the connection is ended (MUST), by GOAWAY with that code and a
+    close (SHOULD); new connections served."""
     transport = params["transport"]
+    named = params.get("code", "PROTOCOL_ERROR")
     with h2_wire(ctx, transport) as wire:
         wire.send(_bad_frame(wire, params["frame"]))
         code, closed = _goaway_then_close(wire, CLOSE_WITHIN_S + ctx.give_up_s)
@@ -60,8 +67,8 @@ def h2_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     outcome.observed.append("closed" if closed else "kept open")
     if not code and not closed:
         outcome.fail(f"{params['frame']}: neither a GOAWAY nor a close")
-    elif code != "PROTOCOL_ERROR":
-        outcome.warn(f"{params['frame']}: {code or 'no'} GOAWAY, RFC 9113 names PROTOCOL_ERROR")
+    elif code != named:
+        outcome.warn(f"{params['frame']}: {code or 'no'} GOAWAY, RFC 9113 names {named}")
     if code and not closed:
         outcome.warn(f"the connection stayed open {CLOSE_WITHIN_S:g} s after the GOAWAY")
     response = h2_request(ctx, transport, "GET", ctx.probe_target)
@@ -156,6 +163,93 @@ def _served_within_limit(ctx, wire: h2wire.H2Wire, limit: int, outcome: Outcome)
             open_streams.discard(frame.stream_id)
 
 
+def h2_malformed(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A request without one of its pseudo-header fields (RFC 9113 §8.3.1): malformed
+    (§8.1.1). RST_STREAM PROTOCOL_ERROR or a 4xx answer pass; the stream error treated as a
+    connection error (§5.4) warns; serving it, or leaving the stream unanswered, fails."""
+    missing = params["missing"]
+    with h2_wire(ctx, params["transport"]) as wire:
+        fields = [
+            (":method", "GET"),
+            (":scheme", wire.scheme),
+            (":authority", wire.authority),
+            (":path", ctx.probe_target),
+        ]
+        kept = [hpack.NeverIndexedHeaderTuple(k, v) for k, v in fields if k != missing]
+        block = wire.encoder.encode(kept)
+        wire.send(
+            h2wire.raw_frame(h2wire.HEADERS, h2wire.END_HEADERS | h2wire.END_STREAM, 1, block)
+        )
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    _judge_malformed(f"a request without {missing}", answer, outcome)
+
+
+def _answer_on_stream_1(wire: h2wire.H2Wire, deadline: float) -> str:
+    """The server's answer on stream 1: "status <code>", "RST_STREAM <code>", "GOAWAY
+    <code>", "closed" or "no answer"."""
+    while True:
+        frame = wire.read_frame(deadline)
+        if frame is None:
+            return "no answer"
+        if frame == h2wire.CLOSED:
+            return "closed"
+        if isinstance(frame, GoAwayFrame):
+            return f"GOAWAY {h2wire.goaway_code(frame)}"
+        if isinstance(frame, RstStreamFrame) and frame.stream_id == 1:
+            return f"RST_STREAM {h2wire.ERROR_NAMES.get(frame.error_code, hex(frame.error_code))}"
+        if isinstance(frame, HeadersFrame) and frame.stream_id == 1:
+            fields = dict(hpack.Decoder().decode(frame.data, raw=False))
+            return f"status {fields.get(':status', '?')}"
+
+
+def _judge_malformed(what: str, answer: str, outcome: Outcome) -> None:
+    """Spec §13's pick for RFC 9113 §8.1.1: a stream error PROTOCOL_ERROR, or a 4xx
+    response first (the RFC lets a server answer before it resets the stream)."""
+    if answer == "RST_STREAM PROTOCOL_ERROR" or answer.startswith("status 4"):
+        return
+    if answer == "no answer" or answer.startswith("status"):
+        outcome.fail(f"{what} got {answer}: expected RST_STREAM PROTOCOL_ERROR or a 4xx")
+    else:
+        outcome.warn(f"{what} got {answer}; the spec picks RST_STREAM PROTOCOL_ERROR or a 4xx")
+
+
+def h2_continuation(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A valid request whose header block is split over HEADERS and CONTINUATION (RFC 9113
+    §6.10): served as any other."""
+    with h2_wire(ctx, params["transport"]) as wire:
+        block = wire.header_block("GET", ctx.probe_target)
+        half = len(block) // 2
+        wire.send(
+            h2wire.raw_frame(h2wire.HEADERS, h2wire.END_STREAM, 1, block[:half])
+            + h2wire.raw_frame(h2wire.CONTINUATION, h2wire.END_HEADERS, 1, block[half:])
+        )
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    outcome.require(answer == "status 200", f"a header block split over CONTINUATION got {answer}")
+
+
+def _allowed_frame(name: str) -> bytes:
+    if name == "ping_ack":  # §6.7: a PING ACK that answers none of the server's
+        return h2wire.raw_frame(h2wire.PING, h2wire.ACK, 0, b"serverlb")
+    if name == "settings_duplicates":  # §6.5: values are processed in order, the last wins
+        entries = h2wire.settings_payload({INITIAL_WINDOW_SIZE: 65535}) * 2
+        return h2wire.raw_frame(h2wire.SETTINGS, 0, 0, entries)
+    raise ValueError(f"unknown allowed frame '{name}'")
+
+
+def h2_allowed_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
+    """A frame RFC 9113 allows that a stack might take for an attack (a PING ACK that
+    answers no PING of the server's, a SETTINGS frame naming a setting twice): no error,
+    and a request after it is served."""
+    with h2_wire(ctx, params["transport"]) as wire:
+        wire.send(_allowed_frame(params["frame"]))
+        wire.request(1, ctx.probe_target)
+        answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
+    outcome.observed.append(answer)
+    outcome.require(answer == "status 200", f"after {params['frame']}, a request got {answer}")
+
+
 def h2c_http1(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """HTTP/1.1 on the h2c port: never answered as HTTP/1.1; the connection is closed."""
     request = f"GET {ctx.probe_target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
@@ -188,5 +282,8 @@ def _peek_http1(sock: socket.socket) -> bool:
 CHECKS = {
     "h2_bad_frame": h2_bad_frame,
     "h2_excess_streams": h2_excess_streams,
+    "h2_malformed": h2_malformed,
+    "h2_continuation": h2_continuation,
+    "h2_allowed_frame": h2_allowed_frame,
     "h2c_http1": h2c_http1,
 }

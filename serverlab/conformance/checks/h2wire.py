@@ -13,7 +13,8 @@ import hpack
 from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY, WINDOW_UPDATE = 0x0, 0x1, 0x3, 0x4, 0x7, 0x8
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x6, 0x7
+WINDOW_UPDATE, CONTINUATION = 0x8, 0x9
 END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
 ERROR_NAMES = {
     0x0: "NO_ERROR",

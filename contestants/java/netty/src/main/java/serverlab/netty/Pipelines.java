@@ -54,7 +54,8 @@ final class Pipelines {
                 new Http2MultiplexHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel stream) {
-                        stream.pipeline().addLast(new Http2StreamFrameToHttpObjectCodec(true),
+                        stream.pipeline().addLast(new MalformedRequests(),
+                                new Http2StreamFrameToHttpObjectCodec(true),
                                 new ChunkedWriteHandler(), new HttpHandler(control, docRoot));
                     }
                 }));
