@@ -7,9 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
-DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light
+DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light openssl
 # Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
-BENCH_PACKAGES := tsung curl openssl
+BENCH_PACKAGES := tsung curl
 
 .PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench soak clean
 
