@@ -108,7 +108,11 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
 /// carried past its last line, rps recomputed from the summed answers, the percentiles read
 /// again from the generators' interval histograms added up.
 fn merge_intervals(named: &[(String, Output)]) -> Result<Vec<IntervalLine>, MergeError> {
-    let longest = named.iter().map(|(_, o)| o.intervals.len()).max().unwrap_or(0);
+    let longest = named
+        .iter()
+        .map(|(_, o)| o.intervals.len())
+        .max()
+        .unwrap_or(0);
     let mut totals = vec![0u64; named.len()];
     let mut window = Window::default();
     (0..longest)

@@ -119,7 +119,9 @@ impl Default for Window {
 impl Window {
     /// Adds `other`'s counts into this window.
     pub fn add(&mut self, other: &Window) {
-        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.latency
+            .add(&other.latency)
+            .expect("histograms share bounds");
         self.event_delay
             .add(&other.event_delay)
             .expect("histograms share bounds");

@@ -28,7 +28,9 @@ fn intervals(plan: Value) -> Vec<IntervalLine> {
 
 /// How many samples an interval histogram holds.
 fn count(text: &str) -> u64 {
-    serverlab_load::report::decode_histogram(text).unwrap().len()
+    serverlab_load::report::decode_histogram(text)
+        .unwrap()
+        .len()
 }
 
 #[test]
@@ -53,7 +55,10 @@ fn each_interval_reads_its_latency_from_the_answers_it_holds_of_a_slow_server() 
         // The window holds this interval's answers only: an answer is timed a moment before
         // it is counted, so a tick between the two moves at most one per connection.
         let held = count(&line.latency_histogram);
-        assert!(held.abs_diff(line.answered) <= connections, "{held} vs {line:?}");
+        assert!(
+            held.abs_diff(line.answered) <= connections,
+            "{held} vs {line:?}"
+        );
         assert_eq!(line.event_delay_p50_us, None);
     }
 }
@@ -79,7 +84,10 @@ fn each_interval_reads_its_push_delay_from_the_events_it_received() {
         "behaviour": {"kind": "longpoll", "events": ["e1"], "duration_ms": 50}}));
     assert!(lines.len() >= 3, "{} lines", lines.len());
     for line in &lines {
-        let (p50, p99) = (line.event_delay_p50_us.unwrap(), line.event_delay_p99_us.unwrap());
+        let (p50, p99) = (
+            line.event_delay_p50_us.unwrap(),
+            line.event_delay_p99_us.unwrap(),
+        );
         assert!(EVENT_AGE_MS * 1000 <= p50 && p50 <= p99, "{line:?}");
         let held = count(&line.event_delay_histogram);
         assert!(held.abs_diff(line.events) <= 1, "{held} vs {line:?}");

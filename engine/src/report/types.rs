@@ -98,13 +98,13 @@ impl IntervalLine {
 
     /// The line's timings, decoded from its histograms, added into `window`.
     pub fn add_window_into(&self, window: &mut Window) -> Result<(), String> {
-        let decode = |text: &str, what: &str| {
-            decode_histogram(text).map_err(|e| format!("{what}: {e}"))
-        };
+        let decode =
+            |text: &str, what: &str| decode_histogram(text).map_err(|e| format!("{what}: {e}"));
         let latency = decode(&self.latency_histogram, "latency_histogram")?;
         let delay = decode(&self.event_delay_histogram, "event_delay_histogram")?;
         let adding = |into: &mut Histogram<u64>, h: &Histogram<u64>| {
-            into.add(h).map_err(|e| format!("histograms differ in bounds: {e:?}"))
+            into.add(h)
+                .map_err(|e| format!("histograms differ in bounds: {e:?}"))
         };
         adding(&mut window.latency, &latency)?;
         adding(&mut window.event_delay, &delay)
@@ -163,12 +163,23 @@ mod tests {
         let nothing = Snapshot::default();
         let line = IntervalLine::between(&nothing, &nothing, 1.0, 1.0, &window);
         let near = |v: Option<u64>, want: u64| v.is_some_and(|v| v.abs_diff(want) <= want / 500);
-        assert!(near(line.latency_p50_us, 50_000), "{:?}", line.latency_p50_us);
-        assert!(near(line.latency_p99_us, 99_000), "{:?}", line.latency_p99_us);
+        assert!(
+            near(line.latency_p50_us, 50_000),
+            "{:?}",
+            line.latency_p50_us
+        );
+        assert!(
+            near(line.latency_p99_us, 99_000),
+            "{:?}",
+            line.latency_p99_us
+        );
         assert!(near(line.event_delay_p50_us, 7000));
         let mut back = Window::default();
         line.add_window_into(&mut back).unwrap();
         assert_eq!((back.latency.len(), back.event_delay.len()), (100, 1));
-        assert_eq!(back.latency.value_at_quantile(0.5), window.latency.value_at_quantile(0.5));
+        assert_eq!(
+            back.latency.value_at_quantile(0.5),
+            window.latency.value_at_quantile(0.5)
+        );
     }
 }
