@@ -21,7 +21,7 @@ import pytest
 from serverlab.results.store import EngineInterval, MonitorSample, RecordedTest
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.live.events import EventLog
-from serverlab.run.plan.live.feed import LiveFeed
+from serverlab.run.plan.live.feed import LiveFeed, interval_point
 from serverlab.run.plan.live.server import LiveServer
 
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
@@ -320,3 +320,18 @@ def test_a_capacity_searchs_steps_follow_one_another_on_the_rate_chart(tmp_path)
     feed.end()
     events = [json.loads(json.loads(line)["event"]) for line in (tmp_path / "live.jsonl").open()]
     assert [e["t"] for e in events if e["kind"] == "interval"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_an_interval_point_carries_its_intervals_percentiles_in_ms_and_none_where_it_had_none():
+    line = {
+        "elapsed_s": 2.0,
+        "rps": 40.0,
+        "errors": {},
+        "latency_p50_us": 2500,
+        "latency_p99_us": 9000,
+        "event_delay_p50_us": None,
+        "event_delay_p99_us": None,
+    }
+    point = interval_point(line)
+    assert (point["latency_p50_ms"], point["latency_p99_ms"]) == (2.5, 9.0)
+    assert (point["delay_p50_ms"], point["delay_p99_ms"]) == (None, None)

@@ -35,6 +35,9 @@ def test_the_live_page_draws_a_run_as_it_goes_and_resumes_after_a_reconnect(
         page.call("Page.navigate", url=url)
         # The rate chart gets the first test's interval lines while it runs.
         page.wait_for("document.getElementById('rate').data[0].x.length >= 2", RUN_TIMEOUT_S)
+        # So does the latency chart: a p50 and a p99 of its own for each interval.
+        timed = "document.getElementById('timing').data[{}].y.filter(v => v > 0).length >= 2"
+        page.wait_for(timed.format(0) + " && " + timed.format(1), RUN_TIMEOUT_S)
         assert page.evaluate("window.serverlabLive.done") == 0
         page.wait_for("window.serverlabLive.done >= 1", RUN_TIMEOUT_S)
         assert not page.evaluate("window.serverlabLive.ended"), "the run outlasts the reconnect"

@@ -126,14 +126,16 @@ impl Ledger {
             Timing::FirstByte,
             micros(answer.first_byte.saturating_duration_since(sent)),
         );
-        match intended {
+        let latency = match intended {
             Some(t) => {
-                h.record(Timing::Latency, micros(done.saturating_duration_since(t)));
                 h.record(Timing::Lag, micros(sent.saturating_duration_since(t)));
+                micros(done.saturating_duration_since(t))
             }
-            None => h.record(Timing::Latency, service),
-        }
+            None => service,
+        };
+        h.record(Timing::Latency, latency);
         drop(h);
+        self.counters.window_latency(latency);
         self.counters.status(answer.status);
         if answer.status >= 400 {
             self.counters.error(ErrorKind::Status);
@@ -194,6 +196,7 @@ impl Ledger {
         let mut h = self.histograms.borrow_mut();
         h.record(Timing::EventDelay, delay_us);
         h.record(Timing::EventSinceSubscribe, micros(subscribed.elapsed()));
+        self.counters.window_event_delay(delay_us);
         Arrival {
             at_ms,
             delay_us,

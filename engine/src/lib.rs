@@ -43,7 +43,7 @@ use pacer::RateCurve;
 use plan::Stop;
 use report::SummaryInput;
 use shared::{Shared, Start};
-use stats::{Histograms, Snapshot};
+use stats::{Histograms, Snapshot, Window};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -164,6 +164,9 @@ fn watch(
 ) -> Watched {
     let interval = Duration::from_millis(shared.plan.plan.interval_ms);
     let mut prev = Snapshot::default();
+    // The workers' windows, drained into one at each interval's end (made once, reset each
+    // time).
+    let mut window = Window::default();
     let mut last_tick = shared.start;
     let mut finished = 0;
     let mut watched = Watched {
@@ -185,12 +188,14 @@ fn watch(
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+                drain_windows(shared, &mut window);
                 let elapsed = due - shared.start;
                 on_interval(&IntervalLine::between(
                     &prev,
                     &now,
                     elapsed.as_secs_f64(),
                     (due - last_tick).as_secs_f64(),
+                    &window,
                 ));
                 prev = now;
                 last_tick = due;
@@ -204,14 +209,24 @@ fn watch(
     let whole = Instant::now() >= due && shared.end.is_some_and(|end| due <= end);
     if !watched.stopped_early && whole {
         let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+        drain_windows(shared, &mut window);
         on_interval(&IntervalLine::between(
             &prev,
             &now,
             (due - shared.start).as_secs_f64(),
             interval.as_secs_f64(),
+            &window,
         ));
     }
     watched
+}
+
+/// Every worker's window of the interval just ended, emptied into `window` (emptied first).
+fn drain_windows(shared: &Shared, window: &mut Window) {
+    window.reset();
+    for counters in &shared.counters {
+        counters.drain_window(window);
+    }
 }
 
 /// What the workers kept to themselves, merged.

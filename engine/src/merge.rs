@@ -13,7 +13,7 @@ use crate::emits::EmitLog;
 use crate::report::{
     decode_histogram, encode_histogram, round3, EmitLine, IntervalLine, Percentiles, Summary,
 };
-use crate::stats::{Snapshot, Timing};
+use crate::stats::{Snapshot, Timing, Window};
 
 /// One engine's output, or several merged.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,24 +97,30 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
             )));
         }
     }
-    let outputs: Vec<&Output> = named.iter().map(|(_, o)| o).collect();
     Ok(Output {
-        intervals: merge_intervals(&outputs),
+        intervals: merge_intervals(named)?,
         emits: merge_emits(named)?,
         summary: merge_summaries(named)?,
     })
 }
 
 /// Interval k of every generator together: counts summed, each generator's running total
-/// carried past its last line, rps recomputed from the summed answers.
-fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
-    let longest = outputs.iter().map(|o| o.intervals.len()).max().unwrap_or(0);
-    let mut totals = vec![0u64; outputs.len()];
+/// carried past its last line, rps recomputed from the summed answers, the percentiles read
+/// again from the generators' interval histograms added up.
+fn merge_intervals(named: &[(String, Output)]) -> Result<Vec<IntervalLine>, MergeError> {
+    let longest = named
+        .iter()
+        .map(|(_, o)| o.intervals.len())
+        .max()
+        .unwrap_or(0);
+    let mut totals = vec![0u64; named.len()];
+    let mut window = Window::default();
     (0..longest)
         .map(|k| {
             let nothing = Snapshot::default();
-            let mut line = IntervalLine::between(&nothing, &nothing, 0.0, 0.0);
-            for (total, output) in totals.iter_mut().zip(outputs) {
+            window.reset();
+            let mut line = IntervalLine::between(&nothing, &nothing, 0.0, 0.0, &window);
+            for (total, (name, output)) in totals.iter_mut().zip(named) {
                 let Some(l) = output.intervals.get(k) else {
                     continue;
                 };
@@ -127,11 +133,14 @@ fn merge_intervals(outputs: &[&Output]) -> Vec<IntervalLine> {
                 line.open_connections += l.open_connections;
                 line.traffic.add(&l.traffic);
                 line.events += l.events;
+                l.add_window_into(&mut window)
+                    .map_err(|e| MergeError(format!("{name}: interval {}: {e}", k + 1)))?;
                 *total = l.completed_total;
             }
             line.completed_total = totals.iter().sum();
             line.rps = round3(line.answered as f64 / line.interval_s.max(1e-9));
-            line
+            line.set_window(&window);
+            Ok(line)
         })
         .collect()
 }
@@ -301,7 +310,12 @@ mod tests {
                 };
                 now.attempts.requests = prev.attempts.requests + completed;
                 now.attempts.answered = prev.attempts.answered + completed;
-                let line = IntervalLine::between(&prev, &now, k as f64 + 1.0, 1.0);
+                // This interval's answers all took the run's first latency.
+                let mut window = Window::default();
+                for _ in 0..completed {
+                    record_us(&mut window.latency, latencies[0]);
+                }
+                let line = IntervalLine::between(&prev, &now, k as f64 + 1.0, 1.0, &window);
                 prev = now;
                 line
             })
@@ -415,7 +429,7 @@ mod tests {
     #[test]
     fn intervals_merge_one_by_one_and_carry_a_finished_generators_total() {
         let a = run(&[10; 6], &[], 3.0, &[1, 2, 3]);
-        let b = run(&[10; 4], &[], 2.0, &[4, 5]);
+        let b = run(&[1000; 4], &[], 2.0, &[4, 5]);
         let lines = merge(&named(vec![a, b])).unwrap().intervals;
         let got: Vec<_> = lines
             .iter()
@@ -430,6 +444,34 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(1.0, 5, 5, 6), (2.0, 7, 12, 6), (3.0, 3, 15, 3)]);
         assert_eq!(lines[1].rps, 7.0);
+    }
+
+    #[test]
+    fn interval_percentiles_merge_from_the_added_histograms_not_averaged() {
+        // Interval 1: one answer of 10 µs (a) and four of 1000 µs (b): the median of the
+        // five is 1000 µs, where averaging the two medians would say 505.
+        let a = run(&[10; 6], &[], 3.0, &[1, 2, 3]);
+        let b = run(&[1000; 4], &[], 2.0, &[4, 5]);
+        let lines = merge(&named(vec![a, b])).unwrap().intervals;
+        let p50 = |k: usize| lines[k].latency_p50_us;
+        assert_eq!((p50(0), lines[0].latency_p99_us), (Some(1000), Some(1000)));
+        assert_eq!(p50(2), Some(10), "only a answered in interval 3");
+        let mut window = Window::default();
+        lines[0].add_window_into(&mut window).unwrap();
+        assert_eq!(window.latency.len(), 5);
+        assert_eq!(lines[0].event_delay_p50_us, None);
+    }
+
+    #[test]
+    fn an_interval_histogram_that_does_not_decode_is_named_in_a_merge_error() {
+        let a = run(&[10; 2], &[], 1.0, &[2]);
+        let mut b = run(&[10; 2], &[], 1.0, &[2]);
+        b.intervals[0].latency_histogram = "not base64!".into();
+        let err = merge(&named(vec![a, b])).unwrap_err().to_string();
+        assert!(
+            err.starts_with("generator-1.jsonl: interval 1: latency_histogram: not base64"),
+            "{err}"
+        );
     }
 
     /// One generator's emit line of seq `seq`: `delays` (µs) arrived from `arrived_ms` on, one

@@ -6,6 +6,7 @@
 use std::io;
 use std::ops::{Index, IndexMut};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 
@@ -91,6 +92,45 @@ pub struct Counters {
     errors: [AtomicU64; ErrorKind::N],
     status_classes: [AtomicU64; 5],
     pub open_connections: AtomicI64,
+    /// The timings of the interval going on, emptied by the coordinator at its end. Only the
+    /// coordinator's drain contends for the lock, once an interval.
+    window: Mutex<Window>,
+}
+
+/// The timings an interval line reads its percentiles from: the latencies of the attempts
+/// answered in the interval, and the delays of the push events received in it (µs). A
+/// worker's window and the coordinator's sum of them are the same type, so that draining is
+/// an `add` and a `reset`: no allocation on either side once made.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub latency: Histogram<u64>,
+    pub event_delay: Histogram<u64>,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            latency: new_histogram(),
+            event_delay: new_histogram(),
+        }
+    }
+}
+
+impl Window {
+    /// Adds `other`'s counts into this window.
+    pub fn add(&mut self, other: &Window) {
+        self.latency
+            .add(&other.latency)
+            .expect("histograms share bounds");
+        self.event_delay
+            .add(&other.event_delay)
+            .expect("histograms share bounds");
+    }
+
+    pub fn reset(&mut self) {
+        self.latency.reset();
+        self.event_delay.reset();
+    }
 }
 
 /// A count's name finds its cell among a worker's live counters.
@@ -131,6 +171,30 @@ impl Counters {
 
     pub fn error(&self, kind: ErrorKind) {
         self.add(kind, 1);
+    }
+
+    /// Records an answered attempt's latency (µs) in the interval's window.
+    #[inline]
+    pub fn window_latency(&self, us: u64) {
+        record_us(&mut self.window_lock().latency, us);
+    }
+
+    /// Records a received push event's delay (µs) in the interval's window.
+    #[inline]
+    pub fn window_event_delay(&self, us: u64) {
+        record_us(&mut self.window_lock().event_delay, us);
+    }
+
+    /// Moves this worker's window into `into` (added) and empties it: the interval's end.
+    pub fn drain_window(&self, into: &mut Window) {
+        let mut window = self.window_lock();
+        into.add(&window);
+        window.reset();
+    }
+
+    fn window_lock(&self) -> std::sync::MutexGuard<'_, Window> {
+        // A worker that panicked while holding the lock left whole counts: keep reading them.
+        self.window.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn status(&self, status: u16) {

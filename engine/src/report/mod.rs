@@ -32,4 +32,8 @@ pub use types::IntervalLine;
 /// for an HTTP/2 plan, whose every stream is one request.
 /// 6: the error kinds of a server the engine survives (issue 33): `tls_handshake_timeout`,
 /// `tls_record`, `h2_limit`, `h2_header_timeout`, `h2_settings_flood`, `h2_ping_flood`.
-pub const OUTPUT_VERSION: u32 = 6;
+/// 7: interval lines carry their interval's latency and push event delay: `latency_p50_us`,
+/// `latency_p99_us`, `event_delay_p50_us`, `event_delay_p99_us` (null when the interval had
+/// none) and the histograms they were read from, `latency_histogram` and
+/// `event_delay_histogram`, which `--merge` adds.
+pub const OUTPUT_VERSION: u32 = 7;

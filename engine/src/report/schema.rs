@@ -11,7 +11,7 @@ pub fn output_schema() -> String {
     #[serde(untagged)]
     #[allow(dead_code)]
     enum OutputLine {
-        Interval(IntervalLine),
+        Interval(Box<IntervalLine>),
         Emit(EmitLine),
         Summary(Box<Summary>),
     }

@@ -4,7 +4,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{round3, Errors, Snapshot, Traffic};
+use hdrhistogram::Histogram;
+
+use crate::hdr::{decode_histogram, encode_histogram};
+use crate::stats::{round3, Errors, Snapshot, Traffic, Window};
 
 /// One line per interval. Counts are for this interval unless named `_total`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -34,12 +37,34 @@ pub struct IntervalLine {
     pub traffic: Traffic,
     /// Push events received in this interval.
     pub events: u64,
+    /// Median latency (the summary's `latency_us` timing) of the attempts answered in this
+    /// interval, µs, read exactly from their HdrHistogram; null when none was answered.
+    pub latency_p50_us: Option<u64>,
+    /// 99th percentile of the same latencies, µs; null when none was answered.
+    pub latency_p99_us: Option<u64>,
+    /// Push: median delay (the summary's `event_delay_us` timing) of the events received in
+    /// this interval, µs; null when none was received.
+    pub event_delay_p50_us: Option<u64>,
+    /// Push: 99th percentile of the same delays, µs; null when none was received.
+    pub event_delay_p99_us: Option<u64>,
+    /// This interval's latencies as HdrHistogram V2 + DEFLATE, base64 (the summary's
+    /// encoding), so that `--merge` adds generators' intervals exactly.
+    pub latency_histogram: String,
+    /// This interval's push event delays in the same encoding.
+    pub event_delay_histogram: String,
 }
 
 impl IntervalLine {
-    pub fn between(prev: &Snapshot, now: &Snapshot, elapsed_s: f64, interval_s: f64) -> Self {
+    /// The line of the interval from `prev` to `now`, whose timings are `window`.
+    pub fn between(
+        prev: &Snapshot,
+        now: &Snapshot,
+        elapsed_s: f64,
+        interval_s: f64,
+        window: &Window,
+    ) -> Self {
         let attempts = now.attempts.since(&prev.attempts);
-        IntervalLine {
+        let mut line = IntervalLine {
             kind: "interval".into(),
             elapsed_s: round3(elapsed_s),
             interval_s: round3(interval_s),
@@ -52,8 +77,48 @@ impl IntervalLine {
             open_connections: now.open_connections.max(0),
             traffic: now.traffic.since(&prev.traffic),
             events: now.events.received - prev.events.received,
-        }
+            latency_p50_us: None,
+            latency_p99_us: None,
+            event_delay_p50_us: None,
+            event_delay_p99_us: None,
+            latency_histogram: String::new(),
+            event_delay_histogram: String::new(),
+        };
+        line.set_window(window);
+        line
     }
+
+    /// Sets the line's timings (percentiles and encoded histograms) from `window`.
+    pub fn set_window(&mut self, window: &Window) {
+        (self.latency_p50_us, self.latency_p99_us) = p50_p99(&window.latency);
+        (self.event_delay_p50_us, self.event_delay_p99_us) = p50_p99(&window.event_delay);
+        self.latency_histogram = encode_histogram(&window.latency);
+        self.event_delay_histogram = encode_histogram(&window.event_delay);
+    }
+
+    /// The line's timings, decoded from its histograms, added into `window`.
+    pub fn add_window_into(&self, window: &mut Window) -> Result<(), String> {
+        let decode =
+            |text: &str, what: &str| decode_histogram(text).map_err(|e| format!("{what}: {e}"));
+        let latency = decode(&self.latency_histogram, "latency_histogram")?;
+        let delay = decode(&self.event_delay_histogram, "event_delay_histogram")?;
+        let adding = |into: &mut Histogram<u64>, h: &Histogram<u64>| {
+            into.add(h)
+                .map_err(|e| format!("histograms differ in bounds: {e:?}"))
+        };
+        adding(&mut window.latency, &latency)?;
+        adding(&mut window.event_delay, &delay)
+    }
+}
+
+fn p50_p99(h: &Histogram<u64>) -> (Option<u64>, Option<u64>) {
+    if h.is_empty() {
+        return (None, None);
+    }
+    (
+        Some(h.value_at_quantile(0.5)),
+        Some(h.value_at_quantile(0.99)),
+    )
 }
 
 #[cfg(test)]
@@ -78,12 +143,43 @@ mod tests {
         };
         now.events.received = 4;
         now.traffic.bytes_read = 300;
-        let line = IntervalLine::between(&prev, &now, 2.0, 1.0);
+        let line = IntervalLine::between(&prev, &now, 2.0, 1.0, &Window::default());
         assert_eq!(
             (line.completed, line.completed_total, line.ok),
             (20, 30, 15)
         );
         assert_eq!((line.answered, line.rps), (16, 16.0));
         assert_eq!((line.events, line.traffic.bytes_read), (4, 300));
+        assert_eq!((line.latency_p50_us, line.event_delay_p99_us), (None, None));
+    }
+
+    #[test]
+    fn interval_percentiles_are_read_from_the_window_and_round_trip_its_histogram() {
+        let mut window = Window::default();
+        for us in 1..=100u64 {
+            crate::hdr::record_us(&mut window.latency, us * 1000);
+        }
+        crate::hdr::record_us(&mut window.event_delay, 7000);
+        let nothing = Snapshot::default();
+        let line = IntervalLine::between(&nothing, &nothing, 1.0, 1.0, &window);
+        let near = |v: Option<u64>, want: u64| v.is_some_and(|v| v.abs_diff(want) <= want / 500);
+        assert!(
+            near(line.latency_p50_us, 50_000),
+            "{:?}",
+            line.latency_p50_us
+        );
+        assert!(
+            near(line.latency_p99_us, 99_000),
+            "{:?}",
+            line.latency_p99_us
+        );
+        assert!(near(line.event_delay_p50_us, 7000));
+        let mut back = Window::default();
+        line.add_window_into(&mut back).unwrap();
+        assert_eq!((back.latency.len(), back.event_delay.len()), (100, 1));
+        assert_eq!(
+            back.latency.value_at_quantile(0.5),
+            window.latency.value_at_quantile(0.5)
+        );
     }
 }

@@ -25,7 +25,9 @@ from serverlab.base.paths import REPO_ROOT
 # From 6 on, errors hold the kinds of a hostile server the engine survives: a TLS handshake
 # that never ends (`tls_handshake_timeout`), a bad record after it (`tls_record`), an HTTP/2
 # limit broken (`h2_limit`), a header block that never ends, a SETTINGS or PING flood.
-OUTPUT_VERSION = 6
+# From 7 on, each interval line carries its interval's latency p50/p99 (and push event delay
+# p50/p99), null when it had none, and the histograms they were read from.
+OUTPUT_VERSION = 7
 # How long an engine named on the command line may take to say its version.
 VERSION_TIMEOUT_S = 10.0
 

@@ -171,7 +171,9 @@ def _label(plan: TestPlan) -> str:
 
 def interval_point(record: dict) -> dict:
     """One interval line as the charts draw it: answered requests per second, push events
-    received in the interval, and failed attempts (every error kind added)."""
+    received in the interval, failed attempts (every error kind added), and the p50 and p99
+    in ms of the latencies answered and of the push delays received in the interval (the
+    engine's interval histograms; None when the interval had none)."""
     errors = record.get("errors") or {}
     return {
         "t": record.get("elapsed_s"),
@@ -179,7 +181,16 @@ def interval_point(record: dict) -> dict:
         "events": record.get("events"),
         "errors": sum(v for v in errors.values() if isinstance(v, int | float)),
         "open": record.get("open_connections"),
+        **{
+            f"{name}_{q}_ms": _ms(record.get(f"{field}_{q}_us"))
+            for name, field in (("latency", "latency"), ("delay", "event_delay"))
+            for q in ("p50", "p99")
+        },
     }
+
+
+def _ms(us: object) -> float | None:
+    return us / 1000 if isinstance(us, int | float) else None
 
 
 def cycle_points(test: RecordedTest) -> list[dict]:
