@@ -2,29 +2,19 @@
 //! with the HTTP exchange steps every behaviour is built from. What a behaviour keeps from
 //! one exchange to the next is its own (`Behaviour::State`), not the client's.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::conn::{Conn, ConnOptions};
 use crate::http::ParseError;
 use crate::inbox::{Answer, Inbox, Progress};
-use crate::ledger::Ledger;
+use crate::ledger::{Connecting, Handshaking, Ledger};
 use crate::plan::ReadPace;
 use crate::shared::WorkerCtx;
 use crate::stamps::waited_since;
 use crate::stats::ErrorKind;
 use crate::tls::Tls;
-
-/// The longest a TLS handshake may take: a few round trips do it, and a server that never
-/// answers the ClientHello is then counted (`tls_handshake_timeout`) within a run of a few
-/// seconds, not dropped unseen at its end. Half the plan's timeout when that is shorter, so
-/// that the handshake's limit, not the attempt's, ends a stalled one.
-const TLS_HANDSHAKE_LIMIT: Duration = Duration::from_secs(2);
-
-/// The TLS handshake's limit under a plan's `timeout_ms`.
-pub fn handshake_limit(timeout_ms: u64) -> Duration {
-    TLS_HANDSHAKE_LIMIT.min(Duration::from_millis(timeout_ms) / 2)
-}
 
 pub struct Client {
     pub ctx: Rc<WorkerCtx>,
@@ -44,6 +34,9 @@ pub struct Client {
     /// Bytes written, if the socket takes them at once, when the client goes away with its
     /// connection open (a WebSocket's close frame as the run ends).
     farewell: Option<[u8; 8]>,
+    /// A TLS handshake is in hand: set while it runs, and left set if the attempt's timeout
+    /// drops it, so that the timeout counts by its kind (`Client::timed_out`).
+    handshaking: Cell<bool>,
 }
 
 impl Drop for Client {
@@ -77,6 +70,7 @@ impl Client {
             conn: None,
             tls: None,
             farewell: None,
+            handshaking: Cell::new(false),
             inbox: Inbox::default(),
             ctx,
         }
@@ -97,7 +91,7 @@ impl Client {
             no_delay: self.no_delay,
         };
         let began = Instant::now();
-        let pending = self.ctx.ledger.pending_connect(began);
+        let pending = self.ctx.ledger.pending::<Connecting>(began);
         let made = Conn::connect(self.ctx.shared.addr, &options, &self.ctx.ledger).await;
         pending.done();
         let conn = made.map_err(|e| ErrorKind::from_connect(&e))?;
@@ -123,20 +117,37 @@ impl Client {
         Ok((conn, self.tls.take()))
     }
 
-    /// The TLS handshake on a connection just made, timed and counted.
+    /// The TLS handshake on a connection just made, timed and counted. Its limit is the
+    /// attempt's own timeout, as any other stage's: a server past its capacity that answers
+    /// late is a long latency, as wrk's, ab's and h2load's. One that never answers is counted
+    /// by its kind all the same: within the run once the timeout is up (the attempt's own
+    /// too, `Client::timed_out`), or at its end if it has waited long enough by then
+    /// (`Ledger::stage_cut`).
     async fn shake_hands(
         &self,
         client: &crate::plan::TlsClient,
         conn: &Conn,
     ) -> Result<Tls, ErrorKind> {
-        let began = Instant::now();
+        // The guard holds the handshake's start, not kept twice in a held client's task.
+        let pending = self.ctx.ledger.pending::<Handshaking>(Instant::now());
         let mut tls = Tls::new(client)?;
-        let limit = handshake_limit(self.ctx.shared.plan.plan.timeout_ms);
-        let resumed = tokio::time::timeout(limit, tls.handshake(conn))
-            .await
-            .map_err(|_| ErrorKind::TlsHandshakeTimeout)??;
+        let limit = Duration::from_millis(self.ctx.shared.plan.plan.timeout_ms);
+        self.handshaking.set(true);
+        let shaken = tokio::time::timeout(limit, tls.handshake(conn)).await;
+        self.handshaking.set(false);
+        let began = pending.done();
+        let resumed = shaken.map_err(|_| ErrorKind::TlsHandshakeTimeout)??;
         self.ctx.ledger.tls_handshake(began.elapsed(), resumed);
         Ok(tls)
+    }
+
+    /// What the attempt's timeout, up now, counts as: `tls_handshake_timeout` if it cut a
+    /// TLS handshake, else `timeout`.
+    pub fn timed_out(&self) -> ErrorKind {
+        match self.handshaking.replace(false) {
+            true => ErrorKind::TlsHandshakeTimeout,
+            false => ErrorKind::Timeout,
+        }
     }
 
     pub fn close(&mut self) {

@@ -5,6 +5,7 @@
 //! the run goes on; the histograms stay with the worker until the end.
 
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,12 +19,13 @@ use crate::stats::{micros, Attempt, Counters, ErrorKind, Event, Flow, Histograms
 /// invalid.
 pub const STARVED_PAUSE: Duration = Duration::from_millis(10);
 
-/// A connect still waiting when the run ends counts as a `timeout` error once it has waited
-/// this long: Linux's least retransmission timeout (TCP_RTO_MIN), so on any path of shorter
-/// round trip its SYN or SYN-ACK was lost (an accept queue overflowed, say; the SYN's next
-/// try comes a second after the first). A younger one was only cut by the end, as a request
-/// in flight then is, and counts as nothing.
-pub const STALLED_CONNECT: Duration = Duration::from_millis(200);
+/// A connect or a TLS handshake still waiting when the run ends counts as its error
+/// (`timeout`, `tls_handshake_timeout`) once it has waited this long: Linux's least
+/// retransmission timeout (TCP_RTO_MIN), so on any path of shorter round trip a segment of
+/// it was lost or the server left it unanswered (an accept queue overflowed, a server past
+/// its capacity, say; a SYN's next try comes a second after the first). A younger one was
+/// only cut by the end, as a request in flight then is, and counts as nothing.
+pub const STALLED: Duration = Duration::from_millis(200);
 
 pub struct Ledger {
     counters: Arc<Counters>,
@@ -37,8 +39,8 @@ pub struct Ledger {
     /// Set by every read of a stamped push stream, before its bytes are parsed and with no
     /// wait between, so no other task's read comes between a read and its deliveries.
     read_delay_us: Cell<Option<u64>>,
-    /// The run is over and the worker's tasks are being dropped: a connect dropped now was
-    /// still waiting at the end (`PendingConnect`).
+    /// The run is over and the worker's tasks are being dropped: a stage dropped now was
+    /// still waiting at the end (`Pending`).
     over: Cell<bool>,
 }
 
@@ -70,19 +72,21 @@ impl Ledger {
         self.over.set(true);
     }
 
-    /// A connect begun at `began` was still waiting at the run's end, `now`: a `timeout`
-    /// error if it had waited `STALLED_CONNECT` or more (its attempt ends there).
-    pub fn connect_cut(&self, began: Instant, now: Instant) {
-        if now.saturating_duration_since(began) >= STALLED_CONNECT {
-            self.end(1, Err(ErrorKind::Timeout));
+    /// A stage begun at `began` (a connect, a TLS handshake) was still waiting at the run's
+    /// end, `now`: an error of `kind` if it had waited `STALLED` or more (its attempt ends
+    /// there).
+    pub fn stage_cut(&self, kind: ErrorKind, began: Instant, now: Instant) {
+        if now.saturating_duration_since(began) >= STALLED {
+            self.end(1, Err(kind));
         }
     }
 
-    /// A connect begun at `began`, in hand until `PendingConnect::done`.
-    pub fn pending_connect(&self, began: Instant) -> PendingConnect<'_> {
-        PendingConnect {
+    /// A stage `S` begun at `began`, in hand until `Pending::done`.
+    pub fn pending<S: Stage>(&self, began: Instant) -> Pending<'_, S> {
+        Pending {
             ledger: self,
             began,
+            stage: PhantomData,
         }
     }
 
@@ -250,25 +254,48 @@ impl Drop for OpenConnection {
     }
 }
 
-/// A connect in hand on the epoll loop. Its task is dropped with the worker's loop when the
-/// run ends; dropped then, unfinished, it is counted by `Ledger::connect_cut`. Dropped
-/// during the run (its attempt timed out or failed) it counts nothing: the attempt did.
-pub struct PendingConnect<'a> {
-    ledger: &'a Ledger,
-    began: Instant,
+/// A stage of an attempt the run's end may cut, and the error it counts as then.
+pub trait Stage {
+    const KIND: ErrorKind;
 }
 
-impl PendingConnect<'_> {
-    /// The connect finished (made or failed): the attempt counts it.
-    pub fn done(self) {
+/// A connect: cut, a `timeout`.
+pub struct Connecting;
+
+impl Stage for Connecting {
+    const KIND: ErrorKind = ErrorKind::Timeout;
+}
+
+/// A TLS handshake: cut, a `tls_handshake_timeout`.
+pub struct Handshaking;
+
+impl Stage for Handshaking {
+    const KIND: ErrorKind = ErrorKind::TlsHandshakeTimeout;
+}
+
+/// A stage in hand on the epoll loop. Its task is dropped with the worker's loop when the
+/// run ends; dropped then, unfinished, it is counted by `Ledger::stage_cut`. Dropped during
+/// the run (its attempt timed out or failed) it counts nothing: the attempt did. Its stage
+/// is a type, not a field: a held client's task has no byte to spare (`worker.rs`' size test).
+pub struct Pending<'a, S: Stage> {
+    ledger: &'a Ledger,
+    began: Instant,
+    stage: PhantomData<S>,
+}
+
+impl<S: Stage> Pending<'_, S> {
+    /// The stage finished (done or failed): the attempt counts it. When it began.
+    pub fn done(self) -> Instant {
+        let began = self.began;
         std::mem::forget(self);
+        began
     }
 }
 
-impl Drop for PendingConnect<'_> {
+impl<S: Stage> Drop for Pending<'_, S> {
     fn drop(&mut self) {
         if self.ledger.over.get() {
-            self.ledger.connect_cut(self.began, Instant::now());
+            self.ledger.stage_cut(S::KIND, self.began, Instant::now());
         }
     }
 }

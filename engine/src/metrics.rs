@@ -156,8 +156,8 @@ tally! {
         /// HTTP/2: the server reset the stream (RST_STREAM) before its answer was whole.
         #[serde(default)]
         h2_reset: H2Reset,
-        /// TLS: the server did not finish the handshake within the handshake limit (the
-        /// plan's timeout, at most 2 s): a server that never answers the ClientHello.
+        /// TLS: the server did not finish the handshake within the plan's timeout, or had
+        /// not after 200 ms when the run ended: a server that never answers the ClientHello.
         #[serde(default)]
         tls_handshake_timeout: TlsHandshakeTimeout,
         /// TLS: a record after a completed handshake that is not TLS or does not decrypt

@@ -19,7 +19,7 @@ use crate::plain::Plain;
 use crate::plan::{IoBackend, PacerSpec};
 use crate::shared::{Shared, WorkerCtx};
 use crate::spin;
-use crate::stats::{ErrorKind, Histograms};
+use crate::stats::Histograms;
 use crate::uring;
 
 /// What one worker kept to itself during the run, merged with the others' at the end.
@@ -62,7 +62,8 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             }
             let started = local.block_on(&runtime, drive(index, ctx.clone()));
             // Dropping the set drops every task still in flight (and closes its connections);
-            // a connect among them counts as the ledger says (`Ledger::connect_cut`).
+            // a connect or a TLS handshake among them counts as the ledger says
+            // (`Ledger::stage_cut`).
             ctx.ledger.run_over();
             drop(local);
             (IoBackend::Epoll, started)
@@ -310,7 +311,7 @@ async fn attempt<B: Behaviour>(
     let result = match behaviour.timeout() {
         Some(limit) => tokio::time::timeout(limit, exchange)
             .await
-            .unwrap_or(Err(ErrorKind::Timeout)),
+            .unwrap_or_else(|_| Err(client.timed_out())),
         None => exchange.await,
     };
     client.ledger().end(units, result);

@@ -188,7 +188,7 @@ impl<'a> Driver<'a> {
     fn cut_connects(&self, now: Instant) {
         for slot in &self.slots {
             if let Some(began) = slot.connect_pending_since() {
-                self.ctx.ledger.connect_cut(began, now);
+                self.ctx.ledger.stage_cut(ErrorKind::Timeout, began, now);
             }
         }
     }
