@@ -461,8 +461,12 @@ def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(
             process.send_signal(signal.SIGKILL)  # the whole node: raylet, workers, engine
     out = finish(run)
     assert run.returncode == 0, out
-    # Ray's message on the lost node, without the raylet's state dump (some 45 lines).
-    assert "Raylet is terminated" in out and "[state-dump]" not in out, out
+    # Ray's message on the lost node, without the raylet's state dump (some 45 lines). Which
+    # message Ray prints is a race: the raylet's own death notice (which carries the dump) or
+    # the head's missed heartbeats (which does not); tests/test_ray_messages.py cuts a
+    # recorded death notice every time.
+    lost = ("Raylet is terminated", "has been marked dead")
+    assert any(said in out for said in lost) and "[state-dump]" not in out, out
     (lost, after), _ = stored(db)
     assert lost.status == "invalid" and lost.validity["generator_lost"]
     assert after.status == "ok", after.validity
