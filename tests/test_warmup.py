@@ -101,6 +101,18 @@ def test_a_warm_up_that_reaches_its_cap_is_flagged_not_steady(contestants_dir, t
     assert flags and "cap" in flags[0].text
 
 
+def test_the_control_calls_come_before_the_warm_up_so_it_warms_the_measured_path(
+    contestants_dir, tmp_path
+):
+    # Logging switched off after a warm-up left a JIT to recompile the switched path in the
+    # measured window: java-tomcat-blocking's first measured second fell to 51k req/s after
+    # a warm-up steady at 120k.
+    _, test = run_one(tmp_path, extra="warmup_s = 0.5\nwarmup_max_s = 1")
+    (logging,) = [c for c in test.run_info["control_calls"] if c["path"] == "/logging"]
+    assert logging["phase"] == "before"
+    assert logging["answered_ms"] <= test.run_info["warmup"]["started_ms"]
+
+
 def test_a_too_short_measured_window_is_flagged(contestants_dir, tmp_path):
     # 0.6 s of load: no complete 1 s interval line, so no steady check can be made.
     _, test = run_one(tmp_path, duration=0.6)

@@ -241,9 +241,11 @@ class _Measurement:
             test.status = "invalid"
             test.validity = {"not_conforming": problem}
             return
+        # The control calls first (logging off, say): the warm-up must warm the code the
+        # measured run takes, or a JIT recompiles the switched path in the measured window.
+        self._control(plan.control, "before")
         if plan.warmup is not None:
             self._warm_up()
-        self._control(plan.control, "before")
         threads = held_threads(plan, self.env.manifest_of(plan.contestant))
         if threads is not None:
             # Every request thread is held by the plan: the report's findings state it.
@@ -305,6 +307,7 @@ class _Measurement:
         cap_s = max(plan.warmup_max_s, plan.warmup_s)
         watch = SteadyWatch(plan.warmup_s)
         warmup = bind(plan.warmup, **self.where)
+        started_ms = round(time.time() * 1000, 1)
         result, _ = self._load(
             warmup, "warmup", cap_s + plan.grace_s, on_interval=watch.interval, until=watch.done
         )
@@ -312,7 +315,7 @@ class _Measurement:
             for line in result.intervals:
                 watch.interval(line)
         ran = (result.summary or {}).get("duration_s")
-        self.test.run_info["warmup"] = watch.record(cap_s, ran)
+        self.test.run_info["warmup"] = {**watch.record(cap_s, ran), "started_ms": started_ms}
 
     def _load_port(self) -> int:
         """The server port the measured load connects to: its sockets are the monitor's."""
