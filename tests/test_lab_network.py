@@ -1,5 +1,9 @@
 """The virtual lab's links on their own (no Ray nodes): real namespaces, the real delay line
-(or netem where the kernel has it) and real TCP between two of the lab's hosts."""
+(or netem where the kernel has it) and real TCP between two of the lab's hosts.
+
+Each lab here is made by `manage.up` with its state file, as a user's is: a lab built
+without one is a dead lab's leftovers to any `serverlab run` on another pytest worker, whose
+start reaps it (the namespace of a generator once vanished mid-test that way)."""
 
 import os
 import socket
@@ -9,8 +13,7 @@ import pytest
 
 from serverlab.base import delayline, owner, scratch
 from serverlab.base.netns import Namespace, existing
-from serverlab.lab import network
-from serverlab.lab.topology import plan_lab
+from serverlab.lab import manage
 
 # Beside the virtual lab's own tests, never at the same time: one pytest -n worker takes them all.
 pytestmark = pytest.mark.xdist_group("lab")
@@ -20,12 +23,12 @@ DELAY_MS = 10
 
 @pytest.fixture
 def delayed_lab():
-    lab = plan_lab(f"n{os.getpid() % 100000}", 1, rate_mbit=100, delay_ms=DELAY_MS)
-    record = network.build(lab)
+    name = f"n{os.getpid() % 100000}"
+    lab = manage.up(1, rate_mbit=100, name=name, delay_ms=DELAY_MS, ray_nodes=False)
     try:
-        yield lab, record
+        yield lab, manage.link(name)
     finally:
-        network.remove(lab)
+        manage.down(name)
 
 
 def test_a_lab_link_takes_twice_the_one_way_delay_between_two_hosts(delayed_lab):
@@ -42,6 +45,12 @@ def test_a_lab_link_takes_twice_the_one_way_delay_between_two_hosts(delayed_lab)
         Namespace(lab.head.netns), Namespace(lab.server.netns), lab.server.address
     )
     assert abs(head["rtt_ms"] - 2 * DELAY_MS) <= 0.1 * 2 * DELAY_MS, head
+
+
+def test_a_lab_in_use_outlives_the_reaping_another_runs_start_does(delayed_lab):
+    lab, _ = delayed_lab
+    assert lab.name not in manage.reap_stale()  # what `serverlab run` does as it starts
+    assert set(lab.namespaces()) <= set(existing())
 
 
 def test_a_delayed_lab_host_has_no_route_out_of_the_lab(delayed_lab):
@@ -66,12 +75,12 @@ def test_a_delayed_lab_host_has_no_route_out_of_the_lab(delayed_lab):
 
 
 def test_a_lab_whose_links_are_removed_leaves_no_forwarder_and_no_namespace():
-    lab = plan_lab(f"m{os.getpid() % 100000}", 1, delay_ms=1, loss_pct=1)
-    record = network.build(lab)
+    name = f"m{os.getpid() % 100000}"
+    lab = manage.up(1, name=name, delay_ms=1, loss_pct=1, ray_nodes=False)
     mark = owner.lab_mark(lab.name)
-    if record["delay_by"] == "delayline":
+    if manage.link(name)["delay_by"] == "delayline":
         assert len(owner.owned_by(mark)) == len(lab.hosts), "one forwarder a host"
-    network.remove(lab)
+    manage.down(name)
     assert owner.owned_by(mark) == []
     assert not [n for n in existing() if n in lab.namespaces()]
     assert not scratch.lab_folder(lab.name).exists(), "a later run would take it for a dead lab"

@@ -39,9 +39,12 @@ def up(
     delay_ms: float = 0.0,
     loss_pct: float = 0.0,
     progress=None,
+    ray_nodes: bool = True,
 ) -> Lab:
     """Builds the lab and starts its Ray nodes; refuses a lab of that name that is up.
-    `progress` counts the nodes as they start (``serverlab.base.progress.Tally``)."""
+    `progress` counts the nodes as they start (``serverlab.base.progress.Tally``).
+    Without `ray_nodes` only the links are made (the links' own tests): the lab still has
+    its state file, so no `serverlab run` elsewhere takes it for a dead lab and reaps it."""
     lab = plan_lab(name, generators, rate_mbit, delay_ms, loss_pct)
     reap_stale()
     if owner.lab_state_file(name).is_file():
@@ -52,7 +55,8 @@ def up(
     _write_state(lab, BUILDING)
     try:
         link = network.build(lab)
-        nodes.start(lab, environment, progress)
+        if ray_nodes:
+            nodes.start(lab, environment, progress)
     except BaseException:
         _take_down(lab)
         raise
