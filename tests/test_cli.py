@@ -335,7 +335,12 @@ def test_the_old_advice_would_not_have_parsed():
 
 @pytest.mark.parametrize(
     ("option", "value", "said"),
-    [("--delay-ms", "-1", "--delay-ms must be 0..5000"), ("--loss-pct", "100", "below 100")],
+    [
+        ("--delay-ms", "-1", "--delay-ms must be 0..5000"),
+        ("--loss-pct", "100", "below 100"),
+        ("--rate-mbit", "inf", "--rate-mbit must be above 0 and at most 100000"),
+        ("--rate-mbit", "nan", "--rate-mbit must be above 0"),
+    ],
 )
 def test_a_lab_link_value_out_of_range_is_one_line_and_makes_nothing(option, value, said):
     name = f"c{os.getpid() % 100000}"

@@ -21,6 +21,9 @@ LOADGEN_RESOURCE = "serverlab_loadgen"
 MAX_GENERATORS = 32
 # A one-way delay above this is no network a server meets (a geostationary hop is 270 ms).
 MAX_DELAY_MS = 5000
+# The ceiling of a suite's links too (run.plan.suite LINK_RANGES): `inf` passed the old
+# positive-only check and reached tc, which refused it only after the namespaces were made.
+MAX_RATE_MBIT = 100_000
 NAME = re.compile(r"[a-z0-9]{1,8}")
 
 
@@ -96,8 +99,8 @@ def plan_lab(
         raise LabError(f"lab name {name!r}: 1 to 8 lower-case letters or digits")
     if not 1 <= generators <= MAX_GENERATORS:
         raise LabError(f"--generators must be 1..{MAX_GENERATORS}, got {generators}")
-    if rate_mbit is not None and not rate_mbit > 0:
-        raise LabError(f"--rate-mbit must be positive, got {rate_mbit}")
+    if rate_mbit is not None and not 0 < rate_mbit <= MAX_RATE_MBIT:
+        raise LabError(f"--rate-mbit must be above 0 and at most {MAX_RATE_MBIT}, got {rate_mbit}")
     if not 0 <= delay_ms <= MAX_DELAY_MS:
         raise LabError(f"--delay-ms must be 0..{MAX_DELAY_MS}, got {delay_ms}")
     if not 0 <= loss_pct < 100:
