@@ -223,6 +223,28 @@ def test_an_unanswered_stats_is_explained_in_the_servers_terms():
     assert plain == "GET /stats unanswered for 15 s after the load (timed out)"
 
 
+def test_stats_is_tried_briefly_where_every_request_thread_is_known_to_be_held():
+    from pathlib import Path
+
+    from serverlab.contestant.manifest import find
+    from serverlab.run.execution.executor import STATS_HELD_LIMIT_S, STATS_LIMIT_S, stats_limit_s
+    from serverlab.run.plan.planner import plan_tests
+    from serverlab.run.plan.suite import load_suite
+
+    root = Path(__file__).resolve().parents[1]
+    plans = plan_tests(
+        load_suite(root / "suites" / "quick.toml"), lambda n: find(n, root / "contestants")
+    )
+    limits = {
+        (p.scenario, p.contestant): stats_limit_s(p, find(p.contestant, root / "contestants"))
+        for p in plans
+    }
+    assert STATS_HELD_LIMIT_S < STATS_LIMIT_S
+    assert limits[("longpoll-1s", "java-tomcat-blocking")] == STATS_HELD_LIMIT_S
+    assert limits[("longpoll-1s", "node-http")] == STATS_LIMIT_S
+    assert limits[("fast-requests", "java-tomcat-blocking")] == STATS_LIMIT_S
+
+
 def test_a_server_that_dies_before_the_clear_is_due_is_a_crash_and_the_clear_is_not_made(
     contestants_dir, tmp_path
 ):
