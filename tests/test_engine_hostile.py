@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hdrh.histogram import HdrHistogram
 
 from serverlab.base.paths import REPO_ROOT
 from serverlab.base.tlskeys import make_key_material
@@ -160,6 +161,11 @@ def high_water_kib(pid: int) -> int:
     return int(found.group(1)) if found else 0
 
 
+def lowest_equivalent(us: int) -> int:
+    """The lowest value of `us`'s bucket in a histogram at the engine's bounds and precision."""
+    return HdrHistogram(1, 3_600_000_000, 3).get_lowest_equivalent_value(us)
+
+
 def counted(summary: dict) -> dict:
     return {kind: n for kind, n in summary["errors"].items() if n}
 
@@ -186,13 +192,15 @@ def test_a_continuation_flood_is_cut_at_the_header_limit_with_bounded_memory(key
     target = ["https", "--h2", "--tls-ca", str(keys.ca_cert)] if tls else ["http", "--h2c"]
     with serving(handle) as port:
         summary, peak_kib = run_engine(
-            [f"{target[0]}://127.0.0.1:{port}/", *target[1:], "-c", "10", "-d", "1s"]
+            [f"{target[0]}://127.0.0.1:{port}/", *target[1:], "-c", "10", "-n", "30"]
         )
     # Before the limits, 10 such connections held about 210 MB; with them ~11 MB, whatever
     # the number of connections.
     assert 0 < peak_kib < 32 * 1024, f"peak RSS {peak_kib} KiB"
+    # A counted run, not a timed one: a timed run's end may find a handshake with this
+    # Python server still under way (on a busy machine), and counts it as a timeout, rightly.
     assert list(counted(summary)) == ["h2_limit"], summary["errors"]
-    assert summary["errors"]["h2_limit"] == summary["requests"] > 0
+    assert summary["errors"]["h2_limit"] == summary["requests"] == 30
 
 
 @pytest.mark.parametrize(
@@ -272,8 +280,12 @@ def test_a_handshake_answered_late_within_the_timeout_is_a_long_latency_not_an_e
         )
     assert counted(summary) == {}, summary["errors"]
     assert summary["answered"] == summary["tls_handshakes"] == 2, summary
+    # The server's 2.5 s start at its accept, which may come before the engine sees its
+    # connect done (a busy machine): each handshake is at least 2.5 s less that connect, and
+    # the summary's minimum is its HdrHistogram bucket's lowest value.
+    floor = lowest_equivalent(2_500_000 - summary["connect_us"]["max"])
+    assert summary["tls_handshake_us"]["min"] >= floor, (summary["tls_handshake_us"], floor)
     # A new connection's latency includes its connect and its handshake.
-    assert summary["tls_handshake_us"]["min"] >= 2_500_000, summary["tls_handshake_us"]
     assert summary["latency_us"]["min"] >= 2_500_000, summary["latency_us"]
 
 
