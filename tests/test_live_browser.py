@@ -38,7 +38,9 @@ def test_the_live_page_draws_a_run_as_it_goes_and_resumes_after_a_reconnect(
         # So does the latency chart: a p50 and a p99 of its own for each interval.
         timed = "document.getElementById('timing').data[{}].y.filter(v => v > 0).length >= 2"
         page.wait_for(timed.format(0) + " && " + timed.format(1), RUN_TIMEOUT_S)
-        assert page.evaluate("window.serverlabLive.done") == 0
+        # Drawn while the run goes on. Not necessarily while its first test does: on a busy
+        # machine Chromium may read the first test's lines and its end in one go.
+        assert not page.evaluate("window.serverlabLive.ended")
         page.wait_for("window.serverlabLive.done >= 1", RUN_TIMEOUT_S)
         assert not page.evaluate("window.serverlabLive.ended"), "the run outlasts the reconnect"
         page.evaluate("window.serverlabLive.reconnect()")
