@@ -61,6 +61,9 @@ SLOW_FIRST_HOLD_S = 0.4
 # than KNEE_RATE of them arrived in the last second (a server past its capacity, planted).
 KNEE_RATE = 150
 KNEE_DELAY_S = 0.3
+# The slow_above_subscribers fault's planted push knee: a cycle to more than this many
+# subscribers is written KNEE_DELAY_S late (a fan-out past its capacity, planted).
+KNEE_SUBSCRIBERS = 50
 POSITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}:(0|[1-9][0-9]{0,15})$")
 NO_DATA = object()  # a timed emit: its deliveries carry no `data` field
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
@@ -99,6 +102,8 @@ FAULTS = {
     "slow_first_cycle": "the first cycle that reaches a subscriber is written 400 ms late",
     "slow_above_rate": f"GET /perf answers {KNEE_DELAY_S * 1000:g} ms late while more than "
     f"{KNEE_RATE} arrived in the last second",
+    "slow_above_subscribers": f"a cycle to more than {KNEE_SUBSCRIBERS} subscribers is written "
+    f"{KNEE_DELAY_S * 1000:g} ms late",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -258,12 +263,15 @@ class PushHub:
         if slow_first:
             self.slowed.add(name)
             hold_s = SLOW_FIRST_HOLD_S
+        crowded = "slow_above_subscribers" in self.faults and len(snapshot) > KNEE_SUBSCRIBERS
+        if crowded:
+            hold_s = KNEE_DELAY_S
         for share in self._shares(snapshot):
             for place, request in enumerate(share, 1):
                 shown_place = 1 if "fanout_place" in self.faults else place
                 # `sent` is stamped immediately before the write that hands it to the kernel.
                 event = self.event(name, entry["last_seq"], created, data, len(share), shown_place)
-                if "early_sent" in self.faults or slow_first:
+                if "early_sent" in self.faults or slow_first or crowded:
                     held.append((request, {"event": event}))
                 else:
                     self._deliver(request, {"event": event})

@@ -1,9 +1,10 @@
 """A capacity search against a real server: the reference server with a planted knee (GET
-/perf answers 300 ms late while more than 150 arrived in the last second) is found within
-the search's tolerance, one server warmed once, every step stored with the test."""
+/perf answers 300 ms late while more than 150 arrived in the last second; or a push cycle to
+more than 50 subscribers written 300 ms late) is found within the search's tolerance, one
+server for the whole search, every step stored with the test."""
 
 import pytest
-from reference_server import KNEE_RATE
+from reference_server import KNEE_RATE, KNEE_SUBSCRIBERS
 
 from serverlab.base.capacity import TOLERANCE
 from serverlab.contestant.manifest import find
@@ -71,3 +72,59 @@ def test_a_server_that_dies_mid_search_ends_it_as_a_crash_with_its_steps_kept(
     assert found["stop"] == "crashed" and found["steps"], found
     assert found["steps"][-1]["reason"] == "server crashed"
     assert len(found["steps"]) < 5, "no step after the crash"
+
+
+PUSH_SUITE = """name = "push-knee"
+contestants = ["reference"]
+
+[[scenario]]
+name = "capacity-sse"
+kind = "capacity"
+behaviour = "sse"
+pacer = "users"
+start_clients = 15
+max_clients = 120
+emit_interval_ms = 200
+# Each step: 0.5 s of ramp, then held; its window (0.5 s to 2 s) holds 7 cycles.
+ramp_up_s = 0.5
+duration_s = 2.5
+p99_bound_ms = 150
+tunables.reference = { fault = "slow_above_subscribers" }
+"""
+
+
+# Delivery delay at a bound is judged: other tests beside it would make their own knee.
+@pytest.mark.alone
+def test_a_search_over_subscribers_finds_the_push_knee_planted_in_the_reference_server(
+    contestants_dir, tmp_path
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(PUSH_SUITE)
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(TestPlan.from_json(plan.to_json()), env)
+    assert test.status == "ok", test.validity
+    found = test.run_info["capacity"]
+    steps = found["steps"]
+    assert found["level"] == "clients"
+    assert [s["level"] for s in steps[:3]] == [15, 30, 60], steps
+    assert [s["sustained"] for s in steps[:3]] == [True, True, False], steps[:3]
+    # 60 subscribers: every one admitted and reached, but each cycle 300 ms late.
+    assert "delay p99" in steps[2]["reason"] and "admitted" not in steps[2]["reason"]
+    assert found["stop"] == "bisected"
+    assert abs(found["knee"] - KNEE_SUBSCRIBERS) <= TOLERANCE * KNEE_SUBSCRIBERS, steps
+    for step in steps:
+        assert step["admitted"] == step["clients"] == step["level"], step
+        assert step["cycles"] >= 3 and step["completeness"] >= 0.99, step
+        assert step["p99_ms"] is not None and step["p50_ms"] <= step["p99_ms"]
+    held = [s for s in steps if s["sustained"]]
+    assert (
+        max(s["p99_ms"] for s in held)
+        <= 150
+        < min(s["p99_ms"] for s in steps if not s["sustained"])
+    )
+    # The test's own figures are the knee's step: its subscribers, its window, its clear.
+    assert test.run_info["engine_plan"]["pacer"]["users"] == 15, "the stored plan: the first step"
+    assert max(c.received for c in test.cycles) == found["knee"]
+    clears = [c for c in test.run_info["control_calls"] if c["path"] == "/event/clear"]
+    assert len([c for c in clears if c["phase"] == "during"]) == 1

@@ -9,6 +9,7 @@ from serverlab.results.report import build_report
 from serverlab.results.report.builder import report_data
 from serverlab.results.store import EngineInterval, RecordedTest, Store, StoredSuite
 
+TOMCAT = "java-tomcat-blocking"
 PARAMS = {"kind": "capacity", "behaviour": "keepalive", "clients": 50, "p99_bound_ms": 10}
 
 
@@ -158,3 +159,77 @@ def test_a_search_whose_first_step_failed_says_so_and_leaves_no_common_rate(tmp_
     assert "&lt; 1,000/s (the first step failed: p99 50 ms over the 10 ms bound)" in html
     assert "No step was sustained by every contestant" in html
     assert report_data(db)["capacity"][0]["common_rate"] is None
+
+
+def push_step(clients, sustained, p99_ms, cpu_us, reason=""):
+    return {
+        "level": float(clients),
+        "sustained": sustained,
+        "reason": reason if not sustained else "",
+        "clients": clients,
+        "admitted": clients,
+        "completeness": 1.0 if sustained else 0.97,
+        "p50_ms": p99_ms / 4,
+        "p99_ms": p99_ms,
+        "cpu_us_per_event": cpu_us,
+    }
+
+
+def push_search(contestant, steps, knee) -> RecordedTest:
+    test = search(contestant, 0, steps, knee)
+    test.scenario, test.permutation_key = "capacity-sse", f"capacity-sse|{contestant}|"
+    test.params = {
+        "kind": "capacity",
+        "behaviour": "sse",
+        "pacer": "users",
+        "emit_interval_ms": 1000,
+        "start_clients": 1000,
+        "max_clients": 19000,
+        "p99_bound_ms": 250,
+    }
+    test.run_info["capacity"].update(level="clients", p99_bound_ms=250, maximum=19000)
+    return test
+
+
+def test_a_push_search_shows_delay_against_the_subscribers_held_with_its_knee(tmp_path):
+    late = "delay p99 400 ms over the 250 ms bound"
+    node = [
+        push_step(1000, True, 20, 9),
+        push_step(2000, True, 30, 8),
+        push_step(4000, True, 40, 8),
+    ]
+    tomcat = [
+        push_step(1000, True, 60, 30),
+        push_step(2000, True, 120, 28),
+        push_step(4000, False, 400, 25, late),
+        push_step(3000, True, 200, 26),
+    ]
+    db = tmp_path / "lab.db"
+    with Store(db) as store:
+        suite = store.add_suite(StoredSuite("push-modern", "suites/push-modern.toml", "ab" * 32, 1))
+        run = store.start_run(suite, {"cpu_count": 2})
+        for test in [push_search("node-http", node, 4000), push_search(TOMCAT, tomcat, 3000)]:
+            test.run_id = run.id
+            store.commit_test(test)
+        store.finish_run(run.id, "finished")
+    (group,) = report_data(db)["capacity"]
+    assert group["level"] == "clients" and group["p99_bound_ms"] == 250
+    assert {k["contestant"]: k["knee_clients"] for k in group["knees"]} == {
+        "node-http": 4000,
+        TOMCAT: 3000,
+    }
+    assert group["common_clients"] == 2000
+    at = {row["contestant"]: row for row in group["at_common_clients"]}
+    assert (at[TOMCAT]["cpu_us_per_event"], at[TOMCAT]["p99_ms"]) == (28, 120)
+    html = build_report(db, None, tmp_path / "r.html").read_text()
+    assert "At 2,000 subscribers, which every contestant held" in html
+    assert "knee (subscribers held)" in html and "delivery delay p99 &le; 250 ms" in html
+    match = re.search(
+        r'<script type="application/json" id="figure-data">(.*?)</script>', html, re.S
+    )
+    chart = json.loads(match.group(1))["capacity-capacity-sse"]
+    names = [trace["name"] for trace in chart["data"]]
+    assert f"{TOMCAT} r1 knee 3,000 clients" in names
+    p99 = next(t for t in chart["data"] if t["name"] == f"{TOMCAT} r1 p99")
+    assert list(p99["x"]) == [1000, 2000, 3000, 4000] and list(p99["y"]) == [60, 120, 200, 400]
+    assert chart["layout"]["xaxis"]["title"]["text"] == "subscribers held"

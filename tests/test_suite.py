@@ -561,7 +561,13 @@ p99_bound_ms = 10
         ("step_s = 2", "step_s = -1", 12, "step_s must be positive"),
         ("p99_bound_ms = 10", "", 6, "needs p99_bound_ms"),
         ("warmup_s = 4", "", 6, "a warmed server: give warmup_s"),
-        ('behaviour = "keepalive"', 'behaviour = "comet"', 7, "runs keepalive or new-connection"),
+        ('behaviour = "keepalive"', 'behaviour = "syslog"', 7, "runs keepalive or new-connection"),
+        (
+            "clients = 50",
+            "clients = 50\nmax_clients = 9",
+            9,
+            "max_clients applies to a push capacity",
+        ),
         ("clients = 50", "clients = 50\nrate = 10", 9, "rate is set by the capacity search"),
         ("clients = 50", 'clients = 50\npacer = "closed"', 9, 'pacer = "open"'),
         ('kind = "capacity"', 'kind = "test"\nduration_s = 1', 11, "applies to kind = "),
@@ -573,6 +579,52 @@ def test_capacity_keys_are_checked_with_file_and_line(tmp_path, old, new, line, 
     with pytest.raises(SuiteError) as err:
         load_suite(path, known_contestants=KNOWN)
     assert err.value.line == line and reason in err.value.reason, str(err.value)
+
+
+PUSH_CAPACITY_SUITE = """name = "c"
+contestants = ["node-http"]
+
+[[scenario]]
+name = "knee"
+kind = "capacity"
+behaviour = "websocket"
+pacer = "users"
+start_clients = 1000
+max_clients = 16000
+emit_interval_ms = 1000
+ramp_up_s = 10
+duration_s = 10
+p99_bound_ms = 250
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "reason"),
+    [
+        ('pacer = "users"', 'pacer = "open"', 8, 'ramps and holds its clients: pacer = "users"'),
+        ("start_clients = 1000", "start_clients = 0", 9, "start_clients must be positive"),
+        ("max_clients = 16000", "max_clients = 10", 10, "max_clients 10 is below start_clients"),
+        ("emit_interval_ms = 1000", "", 6, "needs emit_interval_ms"),
+        ("p99_bound_ms = 250", "", 6, "needs p99_bound_ms"),
+        ("duration_s = 10", "", 6, "holds each step's clients: give duration_s"),
+        ("ramp_up_s = 10", "ramp_up_s = 10\nclients = 5", 13, "clients is set by the capacity"),
+        ("ramp_up_s = 10", "ramp_up_s = 10\nstep_s = 5", 13, "step_s applies to a request"),
+        ("start_clients = 1000", "start_clients = 1000.5", 9, "start_clients must be"),
+    ],
+)
+def test_push_capacity_keys_are_checked_with_file_and_line(tmp_path, old, new, line, reason):
+    path = write(tmp_path, PUSH_CAPACITY_SUITE.replace(old, new))
+    with pytest.raises(SuiteError) as err:
+        load_suite(path, known_contestants=KNOWN)
+    assert err.value.line == line and reason in err.value.reason, str(err.value)
+
+
+def test_a_push_capacity_estimate_counts_the_worst_case_number_of_steps(tmp_path):
+    suite = load_suite(write(tmp_path, PUSH_CAPACITY_SUITE), known_contestants=KNOWN)
+    (perm,) = suite.permutations
+    # 1k ... 16k clients is 5 levels; bisecting a factor of 2 to 5 % takes 5 more steps; each
+    # step ramps 10 s and holds 10 s, with 1.5 s of settling and starting.
+    assert perm.estimated_seconds() == pytest.approx(6.0 + 10 * (10 + 10 + 1.5))
 
 
 def test_a_capacity_estimate_counts_the_worst_case_number_of_steps(tmp_path):

@@ -1,5 +1,5 @@
-"""The push study's report section: its figures from stored tests, the capacity ladder's
-verdict, and the notes it must carry."""
+"""The push study's report section: its figures from stored tests, the capacity searches'
+knees (and stored ladders' rungs), and the notes it must carry."""
 
 import random
 
@@ -169,22 +169,61 @@ def ladder(rungs: dict[int, float], contestant="node-http"):
     return tests
 
 
-def test_capacity_is_the_largest_rung_held_and_says_when_the_descriptor_cap_stopped_it():
+def test_a_stored_ladder_is_judged_rung_by_rung_as_the_searchs_steps():
     tests = ladder({1000: 20, 4000: 90, 8000: 400}, "java-tomcat-blocking")
     tests += ladder({1000: 10, 4000: 20, 19000: 60}, "node-http")
     tests += ladder({1000: 300}, "rust-zhtta")
     table = dict(((t, c), text) for t, c, text in capacity_table(tests, nofile=20000))
     assert table[("websocket", "java-tomcat-blocking")] == "4,000"
     assert table[("websocket", "node-http")] == "≥ 19,000 (descriptor cap)"
-    assert table[("websocket", "rust-zhtta")] == "< 1,000 (no rung held)"
+    assert table[("websocket", "rust-zhtta")] == "< 1,000 (none held)"
     # As the capacity search's knee: a rung held above one that was not does not count.
     noisy = ladder({1000: 10, 4000: 400, 8000: 30}, "go-nethttp")
     assert capacity_table(noisy, nofile=None) == [("websocket", "go-nethttp", "1,000")]
     lossy = ladder({1000: 10})
     lossy[0].summary["events"]["lost"] = 3
-    assert capacity_table(lossy, nofile=None) == [
-        ("websocket", "node-http", "< 1,000 (no rung held)")
+    assert capacity_table(lossy, nofile=None) == [("websocket", "node-http", "< 1,000 (none held)")]
+
+
+def searched(contestant, repeat, held: dict[int, bool], maximum=19000, status="ok"):
+    """A push capacity search as the executor stores it: its steps over the clients held."""
+    test = pushed(contestant, repeat, behaviour="sse")
+    test.scenario, test.status = "capacity-sse", status
+    steps = [
+        {"level": float(n), "sustained": ok, "reason": "" if ok else "delay p99 400 ms over"}
+        for n, ok in held.items()
     ]
+    test.run_info["capacity"] = {
+        "level": "clients",
+        "knee": None,
+        "steps": steps,
+        "maximum": maximum,
+        "p99_bound_ms": 250,
+    }
+    return test
+
+
+def test_the_push_capacity_is_the_knee_of_every_repeats_search_together():
+    # Tomcat held 4,000 then failed 8,000 and bisected to 6,000 once, 5,000 the next time.
+    tomcat = [
+        searched("java-tomcat-blocking", 0, {1000: True, 2000: True, 4000: True, 8000: False,
+                                             6000: True, 7000: False}),
+        searched("java-tomcat-blocking", 1, {1000: True, 2000: True, 4000: True, 8000: False,
+                                             6000: False, 5000: True}),
+    ]  # fmt: skip
+    node = [
+        searched("node-http", r, {1000: True, 8000: True, 16000: True, 19000: True}) for r in (0, 1)
+    ]
+    crashed = [searched("go-nethttp", 0, {1000: True, 2000: True}, status="crashed")]
+    table = dict(
+        ((t, c), text) for t, c, text in capacity_table(tomcat + node + crashed, nofile=20000)
+    )
+    assert table[("sse", "java-tomcat-blocking")] == "5,000", "held in every repeat"
+    assert table[("sse", "node-http")] == "≥ 19,000 (descriptor cap)"
+    assert table[("sse", "go-nethttp")] == "< 1,000 (none held)", "a crashed search holds none"
+    section = transport_section(tomcat + node, [Run(1, 1, 0.0, "finished", {})], {})
+    assert section.rows == [], "a search's kept step is no cell of the study"
+    assert ("sse", "node-http", "≥ 19,000 (the search's maximum)") in section.capacity
 
 
 def test_no_push_test_no_section():

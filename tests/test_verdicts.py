@@ -261,3 +261,37 @@ def test_a_paired_runs_aa_floor_raises_the_material_difference(tmp_path):
         test.run_info.pop("paired", None)
     plain = compare(store(tmp_path / "plain.db", tests), NODE, TOMCAT, metrics=["rps"])
     assert [(row.judgement.floor, row.verdict) for row in plain] == [(0.05, stats.Verdict.BETTER)]
+
+
+def test_memory_per_held_connection_is_shown_only_where_connections_are_held(tmp_path):
+    new_connection = {**KEEPALIVE, "behaviour": "new-connection"}
+    tests = []
+    for params in (KEEPALIVE, new_connection):
+        for contestant, kib in ((NODE, 20), (TOMCAT, 200)):
+            for r in range(6):
+                test = request_test(contestant, r, rps=10_000 + 100 * r, p99_ms=2, params=params)
+                # What the kernel read: RSS grew by `kib` KiB a socket over the 50 sockets
+                # caught open at the last reading (on a new connection per request, whichever
+                # were between their request and their close).
+                reading = {"kernel_bytes": 4096, "established": 50, "sockets": 60}
+                test.run_info["kernel"] = {
+                    "peak_rss_bytes": 100 * 2**20 + 50 * kib * 1024 + r,
+                    "rss_at_open_bytes": 100 * 2**20,
+                    "sockets": {"last": reading, "peak": reading},
+                }
+                tests.append(test)
+    db = store(tmp_path / "lab.db", tests)
+    memory = {
+        ("new-connection" in c["scenario"], c["contestant"]): c
+        for c in report_data(db)["cells"]
+        if c["metric"] == "memory"
+    }
+    for contestant, kib in ((NODE, 20), (TOMCAT, 200)):
+        held, closed = memory[(False, contestant)], memory[(True, contestant)]
+        assert held["n"] == 6 and kib < held["median"] < kib + 1
+        assert "not_applicable" not in held
+        assert closed["median"] is None and closed["values"] == []
+        assert closed["not_applicable"] == "n/a: no held connections"
+    # A verdict on the held connections only: the new-connection cells have no figure.
+    (row,) = compare(db, NODE, TOMCAT, metrics=["memory"])
+    assert "new-connection" not in row.scenario and row.verdict is stats.Verdict.BETTER

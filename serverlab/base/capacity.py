@@ -8,8 +8,11 @@ count for push; the search does not care which. Nothing here runs a load, reads 
 touches a file: the executor gives it a step that does, the report reads its rule back.
 
 The knee is the highest level sustained below the lowest level that was not, so that a
-noisy step that passed above a failure does not raise it. The push ladder's fixed rungs
-are judged by the same `knee` (serverlab.results.report.transports).
+noisy step that passed above a failure does not raise it.
+
+Two uses, one search: request workloads step the offered rate (`sustains`), push workloads
+the subscribers held (`holds`: push-modern's capacity scenarios, which were a ladder of
+fixed rungs before).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ FIRST_FAILED = "first-failed"  # the start level already failed: the knee is bel
 # The "sustains" rule for requests: achieved >= 99 % of offered, errors <= 0.1 %, p99 <= bound.
 MIN_ACHIEVED = 0.99
 MAX_ERROR_SHARE = 0.001
+# The push rule: every client admitted, completeness >= 99 % of the deliveries the window's
+# cycles owed, errors <= 0.1 %, delivery delay p99 <= bound.
+MIN_COMPLETENESS = 0.99
 
 
 @dataclass(frozen=True)
@@ -163,4 +169,32 @@ def sustains(
     if p99_ms is None or p99_ms > bound_ms:
         shown = "none" if p99_ms is None else f"{p99_ms:,.3g} ms"
         reasons.append(f"p99 {shown} over the {bound_ms:g} ms bound")
+    return "; ".join(reasons)
+
+
+def holds(
+    clients: int,
+    admitted: int | None,
+    completeness: float | None,
+    errors: int,
+    attempts: int,
+    p99_ms: float | None,
+    bound_ms: float,
+) -> str:
+    """The push rule: "" when the step held its clients, else why not, in words.
+    `completeness`: deliveries received ÷ those owed (a share, None: no cycle in the window);
+    `attempts`: the clients' connection attempts (errors are counted against them)."""
+    reasons = []
+    if admitted is None or admitted < clients:
+        shown = "none counted" if admitted is None else f"{admitted:,}"
+        reasons.append(f"{shown} of {clients:,} clients admitted")
+    if completeness is None or completeness < MIN_COMPLETENESS:
+        shown = "no cycle in the window" if completeness is None else f"{completeness:.1%}"
+        reasons.append(f"completeness {shown}")
+    attempts = max(attempts, clients)
+    if errors > MAX_ERROR_SHARE * attempts:
+        reasons.append(f"errors {100.0 * errors / attempts:.2g} % of {attempts:,} connections")
+    if p99_ms is None or p99_ms > bound_ms:
+        shown = "none" if p99_ms is None else f"{p99_ms:,.3g} ms"
+        reasons.append(f"delay p99 {shown} over the {bound_ms:g} ms bound")
     return "; ".join(reasons)

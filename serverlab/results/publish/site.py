@@ -42,7 +42,7 @@ from serverlab.results.report.series import build_series
 from serverlab.results.report.summary import architectures, rerun_note
 from serverlab.results.store import RecordedTest, Run, StoredSuite, StoreError
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 PLOTLY = "plotly.min.js"
 

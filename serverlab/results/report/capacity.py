@@ -11,6 +11,12 @@ per scenario:
   the server tree over that step's window ÷ the engine's answers in it) and its p99 (engine,
   from each arrival's intended send time), the median over its tests, as HttpArena's
   fixed-rate profiles compare servers at a pinned offered rate.
+
+A push search (push-modern's capacity scenarios) is read the same way over the subscribers
+held instead of the offered rate: its delivery delay p50 and p99 against the subscribers,
+the knee (the most subscribers held: every client admitted, 99 % of the window's deliveries
+received, errors <= 0.1 %, delay p99 <= the bound), and at the most subscribers every
+contestant held, its server CPU per delivered event over the step and its delay p99.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from serverlab.base.capacity import MAX_REACHED
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of, test_label
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, validity_flags
 from serverlab.results.store import RecordedTest
@@ -41,15 +48,52 @@ class KneeRow:
 class CommonRow:
     contestant: str
     tests: int
-    cpu_us_per_request: float | None
+    cpu_us: float | None  # per request, or per delivered event for push (``Words.cpu``)
     p99_ms: float | None
     flags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Words:
+    """How one use of the search names its level and figures."""
+
+    level: str  # "rate" or "clients", as the search stored it
+    axis: str
+    knee: str
+    unit: str  # after a level's number
+    at: str  # "At {level} ..." before the comparison
+    latency: str
+    cpu: str  # the step figure of CPU per unit of work
+    cpu_label: str
+
+
+RATE_WORDS = Words(
+    "rate",
+    "offered rate (requests/s)",
+    "knee (offered rate sustained)",
+    "/s",
+    "requests/s offered, which every contestant sustained",
+    "p99",
+    "cpu_us_per_request",
+    "server CPU per request",
+)
+CLIENTS_WORDS = Words(
+    "clients",
+    "subscribers held",
+    "knee (subscribers held)",
+    " clients",
+    "subscribers, which every contestant held",
+    "delivery delay p99",
+    "cpu_us_per_event",
+    "server CPU per delivered event (over the step)",
+)
 
 
 @dataclass
 class CapacityGroup:
     scenario: str
     behaviour: str
+    words: Words
     bound_ms: float
     knees: list[KneeRow]
     common_rate: float | None
@@ -57,27 +101,29 @@ class CapacityGroup:
     chart: Chart
 
     def as_dict(self) -> dict[str, Any]:
+        clients = self.words is CLIENTS_WORDS
         return {
             "scenario": self.scenario,
             "behaviour": self.behaviour,
+            "level": self.words.level,
             "p99_bound_ms": self.bound_ms,
             "knees": [
                 {
                     "contestant": k.contestant,
                     "repeat": k.repeat,
-                    "knee_rate": k.knee,
+                    "knee_clients" if clients else "knee_rate": k.knee,
                     "stop": k.stop,
                     "steps": k.steps,
                     "flags": k.flags,
                 }
                 for k in self.knees
             ],
-            "common_rate": self.common_rate,
-            "at_common_rate": [
+            "common_clients" if clients else "common_rate": self.common_rate,
+            "at_common_clients" if clients else "at_common_rate": [
                 {
                     "contestant": c.contestant,
                     "tests": c.tests,
-                    "cpu_us_per_request": c.cpu_us_per_request,
+                    self.words.cpu: c.cpu_us,
                     "p99_ms": c.p99_ms,
                     "flags": c.flags,
                 }
@@ -99,30 +145,43 @@ def capacity_groups(tests: list[RecordedTest]) -> list[CapacityGroup]:
     return [_group(name, mine) for name, mine in by_scenario.items()]
 
 
+def words_of(test: RecordedTest) -> Words:
+    """A search over clients (push) or over the offered rate (requests, and searches stored
+    before push had one)."""
+    level = test.run_info["capacity"].get("level", "rate")
+    return CLIENTS_WORDS if level == CLIENTS_WORDS.level else RATE_WORDS
+
+
 def _group(scenario: str, tests: list[RecordedTest]) -> CapacityGroup:
     bound = float(tests[0].run_info["capacity"]["p99_bound_ms"])
+    words = words_of(tests[0])
     kept = [t for t in tests if t.status in SUMMARIZED_STATUSES]
     rate = common_rate(kept)
     return CapacityGroup(
         scenario=scenario,
         behaviour=str(tests[0].params.get("behaviour", "")),
+        words=words,
         bound_ms=bound,
-        knees=[_knee_row(t) for t in tests],
+        knees=[_knee_row(t, words) for t in tests],
         common_rate=rate,
-        common=[] if rate is None else _common_rows(kept, rate),
-        chart=_chart(scenario, tests, bound),
+        common=[] if rate is None else _common_rows(kept, rate, words),
+        chart=_chart(scenario, tests, bound, words),
     )
 
 
-def _knee_row(test: RecordedTest) -> KneeRow:
+def knee_text(knee: float | None, stop: str, first: dict, words: Words) -> str:
+    """A search's answer in words: its knee, or why it has none or only a lower bound."""
+    if knee is None:
+        return f"< {first['level']:,.0f}{words.unit} (the first step failed: {first['reason']})"
+    if stop == MAX_REACHED:
+        return f"≥ {knee:,.0f}{words.unit} (the search's maximum)"
+    return f"{knee:,.0f}{words.unit}"
+
+
+def _knee_row(test: RecordedTest, words: Words) -> KneeRow:
     found = test.run_info["capacity"]
     knee, stop, steps = found.get("knee"), found.get("stop", ""), found["steps"]
-    if knee is None:
-        text = f"< {steps[0]['level']:,.0f}/s (the first step failed: {steps[0]['reason']})"
-    elif stop == "max-reached":
-        text = f"≥ {knee:,.0f}/s (the search's max_rate)"
-    else:
-        text = f"{knee:,.0f}/s"
+    text = knee_text(knee, stop, steps[0], words)
     if test.status not in SUMMARIZED_STATUSES:
         text += f" ({test.status})"
     return KneeRow(
@@ -158,7 +217,7 @@ def common_rate(tests: list[RecordedTest]) -> float | None:
     return max(shared, default=None)
 
 
-def _common_rows(tests: list[RecordedTest], rate: float) -> list[CommonRow]:
+def _common_rows(tests: list[RecordedTest], rate: float, words: Words) -> list[CommonRow]:
     rows = []
     for contestant in dict.fromkeys(t.contestant for t in tests):
         mine = [t for t in tests if t.contestant == contestant]
@@ -167,7 +226,7 @@ def _common_rows(tests: list[RecordedTest], rate: float) -> list[CommonRow]:
             CommonRow(
                 contestant,
                 len(mine),
-                _median(s.get("cpu_us_per_request") for s in steps),
+                _median(s.get(words.cpu) for s in steps),
                 _median(s.get("p99_ms") for s in steps),
                 [f"{test_label(t)}: {flag.text}" for t in mine for flag in validity_flags(t)],
             )
@@ -180,30 +239,40 @@ def _median(values) -> float | None:
     return round(statistics.median(kept), 3) if kept else None
 
 
-def _chart(scenario: str, tests: list[RecordedTest], bound_ms: float) -> Chart:
+def _chart(scenario: str, tests: list[RecordedTest], bound_ms: float, words: Words) -> Chart:
     fig = go.Figure()
     colours = {
         c: PALETTE[i % len(PALETTE)]
         for i, c in enumerate(dict.fromkeys(t.contestant for t in tests))
     }
     for test in tests:
-        _curves(fig, test, colours[test.contestant])
+        _curves(fig, test, colours[test.contestant], words)
     if fig.data:
         fig.add_hline(y=bound_ms, line_dash="dash", line_color="#888", annotation_text="bound")
         fig.update_xaxes(type="log")
         fig.update_yaxes(type="log")
-    chart = Chart(
-        f"capacity-{scenario}",
-        f"{scenario}: latency against the offered rate",
-        "Engine latency from each arrival's intended send time at each step of the search, "
-        "solid p99, dotted p50, one line per test; a star marks the test's knee (the highest "
-        f"offered rate sustained below any that was not); dashed: the {bound_ms:g} ms bound.",
-        flags=flags_of(tests),
-    )
-    return finish(chart, fig, ("offered rate (requests/s)", "latency (ms)"), "no step recorded")
+    if words is CLIENTS_WORDS:
+        title = f"{scenario}: delivery delay against the subscribers held"
+        caption = (
+            "Delivery delay over each step's window (its cycles between the end of the ramp and "
+            "the emitters' stop; the engine's per-cycle histograms, on the server's clock), "
+            "solid p99, dotted p50, one line per test; a star marks the test's knee (the most "
+            f"subscribers held below any level that was not); dashed: the {bound_ms:g} ms bound."
+        )
+        y_axis = "delivery delay (ms)"
+    else:
+        title = f"{scenario}: latency against the offered rate"
+        caption = (
+            "Engine latency from each arrival's intended send time at each step of the search, "
+            "solid p99, dotted p50, one line per test; a star marks the test's knee (the highest "
+            f"offered rate sustained below any that was not); dashed: the {bound_ms:g} ms bound."
+        )
+        y_axis = "latency (ms)"
+    chart = Chart(f"capacity-{scenario}", title, caption, flags=flags_of(tests))
+    return finish(chart, fig, (words.axis, y_axis), "no step recorded")
 
 
-def _curves(fig: go.Figure, test: RecordedTest, colour: str) -> None:
+def _curves(fig: go.Figure, test: RecordedTest, colour: str, words: Words) -> None:
     found = test.run_info["capacity"]
     steps = sorted(found["steps"], key=lambda s: s["level"])
     label = test_label(test)
@@ -216,7 +285,7 @@ def _curves(fig: go.Figure, test: RecordedTest, colour: str) -> None:
                 name=f"{label} {name}",
                 line={"color": colour, "dash": dash},
                 text=[s["reason"] or "sustained" for s in steps],
-                hovertemplate="%{x:,.0f}/s: %{y:.3g} ms<br>%{text}",
+                hovertemplate="%{x:,.0f}" + words.unit + ": %{y:.3g} ms<br>%{text}",
             )
         )
     knee = found.get("knee")
@@ -228,6 +297,6 @@ def _curves(fig: go.Figure, test: RecordedTest, colour: str) -> None:
                 y=[at["p99_ms"]],
                 mode="markers",
                 marker={"symbol": "star", "size": 14, "color": colour},
-                name=f"{label} knee {knee:,.0f}/s",
+                name=f"{label} knee {knee:,.0f}{words.unit}",
             )
         )

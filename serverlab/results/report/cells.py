@@ -59,6 +59,9 @@ class Cell:
     # Each unflagged value's share of its test's ceiling (``Metric.ceiling``): 0.97 is 97 %
     # of the CPU the test allowed; None where the test has no ceiling.
     ceiling_shares: tuple[float | None, ...] = ()
+    # Why the cell has no figure, where none of its tests can have one by design
+    # (``Metric.absent``: "n/a: no held connections"); "" otherwise.
+    absent: str = ""
 
     @property
     def flagged(self) -> bool:
@@ -70,11 +73,15 @@ class Cell:
         return self.values if self.unflagged is None else self.unflagged
 
     def text(self, compact: bool = False) -> tuple[str, str]:
-        """(median, interval and n) as the tables print them."""
+        """(median, interval and n) as the tables print them; why there is no figure, where
+        the metric does not apply to the cell's tests."""
+        if self.absent and self.summary.n == 0:
+            return self.absent, ""
         return format_cell(self.summary, compact)
 
     def as_dict(self) -> dict:
         summary, interval = self.summary, self.summary.interval
+        said = {"not_applicable": self.absent} if self.absent and summary.n == 0 else {}
         return {
             "scenario": self.scenario,
             "arm": self.arm,
@@ -94,6 +101,7 @@ class Cell:
             "flags": [flag.as_dict() for flag in self.flags],
             "window": self.metric.window,
             "source": self.metric.source,
+            **said,
         }
 
 
@@ -142,7 +150,17 @@ def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key:
         unflagged=unflagged,
         dropped=dropped,
         ceiling_shares=shares,
+        absent=_absent(used or list(tests), metric),
     )
+
+
+def _absent(tests: Sequence[RecordedTest], metric: Metric) -> str:
+    """The reason every one of these tests gives for having no value of the metric (by
+    design, ``Metric.absent``), when they all give the same one; "" otherwise."""
+    if metric.absent is None or not tests:
+        return ""
+    reasons = {metric.absent(t) for t in tests}
+    return reasons.pop() if len(reasons) == 1 and None not in reasons else ""
 
 
 def _unflagged(tests: Sequence[RecordedTest], metric: Metric):

@@ -18,7 +18,10 @@ a stated window and from a stated source.
   the load, per connection: (peak RSS - RSS when the load window opened + its sockets'
   kernel memory at the last socket reading) ÷ the connections established at that reading
   (kernel figures, serverlab.run.execution.monitor). Tests stored before those: (largest
-  RSS sample - first sample) ÷ the plan's clients.
+  RSS sample - first sample) ÷ the plan's clients. Only where connections are held
+  (keep-alive, push, slow clients): a new connection per request, or syslog over UDP, holds
+  none, and the figure reads "n/a: no held connections" (``not_held``) instead of dividing
+  by whichever connections the kernel caught open at its last reading.
 - CPU over the load (%, ``cpu_percent_in_window``): the same CPU seconds ÷ the window.
 - The CPU a test allowed its server (``allowed_cpu_percent``): 100 % per CPU it was pinned
   to, the ceiling of its CPU figure in a closed loop (``cpu_ceiling_percent``).
@@ -30,6 +33,9 @@ from serverlab.results.report import push
 from serverlab.results.store import RecordedTest
 
 KIB = 1024
+# Why a test has no memory per held connection: its connections carry one request each, or
+# there are none (UDP).
+NO_HELD_CONNECTIONS = "n/a: no held connections"
 
 
 def _summary(test: RecordedTest) -> dict:
@@ -115,8 +121,25 @@ def cpu_per_event_us(test: RecordedTest) -> float | None:
     return None if seconds is None else seconds * 1e6 / received
 
 
+def holds_connections(test: RecordedTest) -> bool:
+    """Whether the test's clients hold their connections open: not a new connection per
+    request (closed after its answer), nor syslog over UDP."""
+    behaviour = test.params.get("behaviour")
+    if behaviour == "new-connection":
+        return False
+    return not (behaviour == "syslog" and test.params.get("syslog_transport") == "udp")
+
+
+def not_held(test: RecordedTest) -> str | None:
+    """Why the test has no memory per held connection, where that is by design."""
+    return None if holds_connections(test) else NO_HELD_CONNECTIONS
+
+
 def memory_per_connection_kib(test: RecordedTest) -> float | None:
-    """KiB of user and kernel memory per held connection (module docstring)."""
+    """KiB of user and kernel memory per held connection (module docstring); None where
+    the test holds none."""
+    if not holds_connections(test):
+        return None
     kernel = test.run_info.get("kernel") or {}
     last = (kernel.get("sockets") or {}).get("last") or {}
     if kernel.get("peak_rss_bytes") is not None and last.get("established"):

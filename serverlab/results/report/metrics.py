@@ -47,7 +47,9 @@ class Metric:
     read from which ``source``. ``min_difference`` (in ``unit``) is the least difference of
     medians that can be material (a reading that moves by itself, as socket memory read at
     one instant does); ``ceiling`` gives a test's highest possible value of the figure, where
-    it has one (the CPU a closed loop can use at most)."""
+    it has one (the CPU a closed loop can use at most); ``absent`` says why a test has no value
+    of the figure where that is by design ("n/a: no held connections"), so that the cell
+    says so rather than "-"."""
 
     name: str
     label: str
@@ -60,6 +62,7 @@ class Metric:
     source: str = ""
     min_difference: float = 0.0
     ceiling: Callable[[RecordedTest], float | None] | None = None
+    absent: Callable[[RecordedTest], str | None] | None = None
 
 
 def _summary_number(test: RecordedTest, *path: str) -> float | None:
@@ -233,6 +236,7 @@ METRICS = (
         efficiency.memory_per_connection_kib,
         window=LOAD_WINDOW,
         source="kernel: peak RSS less RSS at the start, plus socket memory, ÷ established",
+        absent=efficiency.not_held,
     ),
     Metric(
         "sockmem",

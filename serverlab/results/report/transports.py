@@ -8,10 +8,12 @@ duplicated and reordered, those the server delivered to clients that had gone ("
 to nobody", so that one architecture's dead subscribers do not pass for throughput) and
 those it emitted after the window (a late clear's); per test, each in-window cycle's
 completeness beside the server's own snapshot total, its delay p50/p99 and the engine's
-drain time of it; and per transport and contestant, the capacity: the most clients of a
-capacity ladder held with p99 delay at most 250 ms and nothing lost, below any rung that was
-not (the capacity search's knee, serverlab.base.capacity). Cycles and their
-window: serverlab.results.report.push.
+drain time of it; and per transport and contestant, the capacity: the knee of its capacity
+searches over the subscribers held (serverlab.base.capacity.holds; each search's curve is in
+the capacity section, serverlab.results.report.capacity), the most held in every repeat below
+any level that was not. Runs stored before the search had a ladder of fixed rungs, one test
+each, judged as a step by the ladder's rule (p99 delay at most 250 ms, nothing lost). Cycles
+and their window: serverlab.results.report.push.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import plotly.graph_objects as go
 from serverlab.base import capacity
 from serverlab.results import stats
 from serverlab.results.report import push
+from serverlab.results.report.capacity import is_capacity_search
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
 from serverlab.results.report.flaggroups import group_flags
@@ -36,9 +39,10 @@ from serverlab.results.report.metrics import (
 from serverlab.results.store import RecordedTest, Run
 
 TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
+# The rule of the fixed-rung ladders of runs stored before the push capacity search.
 CAPACITY_P99_MS = 250.0
-# A ladder's top rung this close to a process's descriptor limit is as far as the machine
-# lets one process go, not as far as the server can.
+# A search's (or a ladder's) top level this close to a process's descriptor limit is as far
+# as the machine lets one process go, not as far as the server can.
 DESCRIPTOR_MARGIN = 0.95
 # The three Tomcat contestants answer WebSocket with one implementation (JSR 356 on the NIO
 # connector): for WebSocket they are not three architectures.
@@ -63,7 +67,8 @@ def is_push_test(test: RecordedTest) -> bool:
 
 
 def is_capacity(test: RecordedTest) -> bool:
-    return test.scenario.startswith("capacity")
+    """A push capacity search, or a rung of a ladder stored before the search."""
+    return is_capacity_search(test) or test.scenario.startswith("capacity")
 
 
 # --- figures of one test ------------------------------------------------------------------
@@ -298,7 +303,7 @@ def descriptor_limit(runs: list[Run]) -> int | None:
 
 
 def held(test: RecordedTest) -> bool:
-    """The ladder's rule: p99 delay at most 250 ms, nothing lost, nothing invalid."""
+    """A stored ladder rung's rule: p99 delay at most 250 ms, nothing lost, nothing invalid."""
     p99 = delay_ms("p99")(test)
     return (
         test.status in SUMMARIZED_STATUSES
@@ -308,37 +313,46 @@ def held(test: RecordedTest) -> bool:
     )
 
 
+def capacity_steps(test: RecordedTest) -> list[capacity.StepResult]:
+    """A test's steps over the subscribers held: a search's, every one held only in a test
+    that ended well; a stored ladder rung is one step."""
+    if not is_capacity_search(test):
+        return [capacity.StepResult(int(test.params["clients"]), held(test))]
+    ok = test.status in SUMMARIZED_STATUSES
+    found = test.run_info["capacity"]["steps"]
+    return [capacity.StepResult(s["level"], ok and s["sustained"], s["reason"]) for s in found]
+
+
 def capacity_table(tests: list[RecordedTest], nofile: int | None) -> list[tuple[str, str, str]]:
-    """Per transport and contestant, the largest rung held by every repeat of it, below any
-    rung that was not."""
-    ladders: dict[tuple[str, str], dict[int, list[RecordedTest]]] = {}
+    """Per transport and contestant, the most subscribers held by every repeat, below any
+    level that was not: the knee of all its steps together."""
+    steps: dict[tuple[str, str], list[capacity.StepResult]] = {}
+    tops: dict[tuple[str, str], float] = {}
     for test in tests:
         key = (test.params["behaviour"], test.contestant)
-        ladders.setdefault(key, {}).setdefault(int(test.params["clients"]), []).append(test)
-    table = []
-    for (transport, contestant), rungs in sorted(
-        ladders.items(), key=lambda item: (TRANSPORTS.index(item[0][0]), item[0][1])
-    ):
-        table.append((transport, contestant, _capacity_text(rungs, nofile)))
-    return table
+        steps.setdefault(key, []).extend(capacity_steps(test))
+        tops[key] = max(tops.get(key, 0.0), _top(test))
+    order = sorted(steps, key=lambda key: (TRANSPORTS.index(key[0]), key[1]))
+    return [(*key, _capacity_text(steps[key], tops[key], nofile)) for key in order]
 
 
-def _capacity_text(rungs: dict[int, list[RecordedTest]], nofile: int | None) -> str:
-    """The ladder judged as the capacity search judges its steps (serverlab.base.capacity):
-    the largest rung held by every repeat below the smallest that was not."""
-    steps = [
-        capacity.StepResult(clients, held(test))
-        for clients, tests in rungs.items()
-        for test in tests
-    ]
+def _top(test: RecordedTest) -> float:
+    """The most subscribers the test could try: its search's maximum, or its rung."""
+    if is_capacity_search(test):
+        return float(test.run_info["capacity"]["maximum"])
+    return float(test.params["clients"])
+
+
+def _capacity_text(steps: list[capacity.StepResult], top: float, nofile: int | None) -> str:
     found = capacity.knee(steps)
     if found is None:
-        return f"< {min(rungs):,} (no rung held)"
-    best, top = int(found), max(rungs)
-    if best == top and nofile and top >= DESCRIPTOR_MARGIN * nofile:
+        first = min(steps, key=lambda s: s.level)
+        return f"< {first.level:,.0f} (none held)"
+    best = int(found)
+    if best >= top and nofile and top >= DESCRIPTOR_MARGIN * nofile:
         return f"≥ {best:,} (descriptor cap)"
-    if best == top:
-        return f"≥ {best:,} (the ladder's top)"
+    if best >= top:
+        return f"≥ {best:,} (the search's maximum)"
     return f"{best:,}"
 
 

@@ -39,9 +39,6 @@ from serverlab.contestant.server import (
 )
 from serverlab.results.store import (
     Crash,
-    EmitCycle,
-    EmitRecord,
-    EngineInterval,
     MonitorSample,
     RecordedTest,
     ServerStats,
@@ -49,8 +46,9 @@ from serverlab.results.store import (
 from serverlab.run.execution import capacity, sockdiag
 from serverlab.run.execution.monitor import ENGINE_SUMMARY, Monitor
 from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures
+from serverlab.run.execution.records import put_load
 from serverlab.run.execution.signals import read_signals
-from serverlab.run.execution.testplan import ControlCall, TestPlan, bind
+from serverlab.run.execution.testplan import CLIENTS_LEVEL, ControlCall, TestPlan, bind
 from serverlab.run.execution.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.execution.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.execution.validity import assess
@@ -69,6 +67,8 @@ STATS_TRY_S = 3.0
 # timeout (held_threads): the silence is known before the first try, and one try shows it
 # as well as 15 s would (java-tomcat-blocking's long polls cost the demo 15 s a test).
 STATS_HELD_LIMIT_S = STATS_TRY_S
+# The control call that starts an emitter (spec: POST /event/set).
+EVENT_SET = "/event/set"
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
 
@@ -294,15 +294,19 @@ class _Measurement:
         test.status, test.validity = assess(test, self.env.pinning, crash)
 
     def _search(self, monitor: Monitor):
-        """A capacity search's steps on this server (serverlab.run.execution.capacity)."""
+        """A capacity search's steps on this server (serverlab.run.execution.capacity). A push
+        step sets the emitters afresh (the step before cleared them at its intended stop)
+        and makes the plan's timed calls, as a push test does."""
+        plan = self.plan
         on_interval = self.env.progress and self.env.progress.interval
+        emitters = tuple(call for call in plan.control if call.path == EVENT_SET)
 
         def step(engine_plan, tag):
-            return self._load(engine_plan, tag, self.plan.budget_s, monitor, on_interval)
+            if plan.capacity.level == CLIENTS_LEVEL:
+                self._control(emitters, "step")
+            return self._load(engine_plan, tag, plan.budget_s, monitor, on_interval, plan.during)
 
-        return capacity.search_steps(
-            step, self.measured, self.plan.capacity, monitor, self.test.run_info
-        )
+        return capacity.search_steps(step, self.measured, plan, monitor, self.test.run_info)
 
     def _warm_up(self) -> None:
         """The warm-up engine run, stopped once its rate is steady (execution.warmup) and
@@ -545,22 +549,14 @@ def _keep_log(env: Environment, test: RecordedTest, server: ContestantServer) ->
 
 
 def _fill(test: RecordedTest, result: LoadResult, monitor: Monitor, plan: dict) -> None:
-    test.summary = result.summary
+    put_load(test, result)
     test.run_info["engine_plan"] = plan
-    test.intervals = [
-        EngineInterval(seq=i, t=float(r.get("elapsed_s", i)), data=r)
-        for i, r in enumerate(result.intervals)
-    ]
     test.samples = [MonitorSample(**s.as_dict()) for s in monitor.samples]
     if monitor.window.figures is not None:
         test.run_info["kernel"] = {**monitor.window.figures, **_engine_gaps(monitor, result)}
     test.run_info["monitor"] = monitor.own_cpu
-    if result.summary and result.summary.get("histogram"):
-        test.histograms["latency_us"] = result.summary["histogram"]
     if result.summary is None and result.stderr_tail:
         test.validity["engine_stderr"] = result.stderr_tail
-    test.emits = [row for cycle in result.emits for row in _emit_rows(cycle)]
-    test.cycles = [_emit_cycle(cycle) for cycle in result.emits if "delay_histogram" in cycle]
     if result.generators:
         test.run_info["generators"] = result.generators
     if result.lost:
@@ -592,38 +588,6 @@ def _window_start(test: RecordedTest, plan: TestPlan, summary: dict | None) -> N
         return
     offset = summary.get("clock_offset_ms") or 0.0
     window["start_ms"] = round(started + offset + plan.emit_window_s[0] * 1000, 1)
-
-
-def _emit_rows(cycle: dict) -> list[EmitRecord]:
-    """The engine's record of one emit cycle as rows: one per sampled place."""
-    return [
-        EmitRecord(
-            event=cycle["event"],
-            seq=cycle["seq"],
-            place=int(place),
-            total=cycle["total"],
-            duration_ms=float(duration),
-            created_ms=cycle.get("created_ms"),
-            received=cycle.get("received"),
-        )
-        for place, duration in cycle.get("places", [])
-    ]
-
-
-def _emit_cycle(cycle: dict) -> EmitCycle:
-    """The engine's record of one emit cycle as the clients measured it (output version 3)."""
-    return EmitCycle(
-        event=cycle["event"],
-        seq=cycle["seq"],
-        created_ms=cycle["created_ms"],
-        received=cycle["received"],
-        total=cycle["total"],
-        delay_histogram=cycle["delay_histogram"],
-        first_arrival_ms=cycle["first_arrival_ms"],
-        last_arrival_ms=cycle["last_arrival_ms"],
-        drain_us=cycle.get("drain_us"),
-        drain_samples=cycle.get("drain_samples", 0),
-    )
 
 
 def _crash(server: ContestantServer, at_s: float) -> Crash:

@@ -66,16 +66,25 @@ class Smoke:
     spec_major: int | None = None  # the MAJOR of spec_version /stats must report
 
 
+# What a capacity search's levels are: the open-loop pacer's offered rate (requests), or
+# the clients the users pacer ramps and holds (push).
+RATE_LEVEL = "rate"
+CLIENTS_LEVEL = "clients"
+
+
 @dataclass(frozen=True)
 class CapacityPlan:
-    """A capacity search (serverlab.base.capacity): its steps are the measured plan with the
-    open-loop rate set to each level, `step_s` long, judged against the p99 bound."""
+    """A capacity search (serverlab.base.capacity): its steps are the measured plan with its
+    level (`level`: the open-loop rate, or the users pacer's clients) set to each level,
+    `step_s` long (a push step: its ramp and hold), judged against the p99 bound (latency for
+    requests, delivery delay for push)."""
 
     start: float
     maximum: float
     tolerance: float
     p99_bound_ms: float
     step_s: float
+    level: str = RATE_LEVEL
 
 
 @dataclass(frozen=True)

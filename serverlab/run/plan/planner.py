@@ -13,7 +13,9 @@ from serverlab.base import spec
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.execution.testplan import (
+    CLIENTS_LEVEL,
     ENGINE_GRACE_S,
+    RATE_LEVEL,
     CapacityPlan,
     ControlCall,
     Link,
@@ -26,14 +28,15 @@ from serverlab.run.plan.suite import (
     BEHAVIOURS,
     CAPACITY,
     CLEAR,
-    DEFAULT_STEP_S,
     HTTP2_TRANSPORTS,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,
     Suite,
     capacity_search,
+    capacity_step_s,
     emit_window_s,
+    is_push_search,
     speaks_tls,
     warmup_cap_s,
 )
@@ -139,17 +142,14 @@ def capacity_plan(p: dict[str, Any]) -> CapacityPlan | None:
         maximum=search.maximum,
         tolerance=search.tolerance,
         p99_bound_ms=float(p["p99_bound_ms"]),
-        step_s=step_seconds(p),
+        step_s=capacity_step_s(p),
+        level=CLIENTS_LEVEL if is_push_search(p) else RATE_LEVEL,
     )
-
-
-def step_seconds(p: dict[str, Any]) -> float:
-    return float(p.get("step_s", DEFAULT_STEP_S))
 
 
 def planned_seconds(p: dict[str, Any]) -> float:
     if p.get("kind") == CAPACITY:
-        return step_seconds(p)  # the budget of each step
+        return capacity_step_s(p)  # the budget of each step
     base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
     count = p.get("requests", p.get("syslog_messages"))
     if count is not None:
@@ -165,7 +165,7 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
         "behaviour": _behaviour(p),
         "pacer": _pacer(p),
     }
-    clients = int(p.get("clients", 1))
+    clients = _clients(p)
     plan["connections"] = clients
     if p.get("pacer", "closed") != "users":
         # A syslog flood's messages are the engine's requests.
@@ -175,13 +175,15 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
         elif "duration_s" in p:
             plan["duration_s"] = float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
         elif p.get("kind") == CAPACITY:
-            plan["duration_s"] = step_seconds(p)
+            plan["duration_s"] = capacity_step_s(p)
     if "timeout_s" in p:
         plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
     if p["behaviour"] in ("longpoll", "comet", "slow-upload"):
         plan["method"] = "POST"
-    if clients > CLIENTS_PER_SOURCE:
-        sources = -(-clients // CLIENTS_PER_SOURCE) + 1
+    # A push search's steps reach its max_clients: each has the sources the largest needs.
+    most = int(p["max_clients"]) if is_push_search(p) else clients
+    if most > CLIENTS_PER_SOURCE:
+        sources = -(-most // CLIENTS_PER_SOURCE) + 1
         plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
     if speaks_tls(p):
         settings = {**TLS_DEFAULTS, **p}
@@ -204,7 +206,7 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
     plain = p["behaviour"] in ("keepalive", "new-connection")
     warm = {
         "behaviour": p["behaviour"] if plain else "keepalive",
-        "clients": min(int(p.get("clients", 1)), 50),
+        "clients": min(_clients(p), 50),
         "duration_s": warmup_cap_s(p),
     }
     # Warmed over the test's own transport: a TLS stack has its own code to warm.
@@ -269,12 +271,18 @@ def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _clients(p: dict[str, Any]) -> int:
+    """The engine's clients: a push search's first step holds its start_clients (the
+    executor sets each step's)."""
+    return int(p["start_clients"]) if is_push_search(p) else int(p.get("clients", 1))
+
+
 def _pacer(p: dict[str, Any]) -> dict[str, Any]:
     kind = p.get("pacer", "closed")
     if kind == "users":
         return {
             "kind": "users",
-            "users": int(p.get("clients", 1)),
+            "users": _clients(p),
             "ramp_up_s": float(p.get("ramp_up_s", 0)),
             "hold_s": float(p.get("duration_s", 0)),
         }

@@ -120,6 +120,8 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "kind": ((str,), False),
     "start_rate": ((int, float), False),
     "max_rate": ((int, float), False),
+    "start_clients": ((int,), False),
+    "max_clients": ((int,), False),
     "step_s": ((int, float), False),
     "p99_bound_ms": ((int, float), False),
     "repeats": ((int,), False),
@@ -127,17 +129,25 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "tunables": ((dict,), False),
 }
 DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s", "step_s")
-# A scenario's kind: one measured load (a test), or a capacity search (issue 32): steps of
-# the open-loop pacer from `start_rate`, doubled then bisected (serverlab.base.capacity),
-# for the highest rate sustained with p99 <= `p99_bound_ms`.
+# A scenario's kind: one measured load (a test), or a capacity search (issue 32), doubled
+# then bisected (serverlab.base.capacity): for requests, steps of the open-loop pacer from
+# `start_rate`, for the highest rate sustained with p99 <= `p99_bound_ms`; for push, steps
+# of `start_clients` ... `max_clients` subscribers ramped and held (the users pacer), for the
+# most held with delivery delay p99 <= `p99_bound_ms`.
 TEST_KIND = "test"
 CAPACITY = "capacity"
 KINDS = (TEST_KIND, CAPACITY)
-CAPACITY_KEYS = ("start_rate", "max_rate", "step_s", "p99_bound_ms")
-CAPACITY_REQUIRED = ("start_rate", "max_rate", "p99_bound_ms")
+CAPACITY_KEYS = ("start_rate", "max_rate", "step_s", "start_clients", "max_clients", "p99_bound_ms")
 CAPACITY_BEHAVIOURS = ("keepalive", "new-connection")
-# Keys a capacity search sets itself, step by step: the suite cannot give them.
+# Per use of the search: the keys it needs, and those its steps set themselves (the suite
+# cannot give them).
+CAPACITY_REQUIRED = ("start_rate", "max_rate", "p99_bound_ms")
 CAPACITY_SETS = ("rate", "rate_end", "requests", "duration_s", "ramp_up_s", "priming_runs")
+PUSH_CAPACITY_REQUIRED = ("start_clients", "max_clients", "p99_bound_ms", "emit_interval_ms")
+PUSH_CAPACITY_SETS = ("clients", "priming_runs")
+# Keys of one use of the search only.
+REQUEST_SEARCH_KEYS = ("start_rate", "max_rate", "step_s")
+PUSH_SEARCH_KEYS = ("start_clients", "max_clients")
 DEFAULT_STEP_S = 2.0
 # A capacity step's own cost besides its load (the server let settle 1 s, an engine
 # started): only for the estimate.
@@ -199,7 +209,7 @@ class Permutation:
         p = self.params
         if p.get("kind") == CAPACITY:
             steps = capacity_search(p).worst_case_steps()
-            step = float(p.get("step_s", DEFAULT_STEP_S)) + STEP_OVERHEAD_S
+            step = capacity_step_s(p) + STEP_OVERHEAD_S
             return SETUP_ESTIMATE_S + float(p.get("warmup_s", 0)) + steps * step
         load = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
         runs = 1 + int(p.get("priming_runs", 0))
@@ -813,27 +823,57 @@ class _ScenarioContext:
                 if key in p:
                     raise self.fail(key, f'{key} applies to kind = "capacity" scenarios only')
             return
+        if p["behaviour"] in PUSH_BEHAVIOURS:
+            self._check_push_capacity(p)
+            return
         if p["behaviour"] not in CAPACITY_BEHAVIOURS:
             raise self.fail(
                 "behaviour",
-                f"a capacity search runs {' or '.join(CAPACITY_BEHAVIOURS)}, "
-                f"not {p['behaviour']!r}",
+                f"a capacity search runs {' or '.join(CAPACITY_BEHAVIOURS)} or a push "
+                f"behaviour, not {p['behaviour']!r}",
             )
         if p.get("pacer", "open") != "open":
             raise self.fail("pacer", 'a capacity search steps the open-loop pacer: pacer = "open"')
-        for key in CAPACITY_SETS:
-            if key in p:
-                raise self.fail(key, f"{key} is set by the capacity search's steps, not the suite")
-        for key in CAPACITY_REQUIRED:
-            if key not in p:
-                raise self.fail("kind", f'a kind = "capacity" scenario needs {key}')
+        self._only_in_the_other_search(p, PUSH_SEARCH_KEYS, "a push capacity search")
+        self._check_search_keys(p, CAPACITY_REQUIRED, CAPACITY_SETS)
         if not p.get("warmup_s"):
             raise self.fail("kind", "a capacity search measures a warmed server: give warmup_s")
+        if p["max_rate"] < p["start_rate"]:
+            raise self.fail("max_rate", f"max_rate {p['max_rate']:g} is below start_rate")
+
+    def _check_push_capacity(self, p: dict) -> None:
+        """A push search: steps of the users pacer, each ramping and holding its subscribers
+        (ramp_up_s, duration_s) while the emitters run."""
+        if p.get("pacer") != "users":
+            raise self.fail(
+                "pacer" if "pacer" in p else "behaviour",
+                'a push capacity search ramps and holds its clients: pacer = "users"',
+            )
+        self._only_in_the_other_search(p, REQUEST_SEARCH_KEYS, "a request capacity search")
+        self._check_search_keys(p, PUSH_CAPACITY_REQUIRED, PUSH_CAPACITY_SETS)
+        if "duration_s" not in p:
+            raise self.fail(
+                "kind", "a push capacity search holds each step's clients: give duration_s"
+            )
+        if p["max_clients"] < p["start_clients"]:
+            raise self.fail("max_clients", f"max_clients {p['max_clients']} is below start_clients")
+
+    def _only_in_the_other_search(self, p: dict, keys: tuple, other: str) -> None:
+        for key in keys:
+            if key in p:
+                raise self.fail(key, f"{key} applies to {other} only")
+
+    def _check_search_keys(self, p: dict, required: tuple, sets: tuple) -> None:
+        """All the keys a search needs, positive, and none of those its steps set."""
+        for key in sets:
+            if key in p:
+                raise self.fail(key, f"{key} is set by the capacity search's steps, not the suite")
+        for key in required:
+            if key not in p:
+                raise self.fail("kind", f'a kind = "capacity" scenario needs {key}')
         for key in CAPACITY_KEYS:
             if key in p and not p[key] > 0:
                 raise self.fail(key, f"{key} must be positive, got {p[key]!r}")
-        if p["max_rate"] < p["start_rate"]:
-            raise self.fail("max_rate", f"max_rate {p['max_rate']:g} is below start_rate")
 
     def _check_transport(self, p: dict) -> None:
         """The transport and its TLS settings: known values, and TLS settings only where
@@ -874,9 +914,25 @@ class _ScenarioContext:
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
 
 
+def is_push_search(p: dict[str, Any]) -> bool:
+    """A capacity search over subscribers held (push), not over an offered rate."""
+    return p.get("kind") == CAPACITY and p.get("behaviour") in PUSH_BEHAVIOURS
+
+
 def capacity_search(p: dict[str, Any]) -> capacity.Search:
-    """A capacity scenario's search, from its (checked) parameters."""
+    """A capacity scenario's search, from its (checked) parameters: over whole clients for
+    push, over the offered rate for requests."""
+    if is_push_search(p):
+        return capacity.Search(float(p["start_clients"]), float(p["max_clients"]), whole=True)
     return capacity.Search(float(p["start_rate"]), float(p["max_rate"]))
+
+
+def capacity_step_s(p: dict[str, Any]) -> float:
+    """One step's load: a push step ramps and holds its clients, a request step runs
+    `step_s` at its rate."""
+    if is_push_search(p):
+        return float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
+    return float(p.get("step_s", DEFAULT_STEP_S))
 
 
 def speaks_tls(p: dict[str, Any]) -> bool:
