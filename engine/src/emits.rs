@@ -2,13 +2,21 @@
 //! emit list, requests per emit cycle; issue 19: each cycle's delivery delays, arrivals and
 //! the engine's drain time, so that a test's delay percentiles can be taken over the cycles
 //! of its window alone). Each worker aggregates the deliveries it received per (event, seq);
-//! the workers' logs are merged at the end, and generators' emit lines by `--merge`, exactly:
-//! counts add, delay buckets add, spans and maxima widen. Memory is bounded whatever the run
-//! length: at most `MAX_SEQS` seqs are kept (the newest), at most `MAX_PLACES` sampled places
-//! per seq, and the delays of a seq as (bucket, count) pairs, one per HdrHistogram bucket
-//! that a delivery fell in (a cycle's deliveries span few buckets).
+//! a cycle that has settled (no delivery of it in any worker for `settle_time`) leaves the
+//! workers' logs during the run, merged into one record and printed as its emit line
+//! (`take_settled`); the rest are merged at the end, and generators' emit lines by
+//! `--merge`, exactly: counts add, delay buckets add, spans and maxima widen. A delivery that
+//! comes after its cycle's line was printed starts a new record, printed as a further line
+//! for the same (event, seq), which readers add up the same way (`from_lines`, and the
+//! orchestrator's reader): nothing is lost or counted twice. Memory is bounded whatever the
+//! run length: a worker holds the cycles of the last settle time (at most `MAX_HELD_SEQS`
+//! seqs), at most `MAX_PLACES` sampled places per cycle, and the delays of a cycle as
+//! (bucket, count) pairs, one per HdrHistogram bucket that a delivery fell in (a cycle's
+//! deliveries span few buckets).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
@@ -25,7 +33,10 @@ pub struct MinMax {
 }
 
 /// One emit cycle of one event as this run's clients received it (long poll and comet),
-/// printed before the summary line. At most the newest 10,000 seqs are reported.
+/// printed once the cycle has settled, or before the summary line for those that had not.
+/// A cycle may have more than one line (a delivery that came after its line was printed):
+/// its lines add up as `--merge` adds generators' lines (counts add, histograms add, spans
+/// and maxima widen, places join up to 200).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EmitLine {
     /// Always `"emit"`.
@@ -71,8 +82,12 @@ pub struct EmitLine {
 
 /// Sampled `[place, duration_ms]` pairs kept per (event, seq).
 pub const MAX_PLACES: usize = 200;
-/// Seqs kept; older ones are dropped first.
-pub const MAX_SEQS: usize = 10_000;
+/// A cycle with no delivery for this long (or twice the emit interval seen, if longer) has
+/// settled: its record leaves the log.
+pub const SETTLE_MIN: Duration = Duration::from_secs(10);
+/// Seqs the workers hold at most (a run emitting faster than this many cycles per settle
+/// time): the older ones leave the log unsettled, as a line that a later one may add to.
+pub const MAX_HELD_SEQS: usize = 1_000;
 
 /// One delivery as the server described it.
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +117,8 @@ struct EmitRecord {
     arrivals: (f64, f64),
     drain_us: Option<u64>,
     drain_samples: u64,
+    /// When the newest delivery came (this host's monotonic clock): what settling reads.
+    last_at: Instant,
 }
 
 /// Delays in microseconds as `(bucket, count)` pairs by bucket, each bucket the lowest
@@ -165,20 +182,45 @@ impl Delays {
 #[derive(Debug, Default)]
 pub struct EmitLog {
     by_seq: BTreeMap<u64, Vec<(String, EmitRecord)>>,
+    /// Per event: the newest cycle's `created_ms` seen and its gap to the one before (the
+    /// emit interval seen), which the settle time follows.
+    intervals: Vec<(String, u64, u64)>,
 }
 
 impl EmitLog {
     pub fn observe(&mut self, d: &Delivery) {
+        self.observe_at(d, Instant::now());
+    }
+
+    fn observe_at(&mut self, d: &Delivery, now: Instant) {
         let events = self.by_seq.entry(d.seq).or_default();
-        let record = match events.iter().position(|(name, _)| name == d.event) {
-            Some(i) => &mut events[i].1,
-            None => {
-                events.push((d.event.to_string(), EmitRecord::first(d)));
-                &mut events.last_mut().expect("just pushed").1
+        let known = events.iter().position(|(name, _)| name == d.event);
+        let i = known.unwrap_or_else(|| {
+            events.push((d.event.to_string(), EmitRecord::first(d, now)));
+            events.len() - 1
+        });
+        events[i].1.add(d, now);
+        if known.is_none() {
+            self.saw_cycle(d.event, d.created_ms);
+        }
+    }
+
+    fn saw_cycle(&mut self, event: &str, created_ms: u64) {
+        match self.intervals.iter_mut().find(|(name, ..)| name == event) {
+            Some((_, newest, gap)) if created_ms > *newest => {
+                *gap = created_ms - *newest;
+                *newest = created_ms;
             }
-        };
-        record.add(d);
-        self.trim();
+            Some(_) => {}
+            None => self.intervals.push((event.to_string(), created_ms, 0)),
+        }
+    }
+
+    /// How long a cycle of this log goes without a delivery before it has settled:
+    /// `SETTLE_MIN`, or twice the longest emit interval seen, if longer.
+    fn settle_time(&self) -> Duration {
+        let gap_ms = self.intervals.iter().map(|&(_, _, gap)| gap).max();
+        SETTLE_MIN.max(Duration::from_millis(2 * gap_ms.unwrap_or(0)))
     }
 
     pub fn merge(&mut self, other: EmitLog) {
@@ -187,7 +229,11 @@ impl EmitLog {
                 self.merge_record(seq, name, record);
             }
         }
-        self.trim();
+    }
+
+    /// Whether the log holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.by_seq.is_empty()
     }
 
     fn merge_record(&mut self, seq: u64, event: String, record: EmitRecord) {
@@ -214,10 +260,10 @@ impl EmitLog {
                 arrivals: (line.first_arrival_ms, line.last_arrival_ms),
                 drain_us: line.drain_us,
                 drain_samples: line.drain_samples,
+                last_at: Instant::now(),
             };
             log.merge_record(line.seq, line.event, record);
         }
-        log.trim();
         Ok(log)
     }
 
@@ -249,15 +295,53 @@ impl EmitLog {
         lines
     }
 
-    fn trim(&mut self) {
-        while self.by_seq.len() > MAX_SEQS {
-            self.by_seq.pop_first();
+    /// Takes out the records whose (event, seq) `busy` does not hold, or whose seq is at
+    /// most `floor`, into `out`.
+    fn take_out(&mut self, busy: &BTreeSet<(u64, String)>, floor: Option<u64>, out: &mut EmitLog) {
+        for (&seq, events) in self.by_seq.iter_mut() {
+            let (held, settled) = std::mem::take(events).into_iter().partition(|(name, _)| {
+                floor.is_none_or(|floor| seq > floor) && busy.contains(&(seq, name.clone()))
+            });
+            *events = held;
+            for (name, record) in settled {
+                out.merge_record(seq, name, record);
+            }
         }
+        self.by_seq.retain(|_, events| !events.is_empty());
     }
 }
 
+/// The cycles that have settled in every worker's log (no delivery of them for the longest
+/// settle time of the logs), and the oldest beyond `MAX_HELD_SEQS` held seqs: taken out of
+/// the logs and merged, one record per (event, seq). Each log is locked for the call.
+pub fn take_settled(logs: &[Mutex<EmitLog>], now: Instant) -> EmitLog {
+    let mut logs: Vec<_> = logs
+        .iter()
+        .map(|log| log.lock().unwrap_or_else(PoisonError::into_inner))
+        .collect();
+    let settle = logs.iter().map(|log| log.settle_time()).max();
+    let settle = settle.unwrap_or(SETTLE_MIN);
+    let (mut busy, mut held) = (BTreeSet::new(), BTreeSet::new());
+    for log in &logs {
+        for (&seq, events) in &log.by_seq {
+            held.insert(seq);
+            for (name, record) in events {
+                if now.saturating_duration_since(record.last_at) < settle {
+                    busy.insert((seq, name.clone()));
+                }
+            }
+        }
+    }
+    let floor = held.iter().rev().nth(MAX_HELD_SEQS).copied();
+    let mut out = EmitLog::default();
+    for log in &mut logs {
+        log.take_out(&busy, floor, &mut out);
+    }
+    out
+}
+
 impl EmitRecord {
-    fn first(d: &Delivery) -> EmitRecord {
+    fn first(d: &Delivery, now: Instant) -> EmitRecord {
         EmitRecord {
             total: d.place.map_or(0, |(_, total)| total),
             received: 0,
@@ -271,10 +355,12 @@ impl EmitRecord {
             arrivals: (d.arrival_ms, d.arrival_ms),
             drain_us: None,
             drain_samples: 0,
+            last_at: now,
         }
     }
 
-    fn add(&mut self, d: &Delivery) {
+    fn add(&mut self, d: &Delivery, now: Instant) {
+        self.last_at = now;
         self.received += 1;
         self.delays.record_n(d.delay_us, 1);
         self.arrivals = (
@@ -310,6 +396,7 @@ impl EmitRecord {
         );
         self.drain_us = self.drain_us.max(other.drain_us);
         self.drain_samples += other.drain_samples;
+        self.last_at = self.last_at.max(other.last_at);
     }
 }
 
@@ -371,15 +458,122 @@ mod tests {
         assert_eq!(lines[0].places, vec![[1, 0], [2, 0], [3, 0], [4, 0]]);
     }
 
+    /// Two workers' logs, as the coordinator shares them.
+    fn two_logs() -> [Mutex<EmitLog>; 2] {
+        [Mutex::default(), Mutex::default()]
+    }
+
+    fn observe(log: &Mutex<EmitLog>, d: &Delivery, at: Instant) {
+        log.lock().unwrap().observe_at(d, at);
+    }
+
+    fn held(log: &Mutex<EmitLog>) -> Vec<u64> {
+        log.lock().unwrap().by_seq.keys().copied().collect()
+    }
+
     #[test]
-    fn only_the_newest_seqs_are_kept() {
-        let mut log = EmitLog::default();
-        for seq in 1..=(MAX_SEQS as u64 + 50) {
-            log.observe(&delivery(seq, 1, 1));
+    fn a_settled_cycle_leaves_every_workers_log_as_one_record() {
+        let logs = two_logs();
+        let t0 = Instant::now();
+        for place in 1..=4 {
+            observe(&logs[(place % 2) as usize], &delivery(1, place, 4), t0);
         }
-        let lines = log.into_lines();
-        assert_eq!(lines.len(), MAX_SEQS);
-        assert_eq!(lines[0].seq, 51);
+        observe(&logs[0], &delivery(2, 1, 4), t0 + Duration::from_secs(5));
+        // Seq 1 has settled in worker 0 only as long as worker 1 has a delivery of it.
+        observe(&logs[1], &delivery(1, 5, 5), t0 + Duration::from_secs(3));
+        let early = take_settled(&logs, t0 + SETTLE_MIN + Duration::from_secs(2));
+        assert!(early.is_empty(), "seq 1 had a delivery 9 s before");
+        let settled = take_settled(&logs, t0 + SETTLE_MIN + Duration::from_secs(3));
+        let lines = settled.into_lines();
+        assert_eq!(
+            lines
+                .iter()
+                .map(|l| (l.seq, l.received))
+                .collect::<Vec<_>>(),
+            [(1, 5)]
+        );
+        assert_eq!((held(&logs[0]), held(&logs[1])), (vec![2], vec![]));
+    }
+
+    #[test]
+    fn a_late_delivery_is_a_further_line_that_adds_up_to_the_whole_cycle() {
+        let logs = two_logs();
+        let t0 = Instant::now();
+        let mut whole = EmitLog::default();
+        for place in 1..=6 {
+            let d = delivery(4, place, 6);
+            let late = place == 6;
+            let at = t0 + if late { SETTLE_MIN * 2 } else { Duration::ZERO };
+            if late {
+                let first = take_settled(&logs, at).into_lines();
+                assert_eq!(first.iter().map(|l| l.received).collect::<Vec<_>>(), [5]);
+                observe(&logs[1], &d, at);
+                let second = take_settled(&logs, at + SETTLE_MIN).into_lines();
+                assert_eq!(second.iter().map(|l| l.received).collect::<Vec<_>>(), [1]);
+                let read = EmitLog::from_lines(first.into_iter().chain(second)).unwrap();
+                whole.observe_at(&d, at);
+                assert_eq!(read.into_lines(), whole.into_lines());
+                assert!(held(&logs[0]).is_empty() && held(&logs[1]).is_empty());
+                return;
+            }
+            observe(&logs[(place % 2) as usize], &d, at);
+            whole.observe_at(&d, at);
+        }
+        unreachable!("the late delivery returns");
+    }
+
+    #[test]
+    fn the_held_cycles_stay_bounded_over_ten_thousand_cycles() {
+        let logs = two_logs();
+        let t0 = Instant::now();
+        let (mut printed, mut most_held) = (0, 0);
+        // One cycle a second, each reaching both workers; a settle pass a second.
+        for seq in 1..=10_000u64 {
+            let now = t0 + Duration::from_secs(seq);
+            for (worker, log) in logs.iter().enumerate() {
+                let mut d = delivery(seq, worker as u64 + 1, 2);
+                d.created_ms = 1000 * seq;
+                observe(log, &d, now);
+            }
+            for line in take_settled(&logs, now).into_lines() {
+                assert_eq!((line.seq, line.received), (printed + 1, 2));
+                printed += 1;
+            }
+            most_held = most_held.max(held(&logs[0]).len().max(held(&logs[1]).len()));
+        }
+        // Settle 10 s at one cycle a second (the interval seen, 1 s, doubled is less).
+        assert_eq!(most_held, 10);
+        assert_eq!(printed, 10_000 - 10);
+    }
+
+    #[test]
+    fn a_slow_emitter_holds_its_cycles_for_twice_its_interval() {
+        let logs = [Mutex::default()];
+        let t0 = Instant::now();
+        for seq in 1..=3u64 {
+            let mut d = delivery(seq, 1, 1);
+            d.created_ms = 30_000 * seq;
+            observe(&logs[0], &d, t0 + Duration::from_secs(30 * seq));
+        }
+        // 30 s between cycles: a 60 s settle time; seq 3 came 59 s before.
+        let taken = take_settled(&logs, t0 + Duration::from_secs(90 + 59)).into_lines();
+        assert_eq!(taken.iter().map(|l| l.seq).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(held(&logs[0]), [3]);
+    }
+
+    #[test]
+    fn beyond_the_held_seqs_the_oldest_leave_unsettled() {
+        let logs = [Mutex::default()];
+        let now = Instant::now();
+        for seq in 1..=(MAX_HELD_SEQS as u64 + 5) {
+            observe(&logs[0], &delivery(seq, 1, 1), now);
+        }
+        let taken = take_settled(&logs, now).into_lines();
+        assert_eq!(
+            taken.iter().map(|l| l.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        assert_eq!(held(&logs[0]).len(), MAX_HELD_SEQS);
     }
 
     /// Delays from `delays`, as one cycle's deliveries split between two workers by `split`.

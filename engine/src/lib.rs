@@ -59,9 +59,14 @@ pub const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the coordinator looks at the stop flag while it waits.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
+/// How often the coordinator takes the cycles that have settled out of the workers' logs.
+const SETTLE_PASS: Duration = Duration::from_secs(1);
+
 /// What a run produced: its emit records (push behaviours) and its summary.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// From `run` and `run_with`, one line per (event, seq); from `run_streaming`, the
+    /// lines of the cycles that had not settled by the end.
     pub emits: Vec<EmitLine>,
     pub summary: Summary,
 }
@@ -73,11 +78,32 @@ pub fn run(plan: ValidPlan) -> Result<Outcome, RunError> {
 
 /// Runs a plan, handing each interval line to `on_interval` as it is due. Setting
 /// `stop_requested` (a signal handler does) ends the run early: no new work starts, work in
-/// hand gets `STOP_GRACE` to finish, and the summary says `stopped_early`.
+/// hand gets `STOP_GRACE` to finish, and the summary says `stopped_early`. The emit lines
+/// come back in the outcome, each cycle's lines added up into one.
 pub fn run_with(
     plan: ValidPlan,
     stop_requested: &AtomicBool,
     on_interval: impl FnMut(&IntervalLine),
+) -> Result<Outcome, RunError> {
+    let mut settled = Vec::new();
+    let mut outcome = run_streaming(plan, stop_requested, on_interval, |line| {
+        settled.push(line.clone())
+    })?;
+    settled.append(&mut outcome.emits);
+    let log = emits::EmitLog::from_lines(settled).expect("the engine's own lines read back");
+    outcome.emits = log.into_lines();
+    Ok(outcome)
+}
+
+/// Runs a plan as `run_with` does, and hands each emit cycle that has settled (no delivery
+/// of it for a while, `emits::take_settled`) to `on_emit` during the run, so that a run of
+/// any length holds only its recent cycles. A delivery that comes after its cycle's line
+/// makes a further line for the same (event, seq): a reader adds them up.
+pub fn run_streaming(
+    plan: ValidPlan,
+    stop_requested: &AtomicBool,
+    on_interval: impl FnMut(&IntervalLine),
+    on_emit: impl FnMut(&EmitLine),
 ) -> Result<Outcome, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
     // Before the start: the choice may watch the CPUs for a moment.
@@ -86,7 +112,11 @@ pub fn run_with(
     let start = Start::at_unix_ms(plan.plan.start_at_ms);
     let shared = Arc::new(Shared::new(plan, start.at).spinning(wait.spin));
     let (handles, done) = spawn_workers(&shared)?;
-    let watched = watch(&shared, handles.len(), &done, stop_requested, on_interval);
+    let callbacks = Callbacks {
+        on_interval,
+        on_emit,
+    };
+    let watched = watch(&shared, handles.len(), &done, stop_requested, callbacks);
     shared.stopping.store(true, Relaxed);
     let joined = join_workers(handles)?;
     let cpu_after = system::cpu_times();
@@ -153,15 +183,24 @@ struct Watched {
     last_done: Instant,
 }
 
-/// Watches the run until every worker is done: an interval line each time one is due, and
-/// an early stop passed on to the workers when one is requested.
-fn watch(
+/// Where the coordinator hands the lines it makes during the run.
+struct Callbacks<I, E> {
+    on_interval: I,
+    on_emit: E,
+}
+
+/// Watches the run until every worker is done: an interval line each time one is due, the
+/// settled emit cycles each `SETTLE_PASS`, and an early stop passed on to the workers when
+/// one is requested.
+fn watch<I: FnMut(&IntervalLine), E: FnMut(&EmitLine)>(
     shared: &Shared,
     workers: usize,
     done: &mpsc::Receiver<()>,
     stop_requested: &AtomicBool,
-    mut on_interval: impl FnMut(&IntervalLine),
+    mut callbacks: Callbacks<I, E>,
 ) -> Watched {
+    let on_interval = &mut callbacks.on_interval;
+    let mut next_settle = Instant::now() + SETTLE_PASS;
     let interval = Duration::from_millis(shared.plan.plan.interval_ms);
     let mut prev = Snapshot::default();
     // The workers' windows, drained into one at each interval's end (made once, reset each
@@ -177,6 +216,11 @@ fn watch(
         if !watched.stopped_early && stop_requested.load(Relaxed) {
             watched.stopped_early = true;
             shared.stop_early(Instant::now() + STOP_GRACE);
+        }
+        if Instant::now() >= next_settle {
+            next_settle += SETTLE_PASS;
+            let settled = emits::take_settled(&shared.emit_logs, Instant::now());
+            settled.into_lines().iter().for_each(&mut callbacks.on_emit);
         }
         let due = last_tick + interval;
         let wait = due.saturating_duration_since(Instant::now()).min(STOP_POLL);

@@ -3,6 +3,7 @@
 //! person at the command line) got no answer at all. A run from `--plan FILE` (the
 //! orchestrator's way) exits 0 then: its summary says `answered: 0`, and the caller judges.
 
+use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -128,19 +129,33 @@ fn print_merged(out: &mut impl Write, merged: Output, json: bool) -> anyhow::Res
 fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<Summary> {
     let stop_requested = stop_on_signals()?;
     let progress = progress_bar();
-    let mut stdout = std::io::stdout().lock();
-    let mut write_error = None;
-    let outcome = serverlab_load::run_with(plan, &stop_requested, |line| {
-        if let Some(bar) = &progress {
-            bar.set_message(progress_text(line));
+    // Both callbacks run on the coordinator's thread, one after the other; the first write
+    // error stops the writing.
+    let out = RefCell::new((std::io::stdout().lock(), None));
+    let write = |text: serde_json::Result<String>| {
+        let (stdout, error) = &mut *out.borrow_mut();
+        if json && error.is_none() {
+            *error = text
+                .map_err(anyhow::Error::from)
+                .and_then(|text| write_text(stdout, &text))
+                .err();
         }
-        if json && write_error.is_none() {
-            write_error = write_json(&mut stdout, line).err();
-        }
-    })?;
+    };
+    let outcome = serverlab_load::run_streaming(
+        plan,
+        &stop_requested,
+        |line| {
+            if let Some(bar) = &progress {
+                bar.set_message(progress_text(line));
+            }
+            write(serde_json::to_string(line));
+        },
+        |line| write(serde_json::to_string(line)),
+    )?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
+    let (mut stdout, write_error) = out.into_inner();
     if let Some(e) = write_error {
         return Err(e);
     }
@@ -175,7 +190,12 @@ fn print_outcome(out: &mut impl Write, outcome: &Outcome, json: bool) -> anyhow:
 }
 
 fn write_json(out: &mut impl Write, line: &impl serde::Serialize) -> anyhow::Result<()> {
-    serde_json::to_writer(&mut *out, line)?;
+    write_text(out, &serde_json::to_string(line)?)
+}
+
+/// One output line, flushed: a reader sees each line as it is made.
+fn write_text(out: &mut impl Write, text: &str) -> anyhow::Result<()> {
+    out.write_all(text.as_bytes())?;
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(())

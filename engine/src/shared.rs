@@ -3,13 +3,12 @@
 //! ledger and emit log). A run starts now, or at the plan's `start_at_ms` on this host's
 //! clock: the workers get ready and wait for that instant.
 
-use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::emits::EmitLog;
+use crate::emits::{Delivery, EmitLog};
 use crate::ledger::Ledger;
 use crate::plan::{Stop, ValidPlan};
 use crate::stats::Counters;
@@ -77,6 +76,8 @@ pub struct Shared {
     /// When a duration-bound run stops.
     pub end: Option<Instant>,
     pub counters: Vec<Arc<Counters>>,
+    /// Each worker's emit records, which the coordinator takes settled cycles from.
+    pub emit_logs: Vec<Mutex<EmitLog>>,
     issued: AtomicU64,
     source_cursor: AtomicUsize,
     /// Next syslog message number, unique across workers.
@@ -98,7 +99,8 @@ impl Shared {
             Stop::Duration(d) => Some(start + d),
             Stop::Requests(_) => None,
         };
-        let counters = (0..plan.threads)
+        let threads = plan.threads;
+        let counters = (0..threads)
             .map(|_| Arc::new(Counters::default()))
             .collect();
         Shared {
@@ -107,6 +109,7 @@ impl Shared {
             start,
             end,
             counters,
+            emit_logs: (0..threads).map(|_| Mutex::default()).collect(),
             issued: AtomicU64::new(0),
             source_cursor: AtomicUsize::new(0),
             syslog_seq: AtomicU64::new(first_seq),
@@ -192,7 +195,8 @@ impl Shared {
 pub struct WorkerCtx {
     pub shared: Arc<Shared>,
     pub ledger: Ledger,
-    pub emits: RefCell<EmitLog>,
+    /// This worker's index: its counters and emit log in `shared`.
+    index: usize,
 }
 
 impl WorkerCtx {
@@ -203,7 +207,17 @@ impl WorkerCtx {
                 shared.plan.plan.clock_offset_ms,
             ),
             shared,
-            emits: RefCell::default(),
+            index,
         }
+    }
+
+    /// This worker's emit log (the coordinator locks it only to take settled cycles).
+    pub fn emits(&self) -> MutexGuard<'_, EmitLog> {
+        let log = &self.shared.emit_logs[self.index];
+        log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn observe_emit(&self, delivery: &Delivery) {
+        self.emits().observe(delivery);
     }
 }

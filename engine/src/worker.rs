@@ -69,9 +69,11 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             (IoBackend::Epoll, started)
         }
     };
+    // The cycles that had not settled (the coordinator took the others during the run).
+    let emits = std::mem::take(&mut *ctx.emits());
     Ok(WorkerResults {
         histograms: ctx.ledger.take_histograms(),
-        emits: ctx.emits.take(),
+        emits,
         io,
         started,
         spun: spun.get(),

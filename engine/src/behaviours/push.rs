@@ -191,7 +191,7 @@ pub(crate) fn observe_response(
     if event.replayed {
         c.add(Event::Replayed, 1);
     } else {
-        ctx.emits.borrow_mut().observe(&event.delivery(arrival));
+        ctx.observe_emit(&event.delivery(arrival));
     }
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => c.add(Event::Lost, n),

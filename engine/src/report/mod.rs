@@ -36,4 +36,9 @@ pub use types::IntervalLine;
 /// `latency_p99_us`, `event_delay_p50_us`, `event_delay_p99_us` (null when the interval had
 /// none) and the histograms they were read from, `latency_histogram` and
 /// `event_delay_histogram`, which `--merge` adds.
-pub const OUTPUT_VERSION: u32 = 7;
+/// 8: emit lines come during the run, as each cycle settles (no delivery of it for 10 s, or
+/// twice the emit interval seen), and every cycle is printed (no cap at the newest 10,000);
+/// a cycle may have more than one line (a delivery that came after its line was printed),
+/// which a reader adds up as `--merge` does: counts and histograms add, spans and maxima
+/// widen.
+pub const OUTPUT_VERSION: u32 = 8;

@@ -1,7 +1,7 @@
 """The bridge to the Rust load engine: where its binary is, how plans are judged by it
 (`serverlab-load --check`), and one engine process whose JSON Lines (interval snapshots,
-emit records, then one summary) come back as they are written. Engine plans themselves are
-made by serverlab.run.plan.planner."""
+emit records as their cycles settle, then one summary) come back as they are written. Engine
+plans themselves are made by serverlab.run.plan.planner."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from serverlab.base import owner
 from serverlab.base.paths import REPO_ROOT
+from serverlab.results.report import hdr
 
 # The engine output version this reader understands (the summary's `version`). From 2 on,
 # `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.
@@ -27,7 +28,11 @@ from serverlab.base.paths import REPO_ROOT
 # limit broken (`h2_limit`), a header block that never ends, a SETTINGS or PING flood.
 # From 7 on, each interval line carries its interval's latency p50/p99 (and push event delay
 # p50/p99), null when it had none, and the histograms they were read from.
-OUTPUT_VERSION = 7
+# From 8 on, emit lines come as their cycles settle, and a cycle may have several lines
+# (a delivery after its line was printed): `EngineRun` adds them up into one.
+OUTPUT_VERSION = 8
+# Sampled places an emit line holds at most (the engine's `emits::MAX_PLACES`).
+MAX_PLACES = 200
 # How long an engine named on the command line may take to say its version.
 VERSION_TIMEOUT_S = 10.0
 
@@ -124,6 +129,7 @@ class EngineRun:
     on_summary: Callable[[], None] | None = None
     intervals: list[dict] = field(default_factory=list)
     emits: list[dict] = field(default_factory=list)  # one per emit cycle seen (push)
+    _emit_at: dict[tuple, int] = field(default_factory=dict)  # (event, seq) -> its index
     summary: dict | None = None
     stderr_tail: str = ""
     process: subprocess.Popen | None = None
@@ -158,11 +164,23 @@ class EngineRun:
                 if self.on_interval:
                     self.on_interval(record)
             elif record.get("type") == "emit":
-                self.emits.append(record)
+                self._add_emit(record)
             elif record.get("type") == "summary":
                 self.summary = checked_version(record)
                 if self.on_summary:
                     self.on_summary()
+        # By seq, then event, as an engine printing them all at the end ordered them.
+        self.emits.sort(key=lambda line: (line.get("seq", 0), str(line.get("event"))))
+
+    def _add_emit(self, line: dict) -> None:
+        """A cycle's first line, or a further one (a delivery after its line was printed,
+        output version 8) added to it."""
+        key = (line.get("event"), line.get("seq"))
+        index = self._emit_at.setdefault(key, len(self.emits))
+        if index == len(self.emits):
+            self.emits.append(line)
+        else:
+            self.emits[index] = added_emit_lines(self.emits[index], line)
 
     def wait(self, timeout_s: float) -> int:
         assert self.process is not None
@@ -185,6 +203,35 @@ class EngineRun:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         return self.process.wait()
+
+
+def added_emit_lines(mine: dict, other: dict) -> dict:
+    """Two emit lines of one (event, seq) as one, as the engine adds them (`EmitLog::merge`):
+    counts and delay histograms add, spans and maxima widen, the first 200 places kept."""
+    places = mine.get("places", [])
+    room = max(0, MAX_PLACES - len(places))
+    drains = [d for d in (mine.get("drain_us"), other.get("drain_us")) if d is not None]
+    return {
+        **mine,
+        "total": max(mine["total"], other["total"]),
+        "received": mine["received"] + other["received"],
+        "created_ms": min(mine["created_ms"], other["created_ms"]),
+        "duration_ms": {
+            "min": min(mine["duration_ms"]["min"], other["duration_ms"]["min"]),
+            "max": max(mine["duration_ms"]["max"], other["duration_ms"]["max"]),
+        },
+        "places": sorted([*places, *other.get("places", [])[:room]]),
+        "delay_histogram": _added_histograms(mine["delay_histogram"], other["delay_histogram"]),
+        "first_arrival_ms": min(mine["first_arrival_ms"], other["first_arrival_ms"]),
+        "last_arrival_ms": max(mine["last_arrival_ms"], other["last_arrival_ms"]),
+        "drain_us": max(drains) if drains else None,
+        "drain_samples": mine.get("drain_samples", 0) + other.get("drain_samples", 0),
+    }
+
+
+def _added_histograms(*encoded: str) -> str:
+    total = hdr.added(text for text in encoded if text)
+    return "" if total is None else total.encode().decode()
 
 
 def checked_version(summary: dict) -> dict:
