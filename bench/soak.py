@@ -386,10 +386,17 @@ def main() -> int:
     print(f"soak: {minutes:g} minutes, results in {folder}", flush=True)
     phases = [Phase(name, Timing(length * 60 * scale, scale)) for name, length in PHASES]
     verdicts = []
-    for phase in phases:
-        run_phase(phase, clients, emit_ms, folder)
-        verdicts.append(verdict(phase, clients))
+    try:
+        for phase in phases:
+            run_phase(phase, clients, emit_ms, folder)
+            verdicts.append(verdict(phase, clients))
+            write_results(folder, phases, verdicts)
+    except KeyboardInterrupt:
+        # run_phase's own cleanup has stopped the engines and the server; the rows taken
+        # so far are kept, without a verdict on an unfinished phase.
         write_results(folder, phases, verdicts)
+        print(f"soak: interrupted; samples so far in {folder / 'samples.csv'}", file=sys.stderr)
+        return 130
     print_table(verdicts, clients)
     print(f"samples: {folder / 'samples.csv'}; summary: {folder / 'summary.json'}")
     results = {v["result"] for v in verdicts}

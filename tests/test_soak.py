@@ -75,3 +75,30 @@ def test_memory_that_keeps_growing_is_growing_not_filling(soak):
 def test_too_few_samples_judge_nothing(soak):
     points = soak.series(rss_series(soak, "leak", samples=23), lambda r: r["rss"], 0.0)
     assert soak.plateau(points, LIMIT)["verdict"] == "too-short"
+
+
+def test_a_soak_stopped_by_ctrl_c_keeps_its_rows_and_leaves_no_process(tmp_path):
+    # A real soak, small (50 clients, 2 minutes): Ctrl-C after its first row.
+    import os
+    import signal
+
+    import psutil
+
+    env = {**os.environ, "SOAK_MIN": "2", "CLIENTS": "50"}
+    soak = subprocess.Popen(
+        [sys.executable, str(BENCH)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        folder = Path(soak.stdout.readline().split("results in ")[1].strip())
+        row = soak.stdout.readline()
+        children = psutil.Process(soak.pid).children(recursive=True)
+        soak.send_signal(signal.SIGINT)
+        _, err = soak.communicate(timeout=60)
+    finally:
+        if soak.poll() is None:
+            soak.kill()
+    assert " t=" in row and soak.returncode == 130, (row, err)
+    assert err.strip() == f"soak: interrupted; samples so far in {folder / 'samples.csv'}"
+    assert len((folder / "samples.csv").read_text().splitlines()) >= 2  # a header, a row
+    assert children and not [c for c in children if c.is_running() and c.status() != "zombie"]
