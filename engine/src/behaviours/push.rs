@@ -191,7 +191,9 @@ pub(crate) fn observe_response(
     if event.replayed {
         c.add(Event::Replayed, 1);
     } else {
-        ctx.emits.borrow_mut().observe(&event.delivery(arrival));
+        let delivery = event.delivery(arrival);
+        c.window_cycle(&delivery);
+        ctx.emits.borrow_mut().observe(&delivery);
     }
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => c.add(Event::Lost, n),

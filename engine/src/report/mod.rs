@@ -36,4 +36,7 @@ pub use types::IntervalLine;
 /// `latency_p99_us`, `event_delay_p50_us`, `event_delay_p99_us` (null when the interval had
 /// none) and the histograms they were read from, `latency_histogram` and
 /// `event_delay_histogram`, which `--merge` adds.
-pub const OUTPUT_VERSION: u32 = 7;
+/// 8: interval lines carry the push emit cycles whose deliveries they received, `cycles`
+/// (per event and seq: deliveries, the server's total, created, the longest delay), and
+/// `cycles_unlisted`, so that a reader follows cycles as they happen.
+pub const OUTPUT_VERSION: u32 = 8;

@@ -27,7 +27,7 @@ from serverlab.base.paths import REPO_ROOT
 # limit broken (`h2_limit`), a header block that never ends, a SETTINGS or PING flood.
 # From 7 on, each interval line carries its interval's latency p50/p99 (and push event delay
 # p50/p99), null when it had none, and the histograms they were read from.
-OUTPUT_VERSION = 7
+OUTPUT_VERSION = 8
 # How long an engine named on the command line may take to say its version.
 VERSION_TIMEOUT_S = 10.0
 
