@@ -22,21 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import REFERENCE_MANIFEST, write_manifest  # noqa: E402
+from conftest import REFERENCE_MANIFEST, live_suite, write_manifest  # noqa: E402
 from test_report_browser import DevTools, launched_chromium  # noqa: E402
 
 TARGET_PERCENT = 1.0
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
-SUITE = """name = "live-cost"
-repeats = {repeats}
-contestants = ["reference"]
-
-[[scenario]]
-name = "fast"
-behaviour = "keepalive"
-clients = 4
-duration_s = {seconds}
-"""
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -88,7 +78,7 @@ def main() -> int:
         folder = Path(scratch)
         write_manifest(folder / "contestants", "reference", REFERENCE_MANIFEST)
         os.environ["SERVERLAB_CONTESTANTS"] = str(folder / "contestants")
-        (folder / "suite.toml").write_text(SUITE.format(repeats=repeats, seconds=seconds))
+        (folder / "suite.toml").write_text(live_suite(repeats, seconds, name="live-cost"))
         totals = {False: [0.0, 0.0], True: [0.0, 0.0]}
         with launched_chromium(folder / "profile") as chromium_page:
             for _ in range(rounds):
