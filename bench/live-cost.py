@@ -9,7 +9,9 @@ Prints each run's share of a core over its wall time, the difference, and the ma
 load average; exits 1 when the difference is over the target. A speed figure on a shared
 machine: read it with the load beside it.
 
-Run from the repository: .venv/bin/python bench/live-cost.py [ROUNDS [REPEATS [SECONDS]]]"""
+Run from the repository: .venv/bin/python bench/live-cost.py [--push] [ROUNDS [REPEATS [SECONDS]]]
+(--push: 4 comet streams with an event every 500 ms, whose cycles the page draws as they come,
+instead of 4 keep-alive clients)."""
 
 import os
 import re
@@ -72,13 +74,14 @@ def one_run(folder: Path, live: bool, chromium_page: str | None) -> tuple[float,
 
 
 def main() -> int:
-    given = [int(arg) for arg in sys.argv[1:4]]
+    push = "--push" in sys.argv[1:]
+    given = [int(arg) for arg in sys.argv[1:] if arg != "--push"][:3]
     rounds, repeats, seconds = given + [2, 3, 8][len(given) :]
     with tempfile.TemporaryDirectory(prefix="live-cost-") as scratch:
         folder = Path(scratch)
         write_manifest(folder / "contestants", "reference", REFERENCE_MANIFEST)
         os.environ["SERVERLAB_CONTESTANTS"] = str(folder / "contestants")
-        (folder / "suite.toml").write_text(live_suite(repeats, seconds, name="live-cost"))
+        (folder / "suite.toml").write_text(live_suite(repeats, seconds, push, name="live-cost"))
         totals = {False: [0.0, 0.0], True: [0.0, 0.0]}
         with launched_chromium(folder / "profile") as chromium_page:
             for _ in range(rounds):
@@ -94,7 +97,8 @@ def main() -> int:
     extra = live - plain
     verdict = "met" if extra <= TARGET_PERCENT else "MISSED"
     print(
-        f"runner CPU over {rounds} rounds of {repeats} x {seconds} s tests (load average "
+        f"runner CPU over {rounds} rounds of {repeats} x {seconds} s "
+        f"{'push (comet) ' if push else ''}tests (load average "
         f"{' '.join(load)}): plain {plain:.2f} %, --live with a page open {live:.2f} % of a core; "
         f"{extra:+.2f} % (target at most +{TARGET_PERCENT} %: {verdict})"
     )
