@@ -187,16 +187,15 @@ impl Counters {
         record_us(&mut self.window_lock().latency, us);
     }
 
-    /// Records a received push event's delay (µs) in the interval's window.
+    /// Records a received push event's delay (µs) in the interval's window, and, when it is
+    /// a delivery of an emit cycle (`None`: a replayed event), the cycle's: under one lock.
     #[inline]
-    pub fn window_event_delay(&self, us: u64) {
-        record_us(&mut self.window_lock().event_delay, us);
-    }
-
-    /// Records a push delivery of an emit cycle (not a replayed one) in the interval's window.
-    #[inline]
-    pub fn window_cycle(&self, d: &Delivery) {
-        self.window_lock().cycles.observe(d);
+    pub fn window_event(&self, delay_us: u64, cycle: Option<&Delivery>) {
+        let mut window = self.window_lock();
+        record_us(&mut window.event_delay, delay_us);
+        if let Some(d) = cycle {
+            window.cycles.observe(d);
+        }
     }
 
     /// Moves this worker's window into `into` (added) and empties it: the interval's end.
