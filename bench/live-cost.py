@@ -9,7 +9,9 @@ Prints each run's share of a core over its wall time, the difference, and the ma
 load average; exits 1 when the difference is over the target. A speed figure on a shared
 machine: read it with the load beside it.
 
-Run from the repository: .venv/bin/python bench/live-cost.py [ROUNDS [REPEATS [SECONDS]]]"""
+Run from the repository: .venv/bin/python bench/live-cost.py [--push] [ROUNDS [REPEATS [SECONDS]]]
+(--push: 4 comet streams with an event every 500 ms, whose cycles the page draws as they come,
+instead of 4 keep-alive clients)."""
 
 import os
 import re
@@ -22,21 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import REFERENCE_MANIFEST, write_manifest  # noqa: E402
+from conftest import REFERENCE_MANIFEST, live_suite, write_manifest  # noqa: E402
 from test_report_browser import DevTools, launched_chromium  # noqa: E402
 
 TARGET_PERCENT = 1.0
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
-SUITE = """name = "live-cost"
-repeats = {repeats}
-contestants = ["reference"]
-
-[[scenario]]
-name = "fast"
-behaviour = "keepalive"
-clients = 4
-duration_s = {seconds}
-"""
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -82,13 +74,14 @@ def one_run(folder: Path, live: bool, chromium_page: str | None) -> tuple[float,
 
 
 def main() -> int:
-    given = [int(arg) for arg in sys.argv[1:4]]
+    push = "--push" in sys.argv[1:]
+    given = [int(arg) for arg in sys.argv[1:] if arg != "--push"][:3]
     rounds, repeats, seconds = given + [2, 3, 8][len(given) :]
     with tempfile.TemporaryDirectory(prefix="live-cost-") as scratch:
         folder = Path(scratch)
         write_manifest(folder / "contestants", "reference", REFERENCE_MANIFEST)
         os.environ["SERVERLAB_CONTESTANTS"] = str(folder / "contestants")
-        (folder / "suite.toml").write_text(SUITE.format(repeats=repeats, seconds=seconds))
+        (folder / "suite.toml").write_text(live_suite(repeats, seconds, push, name="live-cost"))
         totals = {False: [0.0, 0.0], True: [0.0, 0.0]}
         with launched_chromium(folder / "profile") as chromium_page:
             for _ in range(rounds):
@@ -104,7 +97,8 @@ def main() -> int:
     extra = live - plain
     verdict = "met" if extra <= TARGET_PERCENT else "MISSED"
     print(
-        f"runner CPU over {rounds} rounds of {repeats} x {seconds} s tests (load average "
+        f"runner CPU over {rounds} rounds of {repeats} x {seconds} s "
+        f"{'push (comet) ' if push else ''}tests (load average "
         f"{' '.join(load)}): plain {plain:.2f} %, --live with a page open {live:.2f} % of a core; "
         f"{extra:+.2f} % (target at most +{TARGET_PERCENT} %: {verdict})"
     )

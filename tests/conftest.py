@@ -63,6 +63,27 @@ help = "seconds after which the server kills itself (0: never)"
 """
 
 
+def live_suite(repeats: int, duration_s: float, push: bool = False, name: str = "t") -> str:
+    """The short suite the live page's tests and bench/live-cost.py run against the reference
+    server: one scenario, `fast`, of 4 keep-alive clients; or, `push`, 4 comet streams with
+    an event every 500 ms (emit cycles to draw)."""
+    behaviour = (
+        'behaviour = "comet"\npacer = "users"\nemit_interval_ms = 500'
+        if push
+        else ('behaviour = "keepalive"')
+    )
+    return f"""name = "{name}"
+repeats = {repeats}
+contestants = ["reference"]
+
+[[scenario]]
+name = "fast"
+{behaviour}
+clients = 4
+duration_s = {duration_s}
+"""
+
+
 def write_manifest(root: Path, name: str, text: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import psutil
 import pytest
 from conftest import write_manifest
 from hdrh.histogram import HdrHistogram
+from test_live import page_url, stream_until_end
 
 from serverlab.base import owner, scratch
 from serverlab.base.netns import existing
@@ -34,6 +35,7 @@ from serverlab.results.report.metrics import validity_flags
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_binary
 from serverlab.run.host import shapedlink
+from serverlab.run.plan.live.feed import cycle_points, interval_point
 
 # The tests share one virtual lab and run in file order: one pytest -n worker takes them all.
 pytestmark = pytest.mark.xdist_group("lab")
@@ -56,12 +58,42 @@ def namespace_inode(name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def lab():
-    made = manage.up(2, name=LAB, delay_ms=LAB_DELAY_MS)
+def lab_up():
+    """The shared lab, made by `serverlab lab up` with its output piped; and that output."""
+    made = subprocess.run(
+        [SERVERLAB, "lab", "up", "--generators", "2", "--delay-ms", str(LAB_DELAY_MS)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SERVERLAB_LAB": LAB},
+        timeout=600,
+    )
     try:
-        yield made
+        assert made.returncode == 0, made.stdout + made.stderr
+        yield manage.read(LAB), made
     finally:
         manage.down(LAB)
+
+
+@pytest.fixture(scope="module")
+def lab(lab_up):
+    return lab_up[0]
+
+
+def test_lab_up_piped_tells_each_node_started_in_a_plain_line_with_the_time_left(lab_up):
+    lab, made = lab_up
+    nodes = len(lab.hosts)
+    lines = [line for line in made.stderr.splitlines() if "Ray nodes" in line]
+    assert len(lines) == nodes, made.stderr
+    for done, (line, host) in enumerate(zip(lines, lab.hosts, strict=True), 1):
+        found = re.fullmatch(
+            rf"\[{done}/{nodes}\] starting the lab's Ray nodes: (.+) "
+            r"\((\d+:\d\d) elapsed, ~(\d+:\d\d) left\)",
+            line,
+        )
+        assert found, line
+        assert found.group(1).split()[0] == host.role
+    assert lines[-1].endswith("~0:00 left)"), "nothing is left after the last node"
+    assert "\x1b[" not in made.stderr, "no bar drawn into a pipe"
 
 
 def suite(tmp_path: Path, body: str, repeats: int = 1) -> Path:
@@ -443,6 +475,39 @@ def test_a_lab_run_leaves_no_temporary_folder(lab, contestants_dir, tmp_path):
     (test,), _ = stored(db)
     assert test.status == "ok", out
     assert leftover_folders() - before == set()
+
+
+def test_the_live_page_of_a_ray_run_shows_its_merged_figures(lab, contestants_dir, tmp_path):
+    """Spread, a test's lines come back merged at its end: the page gets exactly the merged
+    interval lines, emit cycles and server samples the database keeps, each once."""
+    body = """
+[[scenario]]
+name = "comet"
+behaviour = "comet"
+pacer = "users"
+clients = 8
+ramp_up_s = 0.5
+duration_s = 3
+emit_interval_ms = 500
+"""
+    db = tmp_path / "lab.db"
+    run = start_run(suite(tmp_path, body), db, contestants_dir, "--live")
+    events = stream_until_end(page_url(run, r"live page: (\S+)"))
+    out = finish(run)
+    assert run.returncode == 0, out
+    (test,), _ = stored(db)
+    assert test.status == "ok", (out, test.validity)
+    assert len(test.run_info["generators"]) == 2
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    (finished,) = [e for e in events if e["kind"] == "finished"]
+    assert not [e for e in events if e["kind"] == "interval"], "none came as it ran"
+    merged = [interval_point(i.data) for i in test.intervals]
+    assert finished["intervals"] == json.loads(json.dumps(merged)) and len(merged) >= 2
+    assert sum(p["events"] for p in merged) > 0
+    assert finished["cycles"] == cycle_points(test) and len(finished["cycles"]) >= 2
+    # The merged cycles count both generators' deliveries: all 8 clients'.
+    assert max(c["completeness"] for c in finished["cycles"]) == 100
+    assert [e["kind"] for e in events].count("sample") >= 2, "the server host's samples"
 
 
 def test_a_lost_ray_node_makes_an_invalid_test_and_the_suite_goes_on(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import live_suite
 
 from serverlab.results.store import EngineInterval, MonitorSample, RecordedTest
 from serverlab.run.host.machine import Pinning
@@ -25,16 +26,6 @@ from serverlab.run.plan.live.feed import LiveFeed, interval_point
 from serverlab.run.plan.live.server import LiveServer
 
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
-SUITE = """name = "t"
-repeats = {repeats}
-contestants = ["reference"]
-
-[[scenario]]
-name = "fast"
-behaviour = "keepalive"
-clients = 4
-duration_s = {duration}
-"""
 
 
 @pytest.fixture
@@ -236,7 +227,7 @@ def test_watch_attaches_to_a_run_going_in_another_process_and_shows_it_whole(
     contestants_dir, tmp_path
 ):
     suite = tmp_path / "suite.toml"
-    suite.write_text(SUITE.format(repeats=3, duration=2))
+    suite.write_text(live_suite(repeats=3, duration_s=2))
     db = tmp_path / "lab.db"
     run = start_run(suite, db)
     try:
@@ -266,7 +257,7 @@ def test_watch_attaches_to_a_run_going_in_another_process_and_shows_it_whole(
 
 def test_watch_without_a_run_going_says_so_in_one_line(contestants_dir, tmp_path):
     suite = tmp_path / "suite.toml"
-    suite.write_text(SUITE.format(repeats=1, duration=1))
+    suite.write_text(live_suite(repeats=1, duration_s=1))
     db = tmp_path / "lab.db"
     assert start_run(suite, db).wait(timeout=120) == 0
     done = subprocess.run(
@@ -278,7 +269,7 @@ def test_watch_without_a_run_going_says_so_in_one_line(contestants_dir, tmp_path
 
 def test_a_live_port_in_use_is_one_line_and_runs_nothing(contestants_dir, tmp_path):
     suite = tmp_path / "suite.toml"
-    suite.write_text(SUITE.format(repeats=1, duration=1))
+    suite.write_text(live_suite(repeats=1, duration_s=1))
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         run = start_run(suite, tmp_path / "lab.db", "--live", str(port))
@@ -293,7 +284,7 @@ def test_a_live_port_in_use_is_one_line_and_runs_nothing(contestants_dir, tmp_pa
 
 def test_ctrl_c_with_the_live_page_open_is_as_quiet_as_without(contestants_dir, tmp_path):
     suite = tmp_path / "suite.toml"
-    suite.write_text(SUITE.format(repeats=4, duration=2))
+    suite.write_text(live_suite(repeats=4, duration_s=2))
     run = start_run(suite, tmp_path / "lab.db", "--live")
     url = page_url(run, r"live page: (\S+)")
     events: list[dict] = []
@@ -335,3 +326,53 @@ def test_an_interval_point_carries_its_intervals_percentiles_in_ms_and_none_wher
     point = interval_point(line)
     assert (point["latency_p50_ms"], point["latency_p99_ms"]) == (2.5, 9.0)
     assert (point["delay_p50_ms"], point["delay_p99_ms"]) == (None, None)
+
+
+def test_a_push_tests_cycles_add_up_over_its_interval_lines_and_start_again_with_the_next(
+    tmp_path,
+):
+    log = EventLog(sink=tmp_path / "live.jsonl")
+    feed = LiveFeed(log, cpus=None)
+    plan = type(
+        "Plan",
+        (),
+        {
+            "scenario": "c",
+            "contestant": "reference",
+            "repeat": 0,
+            "params": {"behaviour": "comet"},
+            "tunables": {},
+            "estimate_s": 1.0,
+            "budget_s": 2.0,
+        },
+    )()
+
+    def tick(seq, received, delay_us):
+        return {
+            "event": "e1",
+            "seq": seq,
+            "total": 4,
+            "received": received,
+            "created_ms": 1000 * seq,
+            "max_delay_us": delay_us,
+        }
+
+    feed.test_started(0, plan)
+    feed.interval({"elapsed_s": 1.0, "errors": {}, "cycles": [tick(1, 3, 2000)]})
+    feed.interval({"elapsed_s": 2.0, "errors": {}, "cycles": [tick(1, 1, 9000), tick(2, 2, 500)]})
+    feed.interval({"elapsed_s": 3.0, "errors": {}})  # an interval that received nothing
+    feed.test_started(0, plan)
+    feed.interval({"elapsed_s": 1.0, "errors": {}, "cycles": [tick(1, 1, 1000)]})
+    feed.end()
+    events = [json.loads(json.loads(line)["event"]) for line in (tmp_path / "live.jsonl").open()]
+    drawn = [
+        [(c["seq"], c["completeness"], c["last_delay_ms"]) for c in e["cycles"]]
+        for e in events
+        if e["kind"] == "interval"
+    ]
+    assert drawn == [
+        [(1, 75.0, 2.0)],
+        [(1, 100.0, 9.0), (2, 50.0, 0.5)],  # seq 1 so far: 3 + 1 of 4, its longest delay
+        [],
+        [(1, 25.0, 1.0)],  # the next test's own
+    ]

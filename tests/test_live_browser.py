@@ -5,7 +5,8 @@ event, and it fetches nothing but its own stream."""
 import json
 import socket
 
-from test_live import SUITE, page_url, start_run
+from conftest import live_suite
+from test_live import page_url, start_run
 from test_report_browser import (  # noqa: F401 (chromium: a fixture)
     RENDER_TIMEOUT_S,
     DevTools,
@@ -25,7 +26,7 @@ def test_the_live_page_draws_a_run_as_it_goes_and_resumes_after_a_reconnect(
     chromium,  # noqa: F811 (the fixture imported above)
 ):
     suite = tmp_path / "suite.toml"
-    suite.write_text(SUITE.format(repeats=4, duration=3))
+    suite.write_text(live_suite(repeats=4, duration_s=3))
     run = start_run(suite, tmp_path / "lab.db", "--live")
     page = DevTools(chromium)
     try:
@@ -80,6 +81,39 @@ def test_the_live_page_draws_a_run_as_it_goes_and_resumes_after_a_reconnect(
         )
     ]
     assert problems_in(events) == []
+
+
+def test_a_push_runs_cycles_are_drawn_as_they_happen_then_replaced_by_its_emit_records(
+    contestants_dir,
+    tmp_path,
+    chromium,  # noqa: F811 (the fixture imported above)
+):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(live_suite(repeats=1, duration_s=6, push=True))
+    run = start_run(suite, tmp_path / "lab.db", "--live")
+    page = DevTools(chromium)
+    cycles = "JSON.stringify({from: serverlabLive.cyclesFrom, done: serverlabLive.done,"
+    cycles += " points: [...serverlabLive.cycles.values()]})"
+    try:
+        page.call("Page.navigate", url=page_url(run, r"live page: (\S+)"))
+        # Cycles 500 ms apart: two of them drawn from interval lines while the test runs.
+        page.wait_for("window.serverlabLive && serverlabLive.cycles.size >= 2", RUN_TIMEOUT_S)
+        during = json.loads(page.evaluate(cycles))
+        page.wait_for("serverlabLive.ended", RUN_TIMEOUT_S)
+        after = json.loads(page.evaluate(cycles))
+        drawn = page.evaluate("document.getElementById('push').data[0].x.length")
+    finally:
+        page.close()
+        out, _ = run.communicate(timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0, out
+    assert during["done"] == 0 and during["from"].startswith("so far")
+    for point in during["points"]:
+        assert 0 < point["completeness"] <= 100 and point["last_delay_ms"] >= 0, point
+    assert after["from"].startswith("whole test") and drawn == len(after["points"])
+    # The whole test's records hold at least the cycles seen as they happened, as complete.
+    final = {(p["event"], p["seq"]): p["completeness"] for p in after["points"]}
+    for point in during["points"]:
+        assert final[point["event"], point["seq"]] >= point["completeness"], point
 
 
 def test_the_browser_resumes_a_dropped_stream_from_its_last_event_id(tmp_path, chromium):  # noqa: F811

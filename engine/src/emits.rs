@@ -22,8 +22,8 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::hdr::round3;
 use crate::hdr::{decode_histogram, encode_histogram, new_histogram, MAX_US};
-use crate::stats::round3;
 
 /// Smallest and largest of a set of values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -400,6 +400,97 @@ impl EmitRecord {
     }
 }
 
+/// One emit cycle's deliveries received within one interval, on that interval's line (long
+/// poll, comet, SSE and WebSocket; replayed SSE deliveries are not a cycle's), so that a
+/// reader follows cycles as they happen: an (event, seq)'s `received` added over the lines
+/// so far is its deliveries so far, and over the whole run its emit line's `received`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CycleTick {
+    /// The event name.
+    pub event: String,
+    pub seq: u64,
+    /// The server's `connections.total` (the largest any of these deliveries said).
+    pub total: u64,
+    /// Deliveries of the cycle received in this interval.
+    pub received: u64,
+    /// The server's `response.event.timings.created` (cycle start, ms since the epoch).
+    pub created_ms: u64,
+    /// The longest delay (`event_delay_us`) of these deliveries, µs.
+    pub max_delay_us: u64,
+}
+
+/// Cycles listed on one interval line at most; a run emitting more seqs than this within one
+/// interval has the deliveries of its oldest counted in `cycles_unlisted`.
+pub const MAX_INTERVAL_CYCLES: usize = 256;
+
+/// The cycles of one interval (a worker's, or their sum): bounded by `MAX_INTERVAL_CYCLES`
+/// seqs, the newest kept, the dropped ones' deliveries counted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IntervalCycles {
+    by_seq: BTreeMap<u64, Vec<CycleTick>>,
+    /// Deliveries of cycles dropped to keep the bound.
+    pub unlisted: u64,
+}
+
+impl IntervalCycles {
+    pub fn observe(&mut self, d: &Delivery) {
+        self.add(
+            CycleTick {
+                event: String::new(),
+                seq: d.seq,
+                total: d.place.map_or(0, |(_, total)| total),
+                received: 1,
+                created_ms: d.created_ms,
+                max_delay_us: d.delay_us,
+            },
+            d.event,
+        );
+    }
+
+    /// Adds `tick` (named `event`: a delivery's name is borrowed until it is kept).
+    fn add(&mut self, tick: CycleTick, event: &str) {
+        let events = self.by_seq.entry(tick.seq).or_default();
+        match events.iter_mut().find(|t| t.event == event) {
+            Some(mine) => {
+                mine.total = mine.total.max(tick.total);
+                mine.received += tick.received;
+                mine.created_ms = mine.created_ms.min(tick.created_ms);
+                mine.max_delay_us = mine.max_delay_us.max(tick.max_delay_us);
+            }
+            None => events.push(CycleTick {
+                event: event.to_string(),
+                ..tick
+            }),
+        }
+        while self.by_seq.len() > MAX_INTERVAL_CYCLES {
+            let (_, dropped) = self.by_seq.pop_first().expect("over the bound");
+            self.unlisted += dropped.iter().map(|t| t.received).sum::<u64>();
+        }
+    }
+
+    /// Adds another interval's (or worker's) cycles into these: received summed, totals and
+    /// delays the largest, `created_ms` the earliest.
+    pub fn absorb(&mut self, ticks: impl IntoIterator<Item = CycleTick>, unlisted: u64) {
+        for mut tick in ticks {
+            let event = std::mem::take(&mut tick.event);
+            self.add(tick, &event);
+        }
+        self.unlisted += unlisted;
+    }
+
+    /// The cycles by seq then event name.
+    pub fn ticks(&self) -> Vec<CycleTick> {
+        let mut ticks: Vec<CycleTick> = self.by_seq.values().flatten().cloned().collect();
+        ticks.sort_by(|a, b| (a.seq, &a.event).cmp(&(b.seq, &b.event)));
+        ticks
+    }
+
+    pub fn clear(&mut self) {
+        self.by_seq.clear();
+        self.unlisted = 0;
+    }
+}
+
 /// A deterministic stride over the emit list: places 1, 1+k, 1+2k… with k chosen so that
 /// at most `MAX_PLACES` of a list of `total` are kept, whichever worker received them.
 fn sampled(place: u64, total: u64) -> bool {
@@ -646,6 +737,44 @@ mod tests {
             let clamped = us.clamp(1, MAX_US);
             assert_eq!(bucket_of(us), h.lowest_equivalent(clamped), "{us}");
         }
+    }
+
+    #[test]
+    fn an_intervals_cycles_add_up_per_seq_and_keep_only_the_newest() {
+        let (mut a, mut b) = (IntervalCycles::default(), IntervalCycles::default());
+        for place in 1..=5 {
+            let mut d = delivery(4, place, 5);
+            d.delay_us = 1000 * place;
+            if place % 2 == 0 { &mut a } else { &mut b }.observe(&d);
+        }
+        a.absorb(b.ticks(), b.unlisted);
+        let ticks = a.ticks();
+        assert_eq!(ticks.len(), 1);
+        let t = &ticks[0];
+        assert_eq!(
+            (
+                t.event.as_str(),
+                t.seq,
+                t.total,
+                t.received,
+                t.created_ms,
+                t.max_delay_us
+            ),
+            ("e1", 4, 5, 5, 1004, 5000)
+        );
+        for seq in 10..(10 + MAX_INTERVAL_CYCLES as u64 + 2) {
+            a.observe(&delivery(seq, 1, 1));
+        }
+        let ticks = a.ticks();
+        assert_eq!(ticks.len(), MAX_INTERVAL_CYCLES);
+        assert_eq!(ticks[0].seq, 12, "the oldest seqs go first");
+        assert_eq!(
+            a.unlisted,
+            5 + 2,
+            "seq 4's five deliveries, seqs 10 and 11's one each"
+        );
+        a.clear();
+        assert_eq!((a.ticks().len(), a.unlisted), (0, 0));
     }
 
     #[test]

@@ -193,14 +193,14 @@ impl Ledger {
     /// A pushed event created at `created_ms` (server clock, ms since the epoch) arrived on a
     /// subscription sent at `subscribed`. The arrival is read on the server's clock (this
     /// host's plus the plan's offset); its delay in whole milliseconds, the grain of the
-    /// server's stamp.
+    /// server's stamp. The caller records it in the interval's window
+    /// (`Counters::window_event`), with its emit cycle when it has one.
     pub fn event(&self, created_ms: u64, subscribed: Instant) -> Arrival {
         let at_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0);
         let delay_us = (at_ms as u64).saturating_sub(created_ms) * 1000;
         let mut h = self.histograms.borrow_mut();
         h.record(Timing::EventDelay, delay_us);
         h.record(Timing::EventSinceSubscribe, micros(subscribed.elapsed()));
-        self.counters.window_event_delay(delay_us);
         Arrival {
             at_ms,
             delay_us,

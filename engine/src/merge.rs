@@ -463,6 +463,28 @@ mod tests {
     }
 
     #[test]
+    fn interval_cycles_merge_per_seq_across_generators() {
+        let (mut a, mut b) = (run(&[10; 2], &[], 1.0, &[2]), run(&[10; 2], &[], 1.0, &[2]));
+        let tick = |seq, received, created_ms, max_delay_us| crate::emits::CycleTick {
+            event: "e1".into(),
+            seq,
+            total: 10,
+            received,
+            created_ms,
+            max_delay_us,
+        };
+        a.intervals[0].cycles = vec![tick(1, 3, 1000, 4000), tick(2, 1, 2000, 900)];
+        b.intervals[0].cycles = vec![tick(1, 6, 999, 7000)];
+        b.intervals[0].cycles_unlisted = 2;
+        let lines = merge(&named(vec![a, b])).unwrap().intervals;
+        assert_eq!(
+            lines[0].cycles,
+            vec![tick(1, 9, 999, 7000), tick(2, 1, 2000, 900)]
+        );
+        assert_eq!(lines[0].cycles_unlisted, 2);
+    }
+
+    #[test]
     fn an_interval_histogram_that_does_not_decode_is_named_in_a_merge_error() {
         let a = run(&[10; 2], &[], 1.0, &[2]);
         let mut b = run(&[10; 2], &[], 1.0, &[2]);

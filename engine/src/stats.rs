@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 
+use crate::emits::{Delivery, IntervalCycles};
 pub(crate) use crate::hdr::round3;
 use crate::hdr::{new_histogram, record_us};
 pub use crate::metrics::{
@@ -98,13 +99,16 @@ pub struct Counters {
 }
 
 /// The timings an interval line reads its percentiles from: the latencies of the attempts
-/// answered in the interval, and the delays of the push events received in it (µs). A
-/// worker's window and the coordinator's sum of them are the same type, so that draining is
-/// an `add` and a `reset`: no allocation on either side once made.
+/// answered in the interval, and the delays of the push events received in it (µs); and the
+/// push emit cycles whose deliveries it received. A worker's window and the coordinator's sum
+/// of them are the same type, so that draining is an `add` and a `reset`: the histograms
+/// allocate nothing once made; the cycles, an entry per (event, seq) of the interval, at
+/// most `MAX_INTERVAL_CYCLES` seqs.
 #[derive(Debug, Clone)]
 pub struct Window {
     pub latency: Histogram<u64>,
     pub event_delay: Histogram<u64>,
+    pub cycles: IntervalCycles,
 }
 
 impl Default for Window {
@@ -112,6 +116,7 @@ impl Default for Window {
         Window {
             latency: new_histogram(),
             event_delay: new_histogram(),
+            cycles: IntervalCycles::default(),
         }
     }
 }
@@ -125,11 +130,14 @@ impl Window {
         self.event_delay
             .add(&other.event_delay)
             .expect("histograms share bounds");
+        self.cycles
+            .absorb(other.cycles.ticks(), other.cycles.unlisted);
     }
 
     pub fn reset(&mut self) {
         self.latency.reset();
         self.event_delay.reset();
+        self.cycles.clear();
     }
 }
 
@@ -179,10 +187,15 @@ impl Counters {
         record_us(&mut self.window_lock().latency, us);
     }
 
-    /// Records a received push event's delay (µs) in the interval's window.
+    /// Records a received push event's delay (µs) in the interval's window, and, when it is
+    /// a delivery of an emit cycle (`None`: a replayed event), the cycle's: under one lock.
     #[inline]
-    pub fn window_event_delay(&self, us: u64) {
-        record_us(&mut self.window_lock().event_delay, us);
+    pub fn window_event(&self, delay_us: u64, cycle: Option<&Delivery>) {
+        let mut window = self.window_lock();
+        record_us(&mut window.event_delay, delay_us);
+        if let Some(d) = cycle {
+            window.cycles.observe(d);
+        }
     }
 
     /// Moves this worker's window into `into` (added) and empties it: the interval's end.

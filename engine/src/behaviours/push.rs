@@ -188,10 +188,12 @@ pub(crate) fn observe_response(
     let c = ctx.ledger.counters();
     c.add(Event::Received, 1);
     let arrival = ctx.ledger.event(event.timings.created, subscribed);
-    if event.replayed {
-        c.add(Event::Replayed, 1);
-    } else {
-        ctx.observe_emit(&event.delivery(arrival));
+    // A replayed event is no emit cycle's delivery.
+    let delivery = (!event.replayed).then(|| event.delivery(arrival));
+    c.window_event(arrival.delay_us, delivery.as_ref());
+    match &delivery {
+        Some(d) => ctx.observe_emit(d),
+        None => c.add(Event::Replayed, 1),
     }
     match tracker.observe(&event.name, event.seq) {
         SeqVerdict::Lost(n) if count_losses => c.add(Event::Lost, n),

@@ -41,4 +41,7 @@ pub use types::IntervalLine;
 /// a cycle may have more than one line (a delivery that came after its line was printed),
 /// which a reader adds up as `--merge` does: counts and histograms add, spans and maxima
 /// widen.
-pub const OUTPUT_VERSION: u32 = 8;
+/// 9: interval lines carry the push emit cycles whose deliveries they received, `cycles`
+/// (per event and seq: deliveries, the server's total, created, the longest delay), and
+/// `cycles_unlisted`, so that a reader follows cycles as they happen.
+pub const OUTPUT_VERSION: u32 = 9;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use hdrhistogram::Histogram;
 
+use crate::emits::CycleTick;
 use crate::hdr::{decode_histogram, encode_histogram};
 use crate::stats::{round3, Errors, Snapshot, Traffic, Window};
 
@@ -52,6 +53,13 @@ pub struct IntervalLine {
     pub latency_histogram: String,
     /// This interval's push event delays in the same encoding.
     pub event_delay_histogram: String,
+    /// Push: the emit cycles whose deliveries this interval received, by seq then event, at
+    /// most the newest 256 seqs (each cycle's deliveries so far: its `received` added over
+    /// the lines so far).
+    pub cycles: Vec<CycleTick>,
+    /// Push: deliveries received in this interval of cycles left off `cycles` (more seqs
+    /// than it lists).
+    pub cycles_unlisted: u64,
 }
 
 impl IntervalLine {
@@ -83,6 +91,8 @@ impl IntervalLine {
             event_delay_p99_us: None,
             latency_histogram: String::new(),
             event_delay_histogram: String::new(),
+            cycles: Vec::new(),
+            cycles_unlisted: 0,
         };
         line.set_window(window);
         line
@@ -94,6 +104,8 @@ impl IntervalLine {
         (self.event_delay_p50_us, self.event_delay_p99_us) = p50_p99(&window.event_delay);
         self.latency_histogram = encode_histogram(&window.latency);
         self.event_delay_histogram = encode_histogram(&window.event_delay);
+        self.cycles = window.cycles.ticks();
+        self.cycles_unlisted = window.cycles.unlisted;
     }
 
     /// The line's timings, decoded from its histograms, added into `window`.
@@ -107,7 +119,11 @@ impl IntervalLine {
                 .map_err(|e| format!("histograms differ in bounds: {e:?}"))
         };
         adding(&mut window.latency, &latency)?;
-        adding(&mut window.event_delay, &delay)
+        adding(&mut window.event_delay, &delay)?;
+        window
+            .cycles
+            .absorb(self.cycles.iter().cloned(), self.cycles_unlisted);
+        Ok(())
     }
 }
 

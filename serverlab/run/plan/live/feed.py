@@ -5,8 +5,11 @@ interval, sample, test_finished, end) from the runner's threads and only queues 
 own thread, pinned to the generator's CPUs, turns them into events. Interval lines come
 from the runner's load (local engine lines as they arrive); a test whose lines did not come
 as it ran (a `--ray` run's generators return theirs at its end) sends the merged ones it
-recorded when it finishes, so either way each point goes out once. The table of finished
-cells is the report's own summary rows (serverlab.results.report.summary)."""
+recorded when it finishes, so either way each point goes out once. A push test's emit
+cycles come the same way: each interval line lists the cycles whose deliveries it received
+(engine output version 8), added up here per cycle so far; at the test's end its emit
+records (merged, for a spread run) replace them. The table of finished cells is the
+report's own summary rows (serverlab.results.report.summary)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from serverlab.run.plan.live.events import EventLog
 # The monitor samples at 10 Hz; the page gets one sample a second.
 SAMPLE_EVERY_S = 1.0
 SIDE_FILE = "live.jsonl"
+# Cycles of the test in hand kept so far (the newest): the engine's own bound on emit lines.
+MAX_CYCLES = 10_000
 
 
 def pin_thread(cpus: str | None) -> None:
@@ -59,6 +64,7 @@ class LiveFeed:
         self._streamed = 0  # interval lines of the test in hand that came as it ran
         self._sampled = 0  # and monitor samples
         self._step_start = self._step_end = 0.0  # where the load's step in hand began, ended
+        self._cycles = CyclesSoFar()
         self._thread = threading.Thread(target=self._work, name="serverlab-live-feed", daemon=True)
         self._thread.start()
 
@@ -111,6 +117,7 @@ class LiveFeed:
     def _started(self, index: int, plan: TestPlan, at: float) -> None:
         self._streamed = self._sampled = 0
         self._step_start = self._step_end = 0.0
+        self._cycles = CyclesSoFar()
         self.log.add("started", index=index, at=at, label=_label(plan), plan=plan_view(plan))
 
     def _interval(self, record: dict) -> None:
@@ -123,6 +130,7 @@ class LiveFeed:
                 self._step_start = self._step_end
             point["t"] += self._step_start
             self._step_end = point["t"]
+        point["cycles"] = self._cycles.add(record.get("cycles") or [])
         self.log.add("interval", **point)
 
     def _sample(self, cpu: float | None, rss: int | None, at: float | None = None) -> None:
@@ -194,17 +202,49 @@ def _ms(us: object) -> float | None:
 
 
 def cycle_points(test: RecordedTest) -> list[dict]:
-    """A push test's emit cycles: completeness (deliveries received of the server's
-    connections.total) and the last delivery's delay after the event was created, both on
-    the server's clock, as the engine recorded each cycle."""
+    """A push test's emit cycles as the engine recorded each over the whole test (its emit
+    records): completeness (deliveries received of the server's connections.total) and the
+    last delivery's delay after the event was created, both on the server's clock."""
     return [
-        {
-            "seq": c.seq,
-            "completeness": 100 * c.received / c.total if c.total else None,
-            "last_delay_ms": c.last_arrival_ms - c.created_ms,
-        }
+        _cycle_point(c.event, c.seq, c.received, c.total, c.last_arrival_ms - c.created_ms)
         for c in test.cycles
     ]
+
+
+def _cycle_point(event: str, seq: int, received: int, total: int, last_ms: float) -> dict:
+    return {
+        "event": event,
+        "seq": seq,
+        "completeness": 100 * received / total if total else None,
+        "last_delay_ms": last_ms,
+    }
+
+
+class CyclesSoFar:
+    """A push test's emit cycles so far, from the cycles its interval lines list: per
+    (event, seq), the deliveries received so far, the server's connections.total, and the
+    longest delay so far, which is the last delivery's (a cycle's deliveries share their
+    `created`; the engine reads delays at the server's millisecond grain)."""
+
+    def __init__(self) -> None:
+        self._cycles: dict[tuple[str, int], tuple[int, int, int]] = {}
+
+    def add(self, ticks: list[dict]) -> list[dict]:
+        """Adds one interval line's cycles; returns the points of those cycles so far."""
+        points = []
+        for tick in ticks:
+            key = (tick["event"], tick["seq"])
+            received, total, longest = self._cycles.pop(key, (0, 0, 0))
+            mine = (
+                received + tick["received"],
+                max(total, tick["total"]),
+                max(longest, tick["max_delay_us"]),
+            )
+            self._cycles[key] = mine  # re-inserted: the dict's first key is the stalest
+            points.append(_cycle_point(*key, mine[0], mine[1], mine[2] / 1000))
+        while len(self._cycles) > MAX_CYCLES:
+            del self._cycles[next(iter(self._cycles))]
+        return points
 
 
 def cell_rows(tests: list[RecordedTest]) -> list[dict]:
