@@ -15,8 +15,8 @@ import time
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+import serverlab.conformance.checks.tlswire as tlswire
 from serverlab.base import httpclient
-from serverlab.conformance.checks import tlswire
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.outcome import Outcome
 

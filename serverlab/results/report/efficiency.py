@@ -26,7 +26,7 @@ a stated window and from a stated source.
 
 from __future__ import annotations
 
-from serverlab.results.report import push
+import serverlab.results.report.push as push
 from serverlab.results.store import RecordedTest
 
 KIB = 1024

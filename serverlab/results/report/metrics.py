@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import serverlab.results.report.efficiency as efficiency
+import serverlab.results.report.push as push
 from serverlab.results import stats
-from serverlab.results.report import efficiency, push
 from serverlab.results.report.kernel_timers import stacks_of
 from serverlab.results.store import RecordedTest
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+import serverlab.results.report.hdr as hdr
 from serverlab.base.spec import PUSH_BEHAVIOURS
-from serverlab.results.report import hdr
 from serverlab.results.store import EmitCycle, RecordedTest
 
 # A timed control call answered this much after it was due, or a cycle created this much after
