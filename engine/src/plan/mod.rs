@@ -5,8 +5,11 @@
 //! `ValidPlan` with the rules `serverlab-load --check` applies.
 
 mod behaviour;
+mod duration;
 mod error;
 mod http2;
+mod http2_check;
+mod limits;
 mod parse;
 mod tls;
 mod types;
@@ -15,7 +18,7 @@ mod validate;
 pub use behaviour::*;
 pub use error::{PlanError, PlanErrors};
 pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
-pub use parse::parse_duration;
+pub use duration::parse_duration;
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};
