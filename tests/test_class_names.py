@@ -1,25 +1,17 @@
 """scripts/class-names: no class name is defined twice in the serverlab package."""
 
 import re
-import shutil
-import subprocess
-import sys
 
-from serverlab.base.paths import REPO_ROOT
-
-SCRIPT = REPO_ROOT / "scripts/class-names"
+from lint_scripts import package_copy, run_script
 
 
 def class_names(*args):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
-    )
+    return run_script("class-names", *args)
 
 
 def planted(tmp_path, module: str, text: str):
     """A copy of the package with `text` as the new module `module`."""
-    package = tmp_path / "serverlab"
-    shutil.copytree(REPO_ROOT / "serverlab", package, ignore=shutil.ignore_patterns("__pycache__"))
+    package = package_copy(tmp_path)
     (package / module).write_text(text)
     return package
 

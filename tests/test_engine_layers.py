@@ -1,18 +1,14 @@
 """scripts/engine-layers: the engine's module graph against its committed layer order."""
 
 import shutil
-import subprocess
-import sys
+
+from lint_scripts import run_script
 
 from serverlab.base.paths import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "scripts/engine-layers"
-
 
 def layers(*args):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
-    )
+    return run_script("engine-layers", *args)
 
 
 def test_the_engine_as_committed_has_no_upward_edge():

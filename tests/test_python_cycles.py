@@ -1,27 +1,16 @@
 """scripts/python-cycles: import cycles between serverlab's modules, a package's `__init__`
 and deferred imports counted."""
 
-import shutil
-import subprocess
-import sys
-
-from serverlab.base.paths import REPO_ROOT
-
-SCRIPT = REPO_ROOT / "scripts/python-cycles"
+from lint_scripts import package_copy, run_script
 
 
 def cycles(*args):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
-    )
+    return run_script("python-cycles", *args)
 
 
 def planted(tmp_path, file: str, line: str, *, at_end: bool = False):
     """A copy of serverlab/ with `line` put on top (or at the end) of `file`."""
-    shutil.copytree(
-        REPO_ROOT / "serverlab", tmp_path / "serverlab", ignore=shutil.ignore_patterns("*.pyc")
-    )
-    path = tmp_path / "serverlab" / file
+    path = package_copy(tmp_path) / file
     text = path.read_text()
     path.write_text(text + "\n" + line + "\n" if at_end else line + "\n" + text)
     return tmp_path
