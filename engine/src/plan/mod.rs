@@ -16,9 +16,9 @@ mod types;
 mod validate;
 
 pub use behaviour::*;
+pub use duration::parse_duration;
 pub use error::{PlanError, PlanErrors};
 pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
-pub use duration::parse_duration;
 pub use tls::{KxGroup, TlsClient, TlsSpec};
 pub use types::{IoBackend, PacerSpec, Plan, WaitMode, WeightedPath};
 pub use validate::{parse_sources, Stop, ValidPlan};
