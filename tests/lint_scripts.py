@@ -23,3 +23,10 @@ def package_copy(tmp_path: Path) -> Path:
     package = tmp_path / "serverlab"
     shutil.copytree(REPO_ROOT / "serverlab", package, ignore=shutil.ignore_patterns("__pycache__"))
     return package
+
+
+def assert_tree_passes(name: str, verdict: str) -> None:
+    """The script passes on the tree as committed, saying `verdict`."""
+    done = run_script(name)
+    assert done.returncode == 0, done.stdout
+    assert verdict in done.stdout

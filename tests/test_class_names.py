@@ -2,7 +2,7 @@
 
 import re
 
-from lint_scripts import package_copy, run_script
+from lint_scripts import assert_tree_passes, package_copy, run_script
 
 
 def class_names(*args):
@@ -17,9 +17,7 @@ def planted(tmp_path, module: str, text: str):
 
 
 def test_the_package_as_committed_defines_each_class_name_once():
-    done = class_names()
-    assert done.returncode == 0, done.stdout
-    assert "each name defined once" in done.stdout
+    assert_tree_passes("class-names", "each name defined once")
 
 
 def test_a_planted_second_suite_class_fails_and_names_both_places(tmp_path):
