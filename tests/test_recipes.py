@@ -1,9 +1,12 @@
 """The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
 folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
 `SCENARIO_FIELDS`), `plan/validate.rs` `check_pacer`) is in that file. A rename that
-leaves a recipe pointing at nothing fails here."""
+leaves a recipe pointing at nothing fails here. And engine/src/README.md's recipe for a
+behaviour is followed in a scratch copy of the engine, which must then build."""
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,67 @@ def test_a_recipe_naming_a_table_that_is_gone_fails(tmp_path):
     path = found(readme, place, row)
     assert path == REPO_ROOT / "serverlab/run/plan/suite.py"
     assert [n for n in names if n not in path.read_text()] == ["NO_SUCH_TABLE"]
+
+
+SAMPLE_SPEC = """//! Plan stage: a behaviour planted by tests/test_recipes.py.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Kind;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SampleSpec {}
+
+impl Kind for SampleSpec {
+    fn is_plain(&self) -> bool {
+        true
+    }
+}
+"""
+SAMPLE_LOOP = """//! Behaviours stage: a behaviour planted by tests/test_recipes.py: plain requests.
+
+use crate::plan::{SampleSpec, ValidPlan};
+
+impl super::Loop for SampleSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
+        super::plain::build(plan, worker, runner)
+    }
+}
+"""
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path.name} no longer holds {old!r}: the recipe's step is gone"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_behaviour_planted_by_the_engines_recipe_builds(tmp_path):
+    engine = REPO_ROOT / "engine"
+    for name in ("Cargo.toml", "Cargo.lock"):
+        shutil.copy(engine / name, tmp_path / name)
+    src = tmp_path / "src"
+    shutil.copytree(engine / "src", src)
+    # The recipe: the spec's file, its line in with_kinds!, its loop's file, its arm in
+    # not_carried.
+    (src / "plan/behaviour/sample.rs").write_text(SAMPLE_SPEC)
+    edit(
+        src / "plan/behaviour/mod.rs",
+        "            Syslog(SyslogSpec, SyslogFlags) in syslog,\n",
+        "            Syslog(SyslogSpec, SyslogFlags) in syslog,\n"
+        "            /// Planted.\n            Sample(SampleSpec, NoFlags) in sample,\n",
+    )
+    (src / "behaviours/sample.rs").write_text(SAMPLE_LOOP)
+    edit(src / "plan/http2_check.rs", "B::Syslog(_) =>", "B::Syslog(_) | B::Sample(_) =>")
+    # The engine's own target folder: its dependencies are built there already; the
+    # copy, at another path, is a crate of its own in it.
+    done = subprocess.run(
+        ["cargo", "check", "--release", "--locked", "--target-dir", str(engine / "target")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
