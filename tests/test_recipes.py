@@ -1,8 +1,9 @@
 """The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
 folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
 `SCENARIO_FIELDS`), `plan/validate.rs` `check_pacer`) is in that file. A rename that
-leaves a recipe pointing at nothing fails here. And engine/src/README.md's recipe for a
-behaviour is followed in a scratch copy of the engine, which must then build."""
+leaves a recipe pointing at nothing fails here. Two recipes are followed in a scratch copy:
+engine/src/README.md's behaviour, which must then build, and serverlab/README.md's verify
+case, which `verify` must then run and judge."""
 
 import re
 import shutil
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from serverlab.base.paths import REPO_ROOT
+from serverlab.base.paths import REPO_ROOT, spec_cases_dir
+from serverlab.conformance.outcome import FAIL, PASS
+from serverlab.conformance.verify import verify_contestant
+from serverlab.contestant.manifest import find
 
 READMES = [
     REPO_ROOT / "serverlab/README.md",
@@ -146,3 +150,29 @@ def test_a_behaviour_planted_by_the_engines_recipe_builds(tmp_path):
         timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+PLANTED_CASES = """
+[[case]]
+id = "perf.planted_query"
+about = "planted by tests/test_recipes.py: a query string does not change /perf"
+request = { target = "/perf?planted=1" }
+expect = { status = 200, content_length = 84 }
+
+[[case]]
+id = "perf.planted_wrong_length"
+about = "planted by tests/test_recipes.py: a case no correct server passes"
+request = { target = "/perf" }
+expect = { status = 200, content_length = 85 }
+"""
+
+
+def test_a_verify_case_planted_by_the_recipe_is_run_and_judged(tmp_path, contestants_dir):
+    # The recipe: a [[case]] in spec/cases/PART.toml, request and expect, data only.
+    cases = tmp_path / "cases"
+    shutil.copytree(spec_cases_dir(), cases)
+    with (cases / "perf.toml").open("a") as part:
+        part.write(PLANTED_CASES)
+    report = verify_contestant(find("reference"), pattern="perf.planted_*", cases_dir=cases)
+    verdicts = {result.case_id: result.status for result in report.results}
+    assert verdicts == {"perf.planted_query": PASS, "perf.planted_wrong_length": FAIL}
