@@ -1,22 +1,30 @@
 """The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
 folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
 `SCENARIO_FIELDS`), `plan/validate.rs` `check_pacer`) is in that file. A rename that
-leaves a recipe pointing at nothing fails here. Two recipes are followed in a scratch copy:
-engine/src/README.md's behaviour, which must then build, and serverlab/README.md's verify
-case, which `verify` must then run and judge."""
+leaves a recipe pointing at nothing fails here. Three recipes are followed in a scratch
+copy: engine/src/README.md's behaviour, which must then build; serverlab/README.md's verify
+case, which `verify` must then run and judge; and its figure, which the report of the golden
+database must then show."""
 
+import gzip
+import json
 import re
 import shutil
+import sqlite3
+import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from lint_scripts import package_copy
 
 from serverlab.base.paths import REPO_ROOT, spec_cases_dir
 from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
 
+DATA = Path(__file__).parent / "data" / "golden-report"
 READMES = [
     REPO_ROOT / "serverlab/README.md",
     REPO_ROOT / "engine/src/README.md",
@@ -176,3 +184,52 @@ def test_a_verify_case_planted_by_the_recipe_is_run_and_judged(tmp_path, contest
     report = verify_contestant(find("reference"), pattern="perf.planted_*", cases_dir=cases)
     verdicts = {result.case_id: result.status for result in report.results}
     assert verdicts == {"perf.planted_query": PASS, "perf.planted_wrong_length": FAIL}
+
+
+PLANTED_FIGURE = """
+METRICS = (
+    *METRICS,
+    Metric(
+        "planted",
+        "requests answered (planted)",
+        "",
+        True,
+        lambda test: summary_number(test, "requests"),
+        window=ENGINE_WINDOW,
+        source="engine",
+    ),
+)
+METRICS_BY_NAME = {m.name: m for m in METRICS}
+"""
+
+
+def test_a_figure_planted_by_the_recipe_reaches_the_report(tmp_path):
+    # The recipe: a Metric row in METRICS reading the engine summary (summary_number).
+    package = package_copy(tmp_path / "scratch")
+    with (package / "results/report/metrics.py").open("a") as metrics:
+        metrics.write(PLANTED_FIGURE)
+    db = tmp_path / "lab.db"
+    golden = sqlite3.connect(db)
+    golden.executescript(gzip.decompress((DATA / "lab.sql.gz").read_bytes()).decode())
+    golden.close()
+    # The scratch package comes first on the path: it, not the installed one, is imported.
+    program = f"import sys; sys.path.insert(0, {str(package.parent)!r}); "
+    program += "from serverlab.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", program, "report", "all", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    cells = [c for c in json.loads(done.stdout)["cells"] if c["metric"] == "planted"]
+    requests = sqlite3.connect(db).execute(
+        "SELECT scenario, contestant, json_extract(summary_json, '$.requests') FROM tests"
+    )
+    by_cell: dict[tuple, list] = {}
+    for scenario, contestant, count in requests:
+        by_cell.setdefault((scenario, contestant), []).append(count)
+    assert {(c["scenario"], c["contestant"]): sorted(c["values"]) for c in cells} == {
+        key: sorted(map(float, counts)) for key, counts in by_cell.items()
+    }
+    assert all(c["median"] == statistics.median(c["values"]) for c in cells)
