@@ -2,7 +2,8 @@
 //! before `Plan::validate` has accepted it: `types` says what a plan may hold (and what each
 //! kind of pacer implies), `behaviour` what each behaviour holds, implies and must keep (a
 //! file per behaviour), `parse` reads one, `validate` judges it into a
-//! `ValidPlan` with the rules `serverlab-load --check` applies.
+//! `ValidPlan` with the rules `serverlab-load --check` applies (HTTP/2's in `http2_check`, the
+//! bounds in `limits`). No two of these files use each other (`scripts/engine-layers`).
 
 mod behaviour;
 mod duration;
