@@ -44,6 +44,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check serverlab tests
 	$(VENV)/bin/lint-imports
 	scripts/engine-layers
+	scripts/python-cycles
 	scripts/class-names
 	@if [ -f engine/Cargo.toml ]; then cd engine && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings; fi
 	cd tools/delayline && cargo fmt --check && cargo clippy --release --locked --all-targets -- -D warnings

@@ -1,33 +1,23 @@
 """scripts/class-names: no class name is defined twice in the serverlab package."""
 
 import re
-import shutil
-import subprocess
-import sys
 
-from serverlab.base.paths import REPO_ROOT
-
-SCRIPT = REPO_ROOT / "scripts/class-names"
+from lint_scripts import assert_tree_passes, package_copy, run_script
 
 
 def class_names(*args):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
-    )
+    return run_script("class-names", *args)
 
 
 def planted(tmp_path, module: str, text: str):
     """A copy of the package with `text` as the new module `module`."""
-    package = tmp_path / "serverlab"
-    shutil.copytree(REPO_ROOT / "serverlab", package, ignore=shutil.ignore_patterns("__pycache__"))
+    package = package_copy(tmp_path)
     (package / module).write_text(text)
     return package
 
 
 def test_the_package_as_committed_defines_each_class_name_once():
-    done = class_names()
-    assert done.returncode == 0, done.stdout
-    assert "each name defined once" in done.stdout
+    assert_tree_passes("class-names", "each name defined once")
 
 
 def test_a_planted_second_suite_class_fails_and_names_both_places(tmp_path):

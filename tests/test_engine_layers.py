@@ -1,24 +1,20 @@
 """scripts/engine-layers: the engine's module graph against its committed layer order."""
 
 import shutil
-import subprocess
-import sys
+
+from lint_scripts import assert_tree_passes, run_script
 
 from serverlab.base.paths import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "scripts/engine-layers"
-
 
 def layers(*args):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=60
+    return run_script("engine-layers", *args)
+
+
+def test_the_engine_as_committed_has_no_upward_edge_and_no_cycle():
+    assert_tree_passes(
+        "engine-layers", "no edge points up, no cycle at the top level or in a folder"
     )
-
-
-def test_the_engine_as_committed_has_no_upward_edge():
-    done = layers()
-    assert done.returncode == 0, done.stdout
-    assert "no edge points up" in done.stdout
 
 
 def planted(tmp_path, file: str, line: str):
@@ -74,3 +70,49 @@ def test_the_crate_roots_bare_paths_and_comments_are_told_apart(tmp_path):
     assert done.returncode == 1
     assert "lib.rs: lib (run) uses crate::cli (cli), a layer above" in done.stdout
     assert "http.rs" not in done.stdout
+
+
+def test_an_edge_between_modules_of_one_layer_that_closes_a_cycle_fails(tmp_path):
+    # conn uses stamps; the old `stamps -> conn` edge put back is a cycle within `sockets`.
+    src = planted(tmp_path, "stamps.rs", "use crate::conn::ConnOptions;")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "cycle in the crate's top level: conn, stamps: conn -> stamps (conn.rs); " in done.stdout
+    assert "stamps -> conn (stamps.rs)" in done.stdout
+
+
+def test_two_plan_files_using_each_other_through_mod_rs_are_a_cycle(tmp_path):
+    # types holds an Http2Spec; http2 naming the Plan (re-exported by plan/mod.rs) closes it.
+    src = planted(tmp_path, "plan/http2.rs", "use super::Plan;")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "cycle in plan/: http2, types: " in done.stdout
+    assert "http2 -> types (plan/http2.rs)" in done.stdout
+    assert "types -> http2 (plan/types.rs)" in done.stdout
+
+
+def test_a_cycle_inside_the_uring_folder_fails(tmp_path):
+    src = planted(tmp_path, "uring/tag.rs", "fn f(_: &super::slot::Slot) {}")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "cycle in uring/: slot, tag: slot -> tag (uring/slot.rs); tag -> slot" in done.stdout
+
+
+def test_a_path_through_the_crate_roots_re_export_is_followed_to_its_module(tmp_path):
+    # lib.rs says `pub use report::Summary`: crate::Summary is report's.
+    src = planted(tmp_path, "stats.rs", "fn f(_: &crate::Summary) {}")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "stats.rs: stats (recording) uses crate::report (output), a layer above" in done.stdout
+    # A module's files naming each other are no edge between modules.
+    assert "report -> report" not in done.stdout
+
+
+def test_a_behaviour_spec_reaching_the_plan_judge_is_a_cycle_in_the_plan_folder(tmp_path):
+    # validate reads every behaviour; a behaviour file naming validate closes a cycle
+    # through plan/behaviour/mod.rs's glob re-exports.
+    src = planted(tmp_path, "plan/behaviour/syslog.rs", "use super::super::validate::Stop;")
+    done = layers(src, REPO_ROOT / "engine/LAYERS")
+    assert done.returncode == 1
+    assert "cycle in plan/: behaviour, types, validate: " in done.stdout
+    assert "behaviour -> validate (plan/behaviour/syslog.rs)" in done.stdout

@@ -8,6 +8,8 @@ mod files;
 mod http;
 mod push;
 mod server;
+#[cfg(test)]
+mod spec_vectors;
 mod stats;
 mod stream;
 mod syslog;

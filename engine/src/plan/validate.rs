@@ -5,6 +5,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
+use super::limits::{
+    too_large, MAX_CLOCK_OFFSET_MS, MAX_CONNECTIONS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS,
+    MAX_START_AHEAD_MS, MAX_THREADS,
+};
 use super::{
     BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, TlsClient, WeightedPath,
 };
@@ -495,28 +499,6 @@ impl Found {
     fn add<T>(&mut self, result: Result<T, PlanError>) -> Option<T> {
         result.map_err(|e| self.0.push(e)).ok()
     }
-}
-
-/// The most one engine process is asked to do; past these a plan is a typo, not a test.
-const MAX_SECONDS: f64 = 7.0 * 86_400.0;
-pub(super) const MAX_CONNECTIONS: f64 = 1_000_000.0;
-pub(super) const MAX_REQUESTS: f64 = 1e12;
-const MAX_RATE: f64 = 10_000_000.0;
-const MAX_THREADS: f64 = 1024.0;
-/// How far ahead a start instant may be.
-const MAX_START_AHEAD_MS: f64 = 10.0 * 60_000.0;
-/// A day: clocks of one lab further apart than that are not synchronised at all.
-const MAX_CLOCK_OFFSET_MS: f64 = 86_400_000.0;
-
-pub(super) fn too_large(field: &'static str, value: f64, max: f64) -> Result<(), PlanError> {
-    if value.is_finite() && value <= max {
-        return Ok(());
-    }
-    Err(PlanError::TooLarge {
-        field,
-        value: format!("{value}"),
-        max: format!("{max}"),
-    })
 }
 
 /// A namespace name is a plain file name under /var/run/netns.

@@ -12,7 +12,7 @@ import time
 import hpack
 from hyperframe.frame import DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
-from serverlab.conformance.checks import h2wire
+import serverlab.conformance.checks.h2wire as h2wire
 from serverlab.conformance.checks.carried import h2_request
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.outcome import Outcome

@@ -12,6 +12,8 @@ import time
 import hpack
 from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
 
+from serverlab.conformance.checks.receive import End, receive
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x6, 0x7
 WINDOW_UPDATE, CONTINUATION = 0x8, 0x9
@@ -98,17 +100,13 @@ class H2Wire:
 
     def _read(self, size: int, deadline: float):
         while len(self.buffer) < size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.sock.settimeout(remaining)
             try:
-                piece = self.sock.recv(65536)
-            except TimeoutError:
+                piece = receive(self.sock, deadline)
+            except OSError:  # a TLS error: closed all the same
+                piece = End.CLOSED
+            if piece is End.TIMEOUT:
                 return None
-            except OSError:  # a reset, or TLS ended without close_notify: closed all the same
-                piece = b""
-            if not piece:
+            if isinstance(piece, End):  # a reset or an unclean TLS end too
                 return CLOSED
             self.buffer += piece
         data, self.buffer = self.buffer[:size], self.buffer[size:]

@@ -15,8 +15,9 @@ import time
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+import serverlab.conformance.checks.tlswire as tlswire
 from serverlab.base import httpclient
-from serverlab.conformance.checks import tlswire
+from serverlab.conformance.checks.receive import End, receive_all
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.outcome import Outcome
 
@@ -109,22 +110,12 @@ def tls_close_notify(ctx: VerifyContext, params: dict, outcome: Outcome) -> None
 def read_to_end(sock: ssl.SSLSocket, timeout_s: float) -> tuple[bytes, str]:
     """Everything until the end, and how it ended: close_notify (a clean TLS EOF), a TCP
     close without it, a reset, or still open."""
-    deadline = time.monotonic() + timeout_s
-    received = b""
-    while (remaining := deadline - time.monotonic()) > 0:
-        sock.settimeout(remaining)
-        try:
-            piece = sock.recv(65536)
-        except ssl.SSLEOFError:
-            return received, "a TCP close without close_notify"
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            return received, "a reset"
-        if not piece:
-            return received, "close_notify"
-        received += piece
-    return received, f"the connection still open after {timeout_s:g} s"
+    received, end = receive_all(sock, time.monotonic() + timeout_s)
+    return received, {
+        End.CLOSED: "close_notify",
+        End.UNCLEAN: "a TCP close without close_notify",
+        End.RESET: "a reset",
+    }.get(end, f"the connection still open after {timeout_s:g} s")
 
 
 def tls_alpn(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
@@ -201,20 +192,9 @@ def describe_plain(received: bytes) -> str:
 
 
 def read_plain(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
-    deadline = time.monotonic() + timeout_s
-    received = b""
-    while (remaining := deadline - time.monotonic()) > 0:
-        sock.settimeout(remaining)
-        try:
-            piece = sock.recv(65536)
-        except TimeoutError:
-            return received, False
-        except ConnectionResetError:
-            return received, True
-        if not piece:
-            return received, True
-        received += piece
-    return received, False
+    """What arrives in `timeout_s`, and whether the server closed or reset the connection."""
+    received, end = receive_all(sock, time.monotonic() + timeout_s)
+    return received, end in (End.CLOSED, End.RESET)
 
 
 def tls_truncated_hello(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:

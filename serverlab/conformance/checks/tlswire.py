@@ -12,6 +12,8 @@ import socket
 import struct
 import time
 
+from serverlab.conformance.checks.receive import End, receive_all
+
 HANDSHAKE, ALERT = 0x16, 0x15
 CLIENT_HELLO, SERVER_HELLO = 0x01, 0x02
 VERSIONS = {"ssl3": 0x0300, "1.0": 0x0301, "1.1": 0x0302, "1.2": 0x0303}
@@ -100,20 +102,5 @@ def first_answer(port: int, hello: bytes, timeout_s: float) -> str:
 
 def _read(sock: socket.socket, size: int, timeout_s: float) -> bytes | None:
     """Up to `size` bytes; fewer if the server closes; None if it says nothing in time."""
-    deadline = time.monotonic() + timeout_s
-    data = b""
-    while len(data) < size:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return data or None
-        sock.settimeout(remaining)
-        try:
-            piece = sock.recv(size - len(data))
-        except TimeoutError:
-            return data or None
-        except ConnectionResetError:
-            return data
-        if not piece:
-            return data
-        data += piece
-    return data
+    data, end = receive_all(sock, time.monotonic() + timeout_s, size)
+    return data or None if end is End.TIMEOUT else data

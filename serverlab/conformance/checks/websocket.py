@@ -16,6 +16,7 @@ from serverlab.conformance.checks.pushwire import (
     longpoll,
     set_event,
 )
+from serverlab.conformance.checks.receive import time_left
 from serverlab.conformance.checks.wswire import (
     RawWebSocket,
     open_ws,
@@ -124,8 +125,7 @@ def ws_subscribe(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 def read_deliveries(connection, request: dict, seqs: dict, outcome, read_s: float, quiet_s: float):
     """Reads deliveries for `read_s` or until none comes for `quiet_s`; appends their seqs."""
-    deadline = time.monotonic() + read_s
-    while (remaining := deadline - time.monotonic()) > 0:
+    for remaining in time_left(time.monotonic() + read_s):
         try:
             raw = connection.recv(timeout=min(quiet_s, remaining))
         except TimeoutError:

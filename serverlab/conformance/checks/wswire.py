@@ -19,6 +19,7 @@ from websockets.sync.client import ClientConnection, connect
 from websockets.uri import parse_uri
 
 from serverlab.base import httpclient
+from serverlab.conformance.checks.receive import End, receive
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.outcome import Outcome
 
@@ -155,15 +156,10 @@ class RawWebSocket:
 
     def _receive(self, deadline: float, what: str) -> bool:
         """Feeds the protocol what arrives next; False at EOF."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        data = receive(self.sock, deadline)
+        if data is End.TIMEOUT:
             raise httpclient.HttpError(f"timed out waiting for {what}")
-        self.sock.settimeout(remaining)
-        try:
-            data = self.sock.recv(65536)
-        except TimeoutError:
-            raise httpclient.HttpError(f"timed out waiting for {what}") from None
-        except ConnectionResetError:
+        if isinstance(data, End):
             data = b""
         if data:
             self.protocol.receive_data(data)

@@ -17,6 +17,7 @@ from serverlab.results import stats
 from serverlab.results.report.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
+from serverlab.results.report.engine_summary import number_at
 from serverlab.results.report.findings import Finding
 from serverlab.results.report.glance import at_a_glance
 from serverlab.results.report.history import history_section
@@ -243,7 +244,7 @@ def _generator_rows(test: RecordedTest) -> list[dict]:
     rows = []
     for generator in test.run_info.get("generators", []):
         summary = generator.get("summary") or {}
-        p99 = (summary.get("latency_us") or {}).get("p99")
+        p99 = number_at(summary, "latency_us", "p99")
         offset, uncertainty = generator.get("offset_ms"), generator.get("uncertainty_ms")
         rows.append(
             {

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from serverlab.results import stats
+from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.histogram import HistogramError, latency_histogram, percentile_curve
 from serverlab.results.report.metrics import (
     MIB,
@@ -373,8 +374,8 @@ def _client_delay_lines(fig, contestant: str, colour: str, tests, span) -> None:
     """The clients' own delivery delay (the engine's p50 and p99, median over tests) as flat
     lines across the places: the figure the server's stamps should agree with."""
     for label, dash in (("p50", "dashdot"), ("p99", "longdash")):
-        values = [((t.summary or {}).get("event_delay_us") or {}).get(label) for t in tests]
-        values = [v / 1000 for v in values if isinstance(v, int | float)]
+        values = [summary_number(t, "event_delay_us", label) for t in tests]
+        values = [v / 1000 for v in values if v is not None]
         if not values:
             continue
         level = statistics.median(values)

@@ -29,17 +29,14 @@ a stated window and from a stated source.
 
 from __future__ import annotations
 
-from serverlab.results.report import push
+import serverlab.results.report.push as push
+from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.store import RecordedTest
 
 KIB = 1024
 # Why a test has no memory per held connection: its connections carry one request each, or
 # there are none (UDP).
 NO_HELD_CONNECTIONS = "n/a: no held connections"
-
-
-def _summary(test: RecordedTest) -> dict:
-    return test.summary or {}
 
 
 def _monitor_origin_ms(test: RecordedTest) -> float | None:
@@ -75,10 +72,11 @@ def cpu_seconds_in_ms(test: RecordedTest, start_ms: float, stop_ms: float) -> fl
 
 def measured_window_ms(test: RecordedTest) -> tuple[float, float] | None:
     """(engine start, its last counted attempt), Unix ms: the span of ``answered``."""
-    started, duration = _summary(test).get("started_at_ms"), _summary(test).get("duration_s")
-    if not isinstance(started, int | float) or not isinstance(duration, int | float):
+    started = summary_number(test, "started_at_ms")
+    duration = summary_number(test, "duration_s")
+    if started is None or duration is None:
         return None
-    return float(started), float(started) + 1000 * float(duration)
+    return started, started + 1000 * duration
 
 
 def cpu_percent_in_window(test: RecordedTest) -> float | None:
@@ -104,7 +102,7 @@ def server_cpu_seconds(test: RecordedTest) -> float | None:
 def cpu_per_request_us(test: RecordedTest) -> float | None:
     """Server CPU µs per answered request over the measured window (module docstring);
     none for push, whose answers are events."""
-    seconds, answered = server_cpu_seconds(test), _summary(test).get("answered")
+    seconds, answered = server_cpu_seconds(test), summary_number(test, "answered")
     if push.is_push(test) or seconds is None or not answered:
         return None
     return seconds * 1e6 / answered
@@ -172,6 +170,6 @@ def cpu_ceiling_percent(test: RecordedTest) -> float | None:
     request test (each client sends its next request once answered, so the server is kept
     as busy as it can be). None for an open loop (a fixed rate: its CPU % is a measure of
     cost, not of a ceiling) and for push (the plan's emits set the work)."""
-    if push.is_push(test) or _summary(test).get("intended_rate") or test.params.get("rate"):
+    if push.is_push(test) or summary_number(test, "intended_rate") or test.params.get("rate"):
         return None
     return allowed_cpu_percent(test)

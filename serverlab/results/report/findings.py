@@ -27,8 +27,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import serverlab.results.report.push as push
 from serverlab.base.spec import HELD_REQUESTS
-from serverlab.results.report import push
 from serverlab.results.report.cells import grouped, tunable_text
 from serverlab.results.report.flaggroups import repeat_ranges
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, scenario_key, scenario_labels

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from serverlab.results.report import push
+import serverlab.results.report.push as push
 from serverlab.results.report.metrics import (
     Flag,
     error_count,

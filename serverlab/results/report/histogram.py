@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serverlab.results.report import push
+import serverlab.results.report.push as push
 from serverlab.results.report.hdr import HistogramError, decode, values_at_quantiles
 from serverlab.results.store import DEFAULT_HISTOGRAM, RecordedTest
 

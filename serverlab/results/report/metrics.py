@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import serverlab.results.report.efficiency as efficiency
+import serverlab.results.report.push as push
 from serverlab.results import stats
-from serverlab.results.report import efficiency, push
+from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.kernel_timers import stacks_of
 from serverlab.results.store import RecordedTest
 
@@ -65,15 +67,6 @@ class Metric:
     absent: Callable[[RecordedTest], str | None] | None = None
 
 
-def _summary_number(test: RecordedTest, *path: str) -> float | None:
-    value: Any = test.summary
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return float(value) if isinstance(value, int | float) else None
-
-
 def _is_stream(test: RecordedTest) -> bool:
     """A push test (long poll, comet, SSE, WebSocket): its answers are events, and a poll's
     answer time is mostly its wait for the next emit, not the server's speed."""
@@ -83,7 +76,7 @@ def _is_stream(test: RecordedTest) -> bool:
 def throughput(test: RecordedTest) -> float | None:
     """Requests per second; none for a push test, whose events per second are the plan's
     cycles x subscribers (see push.plan_events_per_s), not a property of the server."""
-    return None if _is_stream(test) else _summary_number(test, "rps")
+    return None if _is_stream(test) else summary_number(test, "rps")
 
 
 def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
@@ -93,7 +86,7 @@ def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
         if _is_stream(test):
             micros = push.delay_us(test, percentile)
         else:
-            micros = _summary_number(test, "latency_us", percentile)
+            micros = summary_number(test, "latency_us", percentile)
         return None if micros is None else micros / 1000
 
     return of
@@ -164,8 +157,8 @@ def median_engine_cpu(test: RecordedTest) -> float | None:
 def _working_share(test: RecordedTest) -> float:
     """The share of the engine's CPU that was work, not spinning (``spin_cpu_s`` of
     ``client_cpu_s`` in its summary); 1 when it did not spin."""
-    total = _summary_number(test, "client_cpu_s")
-    spun = _summary_number(test, "spin_cpu_s")
+    total = summary_number(test, "client_cpu_s")
+    spun = summary_number(test, "spin_cpu_s")
     if not total or not spun:
         return 1.0
     return max(0.0, 1.0 - spun / total)
@@ -339,8 +332,8 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
     flags += _spread_flags(test) + _floor_flags(test) + _tail_floor_flags(test)
     flags += _steady_flags(test)
     flags += _kernel_timer_flags(test)
-    intended = _summary_number(test, "intended_rate")
-    achieved = _summary_number(test, "achieved_rate")
+    intended = summary_number(test, "intended_rate")
+    achieved = summary_number(test, "achieved_rate")
     if intended and achieved is not None and achieved < RATE_SHORTFALL_RATIO * intended:
         flags.append(
             Flag("rate-shortfall", f"achieved {achieved:,.0f}/s of intended {intended:,.0f}/s")
@@ -442,8 +435,8 @@ def _floor_flags(test: RecordedTest) -> list[Flag]:
     the engine adds to one exchange by itself) measures the client as much as the server."""
     if _is_stream(test):
         return []  # push shows delivery delays, not latency_us: the drain-time rule applies
-    floor = _summary_number(test, "floor_us")
-    p50 = _summary_number(test, "latency_us", "p50")
+    floor = summary_number(test, "floor_us")
+    p50 = summary_number(test, "latency_us", "p50")
     if not floor or p50 is None or p50 > FLOOR_RATIO * floor:
         return []
     text = f"latency p50 {p50:,.0f} µs within {FLOOR_RATIO:g}x the engine's floor ({floor:,.0f} µs)"
@@ -453,8 +446,8 @@ def _floor_flags(test: RecordedTest) -> list[Flag]:
 def _tail_floor_flags(test: RecordedTest) -> list[Flag]:
     """The engine's own read delay (``notice_us``) at p99 above ``TAIL_FLOOR_SHARE`` of
     latency p99: the tail measures the client's reading as much as the server."""
-    notice = _summary_number(test, "notice_us", "p99")
-    p99 = _summary_number(test, "latency_us", "p99")
+    notice = summary_number(test, "notice_us", "p99")
+    p99 = summary_number(test, "latency_us", "p99")
     if push.is_push(test):
         return []  # push: the drain-time rule applies there instead
     if not notice or not p99 or notice <= TAIL_FLOOR_SHARE * p99:
@@ -537,7 +530,7 @@ def _kernel_timer_flags(test: RecordedTest) -> list[Flag]:
     """Latency stacked at a kernel timer (the rule: ``kernel_timers``): the exchanges waited
     on the kernel, not on the server. It touches the latency figures, and a closed loop's
     rate too (its clients over that latency); an open loop's rate is the pacer's."""
-    open_loop = _summary_number(test, "intended_rate")
+    open_loop = summary_number(test, "intended_rate")
     figures = LATENCY_FIGURES if open_loop else LATENCY_FIGURES | {"rps"}
     noun = "deliveries" if push.is_push(test) else "answers"
     return [
@@ -554,7 +547,7 @@ def _kernel_timer_flags(test: RecordedTest) -> list[Flag]:
 def _error_figures(test: RecordedTest, errors: float) -> frozenset[str] | None:
     """Failed attempts above ``ERROR_SHARE_LIMIT`` of all put every other figure in doubt;
     a few stay on the errors figure, which counts them and is not distrusted for it."""
-    attempts = max(_summary_number(test, "requests") or 0.0, errors)
+    attempts = max(summary_number(test, "requests") or 0.0, errors)
     if errors > ERROR_SHARE_LIMIT * attempts:
         return frozenset(m.name for m in METRICS if m.name != "errors")
     return frozenset()

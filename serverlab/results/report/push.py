@@ -19,8 +19,9 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+import serverlab.results.report.hdr as hdr
 from serverlab.base.spec import PUSH_BEHAVIOURS
-from serverlab.results.report import hdr
+from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.store import EmitCycle, RecordedTest
 
 # A timed control call answered this much after it was due, or a cycle created this much after
@@ -112,8 +113,7 @@ def delay_us(test: RecordedTest, percentile: str) -> float | None:
         return float(hdr.values_at_quantiles(window, [quantile])[0])
     if has_cycle_records(test) and window_ms(test) is not None:
         return None
-    value = ((test.summary or {}).get("event_delay_us") or {}).get(percentile)
-    return float(value) if isinstance(value, int | float) else None
+    return summary_number(test, "event_delay_us", percentile)
 
 
 def cycle_delay_us(cycle: Cycle, percentiles: list[float]) -> list[int] | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from serverlab.results import stats
+from serverlab.results.report.engine_summary import number_at, summary_number
 from serverlab.results.report.metrics import (
     SUMMARIZED_STATUSES,
     error_count,
@@ -25,24 +25,9 @@ class SeedMetric:
     counts_all: bool = False
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _summary(test: RecordedTest, *path: str) -> float | None:
-    value: Any = test.summary
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return _number(value)
-
-
 def _milliseconds(*path: str) -> Callable[[RecordedTest], float | None]:
     def of(test: RecordedTest) -> float | None:
-        micros = _summary(test, *path)
+        micros = summary_number(test, *path)
         return None if micros is None else micros / 1000
 
     return of
@@ -51,11 +36,11 @@ def _milliseconds(*path: str) -> Callable[[RecordedTest], float | None]:
 def received_per_s(test: RecordedTest) -> float | None:
     """Messages/s counted at the receiver, over the time until its count stopped rising
     (the runner's `syslog` figures, spec §7)."""
-    return _summary(test, "syslog", "messages_per_s")
+    return summary_number(test, "syslog", "messages_per_s")
 
 
 def syslog_lost(test: RecordedTest) -> float | None:
-    return _summary(test, "syslog", "lost")
+    return summary_number(test, "syslog", "lost")
 
 
 def mean_emit_ms(test: RecordedTest) -> float | None:
@@ -66,8 +51,8 @@ def mean_emit_ms(test: RecordedTest) -> float | None:
     if not isinstance(events, dict):
         return None
     counters = [e for e in events.values() if isinstance(e, dict)]
-    emits = sum(_number(e.get("emits")) or 0 for e in counters)
-    total = sum(_number(e.get("total_emit_duration_ms")) or 0 for e in counters)
+    emits = sum(number_at(e.get("emits")) or 0 for e in counters)
+    total = sum(number_at(e.get("total_emit_duration_ms")) or 0 for e in counters)
     return total / emits if emits else None
 
 
@@ -80,8 +65,8 @@ SEED_METRICS: dict[str, SeedMetric] = {
     "p50_ms": SeedMetric("latency p50 (ms)", _milliseconds("latency_us", "p50")),
     "p99_ms": SeedMetric("latency p99 (ms)", _milliseconds("latency_us", "p99")),
     "connect_mean_ms": SeedMetric("mean connect time (ms)", _milliseconds("connect_us", "mean")),
-    "duration_s": SeedMetric("test duration (s)", lambda t: _summary(t, "duration_s")),
-    "rps": SeedMetric("answers per second", lambda t: _summary(t, "rps")),
+    "duration_s": SeedMetric("test duration (s)", lambda t: summary_number(t, "duration_s")),
+    "rps": SeedMetric("answers per second", lambda t: summary_number(t, "rps")),
     "errors": SeedMetric("failed requests", error_count),
     "rss_mib": SeedMetric("server peak RSS (MiB)", peak_rss_mib),
     "cpu_percent": SeedMetric("server mean CPU (%)", mean_server_cpu),

@@ -24,6 +24,7 @@ from serverlab.results.report.efficiency import (
     memory_per_connection_kib,
     server_cpu_seconds,
 )
+from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
 from serverlab.results.store import RecordedTest, Run
 
@@ -98,16 +99,16 @@ def cpu_per_handshake_us(test: RecordedTest) -> float | None:
     """Server CPU µs per TLS handshake the engine completed (full or resumed, as the test
     ran), over the engine's measured window (efficiency.server_cpu_seconds): the whole
     server's CPU, requests included."""
-    cpu, done = server_cpu_seconds(test), (test.summary or {}).get("tls_handshakes")
+    cpu, done = server_cpu_seconds(test), summary_number(test, "tls_handshakes")
     return cpu * 1e6 / done if cpu is not None and done else None
 
 
 def answered_per_s(test: RecordedTest) -> float | None:
-    return (test.summary or {}).get("rps")
+    return summary_number(test, "rps")
 
 
 def p99_ms(test: RecordedTest) -> float | None:
-    p99 = ((test.summary or {}).get("latency_us") or {}).get("p99")
+    p99 = summary_number(test, "latency_us", "p99")
     return None if p99 is None else p99 / 1000
 
 

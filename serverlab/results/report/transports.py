@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
+import serverlab.results.report.push as push
 from serverlab.base import capacity
 from serverlab.results import stats
-from serverlab.results.report import push
 from serverlab.results.report.capacity import is_capacity_search
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib

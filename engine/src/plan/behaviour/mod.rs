@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::PlanError;
 
+/// The first message number a numbering behaviour (syslog) starts from unless told.
+pub(super) const FIRST_SEQ: u64 = 1;
+
 /// What a plan may ask of a behaviour, each answered by its spec. Defaults are what most
 /// behaviours are: HTTP requests the behaviour builds itself, ending on their own.
 pub trait Kind {
@@ -60,7 +63,7 @@ pub trait Kind {
     }
     /// The first message number (syslog numbers its messages; other behaviours none).
     fn seq_start(&self) -> u64 {
-        syslog::default_seq_start()
+        FIRST_SEQ
     }
     /// A slow reader's pace.
     fn read_pace(&self) -> Option<ReadPace> {

@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::super::validate::{too_large, MAX_REQUESTS};
-use super::{refuse, Kind, PlanError};
+use super::super::limits::{too_large, MAX_REQUESTS};
+use super::{refuse, Kind, PlanError, FIRST_SEQ};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -46,8 +46,8 @@ fn default_message_bytes() -> usize {
     200
 }
 
-pub(super) fn default_seq_start() -> u64 {
-    1
+fn default_seq_start() -> u64 {
+    FIRST_SEQ
 }
 
 impl Default for SyslogSpec {

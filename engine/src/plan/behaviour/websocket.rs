@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::super::validate::{too_large, MAX_CONNECTIONS};
+use super::super::limits::{too_large, MAX_CONNECTIONS};
 use super::{check_stream_events, refuse, Kind, PlanError};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

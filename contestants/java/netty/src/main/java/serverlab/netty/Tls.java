@@ -5,8 +5,8 @@ import io.netty.handler.ssl.ApplicationProtocolNames;
 import io.netty.handler.ssl.SslContext;
 import io.netty.handler.ssl.SslContextBuilder;
 import java.io.File;
-import java.util.List;
 import javax.net.ssl.SSLException;
+import serverlab.core.AeadSuites;
 
 /**
  * Spec §12 and §15: the TLS ports' contexts. The JDK's own SSLEngine under Netty's SslHandler (the
@@ -14,18 +14,6 @@ import javax.net.ssl.SSLException;
  * ALPN offering h2 and http/1.1.
  */
 final class Tls {
-    /** TLS 1.3's suites and TLS 1.2's ECDHE suites with AEAD, in the JDK's names. */
-    private static final List<String> AEAD_SUITES = List.of(
-            "TLS_AES_128_GCM_SHA256",
-            "TLS_AES_256_GCM_SHA384",
-            "TLS_CHACHA20_POLY1305_SHA256",
-            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256");
-
     private Tls() {
     }
 
@@ -48,6 +36,6 @@ final class Tls {
     private static SslContextBuilder builder(String certFile, String keyFile) {
         return SslContextBuilder.forServer(new File(certFile), new File(keyFile))
                 .protocols("TLSv1.3", "TLSv1.2")
-                .ciphers(AEAD_SUITES);
+                .ciphers(AeadSuites.ALL);
     }
 }

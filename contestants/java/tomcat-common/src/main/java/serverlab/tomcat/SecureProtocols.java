@@ -1,12 +1,12 @@
 package serverlab.tomcat;
 
-import java.util.List;
 import org.apache.catalina.Executor;
 import org.apache.catalina.core.StandardThreadExecutor;
 import org.apache.coyote.http2.Http2Protocol;
 import org.apache.tomcat.util.net.SSLHostConfig;
 import org.apache.tomcat.util.net.SSLHostConfigCertificate;
 import org.apache.tomcat.util.net.jsse.JSSEImplementation;
+import serverlab.core.AeadSuites;
 
 /**
  * Spec §12-§14 on Tomcat: the TLS port's JSSE set-up (the JDK's SSLEngine, TLS 1.2 and 1.3,
@@ -14,17 +14,6 @@ import org.apache.tomcat.util.net.jsse.JSSEImplementation;
  * port offers by ALPN and the h2c port speaks from the client's preface on.
  */
 final class SecureProtocols {
-    /** TLS 1.2's ECDHE suites with AEAD, in the JDK's names; Tomcat's default also allows CBC. */
-    private static final List<String> TLS12_AEAD_SUITES = List.of(
-            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256");
-    /** TLS 1.3's suites, all AEAD; named anyway so the set does not follow Tomcat's default. */
-    private static final List<String> TLS13_SUITES = List.of(
-            "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
     /** Streams a client may open at once: spec §13 asks 100 to 1000; java-netty's figure. */
     static final int MAX_STREAMS = 250;
 
@@ -40,8 +29,8 @@ final class SecureProtocols {
     static SSLHostConfig hostConfig(String certFile, String keyFile) {
         SSLHostConfig host = new SSLHostConfig();
         host.setProtocols("+TLSv1.2+TLSv1.3");
-        host.setCiphers(String.join(",", TLS12_AEAD_SUITES));
-        host.setCipherSuites(String.join(":", TLS13_SUITES));
+        host.setCiphers(String.join(",", AeadSuites.TLS12));
+        host.setCipherSuites(String.join(":", AeadSuites.TLS13));
         SSLHostConfigCertificate certificate =
                 new SSLHostConfigCertificate(host, SSLHostConfigCertificate.Type.UNDEFINED);
         certificate.setCertificateFile(certFile);

@@ -1,0 +1,235 @@
+"""The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
+folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
+`SCENARIO_FIELDS`), `plan/validate.rs` `check_pacer`) is in that file. A rename that
+leaves a recipe pointing at nothing fails here. Three recipes are followed in a scratch
+copy: engine/src/README.md's behaviour, which must then build; serverlab/README.md's verify
+case, which `verify` must then run and judge; and its figure, which the report of the golden
+database must then show."""
+
+import gzip
+import json
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lint_scripts import package_copy
+
+from serverlab.base.paths import REPO_ROOT, spec_cases_dir
+from serverlab.conformance.outcome import FAIL, PASS
+from serverlab.conformance.verify import verify_contestant
+from serverlab.contestant.manifest import find
+
+DATA = Path(__file__).parent / "data" / "golden-report"
+READMES = [
+    REPO_ROOT / "serverlab/README.md",
+    REPO_ROOT / "engine/src/README.md",
+    REPO_ROOT / "contestants/README.md",
+]
+PLACE = re.compile(r"`([\w./-]+(?:/|\.(?:rs|py|toml|md|sh|json|j2)))`")
+HELD = re.compile(r"\s*(?:\(([^)]*)\)|`([A-Za-z_][\w.!]*)`)")
+NAME = re.compile(r"`([A-Za-z_][\w!]*)")
+# A placeholder or pattern names no one file.
+TEMPLATE = re.compile(r"NAME|PART|\*|<")
+
+
+def found(readme: Path, place: str, row: list[Path]) -> Path | None:
+    """Where a README's path leads: in the folders its table row is about, beside
+    the README, from the repository, or in serverlab/ or engine/src/ (a room names its own
+    files without their folder)."""
+    bases = [*row, readme.parent, REPO_ROOT, REPO_ROOT / "serverlab", REPO_ROOT / "engine/src"]
+    for base in bases:
+        path = (base / place.rstrip("/")).resolve()
+        if path.exists():
+            return path
+    return None
+
+
+def mentions(readme: Path) -> list[tuple[str, list[str], list[Path]]]:
+    """(path, the names said to be in it, the folders its table row is about) for every
+    path a README names."""
+    out = []
+    for line in readme.read_text().splitlines():
+        row = []
+        if line.startswith("|"):
+            naming = "|".join(line.split("|")[1:-2])  # every cell but the last, "holds"
+            row = [found(readme, f, []) for f in PLACE.findall(naming) if f.endswith("/")]
+            row = [folder for folder in row if folder is not None]
+        for match in PLACE.finditer(line):
+            held = HELD.match(line, match.end())
+            names = []
+            if held and held.group(1):
+                names = NAME.findall(held.group(1))
+            elif held and held.group(2):
+                names = [held.group(2)]
+            names = [n for n in names if not n.islower() or "_" in n]
+            out.append((match.group(1), names, row))
+    return out
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_file_a_room_names_exists_and_holds_what_it_says(readme):
+    missing = []
+    for place, names, row in mentions(readme):
+        if TEMPLATE.search(place):
+            continue
+        path = found(readme, place, row)
+        if path is None:
+            missing.append(f"{place}: no such file or folder")
+            continue
+        if path.is_file():
+            text = path.read_text()
+            missing += [f"{place}: no {name}" for name in names if name not in text]
+    assert missing == []
+
+
+def test_a_recipe_naming_a_table_that_is_gone_fails(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("Its keys in `run/plan/suite.py` (`BEHAVIOURS`, `NO_SUCH_TABLE`).\n")
+    ((place, names, row),) = mentions(readme)
+    path = found(readme, place, row)
+    assert path == REPO_ROOT / "serverlab/run/plan/suite.py"
+    assert [n for n in names if n not in path.read_text()] == ["NO_SUCH_TABLE"]
+
+
+SAMPLE_SPEC = """//! Plan stage: a behaviour planted by tests/test_recipes.py.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Kind;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SampleSpec {}
+
+impl Kind for SampleSpec {
+    fn is_plain(&self) -> bool {
+        true
+    }
+}
+"""
+SAMPLE_LOOP = """//! Behaviours stage: a behaviour planted by tests/test_recipes.py: plain requests.
+
+use crate::plan::{SampleSpec, ValidPlan};
+
+impl super::Loop for SampleSpec {
+    fn build<R: super::Runner>(&self, plan: &ValidPlan, worker: usize, runner: R) -> R::Out {
+        super::plain::build(plan, worker, runner)
+    }
+}
+"""
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path.name} no longer holds {old!r}: the recipe's step is gone"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_behaviour_planted_by_the_engines_recipe_builds(tmp_path):
+    engine = REPO_ROOT / "engine"
+    for name in ("Cargo.toml", "Cargo.lock"):
+        shutil.copy(engine / name, tmp_path / name)
+    src = tmp_path / "src"
+    shutil.copytree(engine / "src", src)
+    # The recipe: the spec's file, its line in with_kinds!, its loop's file, its arm in
+    # not_carried.
+    (src / "plan/behaviour/sample.rs").write_text(SAMPLE_SPEC)
+    edit(
+        src / "plan/behaviour/mod.rs",
+        "            Syslog(SyslogSpec, SyslogFlags) in syslog,\n",
+        "            Syslog(SyslogSpec, SyslogFlags) in syslog,\n"
+        "            /// Planted.\n            Sample(SampleSpec, NoFlags) in sample,\n",
+    )
+    (src / "behaviours/sample.rs").write_text(SAMPLE_LOOP)
+    edit(src / "plan/http2_check.rs", "B::Syslog(_) =>", "B::Syslog(_) | B::Sample(_) =>")
+    # The engine's own target folder: its dependencies are built there already; the
+    # copy, at another path, is a crate of its own in it.
+    done = subprocess.run(
+        ["cargo", "check", "--release", "--locked", "--target-dir", str(engine / "target")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+PLANTED_CASES = """
+[[case]]
+id = "perf.planted_query"
+about = "planted by tests/test_recipes.py: a query string does not change /perf"
+request = { target = "/perf?planted=1" }
+expect = { status = 200, content_length = 84 }
+
+[[case]]
+id = "perf.planted_wrong_length"
+about = "planted by tests/test_recipes.py: a case no correct server passes"
+request = { target = "/perf" }
+expect = { status = 200, content_length = 85 }
+"""
+
+
+def test_a_verify_case_planted_by_the_recipe_is_run_and_judged(tmp_path, contestants_dir):
+    # The recipe: a [[case]] in spec/cases/PART.toml, request and expect, data only.
+    cases = tmp_path / "cases"
+    shutil.copytree(spec_cases_dir(), cases)
+    with (cases / "perf.toml").open("a") as part:
+        part.write(PLANTED_CASES)
+    report = verify_contestant(find("reference"), pattern="perf.planted_*", cases_dir=cases)
+    verdicts = {result.case_id: result.status for result in report.results}
+    assert verdicts == {"perf.planted_query": PASS, "perf.planted_wrong_length": FAIL}
+
+
+PLANTED_FIGURE = """
+METRICS = (
+    *METRICS,
+    Metric(
+        "planted",
+        "requests answered (planted)",
+        "",
+        True,
+        lambda test: summary_number(test, "requests"),
+        window=ENGINE_WINDOW,
+        source="engine",
+    ),
+)
+METRICS_BY_NAME = {m.name: m for m in METRICS}
+"""
+
+
+def test_a_figure_planted_by_the_recipe_reaches_the_report(tmp_path):
+    # The recipe: a Metric row in METRICS reading the engine summary (summary_number).
+    package = package_copy(tmp_path / "scratch")
+    with (package / "results/report/metrics.py").open("a") as metrics:
+        metrics.write(PLANTED_FIGURE)
+    db = tmp_path / "lab.db"
+    golden = sqlite3.connect(db)
+    golden.executescript(gzip.decompress((DATA / "lab.sql.gz").read_bytes()).decode())
+    golden.close()
+    # The scratch package comes first on the path: it, not the installed one, is imported.
+    program = f"import sys; sys.path.insert(0, {str(package.parent)!r}); "
+    program += "from serverlab.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", program, "report", "all", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    cells = [c for c in json.loads(done.stdout)["cells"] if c["metric"] == "planted"]
+    requests = sqlite3.connect(db).execute(
+        "SELECT scenario, contestant, json_extract(summary_json, '$.requests') FROM tests"
+    )
+    by_cell: dict[tuple, list] = {}
+    for scenario, contestant, count in requests:
+        by_cell.setdefault((scenario, contestant), []).append(count)
+    assert {(c["scenario"], c["contestant"]): sorted(c["values"]) for c in cells} == {
+        key: sorted(map(float, counts)) for key, counts in by_cell.items()
+    }
+    assert all(c["median"] == statistics.median(c["values"]) for c in cells)
