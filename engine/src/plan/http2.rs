@@ -9,7 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BehaviourSpec, IoBackend, PacerSpec, Plan};
+use super::{BehaviourSpec, IoBackend, Plan};
 
 /// The most streams one connection carries at once (servers commonly allow 100 to 250).
 pub const MAX_STREAMS: u64 = 1000;
@@ -64,11 +64,11 @@ impl Http2Spec {
         if self.streams > 1 && kind.new_connection_each() {
             refuse("streams > 1 needs kept-alive connections: a new connection carries one stream");
         }
-        let paced = matches!(plan.pacer, PacerSpec::Closed {}) || plan.is_pooled();
+        let paced = plan.pacer.pace().fills_connections(plan);
         if self.streams > 1 && !paced {
             refuse("streams > 1 needs a closed loop or an open loop over a kept-alive pool");
         }
-        if matches!(plan.pacer, PacerSpec::Sequential {}) {
+        if plan.pacer.pace().waits_for_close() {
             refuse(
                 "sequential pacing waits for the server's close, which HTTP/2 leaves to the client",
             );
