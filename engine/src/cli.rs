@@ -30,6 +30,10 @@ pub struct Args {
     /// Print the JSON schema of the output lines and exit
     #[arg(long)]
     pub print_schema: bool,
+    /// Print as JSON what each behaviour and pacer is (its name, suite and plan keys with
+    /// their types and defaults, method, push, datagram, TLS and HTTP/2) and exit
+    #[arg(long)]
+    pub print_facts: bool,
     /// Judge plans without running them: the plan the flags make, or else plans as JSON
     /// Lines on stdin; prints one verdict line each (the normalised plan, or the refusal and
     /// the field it is about) and exits 0 if all are accepted, 2 if any is refused

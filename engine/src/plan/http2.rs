@@ -9,7 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BehaviourSpec, IoBackend, Plan};
+use super::{IoBackend, Plan};
 
 /// The most streams one connection carries at once (servers commonly allow 100 to 250).
 pub const MAX_STREAMS: u64 = 1000;
@@ -57,7 +57,7 @@ impl Http2Spec {
                 self.streams
             ));
         }
-        if let Some(why) = not_carried(&plan.behaviour) {
+        if let Some(why) = plan.behaviour.kind().http2_refusal() {
             refuse(why);
         }
         let kind = plan.behaviour.kind();
@@ -77,21 +77,5 @@ impl Http2Spec {
             refuse("the io_uring loop carries no HTTP/2; use --io auto or epoll");
         }
         found
-    }
-}
-
-/// Why HTTP/2 does not carry `behaviour`, if it does not.
-fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
-    use BehaviourSpec as B;
-    match behaviour {
-        B::Keepalive(_) | B::NewConnection(_) | B::Longpoll(_) | B::Comet(_) | B::Sse(_) => None,
-        B::Websocket(_) => Some(
-            "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
-             not speak: run WebSocket without --h2/--h2c",
-        ),
-        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) => Some(
-            "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
-             not this behaviour",
-        ),
     }
 }

@@ -6,6 +6,7 @@
 
 mod behaviour;
 mod error;
+mod facts;
 mod http2;
 mod pacer;
 mod parse;
@@ -15,6 +16,7 @@ mod validate;
 
 pub use behaviour::*;
 pub use error::{PlanError, PlanErrors};
+pub use facts::{engine_facts, SuiteKey};
 pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
 pub use pacer::*;
 pub use parse::parse_duration;

@@ -157,7 +157,11 @@ macro_rules! pacers {
             }
             /// The flags that name a pacer, as a refusal lists them.
             pub fn names() -> Vec<&'static str> {
-                [$(<$flags as PaceFlags>::NAME,)*].into_iter().filter(|n| !n.is_empty()).collect()
+                Self::naming_flags().into_iter().filter(|n| !n.is_empty()).collect()
+            }
+            /// Each pacer's naming flag in the list's order ("" for a pacer without one).
+            pub fn naming_flags() -> Vec<&'static str> {
+                vec![$(<$flags as PaceFlags>::NAME,)*]
             }
         }
 
@@ -247,7 +251,16 @@ mod tests {
             (&["--sequential"], json!({"kind": "sequential"})),
             (&["-R", "500"], json!({"kind": "open", "rate": 500.0})),
             (
-                &["-R", "100", "--ramp-to", "300", "--ramp", "2s", "--calls", "3"],
+                &[
+                    "-R",
+                    "100",
+                    "--ramp-to",
+                    "300",
+                    "--ramp",
+                    "2s",
+                    "--calls",
+                    "3",
+                ],
                 json!({"kind": "open", "rate": 100.0, "ramp_to_rate": 300.0, "ramp_s": 2.0,
                        "calls_per_connection": 3}),
             ),
@@ -287,7 +300,10 @@ mod tests {
         ] {
             assert!(parse(&flags).is_err(), "{flags:?}");
         }
-        assert!(parse(&["-R", "5", "--ramp", "1s"]).is_err(), "--ramp needs --ramp-to");
+        assert!(
+            parse(&["-R", "5", "--ramp", "1s"]).is_err(),
+            "--ramp needs --ramp-to"
+        );
     }
 
     /// Two naming flags choose two pacers, and the refusal lists every naming flag in the
