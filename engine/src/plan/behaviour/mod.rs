@@ -193,9 +193,6 @@ macro_rules! with_kinds {
             SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
             /// Syslog messages numbered from `seq_start` on; one message counts as one request.
             Syslog(SyslogSpec, SyslogFlags) in syslog,
-            /// Plain GETs of the static files (`/files` unless the plan's target says
-            /// otherwise) on kept-alive connections.
-            Files(FilesSpec, NoFlags) in files,
         }
     };
 }
