@@ -221,7 +221,8 @@ mod tests {
             .iter()
             .map(|p| &p["name"])
             .collect();
-        assert_eq!(names, ["closed", "sequential", "open", "users"]);
+        assert_eq!(names.len(), PacerFlags::naming_flags().len());
+        assert_eq!(names[..3], ["closed", "sequential", "open"]);
         let open = named(&facts["pacers"], "open");
         assert_eq!(open["flag"], "-R");
         let rate = key(open, "rate");

@@ -496,7 +496,7 @@ impl ValidPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{OpenSpec, PacerSpec, UsersSpec};
+    use crate::plan::{OpenSpec, PacerSpec};
     use serde_json::json;
 
     /// The plan's validation; each plan here breaks one rule at most, and its refusal says so.
@@ -539,12 +539,7 @@ mod tests {
         plan.clone()
             .validate()
             .expect("closed keep-alive suits io_uring");
-        plan.pacer = PacerSpec::Users(UsersSpec {
-            users: 2,
-            ramp_up_s: 0.0,
-            hold_s: 1.0,
-            offset_s: 0.0,
-        });
+        plan.pacer = PacerSpec::Open(OpenSpec::at(100.0));
         let err = plan.validate().unwrap_err().to_string();
         assert!(err.contains("io_uring drives closed-loop"), "{err}");
     }
@@ -760,14 +755,6 @@ mod tests {
             let err = open(bad, seconds.clone()).unwrap_err();
             assert_eq!(err.field(), "pacer", "{bad}: {err}");
         }
-        let users = |offset_s: f64| {
-            plan(
-                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
-                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
-            )
-        };
-        users(1.5).expect("inside ramp_up_s + hold_s");
-        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
     }
 
     #[test]
@@ -786,21 +773,5 @@ mod tests {
         };
         offset(-1234.5).expect("a clock behind the server's");
         assert_eq!(offset(1e12).unwrap_err().field(), "clock_offset_ms");
-    }
-
-    #[test]
-    fn users_pacer_derives_its_duration() {
-        let p = plan(serde_json::json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
-        .unwrap();
-        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
-        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
-        .unwrap_err();
-        assert_eq!(negative_hold.field(), "pacer");
-        assert!(
-            negative_hold.to_string().contains("hold_s = -1"),
-            "{negative_hold}"
-        );
     }
 }

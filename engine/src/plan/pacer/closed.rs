@@ -56,3 +56,20 @@ impl PaceFlags for ClosedFlags {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{chosen, from_json};
+    use super::*;
+    use serde_json::json;
+
+    /// No pacer flag chooses none, and the plan's pacer is then closed, which takes no
+    /// setting.
+    #[test]
+    fn no_pacer_flag_leaves_the_closed_default_which_takes_no_setting() {
+        assert!(chosen(&[]).unwrap().is_empty());
+        assert_eq!(from_json(json!({"kind": "closed"})), PacerSpec::default());
+        let rate_for_closed = json!({"kind": "closed", "rate": 5.0});
+        assert!(serde_json::from_value::<PacerSpec>(rate_for_closed).is_err());
+    }
+}

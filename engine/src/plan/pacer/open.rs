@@ -161,7 +161,34 @@ impl PaceFlags for OpenFlags {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{chosen, from_json};
     use super::*;
+    use serde_json::json;
+
+    /// `-R` and its settings' flags make the spec a plan file makes from the same settings,
+    /// with the spec's own defaults for the rest.
+    #[test]
+    fn the_open_flags_make_the_spec_its_plan_json_makes() {
+        let cases: [(&[&str], serde_json::Value); 2] = [
+            (&["-R", "500"], json!({"kind": "open", "rate": 500.0})),
+            (
+                &["-R", "100", "--ramp-to", "300", "--ramp", "2s", "--calls", "3"],
+                json!({"kind": "open", "rate": 100.0, "ramp_to_rate": 300.0, "ramp_s": 2.0,
+                       "calls_per_connection": 3}),
+            ),
+        ];
+        for (flags, plan) in cases {
+            assert_eq!(chosen(flags).unwrap(), vec![from_json(plan)], "{flags:?}");
+        }
+    }
+
+    /// A setting's flag without the flag that names its pacer (or setting) is refused.
+    #[test]
+    fn an_open_setting_without_its_naming_flag_is_refused() {
+        for flags in [&["--ramp-to", "5"][..], &["--calls", "2"], &["-R", "5", "--ramp", "1s"]] {
+            assert!(chosen(flags).is_err(), "{flags:?}");
+        }
+    }
 
     #[test]
     fn an_offset_shifts_the_whole_schedule() {

@@ -69,3 +69,15 @@ impl PaceFlags for SequentialFlags {
             .then_some(PacerSpec::Sequential(SequentialSpec {}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{chosen, from_json};
+    use serde_json::json;
+
+    #[test]
+    fn the_sequential_flag_makes_the_spec_its_plan_json_makes() {
+        let spec = from_json(json!({"kind": "sequential"}));
+        assert_eq!(chosen(&["--sequential"]).unwrap(), vec![spec]);
+    }
+}

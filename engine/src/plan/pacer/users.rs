@@ -105,3 +105,67 @@ impl PaceFlags for UsersFlags {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{chosen, from_json};
+    use crate::plan::{Plan, PlanError, Stop, ValidPlan};
+    use serde_json::json;
+
+    /// `--users` and its settings' flags make the spec a plan file makes from the same
+    /// settings, 0 s of ramp-up and hold where not given.
+    #[test]
+    fn the_users_flags_make_the_spec_its_plan_json_makes() {
+        let cases: [(&[&str], serde_json::Value); 2] = [
+            (
+                &["--users", "4"],
+                json!({"kind": "users", "users": 4, "ramp_up_s": 0.0, "hold_s": 0.0}),
+            ),
+            (
+                &["--users", "4", "--ramp-up", "10s", "--hold", "500ms"],
+                json!({"kind": "users", "users": 4, "ramp_up_s": 10.0, "hold_s": 0.5}),
+            ),
+        ];
+        for (flags, plan) in cases {
+            assert_eq!(chosen(flags).unwrap(), vec![from_json(plan)], "{flags:?}");
+        }
+        for flags in [["--ramp-up", "1s"], ["--hold", "1s"]] {
+            assert!(chosen(&flags).is_err(), "{flags:?} without --users");
+        }
+    }
+
+    fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
+        Plan::from_value(json).unwrap().validate().map_err(|mut e| {
+            assert_eq!(e.0.len(), 1, "one refusal expected: {e}");
+            e.0.remove(0)
+        })
+    }
+
+    #[test]
+    fn users_pacer_derives_its_duration() {
+        let p = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
+        .unwrap();
+        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
+        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
+        .unwrap_err();
+        assert_eq!(negative_hold.field(), "pacer");
+        assert!(
+            negative_hold.to_string().contains("hold_s = -1"),
+            "{negative_hold}"
+        );
+    }
+
+    #[test]
+    fn a_users_offset_lies_inside_ramp_up_and_hold() {
+        let users = |offset_s: f64| {
+            plan(
+                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
+                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
+            )
+        };
+        users(1.5).expect("inside ramp_up_s + hold_s");
+        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
+    }
+}
