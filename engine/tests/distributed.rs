@@ -6,6 +6,7 @@ mod common;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::{perf_server, read_request, serve, unix_ms, PERF_BODY};
 use serde_json::{json, Value};
@@ -207,6 +208,58 @@ fn two_open_loops_offset_by_half_a_gap_interleave_their_arrivals() {
     assert!(
         (50.0..50.0 + START_SLACK_MS).contains(&first_b),
         "{first_b} ms"
+    );
+}
+
+#[test]
+fn users_start_after_their_offset() {
+    // Each user keeps one connection: its first request arrives when the user starts.
+    let firsts: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let noted = firsts.clone();
+    let server = serve(move |mut stream, _| {
+        let noted = noted.clone();
+        async move {
+            let mut first = true;
+            while read_request(&mut stream).await.is_some() {
+                if std::mem::take(&mut first) {
+                    noted.lock().unwrap().push(now_ms());
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{PERF_BODY}",
+                    PERF_BODY.len()
+                );
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    // The users' schedule counts from the start instant.
+    let start_at_ms = unix_ms() + 300;
+    let s = common::run_plan(
+        json!({"target": server.url("/perf"), "start_at_ms": start_at_ms,
+        "pacer": {"kind": "users", "users": 2, "ramp_up_s": 0.4, "hold_s": 0.4,
+            "offset_s": 0.3}}),
+    );
+    assert_eq!(s.start_late_ms, 0.0);
+    let mut starts: Vec<f64> = firsts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|at| at - start_at_ms as f64)
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    // User 0 at 0.3 s, user 1 at 0.3 + 0.4 / 2 = 0.5 s; both stop at 0.4 + 0.4 s.
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    for (got, want) in starts.iter().zip([300.0, 500.0]) {
+        assert!(*got >= want, "{starts:?}");
+        assert!(*got < want + START_SLACK_MS, "{starts:?}");
+    }
+    assert!(
+        s.duration_s >= 0.8 && s.duration_s < 0.9,
+        "{}",
+        s.duration_s
     );
 }
 

@@ -203,6 +203,20 @@ fn ramp_rises_to_its_final_rate() {
 }
 
 #[test]
+fn users_ramp_up_then_hold() {
+    let server = perf_server();
+    let s = run_plan(json!({"target": server.url("/perf"), "threads": 2,
+        "pacer": {"kind": "users", "users": 6, "ramp_up_s": 0.6, "hold_s": 0.4}}));
+    assert!(
+        s.attempts.requests > 100,
+        "{} requests",
+        s.attempts.requests
+    );
+    assert_eq!(ServerStats::get(&server.stats.connections), 6);
+    assert!((s.duration_s - 1.0).abs() < 0.1, "{}", s.duration_s);
+}
+
+#[test]
 fn source_addresses_are_spread() {
     for io in BACKENDS {
         let server = perf_server();

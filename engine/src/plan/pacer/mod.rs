@@ -201,6 +201,10 @@ macro_rules! with_pacers {
             /// `--num-conns --num-calls`). The whole schedule comes `offset_s` late (one
             /// generator's arrivals interleaved with another's).
             Open(OpenSpec, OpenFlags) in open,
+            /// JMeter thread group: `users` users started evenly over `ramp_up_s`, all stopped
+            /// at `ramp_up_s + hold_s`, each looping its behaviour (`connections` is ignored).
+            /// User k (0-based) starts at `offset_s + k * ramp_up_s / users`.
+            Users(UsersSpec, UsersFlags) in users,
         }
     };
 }
