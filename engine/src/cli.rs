@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::plan::{
-    BehaviourFlags, BehaviourSpec, Http2Mode, Http2Spec, IoBackend, KxGroup, PacerSpec, Plan,
-    PlanError, SharedFlags, TlsSpec, WaitMode,
+    BehaviourFlags, BehaviourSpec, Http2Mode, Http2Spec, IoBackend, KxGroup, PacerFlags, PacerSpec,
+    Plan, PlanError, SharedFlags, TlsSpec, WaitMode,
 };
 
 #[derive(Debug, Parser)]
@@ -30,6 +30,10 @@ pub struct Args {
     /// Print the JSON schema of the output lines and exit
     #[arg(long)]
     pub print_schema: bool,
+    /// Print as JSON what each behaviour and pacer is (its name, suite and plan keys with
+    /// their types and defaults, method, push, datagram, TLS and HTTP/2) and exit
+    #[arg(long)]
+    pub print_facts: bool,
     /// Judge plans without running them: the plan the flags make, or else plans as JSON
     /// Lines on stdin; prints one verdict line each (the normalised plan, or the refusal and
     /// the field it is about) and exits 0 if all are accepted, 2 if any is refused
@@ -64,30 +68,9 @@ pub struct Args {
     /// Stop after this many requests
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
-    /// Open loop: arrivals per second (latency from the intended send time)
-    #[arg(short = 'R', long)]
-    pub rate: Option<f64>,
-    /// Open loop: let the rate rise linearly to this over --ramp
-    #[arg(long, requires = "rate")]
-    pub ramp_to: Option<f64>,
-    /// Open loop: the length of the rate ramp (e.g. 30s)
-    #[arg(long, value_parser = parse_duration, requires = "ramp_to")]
-    pub ramp: Option<Duration>,
-    /// Open loop with a new connection per arrival: requests per connection (httperf --num-calls)
-    #[arg(long, requires = "rate")]
-    pub calls: Option<u64>,
-    /// One connection at a time, the next after the last closed (implies --new-connection)
-    #[arg(long)]
-    pub sequential: bool,
-    /// JMeter-style users, each looping its behaviour (with --ramp-up and --hold)
-    #[arg(long)]
-    pub users: Option<u64>,
-    /// Users: start them evenly over this long (e.g. 10s); default 0, all at once
-    #[arg(long, value_parser = parse_duration, requires = "users")]
-    pub ramp_up: Option<Duration>,
-    /// Users: keep them all running this long after the ramp-up (e.g. 30s); default 0
-    #[arg(long, value_parser = parse_duration, requires = "users")]
-    pub hold: Option<Duration>,
+    /// Each pacer's own flags, from its spec file
+    #[command(flatten)]
+    pub pacers: PacerFlags,
 
     /// Worker threads (default: one per usable CPU)
     #[arg(short = 't', long)]
@@ -180,9 +163,7 @@ impl Args {
             || self.connections.is_some()
             || self.duration.is_some()
             || self.requests.is_some()
-            || self.rate.is_some()
-            || self.users.is_some()
-            || self.sequential
+            || !self.pacers.chosen().is_empty()
             || self.threads.is_some()
             || self.timeout.is_some()
             || !self.headers.is_empty()
@@ -247,7 +228,7 @@ impl Args {
         plan.http2 = self.http2()?;
         plan.connections = self
             .connections
-            .unwrap_or_else(|| plan.pacer.default_connections());
+            .unwrap_or_else(|| plan.pacer.pace().default_connections());
         plan.threads = self.threads.unwrap_or(0);
         plan.requests = self.requests;
         plan.duration_s = self.duration.map(|d| d.as_secs_f64());
@@ -282,42 +263,24 @@ impl Args {
         Plan::from_json(&text)
     }
 
+    /// The one pacer the flags choose, each built by its spec file; closed when none is.
     fn pacer(&self) -> Result<PacerSpec, PlanError> {
-        let chosen = [self.rate.is_some(), self.sequential, self.users.is_some()];
-        if chosen.iter().filter(|&&c| c).count() > 1 {
-            return Err(PlanError::Contradiction(
+        let mut chosen = self.pacers.chosen();
+        match chosen.len() {
+            0 => Ok(PacerSpec::default()),
+            1 => Ok(chosen.remove(0)),
+            _ => Err(PlanError::Contradiction(
                 "flags",
-                "choose one of -R, --sequential and --users".into(),
-            ));
+                format!("choose one of {}", PacerFlags::names().join(", ")),
+            )),
         }
-        if let Some(rate) = self.rate {
-            return Ok(PacerSpec::Open {
-                rate,
-                ramp_to_rate: self.ramp_to,
-                ramp_s: self.ramp.map_or(0.0, |d| d.as_secs_f64()),
-                calls_per_connection: self.calls.unwrap_or(1),
-                offset_s: 0.0,
-            });
-        }
-        if self.sequential {
-            return Ok(PacerSpec::Sequential {});
-        }
-        if let Some(users) = self.users {
-            return Ok(PacerSpec::Users {
-                users,
-                ramp_up_s: self.ramp_up.map_or(0.0, |d| d.as_secs_f64()),
-                hold_s: self.hold.map_or(0.0, |d| d.as_secs_f64()),
-                offset_s: 0.0,
-            });
-        }
-        Ok(PacerSpec::Closed {})
     }
 
     /// The one behaviour the flags choose, each built by its spec file from its own defaults.
     fn behaviour(&self) -> Result<BehaviourSpec, PlanError> {
         let shared = SharedFlags {
             push_ms: self.push_ms,
-            sequential: self.sequential,
+            sequential: self.pacers.sequential.sequential,
         };
         self.one_of(self.behaviours.chosen(&shared)?)
     }
@@ -327,7 +290,7 @@ impl Args {
         match chosen.len() {
             0 => Ok(BehaviourSpec::default()),
             1 => Ok(chosen.remove(0)),
-            _ if self.sequential
+            _ if self.pacers.sequential.sequential
                 && chosen.len() == 2
                 && !self.behaviours.new_connection.new_connection =>
             {
@@ -384,7 +347,7 @@ mod tests {
             (p.connections, p.duration_s, p.requests),
             (100, Some(5.0), None)
         );
-        assert_eq!(p.pacer, PacerSpec::Closed {});
+        assert_eq!(p.pacer, PacerSpec::default());
         assert_eq!(p.behaviour, BehaviourSpec::default());
         assert_eq!(p.headers, vec!["X-A: b".to_string()]);
     }
@@ -403,13 +366,13 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(p.pacer, PacerSpec::Open { rate, calls_per_connection: 2, .. } if rate == 500.0)
+            matches!(p.pacer, PacerSpec::Open(crate::plan::OpenSpec { rate, calls_per_connection: 2, .. }) if rate == 500.0)
         );
         let p = plan(&["http://127.0.0.1:1/", "--sequential", "-n", "6000"]).unwrap();
         assert_eq!(
             (p.pacer, p.behaviour, p.connections),
             (
-                PacerSpec::Sequential {},
+                PacerSpec::Sequential(crate::plan::SequentialSpec {}),
                 BehaviourSpec::NewConnection(NewConnectionSpec::default()),
                 1
             )

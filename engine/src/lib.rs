@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 pub use plan::{Plan, PlanError, ValidPlan};
 pub use report::{EmitLine, IntervalLine, Summary};
 
-use pacer::RateCurve;
 use plan::Stop;
 use report::SummaryInput;
 use shared::{Shared, Start};
@@ -336,7 +335,7 @@ fn exhaustion_reasons(s: &Snapshot) -> Vec<String> {
 
 /// The open-loop schedule's rate over the run (null for closed pacing).
 fn intended_rate(plan: &ValidPlan, duration_s: f64) -> Option<f64> {
-    let curve = RateCurve::of(&plan.plan.pacer)?;
+    let curve = plan.plan.pacer.pace().curve()?;
     // Requests per second: each arrival of a new-connection open loop makes `calls`.
     let scheduled = curve.arrivals_by(duration_s) * plan.plan.calls_per_arrival() as f64;
     let scheduled = match plan.stop {

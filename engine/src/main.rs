@@ -31,6 +31,10 @@ fn main() -> ExitCode {
         print!("{}", report::output_schema());
         return ExitCode::SUCCESS;
     }
+    if args.print_facts {
+        print!("{}", serverlab_load::plan::engine_facts());
+        return ExitCode::SUCCESS;
+    }
     if !args.merge.is_empty() {
         return merge(&args);
     }

@@ -276,13 +276,8 @@ mod tests {
         };
         snapshot.traffic.bytes_read = 100 * n;
         let mut plan = Plan::for_target("http://127.0.0.1:1/");
-        plan.pacer = crate::plan::PacerSpec::Open {
-            rate: n as f64 / duration_s,
-            ramp_to_rate: None,
-            ramp_s: 0.0,
-            calls_per_connection: 1,
-            offset_s: 0.0,
-        };
+        let rate = n as f64 / duration_s;
+        plan.pacer = crate::plan::PacerSpec::Open(crate::plan::OpenSpec::at(rate));
         let summary = Summary::build(SummaryInput {
             snapshot: &snapshot,
             histograms: &h,

@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::plan::PacerSpec;
-
 pub trait Pacer {
     /// The earliest time the next request may start, or `None` when this pacer is finished.
     fn next(&mut self) -> Option<Instant>;
@@ -50,33 +48,6 @@ impl RateCurve {
             ramp: Duration::ZERO,
             offset: Duration::ZERO,
         }
-    }
-
-    /// The schedule of an open-loop pacer; `None` for the others, which have none.
-    pub fn of(pacer: &PacerSpec) -> Option<RateCurve> {
-        let PacerSpec::Open {
-            rate,
-            ramp_to_rate,
-            ramp_s,
-            offset_s,
-            ..
-        } = pacer
-        else {
-            return None;
-        };
-        let offset = Duration::from_secs_f64(*offset_s);
-        Some(match ramp_to_rate {
-            Some(to) => RateCurve {
-                from: *rate,
-                to: *to,
-                ramp: Duration::from_secs_f64(*ramp_s),
-                offset,
-            },
-            None => RateCurve {
-                offset,
-                ..RateCurve::fixed(*rate)
-            },
-        })
     }
 
     /// Seconds after the start at which arrival number `k` (0-based) is due: the offset plus
@@ -204,46 +175,6 @@ mod tests {
         let mut b = Scheduled::new(start, curve, 1, 2, end);
         let count = |p: &mut Scheduled| std::iter::from_fn(|| p.next()).count();
         assert_eq!(count(&mut a) + count(&mut b), 10);
-    }
-
-    #[test]
-    fn an_offset_shifts_the_whole_schedule() {
-        let pacer = |offset_s: f64| PacerSpec::Open {
-            rate: 100.0,
-            ramp_to_rate: Some(300.0),
-            ramp_s: 2.0,
-            calls_per_connection: 1,
-            offset_s,
-        };
-        let plain = RateCurve::of(&pacer(0.0)).unwrap();
-        let late = RateCurve::of(&pacer(0.005)).unwrap();
-        for k in [0u64, 1, 7, 399, 400, 401, 5000] {
-            let shift = late.arrival_time(k) - plain.arrival_time(k);
-            assert!((shift - 0.005).abs() < 1e-9, "k={k}: {shift}");
-        }
-        assert_eq!(late.arrivals_by(0.004), 0.0);
-        assert!((late.arrivals_by(3.005) - plain.arrivals_by(3.0)).abs() < 1e-6);
-    }
-
-    #[test]
-    fn two_halves_offset_by_one_gap_make_the_whole_schedule() {
-        // A generator of two runs arrivals 0, 2, 4 … of the whole; the other 1, 3, 5 …
-        let whole = RateCurve::fixed(200.0);
-        let half = |offset_s: f64| {
-            RateCurve::of(&PacerSpec::Open {
-                rate: 100.0,
-                ramp_to_rate: None,
-                ramp_s: 0.0,
-                calls_per_connection: 1,
-                offset_s,
-            })
-            .unwrap()
-        };
-        let (a, b) = (half(0.0), half(1.0 / 200.0));
-        for k in 0..50u64 {
-            assert!((a.arrival_time(k) - whole.arrival_time(2 * k)).abs() < 1e-9);
-            assert!((b.arrival_time(k) - whole.arrival_time(2 * k + 1)).abs() < 1e-9);
-        }
     }
 
     #[test]

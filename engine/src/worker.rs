@@ -14,9 +14,9 @@ use crate::behaviours::{self, Attempt, Behaviour, Runner};
 use crate::client::Client;
 use crate::emits::EmitLog;
 use crate::ledger::STARVED_PAUSE;
-use crate::pacer::{user_start, BackToBack, Pacer, RateCurve, Scheduled};
+use crate::pacer::{Pacer, Scheduled};
 use crate::plain::Plain;
-use crate::plan::{IoBackend, PacerSpec};
+use crate::plan::{Clients, IoBackend, Share};
 use crate::shared::{Shared, WorkerCtx};
 use crate::spin;
 use crate::stats::Histograms;
@@ -177,51 +177,18 @@ fn spawn_slots<B: Behaviour + 'static>(
 ) -> Vec<JoinHandle<()>> {
     let shared = &ctx.shared;
     let plan = &shared.plan.plan;
-    let threads = shared.plan.threads as u64;
-    let mine = |total: u64| (index as u64..total).step_by(threads as usize);
-    let start = shared.start;
-    let slot = |pacer: Box<dyn Pacer>| {
-        tokio::task::spawn_local(slot_loop(ctx.clone(), behaviour.clone(), pacer))
+    let share = Share {
+        index: index as u64,
+        threads: shared.plan.threads as u64,
+        start: shared.start,
+        end: shared.end,
     };
-    match &plan.pacer {
-        // HTTP/2: `streams` clients to each connection (1 otherwise).
-        PacerSpec::Closed {} => mine(plan.connections)
-            .flat_map(|_| 0..plan.streams())
-            .map(|_| slot(Box::new(BackToBack::new(start))))
+    match plan.pacer.pace().clients(plan, &share) {
+        Clients::Slots(pacers) => pacers
+            .into_iter()
+            .map(|pacer| tokio::task::spawn_local(slot_loop(ctx.clone(), behaviour.clone(), pacer)))
             .collect(),
-        PacerSpec::Sequential {} => mine(1)
-            .map(|_| slot(Box::new(BackToBack::new(start))))
-            .collect(),
-        PacerSpec::Users {
-            users,
-            ramp_up_s,
-            offset_s,
-            ..
-        } => {
-            let ramp = Duration::from_secs_f64(*ramp_up_s);
-            let offset = Duration::from_secs_f64(*offset_s);
-            mine(*users)
-                .map(|user| {
-                    let at = user_start(start, offset, user, *users, ramp);
-                    slot(Box::new(BackToBack::new(at)))
-                })
-                .collect()
-        }
-        PacerSpec::Open { .. } if plan.is_pooled() => {
-            let curve = rate_curve(&plan.pacer);
-            let (pool, streams) = (plan.connections, plan.streams());
-            mine(pool)
-                .flat_map(|connection| (0..streams).map(move |k| connection * streams + k))
-                .map(|first| {
-                    let pacer = Scheduled::new(start, curve, first, pool * streams, shared.end);
-                    slot(Box::new(pacer))
-                })
-                .collect()
-        }
-        PacerSpec::Open { .. } => {
-            let curve = rate_curve(&plan.pacer);
-            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
-            let calls = plan.calls_per_arrival();
+        Clients::Arrivals { pacer, calls } => {
             vec![tokio::task::spawn_local(dispatch(
                 ctx.clone(),
                 behaviour,
@@ -230,11 +197,6 @@ fn spawn_slots<B: Behaviour + 'static>(
             ))]
         }
     }
-}
-
-/// The schedule of an open-loop pacer (only open pacers reach here).
-fn rate_curve(pacer: &PacerSpec) -> RateCurve {
-    RateCurve::of(pacer).unwrap_or(RateCurve::fixed(1.0))
 }
 
 /// One slot: a client looping its behaviour whenever its pacer allows.
@@ -328,6 +290,7 @@ async fn attempt<B: Behaviour>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pacer::BackToBack;
     use crate::plan::Plan;
     use crate::shared::Shared;
 

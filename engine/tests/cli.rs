@@ -220,6 +220,19 @@ fn committed_schema_matches_the_types() {
     );
 }
 
+/// The facts the orchestrator reads (`schema/facts.json`) are the ones the engine prints.
+#[test]
+fn committed_facts_match_the_engines_own() {
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/facts.json"))
+            .expect("schema/facts.json is committed (regenerate: serverlab-load --print-facts)");
+    assert_eq!(
+        committed,
+        serverlab_load::plan::engine_facts(),
+        "facts are stale: run `serverlab-load --print-facts > schema/facts.json`"
+    );
+}
+
 #[test]
 fn descriptor_exhaustion_marks_the_run_invalid_without_hanging() {
     let server = common::perf_server();

@@ -7,13 +7,15 @@ import functools
 import re
 import tomllib
 
+from serverlab.base.engine_facts import FACTS, push_behaviours
 from serverlab.base.paths import spec_cases_dir, spec_file
 
 PERF_CASE = "perf.get"
 
 # The behaviours whose clients hold a connection for events the server pushes (the spec's
-# `push`, `sse` and `websocket` parts): the suite, the planner and the report all ask it.
-PUSH_BEHAVIOURS = ("longpoll", "comet", "sse", "websocket")
+# `push`, `sse` and `websocket` parts), as the engine says: the suite, the planner and the
+# report all ask it.
+PUSH_BEHAVIOURS = push_behaviours(FACTS)
 # The push behaviours whose request a thread-per-request server serves on one request thread
 # for the whole hold, by the words people use for them.
 HELD_REQUESTS = {"longpoll": "long polls", "comet": "comet streams"}

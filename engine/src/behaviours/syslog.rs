@@ -28,7 +28,7 @@ impl Syslog {
         Syslog {
             framing: spec.syslog_framing,
             composer: Composer::new(spec.message_bytes),
-            batch: if plan.plan.pacer.is_open() {
+            batch: if plan.plan.pacer.pace().is_open() {
                 1
             } else {
                 SYSLOG_BATCH

@@ -3,7 +3,7 @@
 //! `Http2Spec`: here the two meet without depending on each other.
 
 use super::http2::{Http2Mode, Http2Spec, MAX_STREAMS};
-use super::{BehaviourSpec, IoBackend, PacerSpec, Plan};
+use super::{IoBackend, Plan};
 
 impl Http2Spec {
     /// Every rule this plan breaks by asking for HTTP/2 (empty: none); `tls` is whether the
@@ -26,18 +26,18 @@ impl Http2Spec {
                 self.streams
             ));
         }
-        if let Some(why) = not_carried(&plan.behaviour) {
+        if let Some(why) = plan.behaviour.kind().http2_refusal() {
             refuse(why);
         }
         let kind = plan.behaviour.kind();
         if self.streams > 1 && kind.new_connection_each() {
             refuse("streams > 1 needs kept-alive connections: a new connection carries one stream");
         }
-        let paced = matches!(plan.pacer, PacerSpec::Closed {}) || plan.is_pooled();
+        let paced = plan.pacer.pace().fills_connections(plan);
         if self.streams > 1 && !paced {
             refuse("streams > 1 needs a closed loop or an open loop over a kept-alive pool");
         }
-        if matches!(plan.pacer, PacerSpec::Sequential {}) {
+        if plan.pacer.pace().waits_for_close() {
             refuse(
                 "sequential pacing waits for the server's close, which HTTP/2 leaves to the client",
             );
@@ -46,21 +46,5 @@ impl Http2Spec {
             refuse("the io_uring loop carries no HTTP/2; use --io auto or epoll");
         }
         found
-    }
-}
-
-/// Why HTTP/2 does not carry `behaviour`, if it does not.
-fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
-    use BehaviourSpec as B;
-    match behaviour {
-        B::Keepalive(_) | B::NewConnection(_) | B::Longpoll(_) | B::Comet(_) | B::Sse(_) => None,
-        B::Websocket(_) => Some(
-            "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
-             not speak: run WebSocket without --h2/--h2c",
-        ),
-        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) => Some(
-            "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
-             not this behaviour",
-        ),
     }
 }

@@ -35,7 +35,7 @@ impl Plan {
             }
         })?;
         if !connections_given {
-            plan.connections = plan.pacer.default_connections();
+            plan.connections = plan.pacer.pace().default_connections();
         }
         Ok(plan)
     }

@@ -1,14 +1,15 @@
 //! Plan stage: what a plan may hold: the types a plan file deserializes into (and the JSON
-//! schema is made from), with the rules each kind of pacer brings as methods, so that the rest
-//! of the engine asks a plan what it is rather than matching its variants again. Behaviours
-//! are asked through `BehaviourSpec::kind` (`super::behaviour`).
+//! schema is made from), with the rules its pacer and behaviour bring together as methods,
+//! so that the rest of the engine asks a plan what it is rather than matching its variants
+//! again. Pacers are asked through `PacerSpec::pace` (`super::pacer`), behaviours through
+//! `BehaviourSpec::kind` (`super::behaviour`).
 
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BehaviourSpec, Http2Spec, TlsSpec};
+use super::{BehaviourSpec, Http2Spec, PacerSpec, TlsSpec};
 
 /// A plan as written in a plan file (JSON). Every field but `target` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -154,7 +155,7 @@ fn default_method() -> String {
     "GET".into()
 }
 fn default_connections() -> u64 {
-    10
+    super::DEFAULT_CONNECTIONS
 }
 fn default_timeout_ms() -> u64 {
     10_000
@@ -163,117 +164,10 @@ fn default_interval_ms() -> u64 {
     1_000
 }
 
-/// When requests start.
-// Kinds without settings are empty structs, not unit variants, so that a setting given to a
-// kind that takes none (`rate` for `closed`) is refused rather than silently dropped: serde
-// ignores extra fields beside the tag of a unit variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum PacerSpec {
-    /// `connections` slots, each starting its next request as soon as the last one ended.
-    Closed {},
-    /// One connection at a time, the next opened after the last one closed (seed 000 Test 1).
-    /// `connections` is 1 (its default under this pacer).
-    Sequential {},
-    /// Arrivals at `rate` per second, rising linearly to `ramp_to_rate` over `ramp_s`.
-    /// With the `keepalive` behaviour the arrivals are spread over a pool of `connections`
-    /// kept-alive connections (wrk2 style); otherwise every arrival opens a new connection
-    /// and makes `calls_per_connection` requests on it (httperf `--num-conns --num-calls`).
-    /// The whole schedule comes `offset_s` late (one generator's arrivals interleaved with
-    /// another's).
-    Open {
-        rate: f64,
-        #[serde(default)]
-        ramp_to_rate: Option<f64>,
-        #[serde(default)]
-        ramp_s: f64,
-        #[serde(default = "default_calls")]
-        calls_per_connection: u64,
-        #[serde(default)]
-        offset_s: f64,
-    },
-    /// JMeter thread group: `users` users started evenly over `ramp_up_s`, all stopped at
-    /// `ramp_up_s + hold_s`, each looping its behaviour (`connections` is ignored). User k
-    /// (0-based) starts at `offset_s + k * ramp_up_s / users`.
-    Users {
-        users: u64,
-        ramp_up_s: f64,
-        hold_s: f64,
-        #[serde(default)]
-        offset_s: f64,
-    },
-}
-
-fn default_calls() -> u64 {
-    1
-}
-
-impl Default for PacerSpec {
-    fn default() -> Self {
-        PacerSpec::Closed {}
-    }
-}
-
-impl PacerSpec {
-    /// Arrivals on a schedule, latency timed from the intended send time.
-    pub fn is_open(&self) -> bool {
-        matches!(self, PacerSpec::Open { .. })
-    }
-
-    /// The longest span the pacer itself sets (a ramp, or users' ramp-up plus hold).
-    pub fn seconds(&self) -> Option<f64> {
-        match self {
-            PacerSpec::Open { ramp_s, .. } => Some(*ramp_s),
-            PacerSpec::Users {
-                ramp_up_s, hold_s, ..
-            } => Some(ramp_up_s + hold_s),
-            PacerSpec::Closed {} | PacerSpec::Sequential {} => None,
-        }
-    }
-
-    /// How late this pacer's schedule begins after the start (open loop and users; 0 else).
-    pub fn offset_s(&self) -> f64 {
-        match self {
-            PacerSpec::Open { offset_s, .. } | PacerSpec::Users { offset_s, .. } => *offset_s,
-            PacerSpec::Closed {} | PacerSpec::Sequential {} => 0.0,
-        }
-    }
-
-    /// Requests one arrival makes on its own connection (open loop; 1 otherwise).
-    pub fn calls_per_connection(&self) -> u64 {
-        match self {
-            PacerSpec::Open {
-                calls_per_connection,
-                ..
-            } => *calls_per_connection,
-            _ => 1,
-        }
-    }
-
-    /// `connections` when a plan does not say: 1 for sequential pacing, which runs one
-    /// connection at a time, else 10 like wrk.
-    pub fn default_connections(&self) -> u64 {
-        match self {
-            PacerSpec::Sequential {} => 1,
-            _ => default_connections(),
-        }
-    }
-
-    /// The highest arrival rate the schedule reaches (open loop).
-    pub fn peak_rate(&self) -> Option<f64> {
-        match self {
-            PacerSpec::Open {
-                rate, ramp_to_rate, ..
-            } => Some(rate.max(ramp_to_rate.unwrap_or(0.0))),
-            _ => None,
-        }
-    }
-}
-
 impl Plan {
     /// Whether the io_uring loop can run this plan: closed-loop or sequential bare requests.
     pub fn suits_io_uring(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Closed {} | PacerSpec::Sequential {})
+        self.pacer.pace().suits_io_uring()
             && self.behaviour.kind().is_bare_request()
             && self.tls.is_none()
             && self.http2.is_none()
@@ -288,15 +182,7 @@ impl Plan {
     /// connection at a time, from a handful of connections, or in an open loop at a low rate.
     /// The engine's own wake-up latency would be a large share of what such plans measure.
     pub fn latency_bound(&self) -> bool {
-        const FEW_CONNECTIONS: u64 = 4;
-        const LOW_RATE: f64 = 1000.0;
-        self.behaviour.kind().is_bare_request()
-            && match &self.pacer {
-                PacerSpec::Sequential {} => true,
-                PacerSpec::Closed {} => self.connections <= FEW_CONNECTIONS,
-                PacerSpec::Open { .. } => self.pacer.peak_rate().unwrap_or(0.0) <= LOW_RATE,
-                PacerSpec::Users { users, .. } => *users <= FEW_CONNECTIONS,
-            }
+        self.behaviour.kind().is_bare_request() && self.pacer.pace().latency_bound(self)
     }
 
     /// Whether the epoll clients ask the kernel to stamp arrivals: a latency-bound plan's
@@ -309,20 +195,13 @@ impl Plan {
     /// connections (wrk2 style), rather than each opening its own.
     pub fn is_pooled(&self) -> bool {
         let kind = self.behaviour.kind();
-        self.pacer.is_open() && kind.is_bare_request() && !kind.new_connection_each()
+        self.pacer.pace().is_open() && kind.is_bare_request() && !kind.new_connection_each()
     }
 
     /// How many clients run at once; `None` when each open-loop arrival is a client of its
     /// own, without bound.
     pub fn concurrency(&self) -> Option<u64> {
-        match &self.pacer {
-            PacerSpec::Sequential {} => Some(1),
-            PacerSpec::Users { users, .. } => Some(*users),
-            PacerSpec::Open { .. } if !self.is_pooled() => None,
-            PacerSpec::Open { .. } | PacerSpec::Closed {} => {
-                Some(self.connections * self.streams())
-            }
-        }
+        self.pacer.pace().concurrency(self)
     }
 
     /// Requests each scheduled arrival makes: an arrival of a pooled open loop is one
@@ -331,20 +210,20 @@ impl Plan {
         if self.is_pooled() {
             1
         } else {
-            self.pacer.calls_per_connection()
+            self.pacer.pace().calls_per_connection()
         }
     }
 
     /// Whether a plain request's connection is kept for the next one. A new connection per
     /// request is kept only for the further calls of one open-loop arrival.
     pub fn keeps_alive(&self) -> bool {
-        !self.behaviour.kind().new_connection_each() || self.pacer.calls_per_connection() > 1
+        !self.behaviour.kind().new_connection_each() || self.pacer.pace().calls_per_connection() > 1
     }
 
     /// Sequential pacing waits for the server's close before the next connection, unless
     /// the engine closes first (`close = "client"`).
     pub fn awaits_close(&self) -> bool {
-        matches!(self.pacer, PacerSpec::Sequential {}) && !self.behaviour.kind().client_closes()
+        self.pacer.pace().waits_for_close() && !self.behaviour.kind().client_closes()
     }
 
     /// Whether a plain request says `Connection: close`: on a connection that carries one

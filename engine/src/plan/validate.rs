@@ -9,9 +9,7 @@ use super::limits::{
     too_large, MAX_CLOCK_OFFSET_MS, MAX_CONNECTIONS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS,
     MAX_START_AHEAD_MS, MAX_THREADS,
 };
-use super::{
-    BehaviourSpec, IoBackend, PacerSpec, Plan, PlanError, PlanErrors, TlsClient, WeightedPath,
-};
+use super::{BehaviourSpec, IoBackend, Plan, PlanError, PlanErrors, TlsClient, WeightedPath};
 use crate::target::{may_send_to, Target};
 
 /// A plan whose every value has been checked, with the derived values workers need.
@@ -62,7 +60,7 @@ impl Plan {
         }
         self.check_bounds(&mut found);
         self.check_counts(&mut found);
-        found.add(self.check_pacer());
+        found.add(self.pacer.pace().check(self));
         if let Some(stop) = stop {
             found.add(self.check_offset(stop));
         }
@@ -179,25 +177,19 @@ impl Plan {
     /// Counts and durations a run can hold: finite, and within what one engine process
     /// can do, so that a typo of a few zeros is refused before any server starts.
     fn check_bounds(&self, found: &mut Found) {
-        let users = match &self.pacer {
-            PacerSpec::Users { users, .. } => *users as f64,
-            _ => 0.0,
-        };
+        let pace = self.pacer.pace();
+        let users = pace.users().unwrap_or(0) as f64;
         let bounds = [
             ("duration_s", self.duration_s.unwrap_or(0.0), MAX_SECONDS),
-            ("pacer", self.pacer.seconds().unwrap_or(0.0), MAX_SECONDS),
+            ("pacer", pace.seconds().unwrap_or(0.0), MAX_SECONDS),
             ("connections", self.connections as f64, MAX_CONNECTIONS),
             ("requests", self.requests.unwrap_or(0) as f64, MAX_REQUESTS),
             ("timeout_ms", self.timeout_ms as f64, MAX_SECONDS * 1000.0),
             ("interval_ms", self.interval_ms as f64, MAX_SECONDS * 1000.0),
             ("threads", self.threads as f64, MAX_THREADS),
             ("users", users, MAX_CONNECTIONS),
-            ("pacer", self.pacer.peak_rate().unwrap_or(0.0), MAX_RATE),
-            (
-                "pacer",
-                self.pacer.calls_per_connection() as f64,
-                MAX_REQUESTS,
-            ),
+            ("pacer", pace.peak_rate().unwrap_or(0.0), MAX_RATE),
+            ("pacer", pace.calls_per_connection() as f64, MAX_REQUESTS),
         ];
         for (field, value, max) in bounds {
             found.add(too_large(field, value, max));
@@ -231,7 +223,7 @@ impl Plan {
     /// `offset_s` delays a schedule within the run: finite, not negative, and smaller than
     /// the run when the run has a length.
     fn check_offset(&self, stop: Stop) -> Result<(), PlanError> {
-        let offset = self.pacer.offset_s();
+        let offset = self.pacer.pace().offset_s();
         if !(offset.is_finite() && offset >= 0.0) {
             return Err(PlanError::Contradiction(
                 "pacer",
@@ -285,24 +277,8 @@ impl Plan {
     }
 
     fn checked_stop(&self) -> Result<Stop, PlanError> {
-        if let PacerSpec::Users {
-            ramp_up_s, hold_s, ..
-        } = self.pacer
-        {
-            if self.requests.is_some() || self.duration_s.is_some() {
-                return Err(PlanError::Contradiction(
-                    "pacer",
-                    "users pacer runs for ramp_up_s + hold_s; do not give -n or -d".into(),
-                ));
-            }
-            let total = ramp_up_s + hold_s;
-            if !(total.is_finite() && total > 0.0 && ramp_up_s >= 0.0 && hold_s >= 0.0) {
-                return Err(PlanError::Contradiction(
-                    "pacer",
-                    format!("users pacer: ramp_up_s = {ramp_up_s} and hold_s = {hold_s} must not be negative, and their sum must be positive"),
-                ));
-            }
-            return Ok(Stop::Duration(std::time::Duration::from_secs_f64(total)));
+        if let Some(own) = self.pacer.pace().own_stop(self) {
+            return own.map(Stop::Duration);
         }
         match (self.requests, self.duration_s) {
             (Some(_), Some(_)) => Err(PlanError::BothStops),
@@ -328,79 +304,16 @@ impl Plan {
                 .push(PlanError::NotPositive("interval_ms", "interval"));
         }
         // Open-loop arrivals with connections of their own and users ignore `connections`.
-        let needs_connections = matches!(self.pacer, PacerSpec::Closed {}) || self.is_pooled();
-        if needs_connections && self.connections == 0 {
+        if self.pacer.pace().fills_connections(self) && self.connections == 0 {
             found
                 .0
                 .push(PlanError::NotPositive("connections", "connection count"));
-        }
-        if let (Some(n), PacerSpec::Closed {}) = (self.requests, &self.pacer) {
-            if n < self.connections {
-                found.0.push(PlanError::Contradiction(
-                    "connections",
-                    format!(
-                        "{n} requests cannot keep {} connections busy; lower -c",
-                        self.connections
-                    ),
-                ));
-            }
         }
         if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_uppercase()) {
             found.0.push(PlanError::Contradiction(
                 "method",
                 format!("method {:?} is not an upper-case token", self.method),
             ));
-        }
-    }
-
-    fn check_pacer(&self) -> Result<(), PlanError> {
-        match &self.pacer {
-            PacerSpec::Open {
-                rate,
-                ramp_to_rate,
-                ramp_s,
-                calls_per_connection,
-                ..
-            } => {
-                if !(rate.is_finite() && *rate > 0.0) {
-                    return Err(PlanError::NotPositive("pacer", "rate"));
-                }
-                if *calls_per_connection == 0 {
-                    return Err(PlanError::NotPositive("pacer", "calls per connection"));
-                }
-                if let Some(to) = ramp_to_rate {
-                    if !(to.is_finite() && *to > 0.0 && ramp_s.is_finite() && *ramp_s > 0.0) {
-                        return Err(PlanError::NotPositive("pacer", "ramp_to_rate and ramp_s"));
-                    }
-                }
-                if self.is_pooled()
-                    && self.connections as f64 > self.pacer.peak_rate().unwrap_or(0.0) * 60.0
-                {
-                    return Err(PlanError::Contradiction("connections", 
-                        "each pooled connection would wait over a minute between requests; lower -c"
-                            .into(),
-                    ));
-                }
-                Ok(())
-            }
-            PacerSpec::Users { users, .. } if *users == 0 => {
-                Err(PlanError::NotPositive("users", "users"))
-            }
-            PacerSpec::Sequential {} if self.connections != 1 => Err(PlanError::Contradiction(
-                "connections",
-                format!(
-                    "sequential pacing runs one connection at a time: connections must be 1, not {}",
-                    self.connections
-                ),
-            )),
-            PacerSpec::Sequential {} if !self.behaviour.kind().new_connection_each() => {
-                Err(PlanError::Contradiction(
-                    "behaviour",
-                    "sequential pacing opens one connection per request: use --new-connection"
-                        .into(),
-                ))
-            }
-            _ => Ok(()),
         }
     }
 
@@ -565,6 +478,7 @@ impl ValidPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{OpenSpec, PacerSpec};
     use serde_json::json;
 
     /// The plan's validation; each plan here breaks one rule at most, and its refusal says so.
@@ -607,12 +521,7 @@ mod tests {
         plan.clone()
             .validate()
             .expect("closed keep-alive suits io_uring");
-        plan.pacer = PacerSpec::Users {
-            users: 2,
-            ramp_up_s: 0.0,
-            hold_s: 1.0,
-            offset_s: 0.0,
-        };
+        plan.pacer = PacerSpec::Open(OpenSpec::at(100.0));
         let err = plan.validate().unwrap_err().to_string();
         assert!(err.contains("io_uring drives closed-loop"), "{err}");
     }
@@ -816,7 +725,7 @@ mod tests {
             .unwrap();
             p.duration_s = stop["duration_s"].as_f64();
             p.requests = stop["requests"].as_u64();
-            if let PacerSpec::Open { offset_s: o, .. } = &mut p.pacer {
+            if let PacerSpec::Open(OpenSpec { offset_s: o, .. }) = &mut p.pacer {
                 *o = offset_s;
             }
             p.check()
@@ -828,14 +737,6 @@ mod tests {
             let err = open(bad, seconds.clone()).unwrap_err();
             assert_eq!(err.field(), "pacer", "{bad}: {err}");
         }
-        let users = |offset_s: f64| {
-            plan(
-                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
-                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
-            )
-        };
-        users(1.5).expect("inside ramp_up_s + hold_s");
-        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
     }
 
     #[test]
@@ -854,21 +755,5 @@ mod tests {
         };
         offset(-1234.5).expect("a clock behind the server's");
         assert_eq!(offset(1e12).unwrap_err().field(), "clock_offset_ms");
-    }
-
-    #[test]
-    fn users_pacer_derives_its_duration() {
-        let p = plan(serde_json::json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
-        .unwrap();
-        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
-        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
-        .unwrap_err();
-        assert_eq!(negative_hold.field(), "pacer");
-        assert!(
-            negative_hold.to_string().contains("hold_s = -1"),
-            "{negative_hold}"
-        );
     }
 }

@@ -1,7 +1,6 @@
 //! Output: the summary as wrk-like text, what `serverlab-load` prints without `--json`.
 
 use super::Summary;
-use crate::plan::PacerSpec;
 use crate::stats::ErrorKind;
 
 impl Summary {
@@ -166,11 +165,12 @@ impl Summary {
         if self.generators > 1 {
             return format!("{} generators", self.generators);
         }
-        match (&self.plan.pacer, self.plan.concurrency()) {
-            (PacerSpec::Users { users, .. }, _) => format!("{users} user(s)"),
-            (PacerSpec::Sequential {}, _) => "1 connection at a time".into(),
-            (_, Some(connections)) => format!("{connections} connection(s)"),
-            (_, None) => "a new connection per arrival".into(),
+        if let Some(label) = self.plan.pacer.pace().clients_label() {
+            return label;
+        }
+        match self.plan.concurrency() {
+            Some(connections) => format!("{connections} connection(s)"),
+            None => "a new connection per arrival".into(),
         }
     }
 }

@@ -10,6 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from serverlab.base import spec
+from serverlab.base.engine_facts import (
+    FACTS,
+    behaviour_suite_keys,
+    own_methods,
+    passed_behaviour_keys,
+)
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.execution.testplan import (
@@ -178,8 +184,8 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             plan["duration_s"] = capacity_step_s(p)
     if "timeout_s" in p:
         plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
-    if p["behaviour"] in ("longpoll", "comet", "slow-upload"):
-        plan["method"] = "POST"
+    if p["behaviour"] in OWN_METHODS:
+        plan["method"] = OWN_METHODS[p["behaviour"]]
     # A push search's steps reach its max_clients: each has the sources the largest needs.
     most = int(p["max_clients"]) if is_push_search(p) else clients
     if most > CLIENTS_PER_SOURCE:
@@ -228,20 +234,13 @@ def _target(p: dict[str, Any]) -> str:
     return base + path.replace("{", "{{").replace("}", "}}")
 
 
-# Suite keys that are settings of the engine's behaviour, by the name the engine gives them.
-# Each is passed on whatever the behaviour, so that the engine (`--check`) is the one judge
-# of what goes with what: a setting a behaviour does not take is refused there.
-BEHAVIOUR_KEYS = {
-    "longpoll_duration_ms": "duration_ms",
-    "comet_duration_ms": "duration_ms",
-    "upload_bytes": "bytes",
-    "upload_rate_bps": "bytes_per_s",
-    "syslog_transport": "transport",
-    "syslog_framing": "syslog_framing",
-    "heartbeat_ms": "heartbeat_ms",
-    # Which side closes a connection of one request (new-connection): `server` or `client`.
-    "close": "close",
-}
+# Suite keys that are settings of the engine's behaviour, by the name the engine gives them
+# (its facts; `derived` keys are shaped below instead). Each is passed on whatever the
+# behaviour, so that the engine (`--check`) is the one judge of what goes with what: a
+# setting a behaviour does not take is refused there.
+BEHAVIOUR_KEYS = passed_behaviour_keys(FACTS)
+# The method each behaviour always sends (a long poll's POST), as the engine says.
+OWN_METHODS = own_methods(FACTS)
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
 
@@ -310,20 +309,7 @@ PLAN_FIELD_TO_SUITE_KEYS = {
     "timeout_ms": ("timeout_s",),
     "target": ("path", "syslog_transport"),
     "paths": ("files",),
-    "behaviour": (
-        "upload_bytes",
-        "upload_rate_bps",
-        "read_rate_bps",
-        "longpoll_duration_ms",
-        "comet_duration_ms",
-        "syslog_transport",
-        "syslog_framing",
-        "heartbeat_ms",
-        "publish_every_ms",
-        "publishers",
-        "close",
-        "behaviour",
-    ),
+    "behaviour": (*behaviour_suite_keys(FACTS), "behaviour"),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
 }
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serverlab.base import capacity, tomltext
+from serverlab.base.engine_facts import FACTS, behaviour_paths, behaviour_suite_keys
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
@@ -26,17 +27,8 @@ from serverlab.contestant.tunables import TunableValueError
 if TYPE_CHECKING:
     from serverlab.contestant.manifest import Manifest
 
-BEHAVIOURS = {
-    "keepalive": "/perf",
-    "new-connection": "/perf",
-    "longpoll": "/push",
-    "comet": "/push",
-    "slow-upload": "/upload",
-    "slow-reader": "/files",
-    "syslog": None,
-    "sse": "/sse",
-    "websocket": "/ws",
-}
+# Behaviour -> the path its requests go to when a scenario names none, as the engine says.
+BEHAVIOURS = behaviour_paths(FACTS)
 
 SUITE_KEYS = {
     "name",
@@ -77,7 +69,8 @@ POPULARITIES = ("zipf", "uniform")
 PROFILE_KEYS = {"duration_scale", "count_scale", "only", "needs", "repeats", "cycles", "budget_h"}
 FULL_PROFILE = "full"
 COUNT_FIELDS = ("requests", "syslog_messages")
-# key -> (accepted python types, may be a matrix list)
+# key -> (accepted python types, may be a matrix list); the behaviours' own keys are the
+# engine's (added below), each of them a matrix dimension.
 SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "name": ((str,), False),
     "description": ((str,), False),
@@ -89,25 +82,14 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "rate": ((int, float), True),
     "rate_end": ((int, float), True),
     "calls_per_connection": ((int,), True),
-    "close": ((str,), True),
     "ramp_up_s": ((int, float), True),
     "duration_s": ((int, float), True),
     "timeout_s": ((int, float), True),
     "warmup_s": ((int, float), False),
     "warmup_max_s": ((int, float), False),
     "emit_interval_ms": ((int,), True),
-    "longpoll_duration_ms": ((int,), True),
-    "comet_duration_ms": ((int,), True),
-    "heartbeat_ms": ((int,), True),
     "server_cpus": ((int,), True),
-    "publish_every_ms": ((int,), True),
-    "publishers": ((int,), True),
-    "upload_bytes": ((int,), True),
-    "upload_rate_bps": ((int,), True),
-    "read_rate_bps": ((int,), True),
     "syslog_messages": ((int,), True),
-    "syslog_transport": ((str,), True),
-    "syslog_framing": ((str,), True),
     "syslog_mode": ((str,), True),
     "transport": ((str,), True),
     "tls_key": ((str,), True),
@@ -128,6 +110,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "contestants": ((list,), False),
     "tunables": ((dict,), False),
 }
+SCENARIO_FIELDS.update({key: (types, True) for key, types in behaviour_suite_keys(FACTS).items()})
 DURATION_FIELDS = ("duration_s", "ramp_up_s", "warmup_s", "step_s")
 # A scenario's kind: one measured load (a test), or a capacity search (issue 32), doubled
 # then bisected (serverlab.base.capacity): for requests, steps of the open-loop pacer from

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_events, Kind, PlanError};
+use super::{check_events, Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +31,16 @@ impl Kind for CometSpec {
     }
     fn own_method(&self) -> Option<&'static str> {
         Some("POST")
+    }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        None
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/push")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("comet_duration_ms", "duration_ms")];
+        KEYS
     }
 }
 

@@ -18,4 +18,10 @@ impl Kind for KeepaliveSpec {
     fn is_bare_request(&self) -> bool {
         true
     }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        None
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/perf")
+    }
 }

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_events, refuse, Kind, PlanError};
+use super::{check_events, refuse, Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +26,16 @@ impl Kind for LongpollSpec {
     }
     fn own_method(&self) -> Option<&'static str> {
         Some("POST")
+    }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        None
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/push")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("longpoll_duration_ms", "duration_ms")];
+        KEYS
     }
 }
 

@@ -11,7 +11,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::PlanError;
+use super::{PlanError, SuiteKey};
 
 /// The first message number a numbering behaviour (syslog) starts from unless told.
 pub(super) const FIRST_SEQ: u64 = 1;
@@ -68,6 +68,22 @@ pub trait Kind {
     /// A slow reader's pace.
     fn read_pace(&self) -> Option<ReadPace> {
         None
+    }
+    /// Why HTTP/2 does not carry it, if it does not: only the behaviours that say so are
+    /// carried.
+    fn http2_refusal(&self) -> Option<&'static str> {
+        Some(
+            "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
+             not this behaviour",
+        )
+    }
+    /// The path its requests go to when a suite names none (`None`: no HTTP, or none).
+    fn path(&self) -> Option<&'static str> {
+        None
+    }
+    /// The suite keys that set its settings, as `--print-facts` tells the orchestrator.
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        &[]
     }
 }
 
@@ -140,6 +156,11 @@ macro_rules! kinds {
                 match self {
                     $(BehaviourSpec::$variant(spec) => spec,)*
                 }
+            }
+            /// Every behaviour's facts (`--print-facts`), of its default settings, in the
+            /// list's order.
+            pub fn facts() -> Vec<serde_json::Value> {
+                vec![$(super::facts::behaviour::<$spec>(BehaviourSpec::$variant(<$spec>::default())),)*]
             }
         }
     };

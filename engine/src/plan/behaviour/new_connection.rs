@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Kind;
+use super::{Kind, SuiteKey};
 
 /// Settings of a new connection per request: only `close` (an unknown one is refused).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -46,6 +46,16 @@ impl Kind for NewConnectionSpec {
     }
     fn client_closes(&self) -> bool {
         self.close == Closer::Client
+    }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        None
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/perf")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("close", "close")];
+        KEYS
     }
 }
 

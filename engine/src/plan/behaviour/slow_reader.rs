@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, PlanError};
+use super::{Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -58,6 +58,13 @@ impl Kind for SlowReaderSpec {
             bytes: self.read_bytes,
             interval: std::time::Duration::from_millis(self.read_interval_ms),
         })
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/files")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::derived("read_rate_bps", "read_interval_ms")];
+        KEYS
     }
 }
 

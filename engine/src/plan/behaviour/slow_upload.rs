@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, PlanError};
+use super::{Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +25,13 @@ impl Kind for SlowUploadSpec {
     }
     fn own_method(&self) -> Option<&'static str> {
         Some("POST")
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/upload")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("upload_bytes", "bytes"), SuiteKey::same("upload_rate_bps", "bytes_per_s")];
+        KEYS
     }
 }
 

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_stream_events, refuse, Kind, PlanError};
+use super::{check_stream_events, refuse, Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +37,16 @@ impl Kind for SseSpec {
     }
     fn events(&self) -> Option<&[String]> {
         Some(&self.events)
+    }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        None
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/sse")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("heartbeat_ms", "heartbeat_ms")];
+        KEYS
     }
 }
 

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::super::limits::{too_large, MAX_REQUESTS};
-use super::{refuse, Kind, PlanError, FIRST_SEQ};
+use super::{refuse, Kind, PlanError, SuiteKey, FIRST_SEQ};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -78,6 +78,13 @@ impl Kind for SyslogSpec {
     }
     fn seq_start(&self) -> u64 {
         self.seq_start
+    }
+    fn path(&self) -> Option<&'static str> {
+        None
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("syslog_transport", "transport"), SuiteKey::same("syslog_framing", "syslog_framing")];
+        KEYS
     }
 }
 

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::super::limits::{too_large, MAX_CONNECTIONS};
-use super::{check_stream_events, refuse, Kind, PlanError};
+use super::{check_stream_events, refuse, Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +49,19 @@ impl Kind for WebsocketSpec {
     }
     fn events(&self) -> Option<&[String]> {
         Some(&self.events)
+    }
+    fn http2_refusal(&self) -> Option<&'static str> {
+        Some(
+            "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
+             not speak: run WebSocket without --h2/--h2c",
+        )
+    }
+    fn path(&self) -> Option<&'static str> {
+        Some("/ws")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::derived("publish_every_ms", "publish.every_ms"), SuiteKey::derived("publishers", "publish.clients")];
+        KEYS
     }
 }
 

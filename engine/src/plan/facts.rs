@@ -1,0 +1,244 @@
+//! Plan stage: the engine's facts as data (`serverlab-load --print-facts`), so that the
+//! orchestrator reads what each behaviour and pacer is rather than restating it. Each spec
+//! says its own (a behaviour through `Kind`, a pacer through its schema and flags, both from
+//! their lists, `with_kinds!` and `with_pacers!`); this file reads each key's type and
+//! default from the spec's JSON schema and lays the facts out.
+
+use schemars::JsonSchema;
+use serde_json::{json, Value};
+
+use super::{BehaviourSpec, PacerFlags, PacerSpec};
+
+/// A suite key and the plan key it sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuiteKey {
+    /// The key a suite's scenario writes (`longpoll_duration_ms`).
+    pub suite: &'static str,
+    /// The spec's key it sets (`duration_ms`; `publish.every_ms` inside an object).
+    pub plan: &'static str,
+    /// Whether the planner makes the plan key's value from the suite key's (a read rate into
+    /// a read interval) rather than passing it as is.
+    pub derived: bool,
+}
+
+impl SuiteKey {
+    /// A suite key passed to the plan as is.
+    pub const fn same(suite: &'static str, plan: &'static str) -> SuiteKey {
+        SuiteKey {
+            suite,
+            plan,
+            derived: false,
+        }
+    }
+    /// A suite key the planner turns into the plan key.
+    pub const fn derived(suite: &'static str, plan: &'static str) -> SuiteKey {
+        SuiteKey {
+            suite,
+            plan,
+            derived: true,
+        }
+    }
+}
+
+/// Every behaviour's and pacer's facts, as the JSON `--print-facts` prints.
+pub fn engine_facts() -> String {
+    let facts = json!({
+        "behaviours": BehaviourSpec::facts(),
+        "pacers": pacer_facts(),
+    });
+    serde_json::to_string_pretty(&facts).unwrap_or_default() + "\n"
+}
+
+/// The facts of one behaviour, asked of its spec with its default settings.
+pub(super) fn behaviour<S: JsonSchema>(spec: BehaviourSpec) -> Value {
+    let schema = schema_of::<S>();
+    let kind = spec.kind();
+    let h2 = kind.http2_refusal().is_none();
+    let keys: Vec<Value> = kind
+        .suite_keys()
+        .iter()
+        .map(|key| {
+            let (ty, default) = key_type(&schema, &schema, key.plan);
+            json!({"suite": key.suite, "plan": key.plan, "type": ty, "default": default,
+                   "derived": key.derived})
+        })
+        .collect();
+    json!({
+        "name": serde_json::to_value(&spec).unwrap_or_default()["kind"],
+        "path": kind.path(),
+        "method": kind.own_method(),
+        "push": kind.events().is_some(),
+        "http": kind.needs_http(),
+        "datagram": kind.is_datagram(),
+        "tls": !kind.is_datagram(),
+        "h2": h2,
+        "streams": h2 && !kind.new_connection_each(),
+        "keys": keys,
+    })
+}
+
+/// Each pacer's name, naming flag and plan keys (type, default, whether required), read
+/// from the plan enum's schema, whose variants come in `with_pacers!`'s order as the flags do.
+fn pacer_facts() -> Vec<Value> {
+    let schema = schema_of::<PacerSpec>();
+    let variants = schema["oneOf"].as_array().cloned().unwrap_or_default();
+    variants
+        .iter()
+        .zip(PacerFlags::naming_flags())
+        .map(|(variant, flag)| {
+            let variant = resolve(&schema, variant);
+            let required = variant["required"].as_array().cloned().unwrap_or_default();
+            let keys: Vec<Value> = properties(variant)
+                .filter(|(name, _)| *name != "kind")
+                .map(|(name, _)| {
+                    let (ty, default) = key_type(&schema, variant, name);
+                    json!({"plan": name, "type": ty, "default": default,
+                           "required": required.contains(&json!(name))})
+                })
+                .collect();
+            json!({
+                "name": variant["properties"]["kind"]["enum"][0],
+                "flag": (!flag.is_empty()).then_some(flag),
+                "keys": keys,
+            })
+        })
+        .collect()
+}
+
+/// The JSON schema of a spec.
+fn schema_of<S: JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(S)).unwrap_or_default()
+}
+
+fn properties(node: &Value) -> impl Iterator<Item = (&str, &Value)> {
+    node["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v))
+}
+
+/// The type (`integer`, `number`, `string`, `boolean`, `object`, `array`) and default of the
+/// key at `path` (dots step into objects) of the object `node` of a spec's schema `root`;
+/// `null` where the schema has no default.
+fn key_type<'a>(root: &'a Value, mut node: &'a Value, path: &str) -> (Value, Value) {
+    let mut default = Value::Null;
+    for step in path.split('.') {
+        let field = &resolve(root, node)["properties"][step];
+        default = field.get("default").cloned().unwrap_or(Value::Null);
+        node = field;
+    }
+    (type_of(resolve(root, node)), default)
+}
+
+/// The node a reference, an `Option`'s `anyOf [T, null]` or an `allOf [T]` stands for.
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+    if let Some(name) = node["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+        return resolve(root, &root["definitions"][name]);
+    }
+    for combined in ["allOf", "anyOf", "oneOf"] {
+        let first = node[combined]
+            .as_array()
+            .and_then(|all| all.iter().find(|n| n["type"] != "null"));
+        if let Some(first) = first {
+            return resolve(root, first);
+        }
+    }
+    node
+}
+
+/// A schema node's one type that is not `null`; an enum of names is a string.
+fn type_of(node: &Value) -> Value {
+    match &node["type"] {
+        Value::String(ty) => json!(ty),
+        Value::Array(types) => types
+            .iter()
+            .find(|t| *t != "null")
+            .cloned()
+            .unwrap_or(Value::Null),
+        _ if node["enum"].is_array() => json!("string"),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+        let all = list.as_array().unwrap();
+        all.iter().find(|b| b["name"] == name).unwrap()
+    }
+
+    fn key<'a>(facts: &'a Value, plan: &str) -> &'a Value {
+        let keys = facts["keys"].as_array().unwrap();
+        keys.iter().find(|k| k["plan"] == plan).unwrap()
+    }
+
+    /// A behaviour's facts are its spec's answers and its schema's types and defaults,
+    /// through references (`publish`) and enums of names (`transport`).
+    #[test]
+    fn a_behaviours_facts_are_its_specs_answers_and_its_schemas_types() {
+        let facts: Value = serde_json::from_str(&engine_facts()).unwrap();
+        let behaviours = &facts["behaviours"];
+        let poll = named(behaviours, "longpoll");
+        assert_eq!(poll["method"], "POST");
+        assert_eq!(
+            (&poll["push"], &poll["h2"], &poll["path"]),
+            (&json!(true), &json!(true), &json!("/push"))
+        );
+        assert_eq!(key(poll, "duration_ms")["type"], "integer");
+        let syslog = named(behaviours, "syslog");
+        assert_eq!(
+            (&syslog["http"], &syslog["h2"]),
+            (&json!(false), &json!(false))
+        );
+        let transport = key(syslog, "transport");
+        assert_eq!(
+            (&transport["type"], &transport["default"]),
+            (&json!("string"), &json!("tcp"))
+        );
+        let ws = named(behaviours, "websocket");
+        let publishers = key(ws, "publish.clients");
+        assert_eq!(
+            (&publishers["type"], &publishers["default"]),
+            (&json!("integer"), &json!(1))
+        );
+        assert_eq!(publishers["derived"], true);
+        let new = named(behaviours, "new-connection");
+        assert_eq!((&new["h2"], &new["streams"]), (&json!(true), &json!(false)));
+        assert_eq!(named(behaviours, "keepalive")["streams"], true);
+    }
+
+    /// Each pacer is named as plans name it, with its flag and its keys' types, defaults
+    /// and whether a plan must give them.
+    #[test]
+    fn a_pacers_facts_are_its_name_flag_and_keys() {
+        let facts: Value = serde_json::from_str(&engine_facts()).unwrap();
+        let names: Vec<&Value> = facts["pacers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["name"])
+            .collect();
+        assert_eq!(names.len(), PacerFlags::naming_flags().len());
+        assert_eq!(names[..3], ["closed", "sequential", "open"]);
+        let open = named(&facts["pacers"], "open");
+        assert_eq!(open["flag"], "-R");
+        let rate = key(open, "rate");
+        assert_eq!(
+            (&rate["type"], &rate["required"]),
+            (&json!("number"), &json!(true))
+        );
+        let calls = key(open, "calls_per_connection");
+        assert_eq!(
+            (&calls["default"], &calls["required"]),
+            (&json!(1), &json!(false))
+        );
+        let closed = named(&facts["pacers"], "closed");
+        assert_eq!(
+            (&closed["flag"], &closed["keys"]),
+            (&Value::Null, &json!([]))
+        );
+    }
+}
