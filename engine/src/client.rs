@@ -243,6 +243,14 @@ impl Client {
         self.read_more(false).await
     }
 
+    /// Whether the connection may carry HTTP/2: cleartext (prior knowledge), or TLS whose
+    /// ALPN agreed `h2`.
+    pub fn agreed_h2(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_none_or(|tls| tls.alpn() == Some(b"h2"))
+    }
+
     /// Writes `bytes` now if the socket takes them without waiting (a goodbye as the run
     /// ends, when there is no time to wait).
     pub fn send_now(&mut self, bytes: &[u8]) -> bool {

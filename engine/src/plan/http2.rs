@@ -89,7 +89,11 @@ fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
             "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
              not speak: run WebSocket without --h2/--h2c",
         ),
-        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) => Some(
+        B::RapidReset(_) | B::ContinuationFlood(_) => Some(
+            "rapid-reset and continuation-flood write HTTP/2 frames of their own (h2c with prior knowledge on an \
+             http:// target, ALPN h2 on https://): give it no http2 setting",
+        ),
+        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) | B::Slowloris(_) | B::Idle(_) => Some(
             "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
              not this behaviour",
         ),
