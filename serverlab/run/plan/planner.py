@@ -28,6 +28,7 @@ from serverlab.run.plan.suite import (
     CLEAR,
     DEFAULT_STEP_S,
     HTTP2_TRANSPORTS,
+    OWN_H2_FRAMES,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,
@@ -190,7 +191,7 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             "resume": settings["tls_resume"] == "on",
             "group": settings["tls_group"],
         }
-    if p.get("transport") in HTTP2_TRANSPORTS:
+    if p.get("transport") in HTTP2_TRANSPORTS and p["behaviour"] not in OWN_H2_FRAMES:
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     return plan
@@ -239,6 +240,13 @@ BEHAVIOUR_KEYS = {
     "heartbeat_ms": "heartbeat_ms",
     # Which side closes a connection of one request (new-connection): `server` or `client`.
     "close": "close",
+    # Attacks (issue 35): slowloris's pause between header lines, Rapid Reset's streams
+    # and the CONTINUATION flood's frames.
+    "header_interval_ms": "interval_ms",
+    "streams_per_s": "streams_per_s",
+    "streams_per_connection": "streams_per_connection",
+    "frames_per_s": "frames_per_s",
+    "frame_bytes": "frame_bytes",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
@@ -314,6 +322,11 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "publish_every_ms",
         "publishers",
         "close",
+        "header_interval_ms",
+        "streams_per_s",
+        "streams_per_connection",
+        "frames_per_s",
+        "frame_bytes",
         "behaviour",
     ),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),

@@ -36,7 +36,15 @@ BEHAVIOURS = {
     "syslog": None,
     "sse": "/sse",
     "websocket": "/ws",
+    # Attacks (issue 35): each aims at the plain request path.
+    "slowloris": "/perf",
+    "idle": "/perf",
+    "rapid-reset": "/perf",
+    "continuation-flood": "/perf",
 }
+# Attacks that write HTTP/2 frames of their own: on the server's HTTP/2 port (transport h2
+# or h2c), with no HTTP/2 setting in the engine's plan.
+OWN_H2_FRAMES = ("rapid-reset", "continuation-flood")
 
 SUITE_KEYS = {
     "name",
@@ -105,6 +113,11 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "upload_bytes": ((int,), True),
     "upload_rate_bps": ((int,), True),
     "read_rate_bps": ((int,), True),
+    "header_interval_ms": ((int,), True),
+    "streams_per_s": ((int,), True),
+    "streams_per_connection": ((int,), True),
+    "frames_per_s": ((int,), True),
+    "frame_bytes": ((int,), True),
     "syslog_messages": ((int,), True),
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),
@@ -848,6 +861,10 @@ class _ScenarioContext:
                 raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
             if key in p and not speaks_tls(p):
                 raise self.fail(key, f"{key} applies to TLS tests only (transport tls or h2)")
+        if p["behaviour"] in OWN_H2_FRAMES and transport not in HTTP2_TRANSPORTS:
+            raise self.fail(
+                "transport", f"{p['behaviour']} writes HTTP/2 frames: transport h2 or h2c"
+            )
         if "streams" in p and transport not in HTTP2_TRANSPORTS:
             raise self.fail("streams", "streams applies to HTTP/2 tests only (transport h2 or h2c)")
         if p.get("streams", 1) < 1:
