@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import hpack
+import pytest
 from hyperframe.frame import (
     ContinuationFrame,
     Frame,
@@ -28,6 +29,7 @@ from hyperframe.frame import (
 )
 
 from serverlab.base.ports import free_port, port_open
+from serverlab.base.tlskeys import make_key_material
 from serverlab.run.execution.engine import engine_binary
 
 TESTS = Path(__file__).resolve().parent
@@ -40,6 +42,7 @@ class Capture:
     """One relayed connection: what the engine wrote, and whether the engine ended it."""
 
     sent: bytearray = field(default_factory=bytearray)
+    received: bytearray = field(default_factory=bytearray)
     client_closed: bool = False
 
 
@@ -69,14 +72,12 @@ def relay(upstream: int) -> Iterator[tuple[int, list[Capture]]]:
     captures: list[Capture] = []
     threads: list[threading.Thread] = []
 
-    def pump(source: socket.socket, sink: socket.socket, capture: Capture | None) -> None:
+    def pump(source: socket.socket, sink: socket.socket, capture: Capture, up: bool) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(1 << 16):
-                if capture is not None:
-                    capture.sent += data
+                (capture.sent if up else capture.received).extend(data)
                 sink.sendall(data)
-            if capture is not None:
-                capture.client_closed = True
+            capture.client_closed |= up
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
 
@@ -89,7 +90,10 @@ def relay(upstream: int) -> Iterator[tuple[int, list[Capture]]]:
             capture = Capture()
             captures.append(capture)
             upstream_conn = socket.create_connection(("127.0.0.1", upstream))
-            for args in ((client, upstream_conn, capture), (upstream_conn, client, None)):
+            for args in (
+                (client, upstream_conn, capture, True),
+                (upstream_conn, client, capture, False),
+            ):
                 thread = threading.Thread(target=pump, args=args, daemon=True)
                 thread.start()
                 threads.append(thread)
@@ -309,3 +313,48 @@ def test_a_server_that_caps_a_header_blocks_frames_ends_each_flood_with_goaway()
     assert errors(summary) == {"h2_goaway": summary["requests"]}
     assert summary["requests"] >= 2
     assert summary["connections_opened"] == summary["streams_opened"] >= summary["requests"]
+
+
+# -- TLS handshake flood ----------------------------------------------------------------
+
+
+def records(data: bytes) -> list[tuple[int, bytes]]:
+    """TLS records (RFC 8446 §5.1) as (content type, fragment), the last one whole."""
+    found = []
+    while len(data) >= 5:
+        length = int.from_bytes(data[3:5], "big")
+        found.append((data[0], data[5 : 5 + length]))
+        data = data[5 + length :]
+    return found
+
+
+HANDSHAKE, CLIENT_HELLO, SERVER_HELLO = 22, 1, 2
+
+
+@pytest.mark.parametrize("abandon", ["server-hello", "finished"])
+def test_a_handshake_flood_leaves_each_full_handshake_where_it_was_planned(tmp_path, abandon):
+    keys = make_key_material(tmp_path, "ecdsa-p256")
+    tls = free_port()
+    args = ("--docroot", str(tmp_path), "--tls", str(tls), str(keys.cert), str(keys.key))
+    with server(*args), relay(tls) as (via, captures):
+        summary = run_engine(
+            f"https://127.0.0.1:{via}/",
+            *("--handshake-flood", abandon, "--tls-ca", str(keys.ca_cert), "--tls-resume", "off"),
+            *("-R", "20", "-d", "1s"),
+        )
+        relayed(captures)
+    assert len(captures) == summary["connections_opened"] == summary["answered"] >= 10
+    assert errors(summary) == {}
+    for capture in captures:
+        sent, answer = records(bytes(capture.sent)), records(bytes(capture.received))
+        assert (sent[0][0], sent[0][1][0]) == (HANDSHAKE, CLIENT_HELLO)
+        assert (answer[0][0], answer[0][1][0]) == (HANDSHAKE, SERVER_HELLO)
+        # After the ServerHello the engine writes nothing: no Finished, no alert; after the
+        # Finished, its flight (TLS 1.3: encrypted, type 23 after an optional CCS) went.
+        if abandon == "server-hello":
+            assert len(sent) == 1, [kind for kind, _ in sent]
+        else:
+            assert any(kind == 23 for kind, _ in sent[1:]), [kind for kind, _ in sent]
+    # Full handshakes only: every one finished is counted, none resumed.
+    finished = summary["answered"] if abandon == "finished" else 0
+    assert (summary["tls_handshakes"], summary["tls_resumed"]) == (finished, 0)

@@ -122,6 +122,15 @@ transport = "h2"
 duration_s = 2
 frames_per_s = 100
 frame_bytes = 1024
+[[scenario]]
+name = "shake"
+behaviour = "handshake-flood"
+transport = "tls"
+tls_resume = "off"
+pacer = "open"
+rate = 100
+duration_s = 2
+handshake_abandon = "finished"
 """
 
 
@@ -135,6 +144,7 @@ def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir,
         {"kind": "idle"},
         {"kind": "rapid-reset", "streams_per_s": 1000, "streams_per_connection": 500},
         {"kind": "continuation-flood", "frames_per_s": 100, "frame_bytes": 1024},
+        {"kind": "handshake-flood", "abandon": "finished"},
     ]
     reset, flood = plans[2].measured, plans[3].measured
     # They write their own HTTP/2 frames on the server's HTTP/2 port: no http2 setting.
@@ -148,6 +158,7 @@ def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir,
     [
         ('transport = "h2c"\n', "", "rapid-reset writes HTTP/2 frames: transport h2 or h2c"),
         ("header_interval_ms = 5000", "header_interval_ms = 0", "header_interval_ms = 0: the"),
+        ('tls_resume = "off"\n', "", "tls_resume = 'on': the engine refuses it: a handshake"),
     ],
 )
 def test_an_attack_the_engine_cannot_make_is_refused_at_its_key(

@@ -93,7 +93,7 @@ fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
             "rapid-reset and continuation-flood write HTTP/2 frames of their own (h2c with prior knowledge on an \
              http:// target, ALPN h2 on https://): give it no http2 setting",
         ),
-        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) | B::Slowloris(_) | B::Idle(_) => Some(
+        B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) | B::Slowloris(_) | B::Idle(_) | B::HandshakeFlood(_) => Some(
             "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
              not this behaviour",
         ),

@@ -149,7 +149,17 @@ impl Plan {
                 "tls",
                 "syslog over UDP stays cleartext: use a tls:// target for RFC 5425",
             ),
+            (Some(spec), true) if spec.resume && self.behaviour.kind().full_tls_handshakes() => {
+                refuse(
+                    "tls",
+                    "a handshake flood makes full handshakes: give tls resume off (--tls-resume off)",
+                )
+            }
             (Some(spec), true) => spec.check(),
+            (None, false) if self.behaviour.kind().full_tls_handshakes() => refuse(
+                "target",
+                "a handshake flood needs a TLS target (https://)",
+            ),
             (None, false) => Ok(()),
         }
     }
@@ -637,6 +647,24 @@ mod tests {
         let over = json!({"kind": "rapid-reset", "streams_per_s": 2_000_000});
         let refused = attack("http://127.0.0.1:1/", lasting, over).unwrap_err();
         assert_eq!(refused.field(), "behaviour");
+    }
+
+    #[test]
+    fn a_handshake_flood_needs_a_tls_target_whose_sessions_do_not_resume() {
+        let flood = |target: &str, tls: serde_json::Value| {
+            let mut json = json!({"target": target, "duration_s": 1.0,
+                "behaviour": {"kind": "handshake-flood", "abandon": "finished"}});
+            if !tls.is_null() {
+                json["tls"] = tls;
+            }
+            plan(json).map(|_| ())
+        };
+        let fresh = json!({"insecure": true, "resume": false});
+        assert!(flood("https://127.0.0.1:1/", fresh).is_ok());
+        let resumed = flood("https://127.0.0.1:1/", json!({"insecure": true}));
+        assert_eq!(resumed.unwrap_err().field(), "tls");
+        let clear = flood("http://127.0.0.1:1/", serde_json::Value::Null);
+        assert_eq!(clear.unwrap_err().field(), "target");
     }
 
     #[test]

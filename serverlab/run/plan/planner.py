@@ -247,6 +247,8 @@ BEHAVIOUR_KEYS = {
     "streams_per_connection": "streams_per_connection",
     "frames_per_s": "frames_per_s",
     "frame_bytes": "frame_bytes",
+    # The TLS handshake flood: `server-hello` or `finished`, where each handshake is left.
+    "handshake_abandon": "abandon",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
@@ -327,8 +329,10 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "streams_per_connection",
         "frames_per_s",
         "frame_bytes",
+        "handshake_abandon",
         "behaviour",
     ),
+    "tls": ("tls_resume", "transport"),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
 }
 

@@ -41,6 +41,7 @@ BEHAVIOURS = {
     "idle": "/perf",
     "rapid-reset": "/perf",
     "continuation-flood": "/perf",
+    "handshake-flood": "/",
 }
 # Attacks that write HTTP/2 frames of their own: on the server's HTTP/2 port (transport h2
 # or h2c), with no HTTP/2 setting in the engine's plan.
@@ -118,6 +119,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "streams_per_connection": ((int,), True),
     "frames_per_s": ((int,), True),
     "frame_bytes": ((int,), True),
+    "handshake_abandon": ((str,), True),
     "syslog_messages": ((int,), True),
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),

@@ -71,6 +71,10 @@ pub trait Kind {
     fn is_attack(&self) -> bool {
         false
     }
+    /// Makes full TLS handshakes: needs a TLS target whose sessions do not resume.
+    fn full_tls_handshakes(&self) -> bool {
+        false
+    }
     /// Writes HTTP/2 frames of its own (no `http2` setting: h2c with prior knowledge on an
     /// `http://` target, ALPN `h2` over TLS).
     fn writes_h2_frames(&self) -> bool {
@@ -194,6 +198,9 @@ macro_rules! with_kinds {
             /// HTTP/2 CONTINUATION flood: a request's header block never ended, CONTINUATION
             /// frames of `frame_bytes` written `frames_per_s` a connection.
             ContinuationFlood(ContinuationFloodSpec, ContinuationFloodFlags) in continuation_flood,
+            /// TLS handshake flood: full handshakes on new connections, each abandoned after
+            /// the ServerHello or after the Finished (`abandon`).
+            HandshakeFlood(HandshakeFloodSpec, HandshakeFloodFlags) in handshake_flood,
         }
     };
 }
