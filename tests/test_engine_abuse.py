@@ -358,3 +358,51 @@ def test_a_handshake_flood_leaves_each_full_handshake_where_it_was_planned(tmp_p
     # Full handshakes only: every one finished is counted, none resumed.
     finished = summary["answered"] if abandon == "finished" else 0
     assert (summary["tls_handshakes"], summary["tls_resumed"]) == (finished, 0)
+
+
+# -- HPACK bomb -------------------------------------------------------------------------
+
+
+def test_an_hpack_bomb_stores_one_field_and_references_it_in_every_request():
+    served, h2c = h2_server()
+    with served, relay(h2c) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/perf",
+            *("--hpack-bomb", "20", "--references", "10", "--bomb-streams-per-connection", "5"),
+            *("-c", "1", "-d", "1s"),
+        )
+        relayed(captures)
+    assert errors(summary) == {}
+    sent = [f for c in captures for f in frames(bytes(c.sent)) if isinstance(f, HeadersFrame)]
+    assert len(sent) == summary["streams_opened"] >= 5
+    stored = ("x-b", "b" * 4000)
+    for capture in captures:
+        decoder = hpack.Decoder()  # a table per connection, as the server's
+        decoder.max_header_list_size = 1 << 20
+        for k, headers in enumerate(
+            f for f in frames(bytes(capture.sent)) if isinstance(f, HeadersFrame)
+        ):
+            assert (headers.stream_id, headers.flags) == (2 * k + 1, {"END_HEADERS", "END_STREAM"})
+            fields = decoder.decode(headers.data)
+            assert fields[:4] == request_headers(f"127.0.0.1:{via}")
+            # The first request stores the field (and references it); every one references
+            # it 10 times at one byte each.
+            assert fields[4:] == [stored] * (11 if k == 0 else 10)
+            # One byte a reference: past the stored field (~4 KB) and the request's own ~40
+            # bytes, the block holds no more than the 10 bytes of references.
+            assert len(headers.data) < (4020 if k == 0 else 0) + 40 + 10
+    # 5 streams a connection at 20 a second: every connection but the last was closed by
+    # the engine after its fifth.
+    assert summary["answered"] == summary["requests"] >= 1
+
+
+def test_a_server_that_caps_its_header_list_ends_an_hpack_bomb_with_goaway():
+    # The hpack library refuses a header list over 64 KiB; 1000 references are ~4 MB.
+    served, h2c = h2_server()
+    with served:
+        summary = run_engine(
+            f"http://127.0.0.1:{h2c}/perf",
+            *("--hpack-bomb", "50", "--references", "1000", "-c", "1", "-d", "0.5s"),
+        )
+    assert errors(summary) == {"h2_goaway": summary["requests"]}
+    assert summary["requests"] >= 1

@@ -131,6 +131,13 @@ pacer = "open"
 rate = 100
 duration_s = 2
 handshake_abandon = "finished"
+[[scenario]]
+name = "bomb"
+behaviour = "hpack-bomb"
+transport = "h2c"
+duration_s = 2
+streams_per_s = 10
+hpack_references = 100
 """
 
 
@@ -145,6 +152,7 @@ def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir,
         {"kind": "rapid-reset", "streams_per_s": 1000, "streams_per_connection": 500},
         {"kind": "continuation-flood", "frames_per_s": 100, "frame_bytes": 1024},
         {"kind": "handshake-flood", "abandon": "finished"},
+        {"kind": "hpack-bomb", "streams_per_s": 10, "references": 100},
     ]
     reset, flood = plans[2].measured, plans[3].measured
     # They write their own HTTP/2 frames on the server's HTTP/2 port: no http2 setting.

@@ -55,6 +55,14 @@ pub fn new_name_literal(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     string(block, value);
 }
 
+/// A header field of a new name, `name: value`, as a literal with incremental indexing:
+/// the server stores it in its dynamic table (RFC 7541 §6.2.1).
+pub fn indexed_literal(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    block.push(0x40);
+    string(block, name);
+    string(block, value);
+}
+
 /// A literal without indexing whose name is static-table entry `index` (< 15).
 fn literal(block: &mut Vec<u8>, index: u8, value: &[u8]) {
     block.push(index);

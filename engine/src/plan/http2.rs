@@ -89,8 +89,8 @@ fn not_carried(behaviour: &BehaviourSpec) -> Option<&'static str> {
             "a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the engine does \
              not speak: run WebSocket without --h2/--h2c",
         ),
-        B::RapidReset(_) | B::ContinuationFlood(_) => Some(
-            "rapid-reset and continuation-flood write HTTP/2 frames of their own (h2c with prior knowledge on an \
+        B::RapidReset(_) | B::ContinuationFlood(_) | B::HpackBomb(_) => Some(
+            "rapid-reset, continuation-flood and hpack-bomb write HTTP/2 frames of their own (h2c with prior knowledge on an \
              http:// target, ALPN h2 on https://): give it no http2 setting",
         ),
         B::SlowReader(_) | B::SlowUpload(_) | B::Syslog(_) | B::Slowloris(_) | B::Idle(_) | B::HandshakeFlood(_) => Some(

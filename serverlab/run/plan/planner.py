@@ -249,6 +249,9 @@ BEHAVIOUR_KEYS = {
     "frame_bytes": "frame_bytes",
     # The TLS handshake flood: `server-hello` or `finished`, where each handshake is left.
     "handshake_abandon": "abandon",
+    # The HPACK bomb's references to its stored field in each request (with streams_per_s
+    # and streams_per_connection, as Rapid Reset's).
+    "hpack_references": "references",
 }
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
@@ -330,6 +333,7 @@ PLAN_FIELD_TO_SUITE_KEYS = {
         "frames_per_s",
         "frame_bytes",
         "handshake_abandon",
+        "hpack_references",
         "behaviour",
     ),
     "tls": ("tls_resume", "transport"),

@@ -42,10 +42,11 @@ BEHAVIOURS = {
     "rapid-reset": "/perf",
     "continuation-flood": "/perf",
     "handshake-flood": "/",
+    "hpack-bomb": "/perf",
 }
 # Attacks that write HTTP/2 frames of their own: on the server's HTTP/2 port (transport h2
 # or h2c), with no HTTP/2 setting in the engine's plan.
-OWN_H2_FRAMES = ("rapid-reset", "continuation-flood")
+OWN_H2_FRAMES = ("rapid-reset", "continuation-flood", "hpack-bomb")
 
 SUITE_KEYS = {
     "name",
@@ -120,6 +121,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "frames_per_s": ((int,), True),
     "frame_bytes": ((int,), True),
     "handshake_abandon": ((str,), True),
+    "hpack_references": ((int,), True),
     "syslog_messages": ((int,), True),
     "syslog_transport": ((str,), True),
     "syslog_framing": ((str,), True),

@@ -201,6 +201,9 @@ macro_rules! with_kinds {
             /// TLS handshake flood: full handshakes on new connections, each abandoned after
             /// the ServerHello or after the Finished (`abandon`).
             HandshakeFlood(HandshakeFloodSpec, HandshakeFloodFlags) in handshake_flood,
+            /// HPACK bomb: requests referencing one stored ~4 KB header field `references`
+            /// times each, `streams_per_s` a connection.
+            HpackBomb(HpackBombSpec, HpackBombFlags) in hpack_bomb,
         }
     };
 }
