@@ -85,8 +85,12 @@ class Connection:
             self.flush()
 
     def on_event(self, event) -> None:
+        if isinstance(event, h2.events.StreamReset):
+            self.pending.pop(event.stream_id, None)
         if not isinstance(event, h2.events.RequestReceived):
             return
+        if self.h2.streams.get(event.stream_id) is None or self.h2.streams[event.stream_id].closed:
+            return  # reset by the client in the same read (a Rapid Reset): nothing to answer
         if not PSEUDO_HEADERS.issubset(name for name, _value in event.headers):
             if self.mode == "good":
                 self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.PROTOCOL_ERROR)

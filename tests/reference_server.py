@@ -52,6 +52,10 @@ OP_ALLOW_CLIENT_RENEGOTIATION = 1 << 8
 # The late_control fault's delay before a control call is served, and the early_sent fault's
 # hold between the stamp and the writes (node-http's corked socket, exaggerated).
 LATE_CONTROL_S = 1.0
+# The header_timeout defence's limit on a request's header section (and on an idle
+# connection's wait for one).
+HEADER_TIMEOUT_S = 1.0
+REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # The few_threads fault's pool: requests served at once (a comet stream holds one until it ends).
 FEW_THREADS = 150
 EARLY_SENT_HOLD_S = 0.15
@@ -104,6 +108,9 @@ FAULTS = {
     f"{KNEE_RATE} arrived in the last second",
     "slow_above_subscribers": f"a cycle to more than {KNEE_SUBSCRIBERS} subscribers is written "
     f"{KNEE_DELAY_S * 1000:g} ms late",
+    # Not a fault: a defence against slowloris and idle connections (issue 35).
+    "header_timeout": f"a request's header section not whole within {HEADER_TIMEOUT_S:g} s "
+    "gets 408 and a close",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -533,8 +540,13 @@ class HttpConnection:
 
     async def serve_one(self) -> bool:
         """Answers one request; False when the connection is to be closed."""
+        limit = HEADER_TIMEOUT_S if self.server.has_fault("header_timeout") else None
         try:
-            event = await self.next_event()
+            async with asyncio.timeout(limit):
+                event = await self.next_event()
+        except TimeoutError:
+            self.writer.write(REQUEST_TIMEOUT)
+            return False
         except h11.RemoteProtocolError as error:
             if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 self.target = ""

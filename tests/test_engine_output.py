@@ -171,4 +171,10 @@ def test_a_push_run_prints_settled_cycles_during_it_and_loses_none(contestants_d
     seqs = [c["seq"] for c in read.emits]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))) and len(seqs) >= 24
     joined = [c for c in read.emits if c["total"] == clients]
-    assert len(joined) >= 24 and all(c["received"] == clients for c in joined)
+    # The newest cycle may be under way as the hold ends (the reference server emits every
+    # 500 ms, on its own clock): its clients that had not yet received it are cut, not lost.
+    *whole, newest = joined
+    assert len(whole) >= 24 and all(c["received"] == clients for c in whole), [
+        (c["seq"], c["received"]) for c in read.emits if c["received"] != clients
+    ]
+    assert newest["seq"] == seqs[-1] and newest["received"] <= clients

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from serverlab.base.paths import REPO_ROOT
+from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
 from serverlab.run.execution.testplan import PlanFormatError, TestPlan, bind
 from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite import SuiteError, load_suite
 
 GOLDEN = Path(__file__).parent / "golden" / "plans"
 SUITES = sorted((REPO_ROOT / "suites").glob("*.toml"))
@@ -92,3 +93,87 @@ def test_who_closes_a_connection_reaches_the_engine_plan_and_its_warmup(contesta
     behaviour = {"kind": "new-connection", "close": "client"}
     assert plan.measured["behaviour"] == behaviour
     assert plan.warmup["behaviour"] == behaviour
+
+
+ATTACKS = """name = "a"
+contestants = ["reference"]
+[[scenario]]
+name = "loris"
+behaviour = "slowloris"
+clients = 20
+duration_s = 2
+header_interval_ms = 5000
+[[scenario]]
+name = "idle"
+behaviour = "idle"
+clients = 20
+duration_s = 2
+[[scenario]]
+name = "reset"
+behaviour = "rapid-reset"
+transport = "h2c"
+duration_s = 2
+streams_per_s = 1000
+streams_per_connection = 500
+[[scenario]]
+name = "flood"
+behaviour = "continuation-flood"
+transport = "h2"
+duration_s = 2
+frames_per_s = 100
+frame_bytes = 1024
+[[scenario]]
+name = "shake"
+behaviour = "handshake-flood"
+transport = "tls"
+tls_resume = "off"
+pacer = "open"
+rate = 100
+duration_s = 2
+handshake_abandon = "finished"
+[[scenario]]
+name = "bomb"
+behaviour = "hpack-bomb"
+transport = "h2c"
+duration_s = 2
+streams_per_s = 10
+hpack_references = 100
+"""
+
+
+def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir, tmp_path):
+    path = tmp_path / "suite.toml"
+    path.write_text(ATTACKS)
+    suite = load_suite(path)
+    plans = plan_tests(suite, find)
+    assert [p.measured["behaviour"] for p in plans] == [
+        {"kind": "slowloris", "interval_ms": 5000},
+        {"kind": "idle"},
+        {"kind": "rapid-reset", "streams_per_s": 1000, "streams_per_connection": 500},
+        {"kind": "continuation-flood", "frames_per_s": 100, "frame_bytes": 1024},
+        {"kind": "handshake-flood", "abandon": "finished"},
+        {"kind": "hpack-bomb", "streams_per_s": 10, "references": 100},
+    ]
+    reset, flood = plans[2].measured, plans[3].measured
+    # They write their own HTTP/2 frames on the server's HTTP/2 port: no http2 setting.
+    assert reset["target"] == "http://{host}:{h2c_port}/perf" and "http2" not in reset
+    assert flood["target"].startswith("https://{host}:{tls_port}") and "http2" not in flood
+    check_engine_plans(suite, plans)  # raises at the scenario's line if the engine refuses
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ('transport = "h2c"\n', "", "rapid-reset writes HTTP/2 frames: transport h2 or h2c"),
+        ("header_interval_ms = 5000", "header_interval_ms = 0", "header_interval_ms = 0: the"),
+        ('tls_resume = "off"\n', "", "tls_resume = 'on': the engine refuses it: a handshake"),
+    ],
+)
+def test_an_attack_the_engine_cannot_make_is_refused_at_its_key(
+    contestants_dir, tmp_path, old, new, reason
+):
+    path = tmp_path / "suite.toml"
+    path.write_text(ATTACKS.replace(old, new, 1))
+    with pytest.raises(SuiteError, match=reason):
+        suite = load_suite(path)
+        check_engine_plans(suite, plan_tests(suite, find))

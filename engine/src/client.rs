@@ -85,17 +85,7 @@ impl Client {
         if self.conn.is_some() {
             return Ok(());
         }
-        let options = ConnOptions {
-            source: self.ctx.shared.next_source(),
-            recv_buffer: self.read_pace.map(|pace| pace.rcvbuf),
-            no_delay: self.no_delay,
-        };
-        let began = Instant::now();
-        let pending = self.ctx.ledger.pending::<Connecting>(began);
-        let made = Conn::connect(self.ctx.shared.addr, &options, &self.ctx.ledger).await;
-        pending.done();
-        let conn = made.map_err(|e| ErrorKind::from_connect(&e))?;
-        self.ctx.ledger.connected(began.elapsed());
+        let conn = self.connect().await?;
         if self.stamps {
             conn.enable_stamps().map_err(|e| ErrorKind::from_io(&e))?;
         }
@@ -108,6 +98,22 @@ impl Client {
         Ok(())
     }
 
+    /// A TCP connection made, timed and counted.
+    async fn connect(&self) -> Result<Conn, ErrorKind> {
+        let options = ConnOptions {
+            source: self.ctx.shared.next_source(),
+            recv_buffer: self.read_pace.map(|pace| pace.rcvbuf),
+            no_delay: self.no_delay,
+        };
+        let began = Instant::now();
+        let pending = self.ctx.ledger.pending::<Connecting>(began);
+        let made = Conn::connect(self.ctx.shared.addr, &options, &self.ctx.ledger).await;
+        pending.done();
+        let conn = made.map_err(|e| ErrorKind::from_connect(&e))?;
+        self.ctx.ledger.connected(began.elapsed());
+        Ok(conn)
+    }
+
     /// A new connection (and its TLS, for a TLS target), connected, shaken hands with and
     /// counted as any other, handed over to a protocol that drives it itself (HTTP/2).
     pub async fn new_connection(&mut self) -> Result<(Conn, Option<Tls>), ErrorKind> {
@@ -115,6 +121,19 @@ impl Client {
         self.ensure_conn().await?;
         let conn = self.conn.take().ok_or(ErrorKind::Closed)?;
         Ok((conn, self.tls.take()))
+    }
+
+    /// A new connection on which a TLS handshake is begun and left once the server's
+    /// ServerHello has come (a handshake flood's); the connection is then dropped, no alert
+    /// sent. Within the plan's timeout, as a whole handshake.
+    pub async fn hello_then_leave(&mut self) -> Result<(), ErrorKind> {
+        self.close();
+        let client = self.ctx.shared.plan.tls.as_ref().ok_or(ErrorKind::Other)?;
+        let mut tls = Tls::new(client)?;
+        let conn = self.connect().await?;
+        let limit = Duration::from_millis(self.ctx.shared.plan.plan.timeout_ms);
+        let hello = tokio::time::timeout(limit, tls.server_hello(&conn)).await;
+        Ok(hello.map_err(|_| ErrorKind::TlsHandshakeTimeout)??)
     }
 
     /// The TLS handshake on a connection just made, timed and counted. Its limit is the
@@ -241,6 +260,14 @@ impl Client {
     /// Reads more bytes into the buffer, waiting if none are there; 0 means the peer closed.
     pub async fn fill(&mut self) -> Result<usize, ErrorKind> {
         self.read_more(false).await
+    }
+
+    /// Whether the connection may carry HTTP/2: cleartext (prior knowledge), or TLS whose
+    /// ALPN agreed `h2`.
+    pub fn agreed_h2(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_none_or(|tls| tls.alpn() == Some(b"h2"))
     }
 
     /// Writes `bytes` now if the socket takes them without waiting (a goodbye as the run

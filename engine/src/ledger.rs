@@ -174,6 +174,11 @@ impl Ledger {
         self.steps.step();
     }
 
+    /// `n` HTTP/2 streams opened by the engine's own frames.
+    pub fn streams_opened(&self, n: u64) {
+        self.counters.add(Flow::StreamsOpened, n);
+    }
+
     /// Answer bytes waited `waited` in the kernel before the loop read them.
     pub fn noticed(&self, waited: Duration) {
         self.histograms

@@ -8,6 +8,7 @@ pub mod cli;
 mod client;
 mod conn;
 pub mod emits;
+mod h2frames;
 mod h2watch;
 mod hdr;
 pub mod http;

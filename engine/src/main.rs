@@ -64,8 +64,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let expects_answers = !plan.plan.behaviour.kind().is_attack();
     match run(plan, json) {
-        Ok(summary) if by_hand && summary.attempts.answered == 0 => ExitCode::from(NO_ANSWER),
+        Ok(summary) if by_hand && expects_answers && summary.attempts.answered == 0 => {
+            ExitCode::from(NO_ANSWER)
+        }
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("serverlab-load: {e:#}");

@@ -118,6 +118,11 @@ tally! {
         /// TLS handshakes that resumed an earlier session (a ticket or a session ID).
         #[serde(default)]
         tls_resumed: TlsResumed,
+        /// HTTP/2 streams opened by the engine's own frames (`rapid-reset`, whose every
+        /// stream is reset at once, and `continuation-flood`); an h2 or h2c plan's streams
+        /// are its attempts (`started`).
+        #[serde(default)]
+        streams_opened: StreamsOpened,
     }
 }
 

@@ -121,6 +121,32 @@ impl Session {
         Ok(self.session.handshake_kind() == Some(HandshakeKind::Resumed))
     }
 
+    /// Writes the ClientHello and waits for the first record of the server's answer,
+    /// which must be a handshake record opening with a ServerHello (type 2); a fatal alert
+    /// instead is `tls_alert`, anything else `tls_handshake`. Nothing is given to rustls:
+    /// the handshake is left there (a handshake flood's).
+    pub async fn server_hello(&mut self, conn: &Conn) -> io::Result<()> {
+        self.flush(conn).await?;
+        // A record's header (type, version, length), then its first byte and the next: a
+        // handshake message's type, or an alert's level and description.
+        let mut head = [0u8; 7];
+        let mut got = 0;
+        while got < head.len() {
+            conn.readable().await?;
+            match conn.try_read_with(|socket| (&*socket).read(&mut head[got..])) {
+                Some(Ok(0)) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Some(Ok(n)) => got += n,
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+        }
+        match head {
+            [22, _, _, _, _, 2, _] => Ok(()),
+            [21, ..] => Err(tls_error(rustls::Error::AlertReceived(head[6].into()))),
+            _ => Err(tls_error(rustls::Error::General("no ServerHello".into()))),
+        }
+    }
+
     /// Encrypts and writes all of `data`.
     pub async fn write_all(&mut self, conn: &Conn, data: &[u8]) -> io::Result<()> {
         for piece in data.chunks(SEAL_PIECE) {

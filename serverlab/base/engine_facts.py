@@ -46,6 +46,11 @@ def push_behaviours(facts: dict[str, Any]) -> tuple[str, ...]:
     return tuple(b["name"] for b in facts["behaviours"] if b["push"])
 
 
+def own_h2_frame_behaviours(facts: dict[str, Any]) -> tuple[str, ...]:
+    """The behaviours that write HTTP/2 frames of their own (attacks), with no HTTP/2 setting."""
+    return tuple(b["name"] for b in facts["behaviours"] if b["own_h2_frames"])
+
+
 def own_methods(facts: dict[str, Any]) -> dict[str, str]:
     """Behaviour -> the method it always sends, for those that have one."""
     return {b["name"]: b["method"] for b in facts["behaviours"] if b["method"]}

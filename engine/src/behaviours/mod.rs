@@ -8,8 +8,10 @@
 
 mod h2plain;
 mod h2push;
+mod held;
 mod plain;
 mod push;
+mod rawh2;
 
 use std::time::{Duration, Instant};
 

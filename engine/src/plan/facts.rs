@@ -73,6 +73,7 @@ pub(super) fn behaviour<S: JsonSchema>(spec: BehaviourSpec) -> Value {
         "tls": !kind.is_datagram(),
         "h2": h2,
         "streams": h2 && !kind.new_connection_each(),
+        "own_h2_frames": kind.writes_h2_frames(),
         "keys": keys,
     })
 }

@@ -55,7 +55,9 @@ impl Plan {
         if self.behaviour.kind().is_endless() && matches!(stop, Some(Stop::Requests(_))) {
             found.0.push(PlanError::Contradiction(
                 "duration_s",
-                "a comet stream without duration_ms never ends: give -d, not -n".into(),
+                "this behaviour holds its connections until the run ends (a stream without \
+                 duration_ms, an attack): give -d, not -n"
+                    .into(),
             ));
         }
         self.check_bounds(&mut found);
@@ -149,7 +151,17 @@ impl Plan {
                 "tls",
                 "syslog over UDP stays cleartext: use a tls:// target for RFC 5425",
             ),
+            (Some(spec), true) if spec.resume && self.behaviour.kind().full_tls_handshakes() => {
+                refuse(
+                    "tls",
+                    "a handshake flood makes full handshakes: give tls resume off (--tls-resume off)",
+                )
+            }
             (Some(spec), true) => spec.check(),
+            (None, false) if self.behaviour.kind().full_tls_handshakes() => refuse(
+                "target",
+                "a handshake flood needs a TLS target (https://)",
+            ),
             (None, false) => Ok(()),
         }
     }
@@ -168,9 +180,9 @@ impl Plan {
 
     /// The protocols offered by ALPN: `h2` alone for HTTP/2 over TLS, else none.
     fn alpn(&self) -> &'static [&'static [u8]] {
-        match &self.http2 {
-            Some(_) => &[b"h2"],
-            None => &[],
+        match self.http2.is_some() || self.behaviour.kind().writes_h2_frames() {
+            true => &[b"h2"],
+            false => &[],
         }
     }
 
@@ -500,6 +512,55 @@ mod tests {
         let fields: Vec<&str> = errors.0.iter().map(|e| e.field()).collect();
         assert_eq!(fields, ["timeout_ms", "behaviour", "headers"], "{errors}");
         assert_eq!(errors.to_string().lines().count(), 3, "one line each");
+    }
+
+    #[test]
+    fn an_attack_is_held_to_the_plans_bounds_and_its_targets_rules() {
+        let attack = |target: &str, stop: serde_json::Value, behaviour: serde_json::Value| {
+            let mut json = json!({"target": target, "behaviour": behaviour});
+            json.as_object_mut()
+                .unwrap()
+                .extend(stop.as_object().unwrap().clone());
+            plan(json).map(|_| ())
+        };
+        let (lasting, counted) = (json!({"duration_s": 1.0}), json!({"requests": 10}));
+        let loris = json!({"kind": "slowloris", "interval_ms": 100});
+        let reset = json!({"kind": "rapid-reset", "streams_per_s": 100});
+        assert!(attack("http://127.0.0.1:1/", lasting.clone(), loris.clone()).is_ok());
+        // Held until the run ends: a run of a count would never end.
+        let held = attack("http://127.0.0.1:1/", counted, loris.clone());
+        assert_eq!(held.unwrap_err().field(), "duration_s");
+        // Only loopback or an allowed host, as every behaviour.
+        let off = attack("http://192.0.2.1:80/", lasting.clone(), reset.clone());
+        assert_eq!(off.unwrap_err().field(), "target");
+        // Its own HTTP/2 frames: no http2 setting beside them.
+        let both = plan(json!({"target": "http://127.0.0.1:1/", "duration_s": 1.0,
+            "behaviour": reset, "http2": {"mode": "h2c"}}));
+        assert!(both
+            .unwrap_err()
+            .to_string()
+            .contains("frames of their own"));
+        let over = json!({"kind": "rapid-reset", "streams_per_s": 2_000_000});
+        let refused = attack("http://127.0.0.1:1/", lasting, over).unwrap_err();
+        assert_eq!(refused.field(), "behaviour");
+    }
+
+    #[test]
+    fn a_handshake_flood_needs_a_tls_target_whose_sessions_do_not_resume() {
+        let flood = |target: &str, tls: serde_json::Value| {
+            let mut json = json!({"target": target, "duration_s": 1.0,
+                "behaviour": {"kind": "handshake-flood", "abandon": "finished"}});
+            if !tls.is_null() {
+                json["tls"] = tls;
+            }
+            plan(json).map(|_| ())
+        };
+        let fresh = json!({"insecure": true, "resume": false});
+        assert!(flood("https://127.0.0.1:1/", fresh).is_ok());
+        let resumed = flood("https://127.0.0.1:1/", json!({"insecure": true}));
+        assert_eq!(resumed.unwrap_err().field(), "tls");
+        let clear = flood("http://127.0.0.1:1/", serde_json::Value::Null);
+        assert_eq!(clear.unwrap_err().field(), "target");
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl Summary {
 
     /// The first line when no attempt was answered: the rates below are zero, not slow.
     fn human_no_answer(&self) -> String {
-        if self.attempts.answered > 0 {
+        if self.attempts.answered > 0 || self.plan.behaviour.kind().is_attack() {
             return String::new();
         }
         let kinds: Vec<String> = ErrorKind::ALL

@@ -44,4 +44,5 @@ pub use types::IntervalLine;
 /// 9: interval lines carry the push emit cycles whose deliveries they received, `cycles`
 /// (per event and seq: deliveries, the server's total, created, the longest delay), and
 /// `cycles_unlisted`, so that a reader follows cycles as they happen.
-pub const OUTPUT_VERSION: u32 = 9;
+/// 10: the summary's `streams_opened` (the HTTP/2 attacks' streams, issue 35).
+pub const OUTPUT_VERSION: u32 = 10;

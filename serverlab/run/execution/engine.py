@@ -31,7 +31,8 @@ from serverlab.results.report import hdr
 # From 8 on, emit lines come as their cycles settle, and a cycle may have several lines
 # (a delivery after its line was printed): `EngineRun` adds them up into one.
 # From 9 on, interval lines list the push cycles whose deliveries they received (`cycles`).
-OUTPUT_VERSION = 9
+# From 10 on, the summary counts the streams the HTTP/2 attacks open (`streams_opened`).
+OUTPUT_VERSION = 10
 # Sampled places an emit line holds at most (the engine's `emits::MAX_PLACES`).
 MAX_PLACES = 200
 # How long an engine named on the command line may take to say its version.

@@ -35,6 +35,7 @@ from serverlab.run.plan.suite import (
     CAPACITY,
     CLEAR,
     HTTP2_TRANSPORTS,
+    OWN_H2_FRAMES,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,
@@ -198,7 +199,7 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             "resume": settings["tls_resume"] == "on",
             "group": settings["tls_group"],
         }
-    if p.get("transport") in HTTP2_TRANSPORTS:
+    if p.get("transport") in HTTP2_TRANSPORTS and p["behaviour"] not in OWN_H2_FRAMES:
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     return plan
@@ -310,6 +311,7 @@ PLAN_FIELD_TO_SUITE_KEYS = {
     "target": ("path", "syslog_transport"),
     "paths": ("files",),
     "behaviour": (*behaviour_suite_keys(FACTS), "behaviour"),
+    "tls": ("tls_resume", "transport"),
     "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
 }
 

@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serverlab.base import capacity, tomltext
-from serverlab.base.engine_facts import FACTS, behaviour_paths, behaviour_suite_keys
+from serverlab.base.engine_facts import (
+    FACTS,
+    behaviour_paths,
+    behaviour_suite_keys,
+    own_h2_frame_behaviours,
+)
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE, KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
@@ -29,6 +34,9 @@ if TYPE_CHECKING:
 
 # Behaviour -> the path its requests go to when a scenario names none, as the engine says.
 BEHAVIOURS = behaviour_paths(FACTS)
+# Attacks that write HTTP/2 frames of their own: on the server's HTTP/2 port (transport h2
+# or h2c), with no HTTP/2 setting in the engine's plan.
+OWN_H2_FRAMES = own_h2_frame_behaviours(FACTS)
 
 SUITE_KEYS = {
     "name",
@@ -871,6 +879,10 @@ class _ScenarioContext:
                 raise self.fail(key, f"{key} must be one of {', '.join(allowed)}")
             if key in p and not speaks_tls(p):
                 raise self.fail(key, f"{key} applies to TLS tests only (transport tls or h2)")
+        if p["behaviour"] in OWN_H2_FRAMES and transport not in HTTP2_TRANSPORTS:
+            raise self.fail(
+                "transport", f"{p['behaviour']} writes HTTP/2 frames: transport h2 or h2c"
+            )
         if "streams" in p and transport not in HTTP2_TRANSPORTS:
             raise self.fail("streams", "streams applies to HTTP/2 tests only (transport h2 or h2c)")
         if p.get("streams", 1) < 1:

@@ -85,6 +85,20 @@ pub trait Kind {
     fn suite_keys(&self) -> &'static [SuiteKey] {
         &[]
     }
+    /// An attack (issue 35): its connections are held, reset or cut, so a run of none
+    /// answered is no failure (no `NO ANSWER`, exit code 0).
+    fn is_attack(&self) -> bool {
+        false
+    }
+    /// Makes full TLS handshakes: needs a TLS target whose sessions do not resume.
+    fn full_tls_handshakes(&self) -> bool {
+        false
+    }
+    /// Writes HTTP/2 frames of its own (no `http2` setting: h2c with prior knowledge on an
+    /// `http://` target, ALPN `h2` over TLS).
+    fn writes_h2_frames(&self) -> bool {
+        false
+    }
 }
 
 /// A behaviour's command-line flags (clap's, flattened into the engine's own) and the spec
@@ -196,6 +210,24 @@ macro_rules! with_kinds {
             SlowReader(SlowReaderSpec, SlowReaderFlags) in slow_reader,
             /// Syslog messages numbered from `seq_start` on; one message counts as one request.
             Syslog(SyslogSpec, SyslogFlags) in syslog,
+            /// Slowloris: a request's header lines trickled, one every `interval_ms`, the
+            /// header section never ended.
+            Slowloris(SlowlorisSpec, SlowlorisFlags) in slowloris,
+            /// Connections opened and left: nothing sent, each held until the run ends.
+            Idle(IdleSpec, IdleFlags) in idle,
+            /// HTTP/2 Rapid Reset (CVE-2023-44487): streams opened with HEADERS and reset at
+            /// once with RST_STREAM(CANCEL), `streams_per_s` a connection, each connection
+            /// carrying `streams_per_connection`.
+            RapidReset(RapidResetSpec, RapidResetFlags) in rapid_reset,
+            /// HTTP/2 CONTINUATION flood: a request's header block never ended, CONTINUATION
+            /// frames of `frame_bytes` written `frames_per_s` a connection.
+            ContinuationFlood(ContinuationFloodSpec, ContinuationFloodFlags) in continuation_flood,
+            /// TLS handshake flood: full handshakes on new connections, each abandoned after
+            /// the ServerHello or after the Finished (`abandon`).
+            HandshakeFlood(HandshakeFloodSpec, HandshakeFloodFlags) in handshake_flood,
+            /// HPACK bomb: requests referencing one stored ~4 KB header field `references`
+            /// times each, `streams_per_s` a connection.
+            HpackBomb(HpackBombSpec, HpackBombFlags) in hpack_bomb,
         }
     };
 }
