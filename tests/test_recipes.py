@@ -1,8 +1,9 @@
 """The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
 folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
-`SCENARIO_FIELDS`), `plan/validate.rs` `check_pacer`) is in that file. A rename that
-leaves a recipe pointing at nothing fails here. Three recipes are followed in a scratch
-copy: engine/src/README.md's behaviour, which must then build; serverlab/README.md's verify
+`SCENARIO_FIELDS`), `plan/pacer/mod.rs` `with_pacers!`) is in that file. A rename that
+leaves a recipe pointing at nothing fails here. Four recipes are followed in a scratch
+copy: engine/src/README.md's behaviour, which must then build, and its pacer, which must
+then build and keep the engine's layers; serverlab/README.md's verify
 case, which `verify` must then run and judge; and its figure, which the report of the golden
 database must then show."""
 
@@ -132,13 +133,8 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def test_a_behaviour_planted_by_the_engines_recipe_builds(tmp_path):
-    engine = REPO_ROOT / "engine"
-    for name in ("Cargo.toml", "Cargo.lock"):
-        shutil.copy(engine / name, tmp_path / name)
-    src = tmp_path / "src"
-    shutil.copytree(engine / "src", src)
-    # The recipe: the spec's file, its line in with_kinds!, its loop's file, its arm in
-    # not_carried.
+    src = scratch_engine(tmp_path)
+    # The recipe: the spec's file, its line in with_kinds!, its loop's file.
     (src / "plan/behaviour/sample.rs").write_text(SAMPLE_SPEC)
     edit(
         src / "plan/behaviour/mod.rs",
@@ -147,17 +143,96 @@ def test_a_behaviour_planted_by_the_engines_recipe_builds(tmp_path):
         "            /// Planted.\n            Sample(SampleSpec, NoFlags) in sample,\n",
     )
     (src / "behaviours/sample.rs").write_text(SAMPLE_LOOP)
-    edit(src / "plan/http2_check.rs", "B::Syslog(_) =>", "B::Syslog(_) | B::Sample(_) =>")
-    # The engine's own target folder: its dependencies are built there already; the
-    # copy, at another path, is a crate of its own in it.
+    assert_builds(tmp_path)
+
+
+def scratch_engine(tmp_path: Path) -> Path:
+    """A copy of the engine's sources and lock file in `tmp_path`; its src folder."""
+    engine = REPO_ROOT / "engine"
+    for name in ("Cargo.toml", "Cargo.lock"):
+        shutil.copy(engine / name, tmp_path / name)
+    shutil.copytree(engine / "src", tmp_path / "src")
+    return tmp_path / "src"
+
+
+def assert_builds(crate: Path) -> None:
+    """The scratch copy at `crate` builds, in the engine's own target folder: its
+    dependencies are built there already; the copy, at another path, is a crate of its own
+    in it."""
     done = subprocess.run(
-        ["cargo", "check", "--release", "--locked", "--target-dir", str(engine / "target")],
-        cwd=tmp_path,
+        [
+            "cargo",
+            "check",
+            "--release",
+            "--locked",
+            "--target-dir",
+            str(REPO_ROOT / "engine/target"),
+        ],
+        cwd=crate,
         capture_output=True,
         text=True,
         timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+SAMPLE_PACER = """//! Plan stage: a pacer planted by tests/test_recipes.py: one client.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Clients, Pace, PaceFlags, PacerSpec, PlanView, Share};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SampleSpec {}
+
+impl Pace for SampleSpec {
+    fn latency_bound(&self, plan: &PlanView) -> bool {
+        plan.connections == 1
+    }
+    fn concurrency(&self, _: &PlanView) -> Option<u64> {
+        Some(1)
+    }
+    fn clients(&self, _: &PlanView, share: &Share) -> Clients {
+        Clients::back_to_back(share.mine(1).map(|_| share.start))
+    }
+}
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SampleFlags {
+    /// Planted
+    #[arg(long)]
+    pub sample: bool,
+}
+
+impl PaceFlags for SampleFlags {
+    const NAME: &'static str = "--sample";
+    fn spec(&self) -> Option<PacerSpec> {
+        self.sample.then_some(PacerSpec::Sample(SampleSpec {}))
+    }
+}
+"""
+
+
+def test_a_pacer_planted_by_the_engines_recipe_builds_and_keeps_the_layers(tmp_path):
+    src = scratch_engine(tmp_path)
+    # The recipe: the spec's file and its line in with_pacers!.
+    (src / "plan/pacer/sample.rs").write_text(SAMPLE_PACER)
+    edit(
+        src / "plan/pacer/mod.rs",
+        "            Users(UsersSpec, UsersFlags) in users,\n",
+        "            Users(UsersSpec, UsersFlags) in users,\n"
+        "            /// Planted.\n            Sample(SampleSpec, SampleFlags) in sample,\n",
+    )
+    layers = subprocess.run(
+        [sys.executable, REPO_ROOT / "scripts/engine-layers", src, REPO_ROOT / "engine/LAYERS"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert layers.returncode == 0, layers.stdout
+    assert_builds(tmp_path)
 
 
 PLANTED_CASES = """

@@ -183,7 +183,7 @@ fn spawn_slots<B: Behaviour + 'static>(
         start: shared.start,
         end: shared.end,
     };
-    match plan.pacer.pace().clients(plan, &share) {
+    match plan.pacer.pace().clients(&plan.view(), &share) {
         Clients::Slots(pacers) => pacers
             .into_iter()
             .map(|pacer| tokio::task::spawn_local(slot_loop(ctx.clone(), behaviour.clone(), pacer)))

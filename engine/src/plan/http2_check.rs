@@ -33,7 +33,7 @@ impl Http2Spec {
         if self.streams > 1 && kind.new_connection_each() {
             refuse("streams > 1 needs kept-alive connections: a new connection carries one stream");
         }
-        let paced = plan.pacer.pace().fills_connections(plan);
+        let paced = plan.pacer.pace().fills_connections(&plan.view());
         if self.streams > 1 && !paced {
             refuse("streams > 1 needs a closed loop or an open loop over a kept-alive pool");
         }

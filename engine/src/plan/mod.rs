@@ -3,7 +3,8 @@
 //! each pacer holds, implies and must keep, `behaviour` the same of each behaviour (a file
 //! per pacer or behaviour), `parse` reads one, `validate` judges it into a
 //! `ValidPlan` with the rules `serverlab-load --check` applies (HTTP/2's in `http2_check`, the
-//! bounds in `limits`). No two of these files use each other (`scripts/engine-layers`).
+//! bounds in `limits`). No two of these files use each other (`scripts/engine-layers`):
+//! `types` and `validate` ask the pacers, which read a plan only through a `PlanView`.
 
 mod behaviour;
 mod duration;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BehaviourSpec, Http2Spec, PacerSpec, TlsSpec};
+use super::{BehaviourSpec, Http2Spec, PacerSpec, PlanView, TlsSpec};
 
 /// A plan as written in a plan file (JSON). Every field but `target` has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -182,7 +182,7 @@ impl Plan {
     /// connection at a time, from a handful of connections, or in an open loop at a low rate.
     /// The engine's own wake-up latency would be a large share of what such plans measure.
     pub fn latency_bound(&self) -> bool {
-        self.behaviour.kind().is_bare_request() && self.pacer.pace().latency_bound(self)
+        self.behaviour.kind().is_bare_request() && self.pacer.pace().latency_bound(&self.view())
     }
 
     /// Whether the epoll clients ask the kernel to stamp arrivals: a latency-bound plan's
@@ -201,7 +201,7 @@ impl Plan {
     /// How many clients run at once; `None` when each open-loop arrival is a client of its
     /// own, without bound.
     pub fn concurrency(&self) -> Option<u64> {
-        self.pacer.pace().concurrency(self)
+        self.pacer.pace().concurrency(&self.view())
     }
 
     /// Requests each scheduled arrival makes: an arrival of a pooled open loop is one
@@ -211,6 +211,20 @@ impl Plan {
             1
         } else {
             self.pacer.pace().calls_per_connection()
+        }
+    }
+
+    /// What the pacer reads of this plan: `is_pooled` and `calls_per_arrival` ask the
+    /// pacer themselves, so they are answered here, before it is asked the rest.
+    pub fn view(&self) -> PlanView {
+        PlanView {
+            connections: self.connections,
+            requests: self.requests,
+            duration_s: self.duration_s,
+            streams: self.streams(),
+            pooled: self.is_pooled(),
+            calls_per_arrival: self.calls_per_arrival(),
+            new_connection_each: self.behaviour.kind().new_connection_each(),
         }
     }
 

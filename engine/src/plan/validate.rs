@@ -62,7 +62,7 @@ impl Plan {
         }
         self.check_bounds(&mut found);
         self.check_counts(&mut found);
-        found.add(self.pacer.pace().check(self));
+        found.add(self.pacer.pace().check(&self.view()));
         if let Some(stop) = stop {
             found.add(self.check_offset(stop));
         }
@@ -289,7 +289,7 @@ impl Plan {
     }
 
     fn checked_stop(&self) -> Result<Stop, PlanError> {
-        if let Some(own) = self.pacer.pace().own_stop(self) {
+        if let Some(own) = self.pacer.pace().own_stop(&self.view()) {
             return own.map(Stop::Duration);
         }
         match (self.requests, self.duration_s) {
@@ -316,7 +316,7 @@ impl Plan {
                 .push(PlanError::NotPositive("interval_ms", "interval"));
         }
         // Open-loop arrivals with connections of their own and users ignore `connections`.
-        if self.pacer.pace().fills_connections(self) && self.connections == 0 {
+        if self.pacer.pace().fills_connections(&self.view()) && self.connections == 0 {
             found
                 .0
                 .push(PlanError::NotPositive("connections", "connection count"));
@@ -798,6 +798,34 @@ mod tests {
             let err = open(bad, seconds.clone()).unwrap_err();
             assert_eq!(err.field(), "pacer", "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn users_pacer_derives_its_duration() {
+        let p = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
+        .unwrap();
+        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
+        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
+            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
+        .unwrap_err();
+        assert_eq!(negative_hold.field(), "pacer");
+        assert!(
+            negative_hold.to_string().contains("hold_s = -1"),
+            "{negative_hold}"
+        );
+    }
+
+    #[test]
+    fn a_users_offset_lies_inside_ramp_up_and_hold() {
+        let users = |offset_s: f64| {
+            plan(
+                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
+                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
+            )
+        };
+        users(1.5).expect("inside ramp_up_s + hold_s");
+        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Clients, Pace, PaceFlags, PacerSpec, Share, FEW_CONNECTIONS};
-use crate::plan::{Plan, PlanError};
+use super::{Clients, Pace, PaceFlags, PacerSpec, PlanView, Share, FEW_CONNECTIONS};
+use crate::plan::PlanError;
 
 // Pacers without settings are empty structs, not unit variants, so that a setting given to
 // a pacer that takes none (`rate` for `closed`) is refused rather than silently dropped:
@@ -15,7 +15,7 @@ use crate::plan::{Plan, PlanError};
 pub struct ClosedSpec {}
 
 impl Pace for ClosedSpec {
-    fn check(&self, plan: &Plan) -> Result<(), PlanError> {
+    fn check(&self, plan: &PlanView) -> Result<(), PlanError> {
         match plan.requests {
             Some(n) if n < plan.connections => Err(PlanError::Contradiction(
                 "connections",
@@ -27,21 +27,21 @@ impl Pace for ClosedSpec {
             _ => Ok(()),
         }
     }
-    fn fills_connections(&self, _: &Plan) -> bool {
+    fn fills_connections(&self, _: &PlanView) -> bool {
         true
     }
     fn suits_io_uring(&self) -> bool {
         true
     }
-    fn latency_bound(&self, plan: &Plan) -> bool {
+    fn latency_bound(&self, plan: &PlanView) -> bool {
         plan.connections <= FEW_CONNECTIONS
     }
-    fn concurrency(&self, plan: &Plan) -> Option<u64> {
-        Some(plan.connections * plan.streams())
+    fn concurrency(&self, plan: &PlanView) -> Option<u64> {
+        Some(plan.connections * plan.streams)
     }
-    fn clients(&self, plan: &Plan, share: &Share) -> Clients {
+    fn clients(&self, plan: &PlanView, share: &Share) -> Clients {
         // HTTP/2: `streams` clients to each connection (1 otherwise).
-        let slots = share.mine(plan.connections).flat_map(|_| 0..plan.streams());
+        let slots = share.mine(plan.connections).flat_map(|_| 0..plan.streams);
         Clients::back_to_back(slots.map(|_| share.start))
     }
 }

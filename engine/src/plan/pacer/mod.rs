@@ -6,20 +6,39 @@
 //!
 //! Adding a pacer: its file here and one line in `with_pacers!` below, the one list the
 //! plan's enum, the command line and the worker's dispatch are made from.
+//!
+//! A pacer reads the rest of its plan through a `PlanView` only: the plan's types
+//! (`super::types`) and rules (`super::validate`) use the pacers, so the pacers use neither.
 
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Plan, PlanError};
+use super::PlanError;
 use crate::pacer::{BackToBack, Pacer, RateCurve, Scheduled};
+
+/// What a pacer reads of the rest of its plan, made by `Plan::view` (`super::types`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanView {
+    pub connections: u64,
+    pub requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    /// Streams each connection carries at once (`Plan::streams`).
+    pub streams: u64,
+    /// An open loop over a pool of kept-alive connections (`Plan::is_pooled`).
+    pub pooled: bool,
+    /// Requests each scheduled arrival makes (`Plan::calls_per_arrival`).
+    pub calls_per_arrival: u64,
+    /// Whether the behaviour opens a new connection for each request.
+    pub new_connection_each: bool,
+}
 
 /// What a plan may ask of a pacer, each answered by its spec. Defaults are what a pacer
 /// with no schedule of its own is: back to back, from `connections` slots, no length.
 pub trait Pace {
     /// The rule this pacer's settings break (with the rest of the plan), if any.
-    fn check(&self, _plan: &Plan) -> Result<(), PlanError> {
+    fn check(&self, _plan: &PlanView) -> Result<(), PlanError> {
         Ok(())
     }
     /// Arrivals on a schedule, latency timed from the intended send time.
@@ -55,11 +74,11 @@ pub trait Pace {
         None
     }
     /// The run's length when the pacer sets it, refused when the plan sets one too.
-    fn own_stop(&self, _plan: &Plan) -> Option<Result<Duration, PlanError>> {
+    fn own_stop(&self, _plan: &PlanView) -> Option<Result<Duration, PlanError>> {
         None
     }
     /// Whether `connections` is the number of connections kept busy, so must be positive.
-    fn fills_connections(&self, _plan: &Plan) -> bool {
+    fn fills_connections(&self, _plan: &PlanView) -> bool {
         false
     }
     /// Whether the io_uring loop can pace it: slots back to back from the start.
@@ -75,11 +94,11 @@ pub trait Pace {
         None
     }
     /// Whether so few clients (or so low a rate) run that response time is the point.
-    fn latency_bound(&self, plan: &Plan) -> bool;
+    fn latency_bound(&self, plan: &PlanView) -> bool;
     /// How many clients run at once; `None` when each arrival is a client of its own.
-    fn concurrency(&self, plan: &Plan) -> Option<u64>;
+    fn concurrency(&self, plan: &PlanView) -> Option<u64>;
     /// One worker's share of the clients, each with its clock.
-    fn clients(&self, plan: &Plan, share: &Share) -> Clients;
+    fn clients(&self, plan: &PlanView, share: &Share) -> Clients;
 }
 
 /// `connections` when neither the plan nor its pacer says.

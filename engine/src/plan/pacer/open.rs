@@ -6,9 +6,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{seconds_of, Clients, Pace, PaceFlags, PacerSpec, Share, LOW_RATE};
+use super::{seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Share, LOW_RATE};
 use crate::pacer::{Pacer, RateCurve, Scheduled};
-use crate::plan::{Plan, PlanError};
+use crate::plan::PlanError;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -29,7 +29,7 @@ fn default_calls() -> u64 {
 }
 
 impl Pace for OpenSpec {
-    fn check(&self, plan: &Plan) -> Result<(), PlanError> {
+    fn check(&self, plan: &PlanView) -> Result<(), PlanError> {
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(PlanError::NotPositive("pacer", "rate"));
         }
@@ -42,7 +42,7 @@ impl Pace for OpenSpec {
                 return Err(PlanError::NotPositive("pacer", "ramp_to_rate and ramp_s"));
             }
         }
-        if plan.is_pooled() && plan.connections as f64 > self.peak() * 60.0 {
+        if plan.pooled && plan.connections as f64 > self.peak() * 60.0 {
             return Err(PlanError::Contradiction(
                 "connections",
                 "each pooled connection would wait over a minute between requests; lower -c"
@@ -81,25 +81,25 @@ impl Pace for OpenSpec {
             },
         })
     }
-    fn fills_connections(&self, plan: &Plan) -> bool {
-        plan.is_pooled()
+    fn fills_connections(&self, plan: &PlanView) -> bool {
+        plan.pooled
     }
-    fn latency_bound(&self, _: &Plan) -> bool {
+    fn latency_bound(&self, _: &PlanView) -> bool {
         self.peak() <= LOW_RATE
     }
-    fn concurrency(&self, plan: &Plan) -> Option<u64> {
-        plan.is_pooled()
-            .then(|| plan.connections * plan.streams())
+    fn concurrency(&self, plan: &PlanView) -> Option<u64> {
+        plan.pooled
+            .then(|| plan.connections * plan.streams)
     }
-    fn clients(&self, plan: &Plan, share: &Share) -> Clients {
+    fn clients(&self, plan: &PlanView, share: &Share) -> Clients {
         let curve = self.curve().unwrap_or(RateCurve::fixed(self.rate));
-        if !plan.is_pooled() {
+        if !plan.pooled {
             let pacer = Scheduled::new(share.start, curve, share.index, share.threads, share.end);
-            let calls = plan.calls_per_arrival();
+            let calls = plan.calls_per_arrival;
             return Clients::Arrivals { pacer, calls };
         }
         // A pool's slots take the schedule's arrivals in turn, `streams` to a connection.
-        let (pool, streams) = (plan.connections, plan.streams());
+        let (pool, streams) = (plan.connections, plan.streams);
         let slots = share
             .mine(pool)
             .flat_map(|connection| (0..streams).map(move |k| connection * streams + k))

@@ -4,15 +4,15 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Clients, Pace, PaceFlags, PacerSpec, Share};
-use crate::plan::{Plan, PlanError};
+use super::{Clients, Pace, PaceFlags, PacerSpec, PlanView, Share};
+use crate::plan::PlanError;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SequentialSpec {}
 
 impl Pace for SequentialSpec {
-    fn check(&self, plan: &Plan) -> Result<(), PlanError> {
+    fn check(&self, plan: &PlanView) -> Result<(), PlanError> {
         if plan.connections != 1 {
             return Err(PlanError::Contradiction(
                 "connections",
@@ -22,7 +22,7 @@ impl Pace for SequentialSpec {
                 ),
             ));
         }
-        if !plan.behaviour.kind().new_connection_each() {
+        if !plan.new_connection_each {
             return Err(PlanError::Contradiction(
                 "behaviour",
                 "sequential pacing opens one connection per request: use --new-connection".into(),
@@ -43,13 +43,13 @@ impl Pace for SequentialSpec {
     fn clients_label(&self) -> Option<String> {
         Some("1 connection at a time".into())
     }
-    fn latency_bound(&self, _: &Plan) -> bool {
+    fn latency_bound(&self, _: &PlanView) -> bool {
         true
     }
-    fn concurrency(&self, _: &Plan) -> Option<u64> {
+    fn concurrency(&self, _: &PlanView) -> Option<u64> {
         Some(1)
     }
-    fn clients(&self, _: &Plan, share: &Share) -> Clients {
+    fn clients(&self, _: &PlanView, share: &Share) -> Clients {
         Clients::back_to_back(share.mine(1).map(|_| share.start))
     }
 }

@@ -6,9 +6,11 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{seconds_of, Clients, Pace, PaceFlags, PacerSpec, Share, FEW_CONNECTIONS};
+use super::{
+    seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Share, FEW_CONNECTIONS,
+};
 use crate::pacer::user_start;
-use crate::plan::{Plan, PlanError};
+use crate::plan::PlanError;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -21,7 +23,7 @@ pub struct UsersSpec {
 }
 
 impl Pace for UsersSpec {
-    fn check(&self, _: &Plan) -> Result<(), PlanError> {
+    fn check(&self, _: &PlanView) -> Result<(), PlanError> {
         match self.users {
             0 => Err(PlanError::NotPositive("users", "users")),
             _ => Ok(()),
@@ -36,19 +38,19 @@ impl Pace for UsersSpec {
     fn users(&self) -> Option<u64> {
         Some(self.users)
     }
-    fn own_stop(&self, plan: &Plan) -> Option<Result<Duration, PlanError>> {
+    fn own_stop(&self, plan: &PlanView) -> Option<Result<Duration, PlanError>> {
         Some(self.stop(plan))
     }
     fn clients_label(&self) -> Option<String> {
         Some(format!("{} user(s)", self.users))
     }
-    fn latency_bound(&self, _: &Plan) -> bool {
+    fn latency_bound(&self, _: &PlanView) -> bool {
         self.users <= FEW_CONNECTIONS
     }
-    fn concurrency(&self, _: &Plan) -> Option<u64> {
+    fn concurrency(&self, _: &PlanView) -> Option<u64> {
         Some(self.users)
     }
-    fn clients(&self, _: &Plan, share: &Share) -> Clients {
+    fn clients(&self, _: &PlanView, share: &Share) -> Clients {
         let ramp = Duration::from_secs_f64(self.ramp_up_s);
         let offset = Duration::from_secs_f64(self.offset_s);
         let starts = share
@@ -60,7 +62,7 @@ impl Pace for UsersSpec {
 
 impl UsersSpec {
     /// The run lasts `ramp_up_s + hold_s`, which the plan must not restate.
-    fn stop(&self, plan: &Plan) -> Result<Duration, PlanError> {
+    fn stop(&self, plan: &PlanView) -> Result<Duration, PlanError> {
         if plan.requests.is_some() || plan.duration_s.is_some() {
             return Err(PlanError::Contradiction(
                 "pacer",
@@ -109,7 +111,6 @@ impl PaceFlags for UsersFlags {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{chosen, from_json};
-    use crate::plan::{Plan, PlanError, Stop, ValidPlan};
     use serde_json::json;
 
     /// `--users` and its settings' flags make the spec a plan file makes from the same
@@ -132,40 +133,5 @@ mod tests {
         for flags in [["--ramp-up", "1s"], ["--hold", "1s"]] {
             assert!(chosen(&flags).is_err(), "{flags:?} without --users");
         }
-    }
-
-    fn plan(json: serde_json::Value) -> Result<ValidPlan, PlanError> {
-        Plan::from_value(json).unwrap().validate().map_err(|mut e| {
-            assert_eq!(e.0.len(), 1, "one refusal expected: {e}");
-            e.0.remove(0)
-        })
-    }
-
-    #[test]
-    fn users_pacer_derives_its_duration() {
-        let p = plan(json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 10, "ramp_up_s": 1.0, "hold_s": 2.0}}))
-        .unwrap();
-        assert_eq!(p.stop, Stop::Duration(std::time::Duration::from_secs(3)));
-        let negative_hold = plan(json!({"target": "http://127.0.0.1:1/",
-            "pacer": {"kind": "users", "users": 3, "ramp_up_s": 12.0, "hold_s": -1.0}}))
-        .unwrap_err();
-        assert_eq!(negative_hold.field(), "pacer");
-        assert!(
-            negative_hold.to_string().contains("hold_s = -1"),
-            "{negative_hold}"
-        );
-    }
-
-    #[test]
-    fn a_users_offset_lies_inside_ramp_up_and_hold() {
-        let users = |offset_s: f64| {
-            plan(
-                json!({"target": "http://127.0.0.1:1/", "pacer": {"kind": "users",
-                "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0, "offset_s": offset_s}}),
-            )
-        };
-        users(1.5).expect("inside ramp_up_s + hold_s");
-        assert_eq!(users(2.0).unwrap_err().field(), "pacer");
     }
 }
