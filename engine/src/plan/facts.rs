@@ -9,56 +9,27 @@ use serde_json::{json, Value};
 
 use super::{BehaviourSpec, PacerFlags, PacerSpec};
 
-/// A suite key and the plan key it sets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SuiteKey {
-    /// The key a suite's scenario writes (`longpoll_duration_ms`).
-    pub suite: &'static str,
-    /// The spec's key it sets (`duration_ms`; `publish.every_ms` inside an object).
-    pub plan: &'static str,
-    /// Whether the planner makes the plan key's value from the suite key's (a read rate into
-    /// a read interval) rather than passing it as is.
-    pub derived: bool,
-}
-
-impl SuiteKey {
-    /// A suite key passed to the plan as is.
-    pub const fn same(suite: &'static str, plan: &'static str) -> SuiteKey {
-        SuiteKey {
-            suite,
-            plan,
-            derived: false,
-        }
-    }
-    /// A suite key the planner turns into the plan key.
-    pub const fn derived(suite: &'static str, plan: &'static str) -> SuiteKey {
-        SuiteKey {
-            suite,
-            plan,
-            derived: true,
-        }
-    }
-}
-
 /// Every behaviour's and pacer's facts, as the JSON `--print-facts` prints.
 pub fn engine_facts() -> String {
     let facts = json!({
-        "behaviours": BehaviourSpec::facts(),
+        "behaviours": BehaviourSpec::defaults()
+            .into_iter()
+            .map(|(spec, schema)| behaviour(spec, &schema))
+            .collect::<Vec<_>>(),
         "pacers": pacer_facts(),
     });
     serde_json::to_string_pretty(&facts).unwrap_or_default() + "\n"
 }
 
 /// The facts of one behaviour, asked of its spec with its default settings.
-pub(super) fn behaviour<S: JsonSchema>(spec: BehaviourSpec) -> Value {
-    let schema = schema_of::<S>();
+fn behaviour(spec: BehaviourSpec, schema: &Value) -> Value {
     let kind = spec.kind();
     let h2 = kind.http2_refusal().is_none();
     let keys: Vec<Value> = kind
         .suite_keys()
         .iter()
         .map(|key| {
-            let (ty, default) = key_type(&schema, &schema, key.plan);
+            let (ty, default) = key_type(schema, schema, key.plan);
             json!({"suite": key.suite, "plan": key.plan, "type": ty, "default": default,
                    "derived": key.derived})
         })

@@ -171,10 +171,14 @@ macro_rules! kinds {
                     $(BehaviourSpec::$variant(spec) => spec,)*
                 }
             }
-            /// Every behaviour's facts (`--print-facts`), of its default settings, in the
-            /// list's order.
-            pub fn facts() -> Vec<serde_json::Value> {
-                vec![$(super::facts::behaviour::<$spec>(BehaviourSpec::$variant(<$spec>::default())),)*]
+            /// Every behaviour with its default settings and its spec's JSON schema, in the
+            /// list's order: what `--print-facts` lays out (`plan::facts`, which uses this
+            /// file and is not used by it).
+            pub fn defaults() -> Vec<(BehaviourSpec, serde_json::Value)> {
+                vec![$((
+                    BehaviourSpec::$variant(<$spec>::default()),
+                    serde_json::to_value(schemars::schema_for!($spec)).unwrap_or_default(),
+                ),)*]
             }
         }
     };
