@@ -298,6 +298,7 @@ mod tests {
             threads: 2,
             io_backend: "epoll".into(),
             wait: Default::default(),
+            warmup: None,
         });
         let mut prev = Snapshot::default();
         let intervals = intervals

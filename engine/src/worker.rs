@@ -22,6 +22,9 @@ use crate::spin;
 use crate::stats::Histograms;
 use crate::uring;
 
+/// How often a worker of a run with a warm-up phase looks whether the run's end has moved.
+const END_RECHECK: Duration = Duration::from_millis(20);
+
 /// What one worker kept to itself during the run, merged with the others' at the end.
 pub struct WorkerResults {
     pub histograms: Histograms,
@@ -155,10 +158,19 @@ async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>, finish: Option<
         }
     };
     let end = async {
-        match shared.end {
-            Some(end) => tokio::time::sleep_until((end + finish.unwrap_or_default()).into()).await,
-            None => std::future::pending().await,
+        // The end may move earlier once (a warm-up ending): look again when the sleep ends.
+        while let Some(end) = shared.end() {
+            let over = end + finish.unwrap_or_default();
+            if Instant::now() >= over {
+                return;
+            }
+            let wake = match shared.plan.plan.warmup_max_s {
+                Some(_) => over.min(Instant::now() + END_RECHECK),
+                None => over,
+            };
+            tokio::time::sleep_until(wake.into()).await;
         }
+        std::future::pending::<()>().await
     };
     tokio::select! {
         _ = all => {}
@@ -211,14 +223,14 @@ fn spawn_slots<B: Behaviour + 'static>(
             mine(pool)
                 .flat_map(|connection| (0..streams).map(move |k| connection * streams + k))
                 .map(|first| {
-                    let pacer = Scheduled::new(start, curve, first, pool * streams, shared.end);
+                    let pacer = Scheduled::new(start, curve, first, pool * streams, shared.end());
                     slot(Box::new(pacer))
                 })
                 .collect()
         }
         PacerSpec::Open { .. } => {
             let curve = rate_curve(&plan.pacer);
-            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end);
+            let pacer = Scheduled::new(start, curve, index as u64, threads, shared.end());
             let calls = plan.calls_per_arrival();
             vec![tokio::task::spawn_local(dispatch(
                 ctx.clone(),

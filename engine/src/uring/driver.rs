@@ -195,7 +195,7 @@ impl<'a> Driver<'a> {
 
     fn is_over(&self, now: Instant) -> bool {
         let shared = &self.ctx.shared;
-        shared.end.is_some_and(|end| now >= end)
+        shared.end().is_some_and(|end| now >= end)
             || shared.abandon_due(now)
             || self.slots.iter().all(Slot::is_done)
     }
