@@ -70,7 +70,10 @@ fn a_warm_up_that_reaches_its_cap_is_left_out_of_the_summary() {
     );
     let summary = &outcome.summary;
     let measure = lines.measure.expect("a measure line");
-    assert_eq!((measure.end.by.as_str(), measure.end.elapsed_s), ("cap", 0.5));
+    assert_eq!(
+        (measure.end.by.as_str(), measure.end.elapsed_s),
+        ("cap", 0.5)
+    );
     assert_eq!(summary.warmup.as_ref(), Some(&measure.end));
     assert_eq!(lines.warmup.len(), 2, "two warm-up intervals of 0.25 s");
     assert!(lines.warmup.iter().map(|l| l.answered).sum::<u64>() >= SLOW_ANSWERS);
@@ -81,15 +84,24 @@ fn a_warm_up_that_reaches_its_cap_is_left_out_of_the_summary() {
     assert_eq!(summary.started_at_ms, measure.end.unix_ms);
     let in_lines: u64 = lines.measured.iter().map(|l| l.answered).sum();
     let last = lines.measured.last().unwrap();
-    assert_eq!(last.completed_total, in_lines, "totals start with the window");
+    assert_eq!(
+        last.completed_total, in_lines,
+        "totals start with the window"
+    );
     // Answers still in flight at the last line's end are counted once they arrive.
     let answered = summary.attempts.answered;
-    assert!((in_lines..=in_lines + CONNECTIONS).contains(&answered), "{answered} vs {in_lines}");
+    assert!(
+        (in_lines..=in_lines + CONNECTIONS).contains(&answered),
+        "{answered} vs {in_lines}"
+    );
     // The slow answers were all in the warm-up: no timing of the summary holds one. (An
     // answer is timed a moment before it is counted, so the boundary moves at most one per
     // connection between the two.)
     let timed = summary.timings.latency_us.count;
-    assert!(timed.abs_diff(answered) <= CONNECTIONS, "{timed} timed, {answered} answered");
+    assert!(
+        timed.abs_diff(answered) <= CONNECTIONS,
+        "{timed} timed, {answered} answered"
+    );
     assert!(
         summary.timings.latency_us.max < SLOW_ANSWER.as_micros() as u64,
         "{:?}",
@@ -106,7 +118,10 @@ fn a_measure_request_ends_the_warm_up_at_the_next_interval_boundary() {
         true,
     );
     let measure = lines.measure.expect("a measure line");
-    assert_eq!((measure.end.by.as_str(), measure.end.elapsed_s), ("request", 0.25));
+    assert_eq!(
+        (measure.end.by.as_str(), measure.end.elapsed_s),
+        ("request", 0.25)
+    );
     assert_eq!(lines.warmup.len(), 1);
     assert_eq!(lines.measured.len(), 2);
     assert_eq!(outcome.summary.duration_s, 0.5, "the cap never ran");

@@ -885,7 +885,10 @@ mod tests {
     fn a_warm_up_phase_needs_a_positive_cap_a_duration_and_a_closed_loop() {
         let warm = |extra: serde_json::Value| {
             let mut value = json!({"target": "http://127.0.0.1:1/", "warmup_max_s": 5.0});
-            value.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            value
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
             plan(value)
         };
         warm(json!({"duration_s": 2.0})).expect("closed loop, then 2 s measured");
