@@ -153,6 +153,9 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
     assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
     assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
     assert warmup["ran_s"] < 25, "stopped once steady, before its cap"
+    # Told to measure when steady, in the same engine run: the summary's window follows it.
+    assert warmup["same_run"] and warmup["ended_by"] == "request"
+    assert test.summary["warmup"]["elapsed_s"] == warmup["ran_s"]
 
 
 class _CountedEngines:

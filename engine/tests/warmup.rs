@@ -81,6 +81,10 @@ fn a_warm_up_that_reaches_its_cap_is_left_out_of_the_summary() {
     let elapsed: Vec<f64> = lines.measured.iter().map(|l| l.elapsed_s).collect();
     assert_eq!(elapsed, [0.25, 0.5, 0.75]);
     assert_eq!(summary.duration_s, 0.75);
+    assert_eq!(
+        summary.traffic.connections_opened, 0,
+        "the measured window goes on over the warm-up's connections"
+    );
     assert_eq!(summary.started_at_ms, measure.end.unix_ms);
     let in_lines: u64 = lines.measured.iter().map(|l| l.answered).sum();
     let last = lines.measured.last().unwrap();
