@@ -151,7 +151,10 @@ pub fn run_controlled(
         wait: report::WaitUsed {
             spin: wait.spin,
             reason: wait.reason,
-            spin_cpu_s: joined.spun.as_secs_f64(),
+            spin_cpu_s: joined
+                .spun
+                .saturating_sub(measured.map_or(Duration::ZERO, |m| m.spun))
+                .as_secs_f64(),
         },
         warmup: measured.map(|m| m.end.clone()),
     });
@@ -201,6 +204,8 @@ struct Measured {
     base: Snapshot,
     /// The process's CPU times (user, system) at `at`.
     cpu: (f64, f64),
+    /// The workers' time spinning by `at`.
+    spun: Duration,
     end: report::WarmupEnd,
 }
 
@@ -246,6 +251,7 @@ impl Lines {
             at: due,
             base: self.prev,
             cpu: system::cpu_times(),
+            spun: shared.counters.iter().map(|c| c.spun_so_far()).sum(),
             end,
         }
     }

@@ -98,6 +98,9 @@ pub struct Counters {
     /// Set by the coordinator as a warm-up ends: the worker empties its histograms before it
     /// records the next timing (see `Ledger`), so the summary's cover the measured window.
     restart: AtomicBool,
+    /// Nanoseconds this worker spun (polls that found nothing), readable while it runs: a
+    /// measured window after a warm-up counts only its own.
+    spun_ns: AtomicU64,
 }
 
 /// The timings an interval line reads its percentiles from: the latencies of the attempts
@@ -198,6 +201,17 @@ impl Counters {
     fn window_lock(&self) -> std::sync::MutexGuard<'_, Window> {
         // A worker that panicked while holding the lock left whole counts: keep reading them.
         self.window.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `d` to the time this worker spun.
+    #[inline]
+    pub fn spun(&self, d: std::time::Duration) {
+        self.spun_ns.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+
+    /// The time this worker has spun so far.
+    pub fn spun_so_far(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.spun_ns.load(Relaxed))
     }
 
     /// The measured window begins: this worker's histograms start again.

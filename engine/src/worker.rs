@@ -61,7 +61,9 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             let _stamping = stamping(ctx.shared.plan.plan.stamps_arrivals())?;
             if ctx.shared.spin {
                 let (ctx, spun) = (ctx.clone(), spun.clone());
-                local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
+                local.spawn_local(async move {
+                    spin::spin(&ctx.ledger.steps, &spun, ctx.ledger.counters()).await
+                });
             }
             let started = local.block_on(&runtime, drive(index, ctx.clone()));
             // Dropping the set drops every task still in flight (and closes its connections);

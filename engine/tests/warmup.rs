@@ -143,3 +143,23 @@ fn a_plan_without_a_warm_up_has_no_measure_line() {
     assert_eq!(outcome.summary.warmup, None);
     assert!(outcome.summary.timings.latency_us.max >= SLOW_ANSWER.as_micros() as u64);
 }
+
+#[test]
+fn a_spinning_run_counts_only_the_measured_windows_spin() {
+    let server = warming_server();
+    let (outcome, _) = run(
+        json!({"target": server.url("/perf"), "duration_s": 0.5, "interval_ms": 250,
+            "warmup_max_s": 1.0, "connections": 1, "threads": 1, "wait": "spin"}),
+        false,
+    );
+    let s = &outcome.summary;
+    assert_eq!(s.wait, "spin");
+    // One thread cannot spin longer than the window it is counted over (a second of warm-up
+    // spinning before it is not the measurement's).
+    assert!(
+        s.spin_cpu_s <= s.duration_s,
+        "{} s spun in a {} s window",
+        s.spin_cpu_s,
+        s.duration_s
+    );
+}

@@ -230,6 +230,7 @@ impl<'a> Driver<'a> {
                 return Ok(true);
             }
             spinner.spun.set(spinner.spun.get() + (after - before));
+            self.ctx.ledger.counters().spun(after - before);
             if after - since >= spinner.budget.now() {
                 spinner.budget.missed();
                 return Ok(false);
