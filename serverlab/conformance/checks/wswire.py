@@ -36,12 +36,28 @@ def _tls(ctx: VerifyContext):
     return ctx.tls_context(["http/1.1"]) if ctx.transport == "tls" else None
 
 
+class _WakingConnection(ClientConnection):
+    """websockets' client connection, whose socket is shut down before it is closed. Over
+    TLS 1.3 its reader thread may sit in an SSL read (the server's session tickets made the
+    socket readable, and no record followed); closing the descriptor does not wake that read,
+    so an upgrade that timed out waited for the thread forever (seen once under load in
+    `make test`). A shutdown does wake it."""
+
+    def close_socket(self) -> None:
+        try:
+            socket.socket.shutdown(self.socket, socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected, or already closed
+        super().close_socket()
+
+
 @contextmanager
 def open_ws(ctx: VerifyContext, compression: str | None = None):
     """A client connection; no pings of its own, so the server's pongs are ours to ask for."""
     try:
         with connect(
             ws_uri(ctx),
+            create_connection=_WakingConnection,
             compression=compression,
             open_timeout=ctx.timeout_s,
             close_timeout=ctx.give_up_s,
