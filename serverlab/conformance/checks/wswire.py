@@ -6,6 +6,7 @@ websockets' sans-I/O protocol does the handshake and reads the server's frames, 
 writes its own bytes beside it.
 """
 
+import contextlib
 import json
 import socket
 import time
@@ -44,10 +45,8 @@ class _WakingConnection(ClientConnection):
     `make test`). A shutdown does wake it."""
 
     def close_socket(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # not connected, or already closed
             socket.socket.shutdown(self.socket, socket.SHUT_RDWR)
-        except OSError:
-            pass  # not connected, or already closed
         super().close_socket()
 
 
