@@ -267,7 +267,10 @@ PHASES = {
     # Caught while verify waits for a server to be ready (the first one of the run).
     "verify-start": ("", "sleep 3"),
     "start": ("", "sleep 3"),
-    "warm-up": ("warmup_s = 30", "warmup.json"),
+    # A warm-up run apart (priming runs come between it and the measured run), and a warm-up
+    # phase inside the measured engine run (docs/warmup.md).
+    "warm-up": ("warmup_s = 30\npriming_runs = 1", "warmup.json"),
+    "warm-up-phase": ("warmup_s = 30", "plan.json"),
     "priming": ("priming_runs = 2", "priming-0.json"),
     "engine": ("", "plan.json"),
 }

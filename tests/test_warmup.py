@@ -2,10 +2,15 @@
 at least warmup_s and at most warmup_max_s; the measured window's steady check is never
 skipped; the kernel's CPU window ends with the engine's load. Real servers, the real engine."""
 
+import time
+from pathlib import Path
+
 import pytest
 
 from serverlab.contestant.manifest import find
+from serverlab.contestant.server import ContestantServer
 from serverlab.results.report.metrics import validity_flags
+from serverlab.run.execution import traffic
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import ENGINE_SUMMARY
 from serverlab.run.execution.warmup import STEADY_INTERVALS, SteadyWatch
@@ -148,3 +153,118 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
     assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
     assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
     assert warmup["ran_s"] < 25, "stopped once steady, before its cap"
+    # Told to measure when steady, in the same engine run: the summary's window follows it.
+    assert warmup["same_run"] and warmup["ended_by"] == "request"
+    assert test.summary["warmup"]["elapsed_s"] == warmup["ran_s"]
+
+
+class _CountedEngines:
+    """Every engine process a test starts, by the plan file it was given."""
+
+    def __init__(self, monkeypatch):
+        self.plans: list[str] = []
+        counted = self
+
+        class Counted(traffic.EngineRun):
+            def start(self):
+                counted.plans.append(Path(self.argv[self.argv.index("--plan") + 1]).name)
+                super().start()
+
+        monkeypatch.setattr(traffic, "EngineRun", Counted)
+
+
+def test_a_warmed_request_test_is_one_engine_run_whose_summary_counts_the_measured_window(
+    contestants_dir, tmp_path, monkeypatch
+):
+    engines = _CountedEngines(monkeypatch)
+    # A cap of 1 s holds two 0.5 s lines, fewer than the rule's four: the engine measures
+    # from its cap, unasked.
+    plan, test = run_one(tmp_path, duration=1, extra="warmup_s = 0.5\nwarmup_max_s = 1")
+    assert test.status == "ok", test.validity
+    assert engines.plans == ["plan.json"], "warm-up and measurement share one engine process"
+    assert plan.measured["warmup_max_s"] == 1
+    assert test.summary["warmup"]["by"] == "cap" == test.run_info["warmup"]["ended_by"]
+    warmup = test.run_info["warmup"]
+    assert warmup["same_run"] and warmup["ran_s"] == test.summary["warmup"]["elapsed_s"] == 1
+    # The stored lines are the measured window's, timed from its start.
+    measured = [line.data for line in test.intervals]
+    assert [line["elapsed_s"] for line in measured] == [0.5, 1.0]
+    in_lines = sum(line["answered"] for line in measured)
+    # Answers in flight at the last line's end are counted once they arrive, no more.
+    assert in_lines <= test.summary["answered"] <= in_lines + 3
+    assert measured[-1]["completed_total"] == sum(line["completed"] for line in measured)
+    # The kernel's CPU window opens as the measured window begins, not before.
+    assert test.run_info["kernel"]["opened_before_engine_s"] <= 0
+
+
+def test_a_measure_line_on_the_engines_stdin_ends_its_warm_up_at_the_next_boundary(
+    contestants_dir, tmp_path
+):
+    server = ContestantServer(find("reference"), workdir=tmp_path / "server")
+    server.start()
+    try:
+        plan = {
+            "target": f"http://127.0.0.1:{server.port}/perf",
+            "connections": 2,
+            "duration_s": 1,
+            "interval_ms": 500,
+            "warmup_max_s": 30,
+        }
+        seen: list[dict] = []
+        box: dict = {}
+
+        def on_interval(line):
+            seen.append(line)
+            if len(seen) == 1:
+                box["running"].measure()
+
+        box["running"] = traffic.LocalLoad(None).begin(
+            plan, server.workdir, "stdin", on_interval, on_measure=seen.append
+        )
+        while not box["running"].done():
+            time.sleep(0.1)
+        result = box["running"].finish()
+    finally:
+        server.stop()
+    assert result.measure["by"] == "request" and result.measure["elapsed_s"] < 30
+    assert result.summary["warmup"] == {k: v for k, v in result.measure.items() if k != "type"}
+    assert seen.index(result.measure) == len(result.warmup_intervals)
+    assert [line["elapsed_s"] for line in result.intervals] == [0.5, 1.0]
+    in_lines = sum(line["answered"] for line in result.intervals)
+    assert in_lines <= result.summary["answered"] <= in_lines + 2
+    assert result.summary["duration_s"] == 1
+
+
+def test_a_spread_load_warms_up_apart_and_measures_without_a_warm_up_phase(
+    contestants_dir, tmp_path, monkeypatch
+):
+    engines = _CountedEngines(monkeypatch)
+
+    class Spread(traffic.LocalLoad):
+        live_measure = False  # as serverlab.cluster.traffic.RayLoad
+
+        def begin(self, plan, *args, **kwargs):
+            assert "warmup_max_s" not in plan, "no engine of a spread load gets a warm-up phase"
+            return super().begin(plan, *args, **kwargs)
+
+    path = tmp_path / "suite.toml"
+    path.write_text(
+        SUITE.format(
+            contestant="reference",
+            clients=2,
+            duration=1,
+            extra="warmup_s = 0.5\nwarmup_max_s = 1",
+        )
+    )
+    (plan,) = plan_tests(load_suite(path), find)
+    env = Environment(
+        manifest_of=find,
+        pinning=Pinning.default(),
+        workdir=tmp_path / "work",
+        load=Spread(None),
+    )
+    test = execute(plan, env)
+    assert test.status == "ok", test.validity
+    assert engines.plans == ["warmup.json", "plan.json"]
+    assert "warmup" not in test.summary and "warmup_max_s" not in test.summary["plan"]
+    assert not test.run_info["warmup"].get("same_run")

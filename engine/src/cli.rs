@@ -93,6 +93,10 @@ pub struct Args {
     /// Interval between progress lines (e.g. 1s)
     #[arg(long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
+    /// Warm up first for at most this long (e.g. 20s), on the same connections; a line
+    /// `measure` on stdin ends the warm-up at the next interval, and -d counts from there
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup_max: Option<Duration>,
 
     /// Each behaviour's own flags, from its spec file
     #[command(flatten)]
@@ -171,6 +175,7 @@ impl Args {
             || self.body_file.is_some()
             || !self.sources.is_empty()
             || self.push_ms.is_some()
+            || self.warmup_max.is_some()
             || !matches!(self.behaviours.chosen(&SharedFlags::default()), Ok(v) if v.is_empty())
             || self.tls_flags_given()
             || self.h2
@@ -238,6 +243,7 @@ impl Args {
         if let Some(i) = self.interval {
             plan.interval_ms = i.as_millis() as u64;
         }
+        plan.warmup_max_s = self.warmup_max.map(|d| d.as_secs_f64());
         if let Some(m) = self.method {
             plan.method = m;
         } else if let Some(method) = plan.behaviour.kind().own_method() {
@@ -319,6 +325,16 @@ mod tests {
         let mut all = vec!["serverlab-load"];
         all.extend_from_slice(args);
         Args::try_parse_from(all).unwrap().into_plan()
+    }
+
+    #[test]
+    fn a_warm_up_phase_by_hand_is_the_plans_warmup_max_s_and_judged_as_one() {
+        let p = plan(&["http://127.0.0.1:1/", "-d", "2s", "--warmup-max", "20s"]).unwrap();
+        assert_eq!(p.warmup_max_s, Some(20.0));
+        p.check().unwrap();
+        let counted = plan(&["http://127.0.0.1:1/", "-n", "100", "--warmup-max", "20s"]);
+        let err = counted.unwrap().check().unwrap_err();
+        assert_eq!(err.0[0].field(), "warmup_max_s", "{err}");
     }
 
     #[test]

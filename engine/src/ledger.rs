@@ -123,7 +123,7 @@ impl Ledger {
         answer: &Answer,
         done: Instant,
     ) {
-        let mut h = self.histograms.borrow_mut();
+        let mut h = self.book();
         let service = micros(done - sent);
         h.record(Timing::Service, service);
         h.record(
@@ -155,9 +155,7 @@ impl Ledger {
 
     /// A connect that took `took` succeeded.
     pub fn connected(&self, took: Duration) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::Connect, micros(took));
+        self.book().record(Timing::Connect, micros(took));
         self.counters.add(Flow::ConnectionsOpened, 1);
         self.steps.step();
     }
@@ -181,9 +179,7 @@ impl Ledger {
 
     /// Answer bytes waited `waited` in the kernel before the loop read them.
     pub fn noticed(&self, waited: Duration) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::Notice, micros(waited));
+        self.book().record(Timing::Notice, micros(waited));
     }
 
     /// A push stream's read: its bytes waited `waited` in the kernel (`None`: the read had
@@ -203,7 +199,7 @@ impl Ledger {
     pub fn event(&self, created_ms: u64, subscribed: Instant) -> Arrival {
         let at_ms = (crate::system::unix_ms() + self.clock_offset_ms).max(0.0);
         let delay_us = (at_ms as u64).saturating_sub(created_ms) * 1000;
-        let mut h = self.histograms.borrow_mut();
+        let mut h = self.book();
         h.record(Timing::EventDelay, delay_us);
         h.record(Timing::EventSinceSubscribe, micros(subscribed.elapsed()));
         Arrival {
@@ -215,37 +211,42 @@ impl Ledger {
 
     /// A long poll was sent again `gap` after the last answer arrived.
     pub fn resubscribed(&self, gap: Duration) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::Resubscribe, micros(gap));
+        self.book().record(Timing::Resubscribe, micros(gap));
     }
 
     /// A stream's handshake (connect to response head, or to the `101`) took `took`.
     pub fn handshake(&self, took: Duration) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::Handshake, micros(took));
+        self.book().record(Timing::Handshake, micros(took));
     }
 
     /// A TLS handshake ended after `took`, resuming a session or not.
     pub fn tls_handshake(&self, took: Duration, resumed: bool) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::TlsHandshake, micros(took));
+        self.book().record(Timing::TlsHandshake, micros(took));
         self.counters.add(Flow::TlsHandshakes, 1);
         self.counters.add(Flow::TlsResumed, resumed as u64);
     }
 
     /// A WebSocket publish was acknowledged `took` after it was sent.
     pub fn broadcast_rtt(&self, took: Duration) {
-        self.histograms
-            .borrow_mut()
-            .record(Timing::BroadcastRtt, micros(took));
+        self.book().record(Timing::BroadcastRtt, micros(took));
         self.counters.add(Event::Published, 1);
+    }
+
+    /// The histograms to record into: emptied first when the measured window has begun since
+    /// the last record (the warm-up's timings are not the measurement's).
+    fn book(&self) -> std::cell::RefMut<'_, Histograms> {
+        let mut histograms = self.histograms.borrow_mut();
+        if self.counters.take_restart() {
+            *histograms = Histograms::default();
+        }
+        histograms
     }
 
     /// The worker's histograms, at the end of its run.
     pub fn take_histograms(&self) -> Histograms {
+        if self.counters.take_restart() {
+            return Histograms::default();
+        }
         self.histograms.take()
     }
 }

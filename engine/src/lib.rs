@@ -38,7 +38,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 pub use plan::{Plan, PlanError, ValidPlan};
-pub use report::{EmitLine, IntervalLine, Summary};
+pub use report::{EmitLine, IntervalLine, MeasureLine, Summary};
 
 use plan::Stop;
 use report::SummaryInput;
@@ -76,6 +76,22 @@ pub fn run(plan: ValidPlan) -> Result<Outcome, RunError> {
     run_with(plan, &AtomicBool::new(false), |_| {})
 }
 
+/// What a caller may ask of a run under way: an early stop (a signal handler sets it), and
+/// the end of a warm-up phase (`warmup_max_s`: the measured window begins at the next
+/// interval boundary).
+pub struct Controls<'a> {
+    pub stop: &'a AtomicBool,
+    pub measure: &'a AtomicBool,
+}
+
+/// A line a run prints as it goes: an interval's, the start of its measured window, or an
+/// emit cycle that has settled (no delivery of it for a while, `emits::take_settled`).
+pub enum Line<'a> {
+    Interval(&'a IntervalLine),
+    Measure(&'a MeasureLine),
+    Emit(&'a EmitLine),
+}
+
 /// Runs a plan, handing each interval line to `on_interval` as it is due. Setting
 /// `stop_requested` (a signal handler does) ends the run early: no new work starts, work in
 /// hand gets `STOP_GRACE` to finish, and the summary says `stopped_early`. The emit lines
@@ -83,11 +99,17 @@ pub fn run(plan: ValidPlan) -> Result<Outcome, RunError> {
 pub fn run_with(
     plan: ValidPlan,
     stop_requested: &AtomicBool,
-    on_interval: impl FnMut(&IntervalLine),
+    mut on_interval: impl FnMut(&IntervalLine),
 ) -> Result<Outcome, RunError> {
+    let controls = Controls {
+        stop: stop_requested,
+        measure: &AtomicBool::new(false),
+    };
     let mut settled = Vec::new();
-    let mut outcome = run_streaming(plan, stop_requested, on_interval, |line| {
-        settled.push(line.clone())
+    let mut outcome = run_controlled(plan, &controls, |line| match line {
+        Line::Interval(line) => on_interval(line),
+        Line::Emit(line) => settled.push(line.clone()),
+        Line::Measure(_) => {}
     })?;
     settled.append(&mut outcome.emits);
     let log = emits::EmitLog::from_lines(settled).expect("the engine's own lines read back");
@@ -95,15 +117,16 @@ pub fn run_with(
     Ok(outcome)
 }
 
-/// Runs a plan as `run_with` does, and hands each emit cycle that has settled (no delivery
-/// of it for a while, `emits::take_settled`) to `on_emit` during the run, so that a run of
-/// any length holds only its recent cycles. A delivery that comes after its cycle's line
-/// makes a further line for the same (event, seq): a reader adds them up.
-pub fn run_streaming(
+/// Runs a plan as `run_with` does, with its warm-up phase (if any) ended by `measure` or by
+/// its cap, handing each line to `on_line` as it is due. Each emit cycle that has settled
+/// goes to `on_line` during the run, so that a run of any length holds only its recent
+/// cycles; a delivery that comes after its cycle's line makes a further line for the same
+/// (event, seq), which a reader adds up. The outcome's emits are the cycles not settled by
+/// the end.
+pub fn run_controlled(
     plan: ValidPlan,
-    stop_requested: &AtomicBool,
-    on_interval: impl FnMut(&IntervalLine),
-    on_emit: impl FnMut(&EmitLine),
+    controls: &Controls,
+    on_line: impl FnMut(Line),
 ) -> Result<Outcome, RunError> {
     let mut invalid = system::raise_fd_limit(needed_descriptors(&plan));
     // Before the start: the choice may watch the CPUs for a moment.
@@ -112,20 +135,22 @@ pub fn run_streaming(
     let start = Start::at_unix_ms(plan.plan.start_at_ms);
     let shared = Arc::new(Shared::new(plan, start.at).spinning(wait.spin));
     let (handles, done) = spawn_workers(&shared)?;
-    let callbacks = Callbacks {
-        on_interval,
-        on_emit,
-    };
-    let watched = watch(&shared, handles.len(), &done, stop_requested, callbacks);
+    let watched = watch(&shared, &start, handles.len(), &done, controls, on_line);
     shared.stopping.store(true, Relaxed);
     let joined = join_workers(handles)?;
     let cpu_after = system::cpu_times();
+    let measured = watched.measured.as_ref();
+    // The measured window: the whole run, or what follows its warm-up.
+    let origin = measured.map_or(shared.start, |m| m.at);
     let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
-    let duration = match shared.end {
-        Some(end) => end.min(watched.last_done) - shared.start,
-        None => watched.last_done - shared.start,
+    let snapshot = measured.map_or(snapshot, |m| snapshot.since(&m.base));
+    let cpu_before = measured.map_or(cpu_before, |m| m.cpu);
+    let duration = match shared.end() {
+        Some(end) => end.min(watched.last_done) - origin,
+        None => watched.last_done - origin,
     };
     invalid.extend(exhaustion_reasons(&snapshot));
+    let started = measured.map_or(joined.started.unwrap_or(start.at), |m| m.at);
     let summary = Summary::build(SummaryInput {
         snapshot: &snapshot,
         histograms: &joined.histograms,
@@ -134,7 +159,7 @@ pub fn run_streaming(
         cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
         invalid_reasons: invalid,
         stopped_early: watched.stopped_early,
-        started_at_ms: start.unix_ms(joined.started.unwrap_or(start.at)),
+        started_at_ms: start.unix_ms(started),
         start_late_ms: start.late_ms,
         paths: shared.plan.paths.len().max(1),
         plan: &shared.plan.plan,
@@ -143,8 +168,12 @@ pub fn run_streaming(
         wait: report::WaitUsed {
             spin: wait.spin,
             reason: wait.reason,
-            spin_cpu_s: joined.spun.as_secs_f64(),
+            spin_cpu_s: joined
+                .spun
+                .saturating_sub(measured.map_or(Duration::ZERO, |m| m.spun))
+                .as_secs_f64(),
         },
+        warmup: measured.map(|m| m.end.clone()),
     });
     Ok(Outcome {
         emits: joined.emits.into_lines(),
@@ -181,46 +210,109 @@ struct Watched {
     stopped_early: bool,
     /// When the last worker finished.
     last_done: Instant,
+    /// Where the measured window began, after a warm-up phase.
+    measured: Option<Measured>,
 }
 
-/// Where the coordinator hands the lines it makes during the run.
-struct Callbacks<I, E> {
-    on_interval: I,
-    on_emit: E,
+/// The start of a measured window that follows a warm-up phase.
+struct Measured {
+    at: Instant,
+    /// The counts at `at`: the window's own are the counts since.
+    base: Snapshot,
+    /// The process's CPU times (user, system) at `at`.
+    cpu: (f64, f64),
+    /// The workers' time spinning by `at`.
+    spun: Duration,
+    end: report::WarmupEnd,
+}
+
+/// The coordinator's interval lines: deltas between snapshots, counted from the measured
+/// window's start once it has one.
+struct Lines {
+    prev: Snapshot,
+    /// The workers' windows, drained into one at each interval's end (made once, reset each
+    /// time).
+    window: Window,
+    origin: Instant,
+    base: Snapshot,
+}
+
+impl Lines {
+    fn line(&mut self, shared: &Shared, due: Instant, interval: Duration) -> IntervalLine {
+        let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+        drain_windows(shared, &mut self.window);
+        let line = IntervalLine::between(
+            &self.prev.since(&self.base),
+            &now.since(&self.base),
+            (due - self.origin).as_secs_f64(),
+            interval.as_secs_f64(),
+            &self.window,
+        );
+        self.prev = now;
+        line
+    }
+
+    /// The measured window begins at `due`, the end of the interval just written.
+    fn measure_from(&mut self, shared: &Shared, start: &Start, due: Instant, by: &str) -> Measured {
+        shared.measure_from(due);
+        for counters in &shared.counters {
+            counters.restart_histograms();
+        }
+        let end = report::WarmupEnd {
+            elapsed_s: report::round3((due - shared.start).as_secs_f64()),
+            unix_ms: report::round3(start.unix_ms(due)),
+            by: by.into(),
+        };
+        (self.origin, self.base) = (due, self.prev);
+        Measured {
+            at: due,
+            base: self.prev,
+            cpu: system::cpu_times(),
+            spun: shared.counters.iter().map(|c| c.spun_so_far()).sum(),
+            end,
+        }
+    }
 }
 
 /// Watches the run until every worker is done: an interval line each time one is due, the
-/// settled emit cycles each `SETTLE_PASS`, and an early stop passed on to the workers when
-/// one is requested.
-fn watch<I: FnMut(&IntervalLine), E: FnMut(&EmitLine)>(
+/// end of a warm-up phase at the first boundary after it is asked for or its cap, and an
+/// early stop passed on to the workers when one is requested.
+fn watch(
     shared: &Shared,
+    start: &Start,
     workers: usize,
     done: &mpsc::Receiver<()>,
-    stop_requested: &AtomicBool,
-    mut callbacks: Callbacks<I, E>,
+    controls: &Controls,
+    mut on_line: impl FnMut(Line),
 ) -> Watched {
-    let on_interval = &mut callbacks.on_interval;
     let mut next_settle = Instant::now() + SETTLE_PASS;
     let interval = Duration::from_millis(shared.plan.plan.interval_ms);
-    let mut prev = Snapshot::default();
-    // The workers' windows, drained into one at each interval's end (made once, reset each
-    // time).
-    let mut window = Window::default();
+    let cap =
+        (shared.plan.plan.warmup_max_s).map(|cap| shared.start + Duration::from_secs_f64(cap));
+    let mut lines = Lines {
+        prev: Snapshot::default(),
+        window: Window::default(),
+        origin: shared.start,
+        base: Snapshot::default(),
+    };
     let mut last_tick = shared.start;
     let mut finished = 0;
     let mut watched = Watched {
         stopped_early: false,
         last_done: shared.start,
+        measured: None,
     };
     while finished < workers {
-        if !watched.stopped_early && stop_requested.load(Relaxed) {
+        if !watched.stopped_early && controls.stop.load(Relaxed) {
             watched.stopped_early = true;
             shared.stop_early(Instant::now() + STOP_GRACE);
         }
         if Instant::now() >= next_settle {
             next_settle += SETTLE_PASS;
             let settled = emits::take_settled(&shared.emit_logs, Instant::now());
-            settled.into_lines().iter().for_each(&mut callbacks.on_emit);
+            for line in settled.into_lines() {
+                on_line(Line::Emit(&line));
+            }
         }
         let due = last_tick + interval;
         let wait = due.saturating_duration_since(Instant::now()).min(STOP_POLL);
@@ -231,18 +323,24 @@ fn watch<I: FnMut(&IntervalLine), E: FnMut(&EmitLine)>(
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
-                drain_windows(shared, &mut window);
-                let elapsed = due - shared.start;
-                on_interval(&IntervalLine::between(
-                    &prev,
-                    &now,
-                    elapsed.as_secs_f64(),
-                    (due - last_tick).as_secs_f64(),
-                    &window,
-                ));
-                prev = now;
+                on_line(Line::Interval(&lines.line(shared, due, due - last_tick)));
                 last_tick = due;
+                let asked = controls.measure.load(Relaxed);
+                let by = match cap {
+                    Some(_) if watched.stopped_early => None,
+                    Some(_) if asked => Some("request"),
+                    Some(cap) if due >= cap => Some("cap"),
+                    _ => None,
+                };
+                if let (Some(by), None) = (by, &watched.measured) {
+                    let measured = lines.measure_from(shared, start, due, by);
+                    let line = MeasureLine {
+                        kind: "measure".into(),
+                        end: measured.end.clone(),
+                    };
+                    on_line(Line::Measure(&line));
+                    watched.measured = Some(measured);
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -250,17 +348,9 @@ fn watch<I: FnMut(&IntervalLine), E: FnMut(&EmitLine)>(
     // A line due by the planned end that the workers beat to it (they end at that instant
     // too): written from the final counts, so that a run of N whole intervals has N lines.
     let due = last_tick + interval;
-    let whole = Instant::now() >= due && shared.end.is_some_and(|end| due <= end);
+    let whole = Instant::now() >= due && shared.end().is_some_and(|end| due <= end);
     if !watched.stopped_early && whole {
-        let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
-        drain_windows(shared, &mut window);
-        on_interval(&IntervalLine::between(
-            &prev,
-            &now,
-            (due - shared.start).as_secs_f64(),
-            interval.as_secs_f64(),
-            &window,
-        ));
+        on_line(Line::Interval(&lines.line(shared, due, interval)));
     }
     watched
 }

@@ -3,7 +3,6 @@
 //! person at the command line) got no answer at all. A run from `--plan FILE` (the
 //! orchestrator's way) exits 0 then: its summary says `answered: 0`, and the caller judges.
 
-use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -14,7 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serverlab_load::cli::Args;
 use serverlab_load::merge::Output;
 use serverlab_load::plan::PlanErrors;
-use serverlab_load::{check, report, IntervalLine, Outcome, Summary};
+use serverlab_load::{check, report, Controls, IntervalLine, Line, Outcome, Summary};
 
 /// The exit code of a run from flags that got no answer at all.
 const NO_ANSWER: u8 = 3;
@@ -135,34 +134,33 @@ fn print_merged(out: &mut impl Write, merged: Output, json: bool) -> anyhow::Res
 
 fn run(plan: serverlab_load::ValidPlan, json: bool) -> anyhow::Result<Summary> {
     let stop_requested = stop_on_signals()?;
-    let progress = progress_bar();
-    // Both callbacks run on the coordinator's thread, one after the other; the first write
-    // error stops the writing.
-    let out = RefCell::new((std::io::stdout().lock(), None));
-    let write = |text: serde_json::Result<String>| {
-        let (stdout, error) = &mut *out.borrow_mut();
-        if json && error.is_none() {
-            *error = text
-                .map_err(anyhow::Error::from)
-                .and_then(|text| write_text(stdout, &text))
-                .err();
-        }
+    let measure = Arc::new(AtomicBool::new(false));
+    if plan.plan.warmup_max_s.is_some() {
+        measure_on_stdin(measure.clone());
+    }
+    let controls = Controls {
+        stop: &stop_requested,
+        measure: &measure,
     };
-    let outcome = serverlab_load::run_streaming(
-        plan,
-        &stop_requested,
-        |line| {
-            if let Some(bar) = &progress {
-                bar.set_message(progress_text(line));
+    let progress = progress_bar();
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let outcome = serverlab_load::run_controlled(plan, &controls, |line| {
+        if let (Some(bar), Line::Interval(line)) = (&progress, &line) {
+            bar.set_message(progress_text(line));
+        }
+        if json && write_error.is_none() {
+            write_error = match line {
+                Line::Interval(line) => write_json(&mut stdout, line),
+                Line::Measure(line) => write_json(&mut stdout, line),
+                Line::Emit(line) => write_json(&mut stdout, line),
             }
-            write(serde_json::to_string(line));
-        },
-        |line| write(serde_json::to_string(line)),
-    )?;
+            .err();
+        }
+    })?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let (mut stdout, write_error) = out.into_inner();
     if let Some(e) = write_error {
         return Err(e);
     }
@@ -180,6 +178,26 @@ fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(signal, flag.clone())?;
     }
     Ok(flag)
+}
+
+/// A plan with a warm-up phase ends it when a line `measure` arrives on stdin. A line on
+/// stdin rather than a signal: it reaches the engine itself whatever wraps it (taskset, a
+/// namespace, a remote generator's pipe), it cannot hit another process that took a dead
+/// engine's pid, and it says which request it is. Other lines are ignored; at the end of
+/// stdin the warm-up runs to its cap.
+fn measure_on_stdin(measure: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            match line {
+                Ok(line) if line.trim() == "measure" => {
+                    measure.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    });
 }
 
 /// Emit lines come before the summary, so a reader that stops at the summary has them all.

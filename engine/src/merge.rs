@@ -65,6 +65,14 @@ impl Output {
                 "interval" => intervals.push(serde_json::from_value(value).map_err(shape)?),
                 "emit" => emits.push(serde_json::from_value(value).map_err(shape)?),
                 "summary" => summary = Some(serde_json::from_value(value).map_err(shape)?),
+                // Its lines before and after count from different starts: a spread load
+                // warms up in a run apart and measures without a warm-up phase.
+                "measure" => {
+                    return Err(at(
+                        "a measure line: a run with a warm-up phase (warmup_max_s) is not merged"
+                            .into(),
+                    ))
+                }
                 other => return Err(at(format!("unknown line type {other:?}"))),
             }
         }
@@ -293,6 +301,7 @@ mod tests {
             threads: 2,
             io_backend: "epoll".into(),
             wait: Default::default(),
+            warmup: None,
         });
         let mut prev = Snapshot::default();
         let intervals = intervals
@@ -586,6 +595,10 @@ mod tests {
             (
                 "{\"type\": \"hello\"}\n",
                 "line 1: unknown line type \"hello\"",
+            ),
+            (
+                "{\"type\": \"measure\", \"elapsed_s\": 8.5}\n",
+                "line 1: a measure line: a run with a warm-up phase",
             ),
             (
                 &format!("{summary}\n{summary}\n"),

@@ -16,6 +16,13 @@ use crate::stats::Counters;
 /// How often a worker waiting for the start looks at the stop flag.
 const START_POLL: Duration = Duration::from_millis(20);
 
+/// `Shared::end_ns` of a run that time does not end.
+const NO_END: u64 = u64::MAX;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(NO_END - 1)
+}
+
 /// When a run's pacers start, on the monotonic clock and on this host's wall clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Start {
@@ -73,8 +80,9 @@ pub struct Shared {
     pub plan: ValidPlan,
     pub addr: SocketAddr,
     pub start: Instant,
-    /// When a duration-bound run stops.
-    pub end: Option<Instant>,
+    /// When a duration-bound run stops, in nanoseconds after `start` (`NO_END`: never by
+    /// time). A run with a warm-up phase moves it once, as its measured window begins.
+    end_ns: AtomicU64,
     pub counters: Vec<Arc<Counters>>,
     /// Each worker's emit records, which the coordinator takes settled cycles from.
     pub emit_logs: Vec<Mutex<EmitLog>>,
@@ -95,9 +103,11 @@ pub struct Shared {
 impl Shared {
     pub fn new(plan: ValidPlan, start: Instant) -> Shared {
         let first_seq = plan.plan.behaviour.kind().seq_start();
-        let end = match plan.stop {
-            Stop::Duration(d) => Some(start + d),
-            Stop::Requests(_) => None,
+        // Until a warm-up ends, the latest end it may have: its cap, then the duration.
+        let warmup = Duration::from_secs_f64(plan.plan.warmup_max_s.unwrap_or(0.0));
+        let end_ns = match plan.stop {
+            Stop::Duration(d) => nanos(warmup + d),
+            Stop::Requests(_) => NO_END,
         };
         let threads = plan.threads;
         let counters = (0..threads)
@@ -107,7 +117,7 @@ impl Shared {
             addr: plan.socket_addr(),
             plan,
             start,
-            end,
+            end_ns: AtomicU64::new(end_ns),
             counters,
             emit_logs: (0..threads).map(|_| Mutex::default()).collect(),
             issued: AtomicU64::new(0),
@@ -117,6 +127,23 @@ impl Shared {
             stopping: AtomicBool::new(false),
             abandon_at: OnceLock::new(),
             spin: false,
+        }
+    }
+
+    /// When a duration-bound run stops (None: a counted run).
+    pub fn end(&self) -> Option<Instant> {
+        match self.end_ns.load(Relaxed) {
+            NO_END => None,
+            ns => Some(self.start + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// The measured window begins at `at` (after a warm-up phase): the run stops its
+    /// `duration_s` later.
+    pub fn measure_from(&self, at: Instant) {
+        if let Stop::Duration(d) = self.plan.stop {
+            self.end_ns
+                .store(nanos(at.saturating_duration_since(self.start) + d), Relaxed);
         }
     }
 
@@ -173,7 +200,7 @@ impl Shared {
                 limit.saturating_sub(before).min(wanted)
             }
             Stop::Duration(_) => {
-                if self.end.is_some_and(|end| Instant::now() >= end) {
+                if self.end().is_some_and(|end| Instant::now() >= end) {
                     0
                 } else {
                     wanted

@@ -300,7 +300,7 @@ impl Budget {
 /// sockets without blocking (each `yield_now` makes tokio poll epoll with a zero timeout)
 /// until nothing has happened for the budget, then sleeps until a step begins a wait.
 /// Adds to `spun` the time its polls found nothing: the CPU spent spinning.
-pub async fn spin(steps: &Steps, spun: &Cell<Duration>) {
+pub async fn spin(steps: &Steps, spun: &Cell<Duration>, counters: &crate::stats::Counters) {
     let mut budget = Budget::default();
     loop {
         steps.next_wait().await;
@@ -317,6 +317,7 @@ pub async fn spin(steps: &Steps, spun: &Cell<Duration>) {
                 since = after;
             } else {
                 spun.set(spun.get() + (after - before));
+                counters.spun(after - before);
                 if after - since >= budget.now() {
                     budget.missed();
                     break;

@@ -5,7 +5,7 @@
 
 use std::io;
 use std::ops::{Index, IndexMut};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
@@ -96,6 +96,12 @@ pub struct Counters {
     /// The timings of the interval going on, emptied by the coordinator at its end. Only the
     /// coordinator's drain contends for the lock, once an interval.
     window: Mutex<Window>,
+    /// Set by the coordinator as a warm-up ends: the worker empties its histograms before it
+    /// records the next timing (see `Ledger`), so the summary's cover the measured window.
+    restart: AtomicBool,
+    /// Nanoseconds this worker spun (polls that found nothing), readable while it runs: a
+    /// measured window after a warm-up counts only its own.
+    spun_ns: AtomicU64,
 }
 
 /// The timings an interval line reads its percentiles from: the latencies of the attempts
@@ -210,6 +216,28 @@ impl Counters {
         self.window.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Adds `d` to the time this worker spun.
+    #[inline]
+    pub fn spun(&self, d: std::time::Duration) {
+        self.spun_ns.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+
+    /// The time this worker has spun so far.
+    pub fn spun_so_far(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.spun_ns.load(Relaxed))
+    }
+
+    /// The measured window begins: this worker's histograms start again.
+    pub fn restart_histograms(&self) {
+        self.restart.store(true, Relaxed);
+    }
+
+    /// Whether the histograms must start again (once: the flag is cleared).
+    #[inline]
+    pub fn take_restart(&self) -> bool {
+        self.restart.load(Relaxed) && self.restart.swap(false, Relaxed)
+    }
+
     pub fn status(&self, status: u16) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.status_classes[class].fetch_add(1, Relaxed);
@@ -248,6 +276,21 @@ impl Snapshot {
             s.open_connections += c.open_connections.load(Relaxed);
         }
         s
+    }
+
+    /// The counts since `base` (an earlier snapshot of the same run: the measured window's
+    /// start); the open connections are this snapshot's own.
+    pub fn since(&self, base: &Snapshot) -> Snapshot {
+        Snapshot {
+            attempts: self.attempts.since(&base.attempts),
+            traffic: self.traffic.since(&base.traffic),
+            events: self.events.since(&base.events),
+            errors: self.errors.since(&base.errors),
+            status_classes: std::array::from_fn(|k| {
+                self.status_classes[k] - base.status_classes[k]
+            }),
+            open_connections: self.open_connections,
+        }
     }
 
     pub fn error_count(&self, kind: ErrorKind) -> u64 {

@@ -22,6 +22,9 @@ use crate::spin;
 use crate::stats::Histograms;
 use crate::uring;
 
+/// How often a worker of a run with a warm-up phase looks whether the run's end has moved.
+const END_RECHECK: Duration = Duration::from_millis(20);
+
 /// What one worker kept to itself during the run, merged with the others' at the end.
 pub struct WorkerResults {
     pub histograms: Histograms,
@@ -58,7 +61,9 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             let _stamping = stamping(ctx.shared.plan.plan.stamps_arrivals())?;
             if ctx.shared.spin {
                 let (ctx, spun) = (ctx.clone(), spun.clone());
-                local.spawn_local(async move { spin::spin(&ctx.ledger.steps, &spun).await });
+                local.spawn_local(async move {
+                    spin::spin(&ctx.ledger.steps, &spun, ctx.ledger.counters()).await
+                });
             }
             let started = local.block_on(&runtime, drive(index, ctx.clone()));
             // Dropping the set drops every task still in flight (and closes its connections);
@@ -157,10 +162,19 @@ async fn until_over(shared: &Shared, tasks: Vec<JoinHandle<()>>, finish: Option<
         }
     };
     let end = async {
-        match shared.end {
-            Some(end) => tokio::time::sleep_until((end + finish.unwrap_or_default()).into()).await,
-            None => std::future::pending().await,
+        // The end may move earlier once (a warm-up ending): look again when the sleep ends.
+        while let Some(end) = shared.end() {
+            let over = end + finish.unwrap_or_default();
+            if Instant::now() >= over {
+                return;
+            }
+            let wake = match shared.plan.plan.warmup_max_s {
+                Some(_) => over.min(Instant::now() + END_RECHECK),
+                None => over,
+            };
+            tokio::time::sleep_until(wake.into()).await;
         }
+        std::future::pending::<()>().await
     };
     tokio::select! {
         _ = all => {}
@@ -181,7 +195,8 @@ fn spawn_slots<B: Behaviour + 'static>(
         index: index as u64,
         threads: shared.plan.threads as u64,
         start: shared.start,
-        end: shared.end,
+        // Fixed here: only a closed loop has a warm-up phase, which moves the end.
+        end: shared.end(),
     };
     match plan.pacer.pace().clients(&plan.view(), &share) {
         Clients::Slots(pacers) => pacers

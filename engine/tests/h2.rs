@@ -285,6 +285,33 @@ fn every_stream_the_server_saw_is_a_request_of_the_engine_and_streams_share_conn
 }
 
 #[test]
+fn a_warm_up_phase_keeps_its_connections_and_leaves_its_streams_out_of_the_summary() {
+    let server = h2_server(Fault::None, None);
+    let plan = h2c_plan(
+        &server,
+        json!({"requests": null, "duration_s": 0.5, "interval_ms": 250, "warmup_max_s": 0.5}),
+    );
+    let s = common::run_plan(plan);
+    assert_eq!(s.warmup.as_ref().map(|w| w.by.as_str()), Some("cap"));
+    assert_eq!(s.errors.total(), 0, "{:?}", s.errors);
+    assert_eq!(
+        server.counts.connections.load(SeqCst),
+        2,
+        "the measured window goes on over the warm-up's connections"
+    );
+    assert_eq!(
+        s.traffic.connections_opened, 0,
+        "none opened in the measured window"
+    );
+    let streams = server.counts.streams.load(SeqCst);
+    assert!(
+        0 < s.attempts.requests && s.attempts.requests < streams,
+        "{} of {streams} streams in the measured window",
+        s.attempts.requests
+    );
+}
+
+#[test]
 fn a_new_connection_per_request_carries_one_stream_each() {
     let server = h2_server(Fault::None, None);
     let plan = h2c_plan(

@@ -46,6 +46,13 @@ pub struct Plan {
     /// Stop after this many seconds.
     #[serde(default)]
     pub duration_s: Option<f64>,
+    /// The run begins with a warm-up phase of at most this many seconds, on the same
+    /// connections: a line `measure` on stdin ends it at the next interval boundary (the cap
+    /// does, if none comes first). There the run's counts and histograms start again, a
+    /// `measure` line is printed, and `duration_s` counts from it. Closed-loop (or
+    /// sequential) duration-bound plans only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_max_s: Option<f64>,
     /// Per-request timeout; long poll adds its `duration_ms`, comet applies it between events.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,

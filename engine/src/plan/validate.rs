@@ -67,6 +67,9 @@ impl Plan {
             found.add(self.check_offset(stop));
         }
         self.check_behaviour(&mut found);
+        if let Some(stop) = stop {
+            found.add(self.check_warmup(stop));
+        }
         found.add(self.check_clocks());
         found.add(self.parsed_headers());
         if let Some(allowed) = &allowed {
@@ -251,6 +254,29 @@ impl Plan {
                 ),
             )),
             _ => too_large("pacer", offset, MAX_SECONDS),
+        }
+    }
+
+    /// A warm-up phase (`warmup_max_s`) is a finite positive cap within what a run may last,
+    /// before a duration: the measured window then starts at an interval boundary and runs
+    /// `duration_s` from there, which a request count, a users ramp or an open-loop schedule
+    /// (all fixed from the run's start) cannot.
+    fn check_warmup(&self, stop: Stop) -> Result<(), PlanError> {
+        let Some(cap) = self.warmup_max_s else {
+            return Ok(());
+        };
+        if !(cap.is_finite() && cap > 0.0) {
+            return Err(PlanError::NotPositive("warmup_max_s", "warm-up cap"));
+        }
+        too_large("warmup_max_s", cap, MAX_SECONDS)?;
+        let refuse = |why: &str| Err(PlanError::Contradiction("warmup_max_s", why.into()));
+        if matches!(stop, Stop::Requests(_)) {
+            return refuse("a warm-up phase needs a duration (-d) to measure after it, not -n");
+        }
+        if self.pacer.pace().takes_warmup_phase() {
+            Ok(())
+        } else {
+            refuse("a warm-up phase takes closed-loop or sequential pacing: an open-loop or users schedule is fixed from the run's start")
         }
     }
 
@@ -826,6 +852,33 @@ mod tests {
         };
         users(1.5).expect("inside ramp_up_s + hold_s");
         assert_eq!(users(2.0).unwrap_err().field(), "pacer");
+    }
+
+    #[test]
+    fn a_warm_up_phase_needs_a_positive_cap_a_duration_and_a_closed_loop() {
+        let warm = |extra: serde_json::Value| {
+            let mut value = json!({"target": "http://127.0.0.1:1/", "warmup_max_s": 5.0});
+            value
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            plan(value)
+        };
+        warm(json!({"duration_s": 2.0})).expect("closed loop, then 2 s measured");
+        let sequential = json!({"duration_s": 2.0, "connections": 1,
+            "behaviour": {"kind": "new-connection"}, "pacer": {"kind": "sequential"}});
+        warm(sequential).expect("sequential pacing");
+        for refused in [
+            json!({"requests": 100}),
+            json!({"duration_s": 2.0, "pacer": {"kind": "open", "rate": 100.0}}),
+            json!({"pacer": {"kind": "users", "users": 4, "ramp_up_s": 1.0, "hold_s": 1.0}}),
+            json!({"duration_s": 2.0, "warmup_max_s": 0.0}),
+            json!({"duration_s": 2.0, "warmup_max_s": -1.0}),
+            json!({"duration_s": 2.0, "warmup_max_s": 1e12}),
+        ] {
+            let err = warm(refused.clone()).unwrap_err();
+            assert_eq!(err.field(), "warmup_max_s", "{refused}: {err}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub use crate::metrics::{Attempts, Errors, Events, Timings, Traffic};
 pub(crate) use crate::stats::round3;
 pub use schema::output_schema;
 pub use summary::{Summary, SummaryInput, WaitUsed};
-pub use types::IntervalLine;
+pub use types::{IntervalLine, MeasureLine, WarmupEnd};
 
 /// Output format version; raised when a field changes meaning or disappears.
 ///
@@ -45,4 +45,5 @@ pub use types::IntervalLine;
 /// (per event and seq: deliveries, the server's total, created, the longest delay), and
 /// `cycles_unlisted`, so that a reader follows cycles as they happen.
 /// 10: the summary's `streams_opened` (the HTTP/2 attacks' streams, issue 35).
-pub const OUTPUT_VERSION: u32 = 10;
+/// 11: a plan's warm-up phase (`warmup_max_s`): the `measure` line and the summary's `warmup`.
+pub const OUTPUT_VERSION: u32 = 11;

@@ -3,15 +3,16 @@
 
 use schemars::JsonSchema;
 
-use super::{EmitLine, IntervalLine, Summary};
+use super::{EmitLine, IntervalLine, MeasureLine, Summary};
 
-/// The JSON schema of every output line: an interval, emit or summary line.
+/// The JSON schema of every output line: an interval, measure, emit or summary line.
 pub fn output_schema() -> String {
     #[derive(JsonSchema)]
     #[serde(untagged)]
     #[allow(dead_code)]
     enum OutputLine {
         Interval(Box<IntervalLine>),
+        Measure(MeasureLine),
         Emit(EmitLine),
         Summary(Box<Summary>),
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::types::WarmupEnd;
 use super::OUTPUT_VERSION;
 use crate::metrics::Timings;
 use crate::plan::Plan;
@@ -71,6 +72,10 @@ pub struct Summary {
     #[serde(default)]
     pub floor_us: Option<f64>,
     pub threads: usize,
+    /// A plan with a warm-up phase: where it ended. The summary's counts, timings, CPU and
+    /// `duration_s` cover the measured window after it only. Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupEnd>,
     /// The loop that drove the sockets: `io_uring` or `epoll` (both joined by `+` if
     /// workers differed).
     pub io_backend: String,
@@ -104,6 +109,7 @@ pub struct SummaryInput<'a> {
     pub threads: usize,
     pub io_backend: String,
     pub wait: WaitUsed,
+    pub warmup: Option<WarmupEnd>,
 }
 
 /// The wait the workers used, for the summary.
@@ -147,6 +153,7 @@ impl Summary {
             spin_cpu_s: round3(input.wait.spin_cpu_s),
             floor_us: None,
             threads: input.threads,
+            warmup: input.warmup,
             io_backend: input.io_backend,
             paths: input.paths,
             started_at_ms: round3(input.started_at_ms),

@@ -127,6 +127,29 @@ impl IntervalLine {
     }
 }
 
+/// Where a run's warm-up phase ended and its measured window began (`warmup_max_s`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WarmupEnd {
+    /// Seconds since the run started: the warm-up's length, a whole number of intervals.
+    pub elapsed_s: f64,
+    /// The same instant on this host's clock, Unix milliseconds.
+    pub unix_ms: f64,
+    /// What ended it: `request` (a `measure` line on stdin) or `cap` (`warmup_max_s` passed).
+    pub by: String,
+}
+
+/// Printed once, at the interval boundary where a warm-up phase ends. The interval lines
+/// after it belong to the measured window: their `elapsed_s` and `_total` counts start
+/// there, as the summary's figures do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasureLine {
+    /// Always `"measure"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(flatten)]
+    pub end: WarmupEnd,
+}
+
 fn p50_p99(h: &Histogram<u64>) -> (Option<u64>, Option<u64>) {
     if h.is_empty() {
         return (None, None);

@@ -195,7 +195,7 @@ impl<'a> Driver<'a> {
 
     fn is_over(&self, now: Instant) -> bool {
         let shared = &self.ctx.shared;
-        shared.end.is_some_and(|end| now >= end)
+        shared.end().is_some_and(|end| now >= end)
             || shared.abandon_due(now)
             || self.slots.iter().all(Slot::is_done)
     }
@@ -230,6 +230,7 @@ impl<'a> Driver<'a> {
                 return Ok(true);
             }
             spinner.spun.set(spinner.spun.get() + (after - before));
+            self.ctx.ledger.counters().spun(after - before);
             if after - since >= spinner.budget.now() {
                 spinner.budget.missed();
                 return Ok(false);

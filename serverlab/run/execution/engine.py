@@ -5,6 +5,7 @@ plans themselves are made by serverlab.run.plan.planner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,7 +33,9 @@ from serverlab.results.report import hdr
 # (a delivery after its line was printed): `EngineRun` adds them up into one.
 # From 9 on, interval lines list the push cycles whose deliveries they received (`cycles`).
 # From 10 on, the summary counts the streams the HTTP/2 attacks open (`streams_opened`).
-OUTPUT_VERSION = 10
+# From 11 on, a plan with a warm-up phase prints a `measure` line where its measured window
+# begins, and the summary's `warmup` says how it ended.
+OUTPUT_VERSION = 11
 # Sampled places an emit line holds at most (the engine's `emits::MAX_PLACES`).
 MAX_PLACES = 200
 # How long an engine named on the command line may take to say its version.
@@ -129,7 +132,14 @@ class EngineRun:
     # Called on the reader's thread as the summary line arrives: the load has ended then,
     # before the process has exited (the monitor's window closes there, with no overhang).
     on_summary: Callable[[], None] | None = None
+    # A plan with a warm-up phase (`warmup_max_s`): the engine reads `measure` on its stdin
+    # (see measure()), and `on_measure` is called, on the reader's thread, with its measure
+    # line as the measured window begins. The interval lines before it are `warmup_intervals`.
+    on_measure: Callable[[dict], None] | None = None
+    warmup_phase: bool = False
     intervals: list[dict] = field(default_factory=list)
+    warmup_intervals: list[dict] = field(default_factory=list)
+    measure_line: dict | None = None
     emits: list[dict] = field(default_factory=list)  # one per emit cycle seen (push)
     _emit_at: dict[tuple, int] = field(default_factory=dict)  # (event, seq) -> its index
     summary: dict | None = None
@@ -141,7 +151,7 @@ class EngineRun:
         # Its own session: Ctrl-C reaches serverlab, which stops the engine itself.
         self.process = owner.popen(
             self.argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if self.warmup_phase else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -165,6 +175,11 @@ class EngineRun:
                 self.intervals.append(record)
                 if self.on_interval:
                     self.on_interval(record)
+            elif record.get("type") == "measure":
+                self.warmup_intervals, self.intervals = self.intervals, []
+                self.measure_line = record
+                if self.on_measure:
+                    self.on_measure(record)
             elif record.get("type") == "emit":
                 self._add_emit(record)
             elif record.get("type") == "summary":
@@ -183,6 +198,17 @@ class EngineRun:
             self.emits.append(line)
         else:
             self.emits[index] = added_emit_lines(self.emits[index], line)
+
+    def measure(self) -> None:
+        """Ends the warm-up phase: the engine measures from its next interval boundary.
+        Once only; an engine already gone (its stdin closed) is let be."""
+        stdin = self.process and self.process.stdin
+        if not stdin or stdin.closed:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            stdin.write("measure\n")
+            stdin.flush()
+            stdin.close()
 
     def wait(self, timeout_s: float) -> int:
         assert self.process is not None

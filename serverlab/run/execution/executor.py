@@ -236,6 +236,11 @@ class _Measurement:
         measured = bind(plan.measured, **self.where)
         if paths:
             measured["paths"] = paths
+        # A warm-up phase inside the measured run needs a load whose engine can be told
+        # when to measure; elsewhere the warm-up runs apart, before (docs/warmup.md).
+        self.warms_in_run = "warmup_max_s" in measured and self.load.live_measure
+        if not self.warms_in_run:
+            measured.pop("warmup_max_s", None)
         self.measured = measured
 
     def run(self) -> None:
@@ -248,7 +253,7 @@ class _Measurement:
         # The control calls first (logging off, say): the warm-up must warm the code the
         # measured run takes, or a JIT recompiles the switched path in the measured window.
         self._control(plan.control, "before")
-        if plan.warmup is not None:
+        if plan.warmup is not None and not self.warms_in_run:
             self._warm_up()
         threads = held_threads(plan, self.env.manifest_of(plan.contestant))
         if threads is not None:
@@ -275,6 +280,8 @@ class _Measurement:
             try:
                 if crash is None and plan.capacity is not None:
                     result, crash = self._search(monitor)
+                elif crash is None and self.warms_in_run:
+                    result, crash = self._warm_and_measure(monitor)
                 elif crash is None:
                     on_interval = progress and progress.interval
                     result, crash = self._load(
@@ -325,6 +332,26 @@ class _Measurement:
         ran = (result.summary or {}).get("duration_s")
         self.test.run_info["warmup"] = {**watch.record(cap_s, ran), "started_ms": started_ms}
 
+    def _warm_and_measure(self, monitor: Monitor) -> tuple[LoadResult, Crash | None]:
+        """One engine run: its warm-up phase until the rate is steady (execution.warmup),
+        not before `warmup_s`, then the measured window on the same connections, threads and
+        JIT state. The executor judges the rate and tells the engine to measure; the engine
+        measures from its cap if never told. The kernel's window opens as the measured one
+        begins. What the warm-up found goes in run_info["warmup"]."""
+        plan, progress = self.plan, self.env.progress
+        cap_s = max(plan.warmup_max_s, plan.warmup_s)
+        watch = SteadyWatch(plan.warmup_s)
+        phases = _Phases(watch, monitor, progress and progress.interval)
+        started_ms = round(time.time() * 1000, 1)
+        result, crash = self._load(
+            self.measured, "plan", cap_s + plan.budget_s, monitor, phases.interval, phases=phases
+        )
+        measure = result.measure or {}
+        record = watch.record(cap_s, measure.get("elapsed_s"))
+        record.update(started_ms=started_ms, same_run=True, ended_by=measure.get("by"))
+        self.test.run_info["warmup"] = record
+        return result, crash
+
     def _load_port(self) -> int:
         """The server port the measured load connects to: its sockets are the monitor's."""
         target = self.plan.measured["target"]
@@ -346,20 +373,40 @@ class _Measurement:
                 return crash
         return None
 
-    def _load(self, plan, tag, budget_s, monitor=None, on_interval=None, during=(), until=None):
+    def _load(
+        self,
+        plan,
+        tag,
+        budget_s,
+        monitor=None,
+        on_interval=None,
+        during=(),
+        until=None,
+        phases: _Phases | None = None,
+    ):
         """Runs one load and waits for it, making the `during` calls on their own thread when
         their time comes; returns what it produced and the server's crash, if the server died
         meanwhile (the load then sees the refused connections for a moment: they are part of
-        the result). `until`: the load is stopped early once it says so."""
+        the result). `until`: the load is stopped early once it says so. `phases`: the plan
+        has a warm-up phase, which they end, and the monitor's window opens after it."""
         on_end = None
         if monitor is not None:
-            monitor.open_window()  # the exact figures cover the engine's run, no more
+            if phases is None:
+                monitor.open_window()  # the exact figures cover the engine's run, no more
             # Closed as the engine's summary arrives (its load is over then), not once its
             # process has exited: a JIT compiling on after the load would be counted.
             on_end = functools.partial(monitor.close_window, ENGINE_SUMMARY)
         running = self.load.begin(
-            plan, self.server.workdir, tag, on_interval, http_port=self.server.port, on_end=on_end
+            plan,
+            self.server.workdir,
+            tag,
+            on_interval,
+            http_port=self.server.port,
+            on_end=on_end,
+            **({"on_measure": phases.measured} if phases else {}),
         )
+        if phases is not None:
+            phases.running = running
         if monitor is not None:
             monitor.load_starts(running.starts_at)  # the sockets are read once it has begun
             if running.local_pid is not None:
@@ -459,6 +506,30 @@ def stats_limit_s(plan: TestPlan, manifest: Manifest) -> float:
     """How long GET /stats is tried after the load: briefly where every request thread is
     known to be held (STATS_HELD_LIMIT_S)."""
     return STATS_LIMIT_S if held_threads(plan, manifest) is None else STATS_HELD_LIMIT_S
+
+
+class _Phases:
+    """Routes a warm-up phase's interval lines to the steady rule and the measured ones to
+    the progress display; asks the engine to measure once the rule is met, and opens the
+    monitor's window as the measured window begins. Called on the engine reader's thread."""
+
+    def __init__(self, watch: SteadyWatch, monitor: Monitor, on_interval: Callable | None):
+        self.watch, self.monitor, self.on_interval = watch, monitor, on_interval
+        self.running: Any = None  # set once the load has begun
+        self.measuring = False
+
+    def interval(self, line: dict) -> None:
+        if self.measuring:
+            if self.on_interval:
+                self.on_interval(line)
+            return
+        self.watch.interval(line)
+        if self.watch.done() and self.running is not None:
+            self.running.measure()  # the engine measures from its next interval boundary
+
+    def measured(self, line: dict) -> None:
+        self.measuring = True
+        self.monitor.open_window()
 
 
 def stats_silence(plan: TestPlan, manifest: Manifest, limit_s: float, err: Exception) -> str:

@@ -26,6 +26,10 @@ class LoadResult:
     intervals: list[dict] = field(default_factory=list)
     emits: list[dict] = field(default_factory=list)
     stderr_tail: str = ""
+    # A run with a warm-up phase: its interval lines before the measured window, and the
+    # engine's line where that window began (None: it never did).
+    warmup_intervals: list[dict] = field(default_factory=list)
+    measure: dict | None = None
     # Spread loads only: each generator's own summary and figures, and the ones lost.
     generators: list[dict] = field(default_factory=list)
     lost: list[dict] = field(default_factory=list)
@@ -46,6 +50,9 @@ class Running(Protocol):
 
 class Load(Protocol):
     target_host: str  # the address the engines reach the server at
+    # Whether a plan's warm-up phase can be ended while it runs (LocalLoad: `on_measure`,
+    # and `measure()` on what begin returns); without it the executor warms up apart.
+    live_measure: bool
 
     # `http_port`: the server's HTTP port, for what a load asks of the server besides its
     # target (a spread load's clock check through /timestamp, even for a syslog flood).
@@ -72,13 +79,25 @@ class LocalLoad:
         if target_host:  # the server's address behind a delay line
             self.target_host = target_host
 
-    def begin(self, plan, workdir, tag, on_interval=None, http_port=None, on_end=None) -> Running:
+    # The executor may end a plan's warm-up phase (its `warmup_max_s`) when it judges the
+    # rate steady: a local engine takes `measure` on its stdin (Running.measure).
+    live_measure = True
+
+    def begin(
+        self, plan, workdir, tag, on_interval=None, http_port=None, on_end=None, on_measure=None
+    ) -> Running:
         if self.target_host != LocalLoad.target_host:
             # The delay line's server end: the one address besides loopback it may load.
             plan = {**plan, "allowed_hosts": [self.target_host]}
         path = write_plan(plan, Path(workdir) / f"{tag}.json")
         argv = engine_command(path, self.cpus, self.netns)
-        engine = EngineRun(argv, on_interval=on_interval, on_summary=on_end)
+        engine = EngineRun(
+            argv,
+            on_interval=on_interval,
+            on_summary=on_end,
+            on_measure=on_measure,
+            warmup_phase="warmup_max_s" in plan,
+        )
         engine.start()
         return _LocalRunning(engine)
 
@@ -95,7 +114,17 @@ class _LocalRunning:
     def stop(self) -> None:
         self.engine.stop()
 
+    def measure(self) -> None:
+        self.engine.measure()
+
     def finish(self) -> LoadResult:
         self.engine.wait(FINISH_S)
         e = self.engine
-        return LoadResult(e.summary, e.intervals, e.emits, e.stderr_tail)
+        return LoadResult(
+            e.summary,
+            e.intervals,
+            e.emits,
+            e.stderr_tail,
+            warmup_intervals=e.warmup_intervals,
+            measure=e.measure_line,
+        )

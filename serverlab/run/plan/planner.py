@@ -86,7 +86,7 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         params=dict(p),
         tunables=_tunables(perm, manifest),
         tls_key=p["tls_key"] if speaks_tls(p) else None,
-        measured=engine_plan(p),
+        measured=measured_plan(p, controlled),
         server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p) + ENGINE_GRACE_S,
         estimate_s=perm.estimated_seconds(),
@@ -203,6 +203,33 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     return plan
+
+
+def measured_plan(p: dict[str, Any], controlled: bool) -> dict[str, Any]:
+    """The measured engine plan; with a warm-up phase of its own (`warmup_max_s`, 0.5 s
+    interval lines) when the test's warm-up is its own load: plain requests, closed loop,
+    for a duration, nothing primed or timed in between (docs/warmup.md). The executor then
+    runs warm-up and measurement as one engine run and says when the first ends."""
+    plan = engine_plan(p)
+    if warms_in_run(p, controlled):
+        plan.update(warmup_max_s=warmup_cap_s(p), interval_ms=WARMUP_INTERVAL_MS)
+    return plan
+
+
+def warms_in_run(p: dict[str, Any], controlled: bool) -> bool:
+    """Whether the test's warm-up is the measured run's own first phase: its load is the
+    measured load (plain requests, closed loop, a duration), and nothing comes between the
+    two (priming runs; calls timed from the measured load's start)."""
+    return (
+        warmup_cap_s(p) > 0
+        and p["behaviour"] in ("keepalive", "new-connection")
+        and p.get("pacer", "closed") == "closed"
+        and "duration_s" in p
+        and "requests" not in p
+        and p.get("kind") != CAPACITY
+        and not int(p.get("priming_runs", 0))
+        and not (controlled and emit_window_s(p))
+    )
 
 
 def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:

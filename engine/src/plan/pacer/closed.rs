@@ -15,6 +15,9 @@ use crate::plan::PlanError;
 pub struct ClosedSpec {}
 
 impl Pace for ClosedSpec {
+    fn takes_warmup_phase(&self) -> bool {
+        true
+    }
     fn check(&self, plan: &PlanView) -> Result<(), PlanError> {
         match plan.requests {
             Some(n) if n < plan.connections => Err(PlanError::Contradiction(

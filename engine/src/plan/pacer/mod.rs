@@ -89,6 +89,12 @@ pub trait Pace {
     fn waits_for_close(&self) -> bool {
         false
     }
+    /// Whether a warm-up phase may come before the measured window (`warmup_max_s`): the
+    /// window is `duration_s` from a later instant, which a schedule or a ramp, fixed from
+    /// the run's start, cannot give.
+    fn takes_warmup_phase(&self) -> bool {
+        false
+    }
     /// How the summary names the run's clients, when not by its connections.
     fn clients_label(&self) -> Option<String> {
         None

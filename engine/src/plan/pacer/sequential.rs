@@ -12,6 +12,9 @@ use crate::plan::PlanError;
 pub struct SequentialSpec {}
 
 impl Pace for SequentialSpec {
+    fn takes_warmup_phase(&self) -> bool {
+        true
+    }
     fn check(&self, plan: &PlanView) -> Result<(), PlanError> {
         if plan.connections != 1 {
             return Err(PlanError::Contradiction(
