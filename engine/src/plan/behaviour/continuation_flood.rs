@@ -47,13 +47,6 @@ impl Kind for ContinuationFloodSpec {
         const KEYS: &[SuiteKey] = &[SuiteKey::same("frames_per_s", "frames_per_s"), SuiteKey::same("frame_bytes", "frame_bytes")];
         KEYS
     }
-    fn http2_refusal(&self) -> Option<&'static str> {
-        Some(
-            "rapid-reset, continuation-flood and hpack-bomb write HTTP/2 frames of their own (h2c \
-             with prior knowledge on an http:// target, ALPN h2 on https://): give it no http2 \
-             setting",
-        )
-    }
     fn is_attack(&self) -> bool {
         true
     }

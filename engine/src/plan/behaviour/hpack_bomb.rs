@@ -52,13 +52,6 @@ impl Kind for HpackBombSpec {
         const KEYS: &[SuiteKey] = &[SuiteKey::same("streams_per_s", "streams_per_s"), SuiteKey::same("streams_per_connection", "streams_per_connection"), SuiteKey::same("hpack_references", "references")];
         KEYS
     }
-    fn http2_refusal(&self) -> Option<&'static str> {
-        Some(
-            "rapid-reset, continuation-flood and hpack-bomb write HTTP/2 frames of their own (h2c \
-             with prior knowledge on an http:// target, ALPN h2 on https://): give it no http2 \
-             setting",
-        )
-    }
     fn is_attack(&self) -> bool {
         true
     }

@@ -70,12 +70,16 @@ pub trait Kind {
         None
     }
     /// Why HTTP/2 does not carry it, if it does not: only the behaviours that say so are
-    /// carried.
+    /// carried; one that writes its own frames is told to leave the http2 setting out.
     fn http2_refusal(&self) -> Option<&'static str> {
-        Some(
+        Some(if self.writes_h2_frames() {
+            "rapid-reset, continuation-flood and hpack-bomb write HTTP/2 frames of their own (h2c \
+             with prior knowledge on an http:// target, ALPN h2 on https://): give it no http2 \
+             setting"
+        } else {
             "HTTP/2 carries keepalive and new-connection requests, long poll, comet and SSE; \
-             not this behaviour",
-        )
+             not this behaviour"
+        })
     }
     /// The path its requests go to when a suite names none (`None`: no HTTP, or none).
     fn path(&self) -> Option<&'static str> {
