@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, EnterFlags, IoUring};
 use socket2::{SockAddr, Socket};
 
 use super::bufring::BufRing;
@@ -211,19 +211,20 @@ impl<'a> Driver<'a> {
         waited(self.ring.submitter().submit_with_args(completions, &args))
     }
 
-    /// Polls the ring without sleeping (each poll submits what is queued and runs the
-    /// kernel's deferred completions, with a zero timeout) until a completion is there, or
-    /// the budget is spent; whether one came.
+    /// Polls the ring without sleeping until a completion is there, or the budget is spent;
+    /// whether one came. Each poll submits what is queued and runs the kernel's deferred
+    /// completions, asking for none. A wait for one with a zero timeout is no poll: on Linux
+    /// 6.18 a sequential run of 300 requests waited that way spun not once in 4 runs of 10
+    /// (each wait came back holding its answer), likely as the timer sleeps its slack
+    /// (50 µs by default), longer than a loopback answer takes.
     fn spin(&mut self) -> io::Result<bool> {
         let Some(spinner) = &mut self.spinner else {
             return Ok(false);
         };
-        let zero = types::Timespec::new();
-        let args = types::SubmitArgs::new().timespec(&zero);
         let since = Instant::now();
         loop {
             let before = Instant::now();
-            waited(self.ring.submitter().submit_with_args(1, &args))?;
+            poll(&mut self.ring)?;
             let after = Instant::now();
             if !self.ring.completion().is_empty() {
                 spinner.budget.caught(after - since);
@@ -586,6 +587,19 @@ fn arrival(result: i32, bytes: &[u8]) -> Arrival<'_> {
         r if r > 0 => Arrival::Bytes(bytes),
         r => Arrival::End(r),
     }
+}
+
+/// One poll of `ring`: an enter that submits its queue and runs its deferred completions,
+/// with GETEVENTS (which alone runs them) and no completion to wait for.
+fn poll(ring: &mut IoUring) -> io::Result<()> {
+    let queued = ring.submission().len() as u32;
+    let flags = EnterFlags::GETEVENTS.bits();
+    // SAFETY: no argument is passed; the queued entries' buffers live as `push` says.
+    let entered = unsafe {
+        ring.submitter()
+            .enter::<libc::sigset_t>(queued, 0, flags, None)
+    };
+    waited(entered)
 }
 
 /// A wait's result: one that ended by its timeout, a signal or a full completion queue is a
