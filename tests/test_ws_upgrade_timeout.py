@@ -1,12 +1,15 @@
-"""verify's WebSocket client (websockets' own, conformance/checks/wswire.py) gives up at its
-timeout when a TLS server completes the handshake and never answers the upgrade: over TLS 1.3
-the server's session tickets leave websockets' reader thread in an SSL read that closing the
-socket did not wake, and a verify run hung on it (once, under load, in `make test`)."""
+"""verify's WebSocket client (conformance/checks/wswire.py) gives up at its timeout when a TLS
+server completes the handshake and never answers the upgrade, and does all its work in the
+caller's thread. websockets' threaded client read a TLS 1.3 socket in one thread while it
+wrote in another: the server's session tickets, read as the upgrade went out, lost 2 answers
+in 300 upgrades, and once its reader thread hung in an SSL read that closing did not wake."""
 
 import socket
 import ssl
 import threading
 from types import SimpleNamespace
+
+import pytest
 
 from serverlab.base import httpclient
 from serverlab.base.tlskeys import make_key_material
@@ -59,3 +62,24 @@ def test_an_upgrade_unanswered_over_tls_gives_up_at_its_timeout(tmp_path):
     done.set()
     assert not client.is_alive(), "the client hung after its upgrade timed out"
     assert raised and raised[0].startswith("WebSocket: TimeoutError"), raised
+
+
+def test_a_websocket_connection_over_tls_starts_no_thread_of_its_own(tmp_path, monkeypatch):
+    done = threading.Event()
+    port, ca = silent_tls_server(tmp_path, done)
+    server = SimpleNamespace(tls_port=port, tls=SimpleNamespace(ca_cert=ca))
+    ctx = VerifyContext(server, None, "v0", "ws.x", TIMEOUT_S, give_up_s=0.5, transport="tls")
+    # The server above answers nothing: the threads are counted at each read while the
+    # upgrade waits.
+    counted, original = [], ssl.SSLSocket.recv
+
+    def counting_recv(sock, *args):
+        counted.append(threading.active_count())
+        return original(sock, *args)
+
+    before = threading.active_count()
+    monkeypatch.setattr(ssl.SSLSocket, "recv", counting_recv)
+    with pytest.raises(httpclient.HttpError, match="WebSocket: TimeoutError"), open_ws(ctx):
+        pass
+    done.set()
+    assert counted and set(counted) == {before}, (before, counted)

@@ -5,7 +5,7 @@ from contextlib import contextmanager
 from serverlab.base.waiting import wait_for
 from serverlab.conformance.checks.pushwire import clear_event, push_body, send_push, set_event
 from serverlab.conformance.checks.ssewire import open_sse
-from serverlab.conformance.checks.wswire import RawWebSocket
+from serverlab.conformance.checks.wswire import open_ws
 from serverlab.conformance.context import VerifyContext
 from serverlab.conformance.outcome import Outcome
 
@@ -36,7 +36,7 @@ def sse_subscriber(ctx: VerifyContext, event: str, kind: str):
 
 @contextmanager
 def websocket_subscriber(ctx: VerifyContext, event: str, kind: str):
-    with RawWebSocket(ctx) as connection:
+    with open_ws(ctx, close_handshake=False) as connection:
         connection.send_json({"type": "subscribe", "events": [event]})
         connection.next_message(ctx.give_up_s, "the subscribed reply")
         yield  # leaving closes the socket: no close frame, as when a client dies

@@ -18,7 +18,6 @@ from serverlab.conformance.checks.pushwire import (
 )
 from serverlab.conformance.checks.receive import time_left
 from serverlab.conformance.checks.wswire import (
-    RawWebSocket,
     open_ws,
     receive_json,
     send_json,
@@ -210,7 +209,7 @@ def ws_close(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """The client's close frame is answered with the same code, then the server closes TCP."""
     before = at_rest(ctx)["open"]
     code = params.get("code", 1000)
-    with RawWebSocket(ctx) as connection:
+    with open_ws(ctx) as connection:
         connection.send_close(code, "verify is done")
         answered = connection.close_code(ctx.give_up_s)
         outcome.require(answered == code, f"the close was answered with code {answered}")
@@ -244,7 +243,7 @@ BAD_FRAMES = {
 
 def ws_bad_frame(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
     """A frame or message §11 refuses: a close frame with its code, then TCP closed."""
-    with RawWebSocket(ctx) as connection:
+    with open_ws(ctx) as connection:
         connection.send_raw(BAD_FRAMES[params["frame"]]())
         code = connection.close_code(ctx.give_up_s)
         outcome.observed.append(str(code))
