@@ -1,4 +1,5 @@
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from serverlab.run.execution.monitor import Monitor, next_tick
+from serverlab.run.execution.monitor import Monitor, _TreeClock, next_tick
 
 # A parent that forks one busy child and holds 150 MB itself: a tree like a
 # multi-process server, with CPU spent outside the root process.
@@ -215,3 +216,17 @@ def test_a_sampler_starved_for_most_of_a_short_window_reads_the_sockets_itself()
     assert (last["sockets"], last["established"]) == (4, 3)
     assert "after_engine_stop" not in last, "read by the sampler, inside the window"
     assert last["t"] >= in_window[0].t
+
+
+def test_one_costly_cpu_reading_thins_nothing_and_costly_readings_thin_by_the_third():
+    clock = _TreeClock(os.getpid())
+    # A light server's readings with one slowed by the machine (a softirq, a cold cache).
+    for cost in (2e-5, 2e-5, 1e-3, 2e-5, 3e-5):
+        clock._budget(cost)
+        assert clock.cpu_every == 1, cost
+    # A server whose thread walks cost 0.3 ms every time.
+    walks = []
+    for _ in range(3):
+        clock._budget(3e-4)
+        walks.append(clock.cpu_every)
+    assert walks == [1, 3, 3]

@@ -17,9 +17,11 @@ time is measured (`Monitor.own_cpu`).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +50,11 @@ ENGINE_SUMMARY, ENGINE_EXIT = "engine summary", "engine exit"
 # What reading the tree's CPU clocks may cost the monitor per sample (0.1 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
 CLOCK_BUDGET_S = 0.0001
+# The CPU readings whose cost decides the thinning, by their median: one read slowed by the
+# machine's other load (a softirq or a cold cache; 4 in 3,000 reads of a one-process server
+# cost over 0.1 ms on a quiet machine, one 0.2 ms) thins nothing, and a server whose thread
+# walks cost more every time thins by its third reading.
+CLOCK_COSTS_KEPT = 5
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
 RAY_COMMANDS = ("raylet", "gcs_server")
@@ -101,8 +108,9 @@ class _TreeClock:
 
     A process's CPU clock costs the kernel a walk over all its threads (about 0.3 ms for
     5,000 on this machine, three times that when it is busy). When the walks cost more than
-    CLOCK_BUDGET_S a sample, CPU is read every `cpu_every` samples only, and the samples in
-    between carry no CPU figure: the time series thins, the monitor stays light."""
+    CLOCK_BUDGET_S a sample (the median of the recent readings), CPU is read every
+    `cpu_every` samples only, and the samples in between carry no CPU figure: the time
+    series thins, the monitor stays light."""
 
     def __init__(self, root_pid: int, thin: bool = True):
         self.root_pid, self.thin = root_pid, thin  # thin: may skip CPU reads (see above)
@@ -111,6 +119,7 @@ class _TreeClock:
         self.last: dict[int, tuple[float, int]] = {}  # pid: (cpu seconds, switches)
         self.gone_cpu, self.gone_switches = 0.0, 0
         self.cpu_every, self.widest_cpu_every, self.count = 1, 1, 0
+        self.clock_costs: collections.deque[float] = collections.deque(maxlen=CLOCK_COSTS_KEPT)
 
     def read(self) -> tuple[float | None, int, int, int, int, int]:
         """Returns cpu seconds (None when not read this time), ctx switches, rss, threads,
@@ -158,6 +167,10 @@ class _TreeClock:
             self.found_at = now
 
     def _budget(self, cost_s: float) -> None:
+        """Thins the CPU readings by what the recent ones cost (the median: see
+        CLOCK_COSTS_KEPT)."""
+        self.clock_costs.append(cost_s)
+        cost_s = statistics.median(self.clock_costs)
         self.cpu_every = max(1, math.ceil(cost_s / CLOCK_BUDGET_S))
         self.widest_cpu_every = max(self.widest_cpu_every, self.cpu_every)
 
