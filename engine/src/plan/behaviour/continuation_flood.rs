@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::rapid_reset::MAX_STREAMS_PER_S;
-use super::{refuse, Kind, PlanError, SuiteKey};
+use super::{out_of_range, refuse, Kind, PlanError, SuiteKey};
 
 /// A frame's payload is whole header fields of this many bytes each.
 pub const FIELD_BYTES: u64 = 64;
@@ -51,12 +51,8 @@ impl Kind for ContinuationFloodSpec {
         true
     }
     fn check(&self) -> Vec<PlanError> {
-        let mut errors = Vec::new();
-        if !(1..=MAX_STREAMS_PER_S).contains(&self.frames_per_s) {
-            errors.push(refuse(format!(
-                "continuation-flood frames_per_s must be 1..={MAX_STREAMS_PER_S}"
-            )));
-        }
+        let bounds = [("frames_per_s", self.frames_per_s, MAX_STREAMS_PER_S)];
+        let mut errors = out_of_range("continuation-flood", &bounds);
         let sizes = FIELD_BYTES..=MAX_FRAME_BYTES;
         if !sizes.contains(&self.frame_bytes) || !self.frame_bytes.is_multiple_of(FIELD_BYTES) {
             errors.push(refuse(format!(

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::rapid_reset::{MAX_STREAMS_PER_CONNECTION, MAX_STREAMS_PER_S};
-use super::{refuse, Kind, PlanError, SuiteKey};
+use super::{out_of_range, Kind, PlanError, SuiteKey};
 
 /// The most references in one request: its HEADERS frame stays within 16,384 bytes (the
 /// stored field, ~4 KB, goes in the first).
@@ -56,18 +56,14 @@ impl Kind for HpackBombSpec {
         true
     }
     fn check(&self) -> Vec<PlanError> {
-        let mut errors = Vec::new();
-        let bounds = [
-            ("streams_per_s", self.streams_per_s, MAX_STREAMS_PER_S),
-            ("streams_per_connection", self.streams_per_connection, MAX_STREAMS_PER_CONNECTION),
-            ("references", self.references, MAX_REFERENCES),
-        ];
-        for (name, value, most) in bounds {
-            if !(1..=most).contains(&value) {
-                errors.push(refuse(format!("hpack-bomb {name} must be 1..={most}")));
-            }
-        }
-        errors
+        out_of_range(
+            "hpack-bomb",
+            &[
+                ("streams_per_s", self.streams_per_s, MAX_STREAMS_PER_S),
+                ("streams_per_connection", self.streams_per_connection, MAX_STREAMS_PER_CONNECTION),
+                ("references", self.references, MAX_REFERENCES),
+            ],
+        )
     }
     fn writes_h2_frames(&self) -> bool {
         true

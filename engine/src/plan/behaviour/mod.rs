@@ -254,6 +254,16 @@ fn refuse(why: impl Into<String>) -> PlanError {
     PlanError::Contradiction("behaviour", why.into())
 }
 
+/// Each of `kind`'s keys whose value lies outside 1..=its most, refused in one line
+/// ("KIND KEY must be 1..=MOST"): the attacks' rates and counts are bounded alike.
+fn out_of_range(kind: &str, bounds: &[(&str, u64, u64)]) -> Vec<PlanError> {
+    bounds
+        .iter()
+        .filter(|(_, value, most)| !(1..=*most).contains(value))
+        .map(|(key, _, most)| refuse(format!("{kind} {key} must be 1..={most}")))
+        .collect()
+}
+
 /// Events named on the command line, the empty name dropped (`--longpoll ""` polls none).
 fn non_empty(events: &[String]) -> Vec<String> {
     events.iter().filter(|e| !e.is_empty()).cloned().collect()
@@ -306,6 +316,26 @@ mod tests {
         let errors = spec.check();
         assert_eq!(errors.len(), 4, "{errors:?}");
         assert!(errors.iter().all(|e| e.field() == "behaviour"));
+    }
+
+    #[test]
+    fn an_attacks_keys_out_of_their_bounds_are_refused_each_in_one_line() {
+        let reset = RapidResetSpec {
+            streams_per_s: 0,
+            streams_per_connection: rapid_reset::MAX_STREAMS_PER_CONNECTION + 1,
+        };
+        let texts: Vec<String> = reset.check().iter().map(|e| e.to_string()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(
+            texts[0].contains("rapid-reset streams_per_s must be 1..=1000000"),
+            "{texts:?}"
+        );
+        assert!(texts[1].contains("rapid-reset streams_per_connection must be 1..="));
+        let within = RapidResetSpec {
+            streams_per_s: rapid_reset::MAX_STREAMS_PER_S,
+            streams_per_connection: 1,
+        };
+        assert!(within.check().is_empty(), "both bounds are inside");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{refuse, Kind, PlanError, SuiteKey};
+use super::{out_of_range, Kind, PlanError, SuiteKey};
 
 /// The most streams opened a second on one connection: far past what the CVE's reports saw
 /// from one connection, and what a worker can write.
@@ -50,18 +50,13 @@ impl Kind for RapidResetSpec {
         true
     }
     fn check(&self) -> Vec<PlanError> {
-        let mut errors = Vec::new();
-        if !(1..=MAX_STREAMS_PER_S).contains(&self.streams_per_s) {
-            errors.push(refuse(format!(
-                "rapid-reset streams_per_s must be 1..={MAX_STREAMS_PER_S}"
-            )));
-        }
-        if !(1..=MAX_STREAMS_PER_CONNECTION).contains(&self.streams_per_connection) {
-            errors.push(refuse(format!(
-                "rapid-reset streams_per_connection must be 1..={MAX_STREAMS_PER_CONNECTION}"
-            )));
-        }
-        errors
+        out_of_range(
+            "rapid-reset",
+            &[
+                ("streams_per_s", self.streams_per_s, MAX_STREAMS_PER_S),
+                ("streams_per_connection", self.streams_per_connection, MAX_STREAMS_PER_CONNECTION),
+            ],
+        )
     }
     fn writes_h2_frames(&self) -> bool {
         true

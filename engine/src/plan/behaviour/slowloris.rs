@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{refuse, Kind, PlanError, SuiteKey};
+use super::{out_of_range, Kind, PlanError, SuiteKey};
 
 /// The longest pause between two header lines: 10 minutes (a server's header timeout is
 /// seconds to minutes; a longer pause tests nothing more).
@@ -43,12 +43,10 @@ impl Kind for SlowlorisSpec {
         true
     }
     fn check(&self) -> Vec<PlanError> {
-        if !(1..=MAX_LINE_INTERVAL_MS).contains(&self.interval_ms) {
-            return vec![refuse(format!(
-                "slowloris interval_ms must be 1..={MAX_LINE_INTERVAL_MS}"
-            ))];
-        }
-        Vec::new()
+        out_of_range(
+            "slowloris",
+            &[("interval_ms", self.interval_ms, MAX_LINE_INTERVAL_MS)],
+        )
     }
     /// Held until the server ends it or the run does.
     fn is_endless(&self) -> bool {
