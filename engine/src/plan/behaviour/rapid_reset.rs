@@ -100,5 +100,8 @@ mod tests {
         assert!(spec(MAX_STREAMS_PER_S, MAX_STREAMS_PER_CONNECTION).check().is_empty());
         assert_eq!(spec(0, 0).check().len(), 2);
         assert_eq!(spec(MAX_STREAMS_PER_S + 1, MAX_STREAMS_PER_CONNECTION + 1).check().len(), 2);
+        let refused = spec(0, 1).check();
+        let text = refused[0].to_string();
+        assert!(text.contains("rapid-reset streams_per_s must be 1..=1000000"), "{text}");
     }
 }
