@@ -21,7 +21,6 @@ import collections
 import contextlib
 import math
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -50,10 +49,12 @@ ENGINE_SUMMARY, ENGINE_EXIT = "engine summary", "engine exit"
 # What reading the tree's CPU clocks may cost the monitor per sample (0.1 % of a core at
 # 10 Hz); above it, CPU is read every few samples only (_TreeClock).
 CLOCK_BUDGET_S = 0.0001
-# The CPU readings whose cost decides the thinning, by their median: one read slowed by the
-# machine's other load (a softirq or a cold cache; 4 in 3,000 reads of a one-process server
-# cost over 0.1 ms on a quiet machine, one 0.2 ms) thins nothing, and a server whose thread
-# walks cost more every time thins by its third reading.
+# The CPU readings whose cost decides the thinning, by the cheapest of them. What a reading
+# costs the monitor's thread is its walk over the server's threads plus whatever else landed
+# in its window: a hand-over of the interpreter's lock to the runner's other threads (40-200
+# us of this thread's CPU each, on this VM), a softirq, a cold cache. Those only ever add,
+# so the cheapest recent reading is the walk's own cost: a few slowed readings thin nothing,
+# and a server whose walks cost more every time thins by its fifth reading (half a second).
 CLOCK_COSTS_KEPT = 5
 # Processes of serverlab's own besides the runner's descendants: a lab run's Ray nodes,
 # whose workers run the generators' engines (by command name, as the kernel shows it).
@@ -108,7 +109,7 @@ class _TreeClock:
 
     A process's CPU clock costs the kernel a walk over all its threads (about 0.3 ms for
     5,000 on this machine, three times that when it is busy). When the walks cost more than
-    CLOCK_BUDGET_S a sample (the median of the recent readings), CPU is read every
+    CLOCK_BUDGET_S a sample (the cheapest of the recent readings), CPU is read every
     `cpu_every` samples only, and the samples in between carry no CPU figure: the time
     series thins, the monitor stays light."""
 
@@ -167,10 +168,10 @@ class _TreeClock:
             self.found_at = now
 
     def _budget(self, cost_s: float) -> None:
-        """Thins the CPU readings by what the recent ones cost (the median: see
+        """Thins the CPU readings by what the recent ones cost (the cheapest: see
         CLOCK_COSTS_KEPT)."""
         self.clock_costs.append(cost_s)
-        cost_s = statistics.median(self.clock_costs)
+        cost_s = min(self.clock_costs)
         self.cpu_every = max(1, math.ceil(cost_s / CLOCK_BUDGET_S))
         self.widest_cpu_every = max(self.widest_cpu_every, self.cpu_every)
 
