@@ -10,10 +10,10 @@ import pytest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.report.metrics import validity_flags
-from serverlab.run.execution import traffic
+from serverlab.run.execution import procfs, traffic
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import ENGINE_SUMMARY
-from serverlab.run.execution.warmup import STEADY_INTERVALS, SteadyWatch
+from serverlab.run.execution.warmup import JIT_QUIET, STEADY_INTERVALS, SteadyWatch
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite import SuiteError, load_suite
@@ -82,6 +82,25 @@ def test_a_rate_that_falls_out_of_the_band_starts_its_steady_run_again():
     for line in lines(1000, 1000, 1000, 1000, 1300, 1300, 1300, 1300):
         watch.interval(line)
     assert watch.record(20, 4.0)["steady_s"] == 2.0
+
+
+def test_a_steady_rate_waits_while_the_jits_compiler_threads_work():
+    # 20 ticks a line (0.5 s) is 40 % of a core; the rule allows 5 % over its four lines.
+    spent = iter([0, 20, 40, 60, 80, 100, 100, 101, 101, 101, 101])
+    watch = SteadyWatch(floor_s=0.0, jit=lambda: next(spent) * procfs.TICKS_PER_S // 100)
+    for number, line in enumerate(lines(*[1000] * 10), start=1):
+        watch.interval(line)
+        assert watch.done() == (number >= 9), number
+    record = watch.record(20, 4.5)
+    assert record["steady_s"] == 2.5, "steady from the first of the four quiet lines"
+    assert record["jit_percent"][:5] == [40.0] * 5 and record["jit_percent"][6] == 2.0
+
+
+def test_a_server_without_compiler_threads_is_judged_by_its_rate_alone():
+    watch = SteadyWatch(floor_s=0.0, jit=lambda: None)
+    for line in lines(1000, 1000, 1000, 1000):
+        watch.interval(line)
+    assert watch.done() and "jit_percent" not in watch.record(20, 2.0)
 
 
 def test_a_warm_up_cap_below_its_floor_is_refused_with_one_line(tmp_path):
@@ -153,6 +172,12 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
     assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
     assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
     assert warmup["ran_s"] < 25, "stopped once steady, before its cap"
+    # HotSpot's compiler threads worked through the climb and were quiet over the four lines
+    # that ended the warm-up (the kernel's count of their CPU).
+    jit = warmup["jit_percent"]
+    first = round(warmup["steady_s"] / 0.5)
+    assert max(jit[:first]) > 100 * JIT_QUIET, jit
+    assert sum(jit[first : first + STEADY_INTERVALS]) / STEADY_INTERVALS <= 100 * JIT_QUIET, jit
     # Told to measure when steady, in the same engine run: the summary's window follows it.
     assert warmup["same_run"] and warmup["ended_by"] == "request"
     assert test.summary["warmup"]["elapsed_s"] == warmup["ran_s"]

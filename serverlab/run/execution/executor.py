@@ -52,7 +52,7 @@ from serverlab.run.execution.testplan import CLIENTS_LEVEL, ControlCall, TestPla
 from serverlab.run.execution.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.execution.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.execution.validity import assess
-from serverlab.run.execution.warmup import SteadyWatch
+from serverlab.run.execution.warmup import SteadyWatch, jit_clock
 from serverlab.run.host import fileset, shapedlink
 from serverlab.run.host.leftovers import work_folder
 from serverlab.run.host.machine import Pinning
@@ -320,13 +320,14 @@ class _Measurement:
         not before `warmup_s`; what it found goes in run_info["warmup"]."""
         plan = self.plan
         cap_s = max(plan.warmup_max_s, plan.warmup_s)
-        watch = SteadyWatch(plan.warmup_s)
+        watch = SteadyWatch(plan.warmup_s, jit=jit_clock(self.server.process.pid))
         warmup = bind(plan.warmup, **self.where)
         started_ms = round(time.time() * 1000, 1)
         result, _ = self._load(
             warmup, "warmup", cap_s + plan.grace_s, on_interval=watch.interval, until=watch.done
         )
         if not watch.rates:  # a spread load hands its interval lines over at the end
+            watch.jit = None  # the compiler threads' ticks now are not those of its lines
             for line in result.intervals:
                 watch.interval(line)
         ran = (result.summary or {}).get("duration_s")
@@ -340,7 +341,7 @@ class _Measurement:
         begins. What the warm-up found goes in run_info["warmup"]."""
         plan, progress = self.plan, self.env.progress
         cap_s = max(plan.warmup_max_s, plan.warmup_s)
-        watch = SteadyWatch(plan.warmup_s)
+        watch = SteadyWatch(plan.warmup_s, jit=jit_clock(self.server.process.pid))
         phases = _Phases(watch, monitor, progress and progress.interval)
         started_ms = round(time.time() * 1000, 1)
         result, crash = self._load(

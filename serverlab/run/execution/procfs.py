@@ -30,12 +30,17 @@ def cpu_ticks(pid: int) -> int | None:
     """utime + stime + cutime + cstime of one process, or None once it is gone (a zombie
     still has its row). Costs more for a process with many threads: the kernel sums them."""
     try:
-        text = _read_text(f"/proc/{pid}/stat")
+        fields = _stat_fields(f"/proc/{pid}/stat")
     except OSError:
         return None
-    # comm may hold spaces and parentheses: the fields start after the last ')'.
-    fields = text[text.rindex(")") + 2 :].split()
     return sum(int(f) for f in fields[11:15])
+
+
+def _stat_fields(path: str) -> list[str]:
+    """A stat file's fields from the state on (fields[11:13]: utime, stime)."""
+    text = _read_text(path)
+    # comm may hold spaces and parentheses: the fields start after the last ')'.
+    return text[text.rindex(")") + 2 :].split()
 
 
 def parents() -> dict[int, tuple[int, str]]:
@@ -101,6 +106,28 @@ def _deepest_first(pids: set[int], family: dict[int, tuple[int, str]]) -> list[i
         return count
 
     return sorted(pids, key=depth, reverse=True)
+
+
+def thread_ticks(pids: set[int], names: tuple[str, ...]) -> int | None:
+    """utime + stime of the members' threads whose name (the kernel's 15-character comm)
+    starts with one of `names`; None when no member has such a thread. A thread that exited
+    takes its ticks with it: for threads that live as long as their process (a JVM's
+    compiler threads)."""
+    found, total = False, 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if not _read_text(f"/proc/{pid}/task/{tid}/comm").startswith(names):
+                    continue
+                fields = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
+            except OSError:
+                continue
+            found, total = True, total + int(fields[11]) + int(fields[12])
+    return total if found else None
 
 
 def machine_busy_ticks() -> int:
