@@ -10,6 +10,8 @@ import pytest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.warmup import warmup_chart
+from serverlab.results.store import RecordedTest
 from serverlab.run.execution import procfs, traffic
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import ENGINE_SUMMARY
@@ -293,3 +295,21 @@ def test_a_spread_load_warms_up_apart_and_measures_without_a_warm_up_phase(
     assert engines.plans == ["warmup.json", "plan.json"]
     assert "warmup" not in test.summary and "warmup_max_s" not in test.summary["plan"]
     assert not test.run_info["warmup"].get("same_run")
+
+
+def _warmed(contestant: str, record: dict) -> RecordedTest:
+    test = RecordedTest(1, "k", contestant, 0, "ok", 0.0, 1.0, scenario="fast")
+    test.run_info["warmup"] = record
+    return test
+
+
+def test_the_warm_up_charts_draw_a_jvms_compiler_threads_beside_its_rate_and_no_others():
+    record = {"rule": "the rule as recorded", "interval_s": 0.5, "rates": [10.0, 20.0, 20.0]}
+    jvm = _warmed("java", {**record, "jit_percent": [30.0, 4.0, 0.0], "steady_s": 0.5})
+    node = _warmed("node", record)
+    rate, jit = warmup_chart("w", [jvm, node])
+    assert [t["name"] for t in rate.figure["data"]] == ["java r1", "node r1"]
+    assert "Steady: the rule as recorded." in rate.caption
+    assert [(t["name"], t["y"]) for t in jit.figure["data"]] == [("java r1", [30.0, 4.0, 0.0])]
+    assert jit.key == "w-jit" and "compiler threads" in jit.caption
+    assert len(warmup_chart("w", [node])) == 1, "no JIT chart for a server without a JIT"

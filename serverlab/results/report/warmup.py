@@ -17,9 +17,10 @@ from serverlab.results.report.metrics import scenario_key, scenario_labels
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.store import RecordedTest
 
-SOURCE = (
-    "the warm-up engine pass's interval lines (0.5 s each), as the executor read them; "
-    "steady: the last 4 lines each within ±5 % of their mean"
+SOURCE = "the warm-up engine pass's interval lines (0.5 s each), as the executor read them"
+JIT_SOURCE = (
+    "the kernel: utime + stime of the server's JIT compiler threads (/proc/<pid>/task/<tid>/"
+    "stat), read as each warm-up line arrived"
 )
 
 
@@ -60,7 +61,46 @@ def warmup_chart(key: str, tests: list[RecordedTest]) -> list[Chart]:
         "Answers per second of each test's warm-up, interval by interval; a dotted line marks "
         f"where its rate became steady (its time to steady state). Source: {SOURCE}.",
     )
-    return [finish(chart, fig, ("seconds into the warm-up", "answers/s"), "no warm-up lines")]
+    chart.caption += f" Steady: {_rules(warmed)}."
+    charts = [finish(chart, fig, ("seconds into the warm-up", "answers/s"), "no warm-up lines")]
+    return charts + _jit_chart(f"{key}-jit", warmed, colours)
+
+
+def _jit_chart(key: str, warmed: list[RecordedTest], colours: dict[str, str]) -> list[Chart]:
+    """The JIT compiler threads' share of a core in each warm-up line, for the servers that
+    have such threads (a JVM's); none otherwise."""
+    compiled = [t for t in warmed if warmup_of(t).get("jit_percent")]
+    if not compiled:
+        return []
+    fig = go.Figure()
+    for test in compiled:
+        record = warmup_of(test)
+        step = float(record.get("interval_s") or 0.5)
+        shares = record["jit_percent"]
+        fig.add_trace(
+            go.Scatter(
+                x=[step * (i + 1) for i in range(len(shares))],
+                y=shares,
+                mode="lines",
+                line={"color": colours[test.contestant]},
+                name=test_label(test),
+                legendgroup=test.contestant,
+            )
+        )
+    chart = Chart(
+        key,
+        "JIT compiler threads during warm-up",
+        "The share of one core the server's JIT compiler threads used in each 0.5 s line of "
+        "its warm-up: the JIT at work while the rate climbs, and quiet once it is steady. "
+        f"Source: {JIT_SOURCE}.",
+    )
+    return [finish(chart, fig, ("seconds into the warm-up", "% of one core"), "no JIT lines")]
+
+
+def _rules(tests: list[RecordedTest]) -> str:
+    """The steady rule(s) the tests were judged by, as each recorded it."""
+    rules = dict.fromkeys(str(warmup_of(t).get("rule")) for t in tests if warmup_of(t).get("rule"))
+    return "; ".join(rules) or "the rule was not recorded"
 
 
 def time_to_steady(tests: list[RecordedTest]) -> list[dict]:
