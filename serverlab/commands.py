@@ -3,9 +3,11 @@ the click layer parses flags and prints errors, this module does the work."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,6 +209,8 @@ def _duration(seconds: float) -> str:
 
 # How long `watch` keeps serving, once the run has ended, for open pages to get the end.
 WATCH_DRAIN_S = 5.0
+# Contestants a run verifies side by side before it starts (as `make verify`'s --jobs 2).
+VERIFY_JOBS = 2
 
 
 @dataclass
@@ -430,27 +434,48 @@ def tune(suite_path: str | None, profile: str | None, apply: bool) -> list[str]:
 
 def _verify_all(names: list[str]) -> dict[str, str]:
     """Conformance before any benchmark: contestants that fail are left out of the run
-    (returned, each with why). The transport parts (TLS, HTTP/2) and syslog over TLS are
+    (returned, each with why). They are verified side by side (verify mostly waits on the
+    server it checks), each one's lines printed whole as it ends; a Ctrl-C lets each finish
+    its case and stop its server. The transport parts (TLS, HTTP/2) and syslog over TLS are
     left out while no test of a run can speak them (the engine does not yet): `serverlab
     verify` checks them."""
-    refused = {}
-    for name in names:
-        console.print(f"verifying {literal(name)} against the spec ...")
-        manifest = find(name)
-        report = verify_contestant(manifest, leave_out=UNSPOKEN_BY_RUNS)
-        unused = sorted(UNSPOKEN_BY_RUNS & set(manifest.implements))
-        note = f" ({', '.join(unused)}: not used by this run, not checked)" if unused else ""
-        console.print(f"  {literal(report.summary() + note)}")
-        if not report.ok:
-            failed = [r for r in report.results if r.status == "FAIL"][:5]
-            refused[name] = _verify_reason(report, [r.case_id for r in failed])
-            for result in failed:
-                # The reason may quote the server's own answer.
-                said = literal(f"{result.case_id}: {result.reason}")
-                console.print(f"  FAIL {said}", highlight=False)
-            if report.error:
-                console.print(f"  {literal(report.error, newlines=True)}", highlight=False)
+    refused: dict[str, str] = {}
+    stop = threading.Event()
+    jobs = max(1, min(VERIFY_JOBS, len(names)))
+    console.print(f"verifying {len(names)} contestants against the spec, {jobs} at a time ...")
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
+        verifying = {pool.submit(_verify_for_run, name, stop): name for name in names}
+        for future in concurrent.futures.as_completed(verifying):
+            _show_verified(verifying[future], *future.result(), refused)
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return refused
+
+
+def _verify_for_run(name: str, stop: threading.Event) -> tuple[VerifyReport, str]:
+    """One contestant's verify for a run, and the note on the parts it leaves out."""
+    manifest = find(name)
+    report = verify_contestant(manifest, leave_out=UNSPOKEN_BY_RUNS, stop=stop)
+    unused = sorted(UNSPOKEN_BY_RUNS & set(manifest.implements))
+    return report, f" ({', '.join(unused)}: not used by this run, not checked)" if unused else ""
+
+
+def _show_verified(name: str, report: VerifyReport, note: str, refused: dict[str, str]) -> None:
+    console.print(f"verified {literal(name)}: {literal(report.summary() + note)}")
+    if report.ok:
+        return
+    failed = [r for r in report.results if r.status == "FAIL"][:5]
+    refused[name] = _verify_reason(report, [r.case_id for r in failed])
+    for result in failed:
+        # The reason may quote the server's own answer.
+        said = literal(f"{result.case_id}: {result.reason}")
+        console.print(f"  FAIL {said}", highlight=False)
+    if report.error:
+        console.print(f"  {literal(report.error, newlines=True)}", highlight=False)
 
 
 def _verify_reason(report: VerifyReport, failed: list[str]) -> str:

@@ -2,10 +2,14 @@
 fault of tests/reference_server.py fails exactly the cases that check the broken rule."""
 
 import json
+import signal
+import threading
 
+import psutil
 import pytest
 from conftest import REFERENCE_MANIFEST, write_manifest
 
+from serverlab import commands
 from serverlab.conformance.cases import load_cases
 from serverlab.conformance.checks.stamps import _note_read
 from serverlab.conformance.outcome import FAIL, PASS, WARN
@@ -303,3 +307,48 @@ def test_a_read_holding_two_cycles_stamps_the_newest_and_leaves_the_older_out_of
     _note_read(seen, [line(1, 111, 100), line(2, 610, 600)], 1700.0)
     assert (seen[1].count, seen[1].last_arrival, seen[1].blurred) == (2, 120.0, 1)
     assert (seen[2].count, seen[2].last_arrival, seen[2].blurred) == (1, 1700.0, 0)
+
+
+def _reference_servers() -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if any("reference_server.py" in part for part in p.cmdline())
+    ]
+
+
+def test_a_verify_told_to_stop_starts_no_further_case_and_stops_its_server(contestants_dir):
+    stop = threading.Event()
+    results = []
+
+    def stop_after_two(result):
+        results.append(result)
+        if len(results) == 2:
+            stop.set()
+
+    report = verify_contestant(find("reference"), on_result=stop_after_two, stop=stop)
+    assert len(report.results) == 2 and not report.ok
+    assert report.error == "stopped before every case had run"
+    assert _reference_servers() == []
+
+
+def test_a_ctrl_c_while_a_run_verifies_side_by_side_stops_both_and_leaves_no_server(
+    contestants_dir, monkeypatch
+):
+    write_manifest(contestants_dir, "other", REFERENCE_MANIFEST.replace('"reference"', '"other"'))
+    reports = []
+
+    def verify_and_keep(*args, **kwargs):
+        reports.append(verify_contestant(*args, **kwargs))
+        return reports[-1]
+
+    monkeypatch.setattr(commands, "verify_contestant", verify_and_keep)
+    main = threading.get_ident()
+    # The interrupt comes once both servers answer, as the terminal's would: to this thread.
+    timer = threading.Timer(1.5, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        commands._verify_all(["reference", "other"])
+    timer.cancel()
+    assert [r.error for r in reports] == ["stopped before every case had run"] * 2
+    assert _reference_servers() == []

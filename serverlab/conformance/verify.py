@@ -6,6 +6,7 @@ a FAIL of that case and is restarted so that the remaining cases still say somet
 """
 
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,9 +74,11 @@ def verify_contestant(
     on_result: Callable[[CaseResult], None] = lambda result: None,
     give_up_s: float = 3.0,
     leave_out: frozenset[str] = frozenset(),
+    stop: threading.Event | None = None,
 ) -> VerifyReport:
     """Every case of the parts the contestant claims, but those of `leave_out` (a run
-    leaves out the transports none of its tests speaks, and says so)."""
+    leaves out the transports none of its tests speaks, and says so). `stop`: once set, no
+    further case starts (the report says so) and the server is stopped."""
     report = VerifyReport(manifest.name)
     if not manifest.is_built():
         missing = [a for a in manifest.artifacts if not (manifest.folder / a).exists()]
@@ -109,6 +112,9 @@ def verify_contestant(
         )
         try:
             for case in cases:
+                if stop is not None and stop.is_set():
+                    report.error = "stopped before every case had run"
+                    break
                 result = run_case(context, case, report)
                 report.results.append(result)
                 on_result(result)
