@@ -10,7 +10,7 @@ import pytest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.report.metrics import validity_flags
-from serverlab.results.report.warmup import warmup_chart
+from serverlab.results.report.warmup import time_to_steady_lines, warmup_chart
 from serverlab.results.store import RecordedTest
 from serverlab.run.execution import procfs, traffic
 from serverlab.run.execution.executor import Environment, execute
@@ -313,3 +313,21 @@ def test_the_warm_up_charts_draw_a_jvms_compiler_threads_beside_its_rate_and_no_
     assert [(t["name"], t["y"]) for t in jit.figure["data"]] == [("java r1", [30.0, 4.0, 0.0])]
     assert jit.key == "w-jit" and "compiler threads" in jit.caption
     assert len(warmup_chart("w", [node])) == 1, "no JIT chart for a server without a JIT"
+
+
+def test_time_to_steady_says_a_rate_that_held_from_its_first_line_so_and_a_cap_never_reached():
+    row = {"scenario": "fast", "steady": 6, "repeats": 6, "cap_s": 20.0, "requests": 0}
+    lines = time_to_steady_lines(
+        [
+            {**row, "contestant": "go", "seconds": 0.0},
+            {**row, "contestant": "java", "seconds": 11.5, "requests": 512_000},
+            {**row, "contestant": "slow", "seconds": None, "steady": 0},
+        ]
+    )
+    assert lines == [
+        "time to steady: fast, go: steady from its first line "
+        "(median of 6 of 6 repeats that became steady)",
+        "time to steady: fast, java: 11.5 s, 512,000 answers "
+        "(median of 6 of 6 repeats that became steady)",
+        "time to steady: fast, slow: never steady within 20 s",
+    ]

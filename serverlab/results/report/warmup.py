@@ -140,9 +140,13 @@ def time_to_steady_lines(rows: list[dict]) -> list[str]:
         if row["seconds"] is None:
             lines.append(f"time to steady: {where}: never steady within {row['cap_s']:g} s")
             continue
+        of = f"(median of {row['steady']} of {row['repeats']} repeats that became steady)"
+        if row["seconds"] == 0:
+            # Its first four lines already met the rule: the rate held from the start.
+            lines.append(f"time to steady: {where}: steady from its first line {of}")
+            continue
         lines.append(
-            f"time to steady: {where}: {row['seconds']:.1f} s, {row['requests']:,.0f} answers "
-            f"(median of {row['steady']} of {row['repeats']} repeats that became steady)"
+            f"time to steady: {where}: {row['seconds']:.1f} s, {row['requests']:,.0f} answers {of}"
         )
     return lines
 
