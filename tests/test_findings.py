@@ -13,18 +13,18 @@ from rich.console import Console
 from test_report import engine_interval, recorded
 from test_runner import run_in_process
 
-from serverlab.results.report import build_report, print_summary, push
-from serverlab.results.report.builder import report_data
-from serverlab.results.report.flaggroups import repeat_ranges
-from serverlab.results.report.metrics import validity_flags
-from serverlab.results.store import (
+from serverlab.results.records import (
     EmitCycle,
     EngineInterval,
     RecordedTest,
     ServerStats,
-    Store,
     StoredSuite,
 )
+from serverlab.results.report import build_report, print_summary, push
+from serverlab.results.report.builder import report_data
+from serverlab.results.report.flaggroups import repeat_ranges
+from serverlab.results.report.metrics import validity_flags
+from serverlab.results.store import Store
 
 # --- a real run ---------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ and the emitters' intended stop."""
 from hdrh.histogram import HdrHistogram
 from test_runner import run_in_process, write_suite
 
+from serverlab.results.records import EmitCycle, RecordedTest
 from serverlab.results.report import push
 from serverlab.results.report.hdr import values_at_quantiles
 from serverlab.results.report.metrics import (
@@ -15,7 +16,6 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.transports import cycle_row, resubscribe_gap_ms
-from serverlab.results.store import EmitCycle, RecordedTest
 
 CLIENTS = 50
 # Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.

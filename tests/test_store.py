@@ -17,9 +17,7 @@ from conftest import faulty
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
 from serverlab.results.migrations import migration_steps
-from serverlab.results.recovery import recover as export_recover
-from serverlab.results.report.metrics import flags_for
-from serverlab.results.store import (
+from serverlab.results.records import (
     Crash,
     EmitCycle,
     EmitRecord,
@@ -28,10 +26,11 @@ from serverlab.results.store import (
     RecordedTest,
     RuntimeSignal,
     ServerStats,
-    Store,
     StoredSuite,
-    StoreError,
 )
+from serverlab.results.recovery import recover as export_recover
+from serverlab.results.report.metrics import flags_for
+from serverlab.results.store import Store, StoreError
 
 
 @pytest.fixture
@@ -325,7 +324,8 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
 KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
+    from serverlab.results.records import MonitorSample, RecordedTest, StoredSuite
+    from serverlab.results.store import Store
 
     def samples():
         for i in range(1000):
@@ -366,7 +366,8 @@ def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
 
 DIES_RUNNING = """
 import os, signal, sys
-from serverlab.results.store import Store, StoredSuite
+from serverlab.results.records import StoredSuite
+from serverlab.results.store import Store
 with Store(sys.argv[1]) as store:
     suite = store.add_suite(StoredSuite(name="q", path="q.toml", sha256="b" * 64))
     run = store.start_run(suite, {})

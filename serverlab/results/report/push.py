@@ -21,8 +21,8 @@ from hdrh.histogram import HdrHistogram
 
 import serverlab.results.report.hdr as hdr
 from serverlab.base.spec import PUSH_BEHAVIOURS
+from serverlab.results.records import EmitCycle, RecordedTest
 from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.store import EmitCycle, RecordedTest
 
 # A timed control call answered this much after it was due, or a cycle created this much after
 # the emitters' intended stop, flags the test control-late.

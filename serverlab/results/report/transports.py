@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 import serverlab.results.report.push as push
 from serverlab.base import capacity
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.capacity import is_capacity_search
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
@@ -36,7 +37,6 @@ from serverlab.results.report.metrics import (
     format_cell,
     validity_flags,
 )
-from serverlab.results.store import RecordedTest, Run
 
 TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
 # The rule of the fixed-rung ladders of runs stored before the push capacity search.

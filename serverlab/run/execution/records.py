@@ -6,7 +6,7 @@ capacity search reads each step through the same shape (serverlab.run.execution.
 
 from __future__ import annotations
 
-from serverlab.results.store import EmitCycle, EmitRecord, EngineInterval, RecordedTest
+from serverlab.results.records import EmitCycle, EmitRecord, EngineInterval, RecordedTest
 from serverlab.run.execution.traffic import LoadResult
 
 
