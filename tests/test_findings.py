@@ -121,8 +121,9 @@ def held(
     rows = [(1, 500, 400)] + [(seq, seq * 1000 - 1000, registered) for seq in (2, 3, 4)]
     rows[2:] = [(seq, at, 1000) for seq, at, _ in rows[2:]]
     test.cycles = [
-        EmitCycle("e1", seq, T0 + at, n, n, delays(fan_out_ms / 2, n), T0 + at + 1,
-                  T0 + at + fan_out_ms)
+        EmitCycle(event="e1", seq=seq, created_ms=T0 + at, received=n, total=n,
+                  delay_histogram=delays(fan_out_ms / 2, n), first_arrival_ms=T0 + at + 1,
+                  last_arrival_ms=T0 + at + fan_out_ms, drain_samples=0)
         for seq, at, n in rows
     ]  # fmt: skip
     test.run_info["emit_window"] = {"start_ms": T0 + 1000.0, "stop_ms": T0 + 4000.0}

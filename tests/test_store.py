@@ -44,6 +44,17 @@ def stored_suite(store, name="quick", sha="a" * 64):
     )
 
 
+def two_cycles() -> list[EmitCycle]:
+    return [
+        EmitCycle(event="e1", seq=1, created_ms=1000, received=3, total=3,
+                  delay_histogram="HISTFAAAAB94nJNp", first_arrival_ms=1001.5,
+                  last_arrival_ms=1003.25, drain_us=420, drain_samples=3),
+        EmitCycle(event="e1", seq=2, created_ms=2000, received=2, total=3,
+                  delay_histogram="HISTFAAAAB94nJNp", first_arrival_ms=2001.0,
+                  last_arrival_ms=2002.0, drain_samples=0),
+    ]  # fmt: skip
+
+
 def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="ok"):
     return RecordedTest(
         run_id=run_id,
@@ -70,10 +81,7 @@ def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="
         emits=[
             EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
         ],
-        cycles=[
-            EmitCycle("e1", 1, 1000, 3, 3, "HISTFAAAAB94nJNp", 1001.5, 1003.25, 420, 3),
-            EmitCycle("e1", 2, 2000, 2, 3, "HISTFAAAAB94nJNp", 2001.0, 2002.0),
-        ],
+        cycles=two_cycles(),
         signals=[
             RuntimeSignal(t=2.5, kind="gc_pause", value=4.2, data={"gc": "scavenge"}),
             RuntimeSignal(t=2.6, kind="loop_delay", value=11.0, data={"p99": 10.5}),

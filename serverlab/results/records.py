@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
+
+from serverlab.base.engine_schema import LineField, line_fields
 
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
 # A test in hand when a run stops leaves no row at all; --resume runs it again.
@@ -144,23 +146,39 @@ class EmitRecord:
     received: int | None = None
 
 
-@dataclass
-class EmitCycle:
-    """One emit cycle as the clients measured it (engine output version 3): ``received``
-    deliveries, the server's snapshot ``total``, the deliveries' delays (an HdrHistogram in
-    µs that adds up over cycles), the first and last arrival (Unix ms, server's clock) and the
-    engine's drain time (µs; None when no read of the cycle carried a kernel stamp)."""
+# What of an emit line is not the cycle's record: the line's tag, its sampled places (each an
+# EmitRecord row with its duration) and the span of those durations, which the rows hold.
+NOT_IN_A_CYCLE = frozenset({"type", "places", "duration_ms"})
 
-    event: str
-    seq: int
-    created_ms: int
-    received: int
-    total: int
-    delay_histogram: str
-    first_arrival_ms: float
-    last_arrival_ms: float
-    drain_us: int | None = None
-    drain_samples: int = 0
+
+def _cycle_field(line_field: LineField) -> tuple[str, Any, Any]:
+    """A field of the cycle's record as the emit line has it (a value the engine may print
+    as null is None unless given)."""
+    metadata = {"description": line_field.description}
+    if line_field.nullable:
+        return line_field.name, line_field.type | None, field(default=None, metadata=metadata)
+    return line_field.name, line_field.type, field(metadata=metadata)
+
+
+# One emit cycle as the clients measured it: the fields of the engine's emit line (its output
+# schema's EmitLine), each with its schema type and description, made from that schema so
+# that no Python copy of them goes stale. Fields are given by name. The store keeps one
+# column per field (migration 0009); a field the engine adds needs a migration that adds it.
+EmitCycle = make_dataclass(
+    "EmitCycle",
+    [_cycle_field(f) for f in line_fields("EmitLine", NOT_IN_A_CYCLE)],
+    kw_only=True,
+    namespace={
+        "__module__": __name__,
+        "__doc__": "One emit cycle as the clients measured it: the engine's emit line but "
+        "for NOT_IN_A_CYCLE; a field's meaning is its `metadata['description']`, the schema's.",
+    },
+)
+
+
+def emit_cycle(line: dict[str, Any]) -> EmitCycle:
+    """The record of one engine emit line (its places go to EmitRecord rows)."""
+    return EmitCycle(**{f.name: line[f.name] for f in fields(EmitCycle) if f.name in line})
 
 
 @dataclass

@@ -212,10 +212,10 @@ def cycle_row(test: RecordedTest) -> CycleRow:
 
 def _cycle_delays(cycle: push.Cycle) -> str:
     """A cycle's delivery delay p50/p99 (clients) and its drain time at the engine."""
-    delays = push.cycle_delay_us(cycle, [0.5, 0.99])
-    if delays is None or cycle.record is None:
+    delays, record = push.cycle_delay_us(cycle, [0.5, 0.99]), push.measured(cycle)
+    if delays is None or record is None:
         return ""
-    drain = cycle.record.drain_us
+    drain = record.drain_us
     drained = "-" if drain is None else f"{drain / 1000:,.1f}"
     return (
         f", delay p50 {delays[0] / 1000:,.1f} / p99 {delays[1] / 1000:,.1f} ms, drain {drained} ms"
