@@ -180,7 +180,7 @@ def _rounded(value):
 def _steady_lines(test: dict) -> list:
     """The compact copy keeps no interval lines: two even halves at the summary's rate stand
     in for them, so that the steady check (never skipped) sees the window the figures had."""
-    from serverlab.results.store import EngineInterval
+    from serverlab.results.records import EngineInterval
 
     rps, duration = test["summary"].get("rps"), test["params"].get("duration_s")
     if rps is None or not duration:
@@ -194,7 +194,8 @@ def _steady_lines(test: dict) -> list:
 
 def load_compact(data: dict, db: Path) -> Recorded:
     """The compact copy written into a new database, run ids and order as recorded."""
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
+    from serverlab.results.records import MonitorSample, RecordedTest, StoredSuite
+    from serverlab.results.store import Store
 
     with Store(db) as store:
         suites = {s["id"]: store.add_suite(StoredSuite(**s)) for s in data["suites"]}

@@ -20,12 +20,10 @@ def run_script(name: str, *args) -> subprocess.CompletedProcess:
 
 def package_copy(tmp_path: Path) -> Path:
     """A scratch copy of the serverlab package, under tmp_path/serverlab, with the engine's
-    facts beside it where the package reads them (engine/schema/facts.json)."""
+    facts and output schema beside it where the package reads them (engine/schema/)."""
     package = tmp_path / "serverlab"
     shutil.copytree(REPO_ROOT / "serverlab", package, ignore=shutil.ignore_patterns("__pycache__"))
-    facts = tmp_path / "engine" / "schema"
-    facts.mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "engine" / "schema" / "facts.json", facts)
+    shutil.copytree(REPO_ROOT / "engine" / "schema", tmp_path / "engine" / "schema")
     return package
 
 

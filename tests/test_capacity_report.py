@@ -5,9 +5,10 @@ chart with the knees marked, and the same in `report --json`."""
 import json
 import re
 
+from serverlab.results.records import EngineInterval, RecordedTest, StoredSuite
 from serverlab.results.report import build_report
 from serverlab.results.report.builder import report_data
-from serverlab.results.store import EngineInterval, RecordedTest, Store, StoredSuite
+from serverlab.results.store import Store
 
 TOMCAT = "java-tomcat-blocking"
 PARAMS = {"kind": "capacity", "behaviour": "keepalive", "clients": 50, "p99_bound_ms": 10}

@@ -11,10 +11,11 @@ from test_report import fill_realistic_db, recorded
 
 from serverlab.results import stats
 from serverlab.results.compare import compare, print_comparison
+from serverlab.results.records import StoredSuite
 from serverlab.results.report import SelectionError
 from serverlab.results.report.metrics import compact_number
 from serverlab.results.stats import Verdict
-from serverlab.results.store import Store, StoredSuite
+from serverlab.results.store import Store
 
 
 @pytest.fixture(scope="module")

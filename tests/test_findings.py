@@ -13,18 +13,18 @@ from rich.console import Console
 from test_report import engine_interval, recorded
 from test_runner import run_in_process
 
-from serverlab.results.report import build_report, print_summary, push
-from serverlab.results.report.builder import report_data
-from serverlab.results.report.flaggroups import repeat_ranges
-from serverlab.results.report.metrics import validity_flags
-from serverlab.results.store import (
+from serverlab.results.records import (
     EmitCycle,
     EngineInterval,
     RecordedTest,
     ServerStats,
-    Store,
     StoredSuite,
 )
+from serverlab.results.report import build_report, print_summary, push
+from serverlab.results.report.builder import report_data
+from serverlab.results.report.flaggroups import repeat_ranges
+from serverlab.results.report.metrics import validity_flags
+from serverlab.results.store import Store
 
 # --- a real run ---------------------------------------------------------------------------
 
@@ -121,8 +121,9 @@ def held(
     rows = [(1, 500, 400)] + [(seq, seq * 1000 - 1000, registered) for seq in (2, 3, 4)]
     rows[2:] = [(seq, at, 1000) for seq, at, _ in rows[2:]]
     test.cycles = [
-        EmitCycle("e1", seq, T0 + at, n, n, delays(fan_out_ms / 2, n), T0 + at + 1,
-                  T0 + at + fan_out_ms)
+        EmitCycle(event="e1", seq=seq, created_ms=T0 + at, received=n, total=n,
+                  delay_histogram=delays(fan_out_ms / 2, n), first_arrival_ms=T0 + at + 1,
+                  last_arrival_ms=T0 + at + fan_out_ms, drain_samples=0)
         for seq, at, n in rows
     ]  # fmt: skip
     test.run_info["emit_window"] = {"start_ms": T0 + 1000.0, "stop_ms": T0 + 4000.0}

@@ -2,8 +2,8 @@
 count beside the receiver's total (serverlab.run.execution.receiver.per_sender), and the seed
 section's note that spread figures on one machine are capacity, not speed."""
 
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.seeds import seed_sections
-from serverlab.results.store import RecordedTest, Run, StoredSuite
 from serverlab.run.execution.receiver import per_sender
 
 CAPACITY = "the server and the generators share its CPUs: capacity figures, not speed"

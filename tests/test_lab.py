@@ -18,7 +18,8 @@ import pytest
 from conftest import REFERENCE_MANIFEST, faulty, write_manifest
 
 from serverlab.base import owner
-from serverlab.results.store import RecordedTest, Store, StoredSuite
+from serverlab.results.records import RecordedTest, StoredSuite
+from serverlab.results.store import Store
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 FAST = """

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import live_suite
 
-from serverlab.results.store import EngineInterval, MonitorSample, RecordedTest
+from serverlab.results.records import EngineInterval, MonitorSample, RecordedTest
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.live.events import EventLog
 from serverlab.run.plan.live.feed import LiveFeed, interval_point

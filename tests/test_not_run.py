@@ -12,9 +12,10 @@ from rich.console import Console
 from test_descriptor_cap import capped_run
 from test_report import recorded
 
+from serverlab.results.records import StoredSuite
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
-from serverlab.results.store import Store, StoredSuite
+from serverlab.results.store import Store
 from serverlab.run.plan import descriptors
 
 CAP = 2048

@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 
 from serverlab.base.progress import Tally
-from serverlab.results.store import RecordedTest
+from serverlab.results.records import RecordedTest
 from serverlab.run.plan.progress import Progress
 
 

@@ -6,6 +6,7 @@ and the emitters' intended stop."""
 from hdrh.histogram import HdrHistogram
 from test_runner import run_in_process, write_suite
 
+from serverlab.results.records import EmitCycle, RecordedTest
 from serverlab.results.report import push
 from serverlab.results.report.hdr import values_at_quantiles
 from serverlab.results.report.metrics import (
@@ -15,7 +16,6 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.transports import cycle_row, resubscribe_gap_ms
-from serverlab.results.store import EmitCycle, RecordedTest
 
 CLIENTS = 50
 # Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.
@@ -122,10 +122,10 @@ def assert_engine_floor_fires_on_a_planted_drain(test) -> None:
     p99 = push.delay_us(test, "p99")
     before = push.cycles(test)[0]
     assert before.created_ms < push.window_ms(test)[0], "the ramp's cycle"
-    before.record.drain_us = int(p99)  # the ramp's own cycle: not a figure shown
+    push.measured(before).drain_us = int(p99)  # the ramp's own cycle: not a figure shown
     assert "engine-floor" not in codes(test)
     cycle = push.in_window(test)[1]
-    cycle.record.drain_us = int(p99 * TAIL_FLOOR_SHARE) + 1_000
+    push.measured(cycle).drain_us = int(p99 * TAIL_FLOOR_SHARE) + 1_000
     (floor,) = [f for f in flags_for(test, "p99") if f.code == "engine-floor"]
     assert floor.figures == {"p50", "p99"}
     assert (
@@ -173,7 +173,7 @@ def test_push_delay_percentiles_come_from_the_windows_cycles_and_leave_the_ramps
     # The cycles' table shows each one's delays and the engine's drain of it.
     row = cycle_row(test)
     assert all(", delay p50 " in cell and " ms, drain " in cell for cell in row.cycles)
-    assert all(c.record.drain_samples == c.received for c in push.cycles(test))
+    assert all(push.measured(c).drain_samples == c.received for c in push.cycles(test))
 
 
 def test_cycle_records_add_up_to_the_percentiles_of_every_delivery_together():
@@ -189,7 +189,13 @@ def test_cycle_records_add_up_to_the_percentiles_of_every_delivery_together():
             every.record_value(value)
         created = 2_000 + 500 * (index // 2)
         encoded = one.encode().decode()
-        cycles.append(EmitCycle("e1", 1 + index // 2, created, len(values), 50, encoded, 0.0, 0.0))
+        cycles.append(
+            EmitCycle(
+                event="e1", seq=1 + index // 2, created_ms=created, received=len(values),
+                total=50, delay_histogram=encoded, first_arrival_ms=0.0, last_arrival_ms=0.0,
+                drain_samples=0,
+            )
+        )  # fmt: skip
     test = RecordedTest(1, "k", "reference", 0, "ok", 0.0, 1.0, params={"behaviour": "comet"})
     test.cycles = cycles
     test.run_info["emit_window"] = {"start_ms": 1_000.0, "stop_ms": 9_000.0}
@@ -285,6 +291,6 @@ def test_a_long_polls_re_subscribe_gap_and_its_cycles_delays_are_reported(
     p99 = resubscribe_gap_ms("p99")(test)
     assert p50 is not None and p99 is not None and p50 <= p99 < 500, (p50, p99)
     window = push.in_window(test)
-    assert len(window) >= 3 and all(c.record is not None for c in window)
+    assert len(window) >= 3 and all(push.measured(c) is not None for c in window)
     assert push.delay_us(test, "p50") is not None
     assert "delay-includes-ramp" not in codes(test)

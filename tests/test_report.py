@@ -13,6 +13,15 @@ from hdrh.histogram import HdrHistogram
 from rich.console import Console
 
 from serverlab.base.paths import REPO_ROOT
+from serverlab.results.records import (
+    Crash,
+    EmitRecord,
+    EngineInterval,
+    MonitorSample,
+    RecordedTest,
+    ServerStats,
+    StoredSuite,
+)
 from serverlab.results.report import SelectionError, build_report, parse_selection, print_summary
 from serverlab.results.report.builder import report_data
 from serverlab.results.report.charts import thinned
@@ -32,16 +41,7 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.summary import TERMINAL_METRICS
-from serverlab.results.store import (
-    Crash,
-    EmitRecord,
-    EngineInterval,
-    MonitorSample,
-    RecordedTest,
-    ServerStats,
-    Store,
-    StoredSuite,
-)
+from serverlab.results.store import Store
 
 EVIL_NAME = '<script>alert("owned")</script>'
 # Serialized by the Rust hdrhistogram crate 7.6.0 (the engine's) with V2DeflateSerializer:
@@ -492,8 +492,8 @@ def test_long_lines_are_thinned_by_averaging_buckets():
 
 
 def test_comet_figures_have_no_events_per_second_and_their_latency_is_the_event_delay():
+    from serverlab.results.records import RecordedTest
     from serverlab.results.report.metrics import METRICS_BY_NAME
-    from serverlab.results.store import RecordedTest
 
     summary = {
         "rps": 0.0,

@@ -10,10 +10,11 @@ from test_report import recorded
 
 from serverlab.base.paths import REPO_ROOT
 from serverlab.contestant.manifest import Manifest, discover
+from serverlab.results.records import RecordedTest, Run, ServerStats, StoredSuite
 from serverlab.results.report import build_report
 from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
 from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
-from serverlab.results.store import RecordedTest, Run, ServerStats, Store, StoredSuite
+from serverlab.results.store import Store
 from serverlab.run.plan.suite import load_suite
 
 SUITES = {seed: next((REPO_ROOT / "suites").glob(f"seed-{seed}-*.toml")) for seed in SEEDS}

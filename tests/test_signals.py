@@ -11,11 +11,12 @@ from conftest import REFERENCE_SERVER, TESTS, write_manifest
 from test_tls import TLS_MANIFEST
 
 from serverlab.contestant.manifest import find
+from serverlab.results.records import RecordedTest, StoredSuite
 from serverlab.results.report import build_report
 from serverlab.results.report.charts import flags_of
 from serverlab.results.report.metrics import flags_for
 from serverlab.results.report.signal_charts import signal_charts
-from serverlab.results.store import RecordedTest, Store, StoredSuite
+from serverlab.results.store import Store
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.signals import MAX_VALUE, read_signals, row_cap
 from serverlab.run.host.machine import Pinning

@@ -17,9 +17,7 @@ from conftest import faulty
 from serverlab.results import dblock
 from serverlab.results.export import export_csv
 from serverlab.results.migrations import migration_steps
-from serverlab.results.recovery import recover as export_recover
-from serverlab.results.report.metrics import flags_for
-from serverlab.results.store import (
+from serverlab.results.records import (
     Crash,
     EmitCycle,
     EmitRecord,
@@ -28,10 +26,11 @@ from serverlab.results.store import (
     RecordedTest,
     RuntimeSignal,
     ServerStats,
-    Store,
     StoredSuite,
-    StoreError,
 )
+from serverlab.results.recovery import recover as export_recover
+from serverlab.results.report.metrics import flags_for
+from serverlab.results.store import Store, StoreError
 
 
 @pytest.fixture
@@ -43,6 +42,17 @@ def stored_suite(store, name="quick", sha="a" * 64):
     return store.add_suite(
         StoredSuite(name=name, path=f"suites/{name}.toml", sha256=sha, scale=0.2)
     )
+
+
+def two_cycles() -> list[EmitCycle]:
+    return [
+        EmitCycle(event="e1", seq=1, created_ms=1000, received=3, total=3,
+                  delay_histogram="HISTFAAAAB94nJNp", first_arrival_ms=1001.5,
+                  last_arrival_ms=1003.25, drain_us=420, drain_samples=3),
+        EmitCycle(event="e1", seq=2, created_ms=2000, received=2, total=3,
+                  delay_histogram="HISTFAAAAB94nJNp", first_arrival_ms=2001.0,
+                  last_arrival_ms=2002.0, drain_samples=0),
+    ]  # fmt: skip
 
 
 def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="ok"):
@@ -71,10 +81,7 @@ def full_test(run_id, key="longpoll|node-http|clients=1000|", repeat=0, status="
         emits=[
             EmitRecord("e1", 1, place, 3, 2.0 * place, 1000, 1000 + place) for place in (1, 2, 3)
         ],
-        cycles=[
-            EmitCycle("e1", 1, 1000, 3, 3, "HISTFAAAAB94nJNp", 1001.5, 1003.25, 420, 3),
-            EmitCycle("e1", 2, 2000, 2, 3, "HISTFAAAAB94nJNp", 2001.0, 2002.0),
-        ],
+        cycles=two_cycles(),
         signals=[
             RuntimeSignal(t=2.5, kind="gc_pause", value=4.2, data={"gc": "scavenge"}),
             RuntimeSignal(t=2.6, kind="loop_delay", value=11.0, data={"p99": 10.5}),
@@ -325,7 +332,8 @@ def test_export_writes_every_table_with_its_rows(db_path, tmp_path):
 KILLED_WRITER = textwrap.dedent(
     """
     import sys, time
-    from serverlab.results.store import MonitorSample, RecordedTest, Store, StoredSuite
+    from serverlab.results.records import MonitorSample, RecordedTest, StoredSuite
+    from serverlab.results.store import Store
 
     def samples():
         for i in range(1000):
@@ -366,7 +374,8 @@ def test_a_writer_killed_in_the_middle_of_a_commit_leaves_no_half_test(db_path):
 
 DIES_RUNNING = """
 import os, signal, sys
-from serverlab.results.store import Store, StoredSuite
+from serverlab.results.records import StoredSuite
+from serverlab.results.store import Store
 with Store(sys.argv[1]) as store:
     suite = store.add_suite(StoredSuite(name="q", path="q.toml", sha256="b" * 64))
     run = store.start_run(suite, {})

@@ -5,6 +5,7 @@ import random
 
 from test_report import recorded
 
+from serverlab.results.records import EmitRecord, EngineInterval, MonitorSample, Run, ServerStats
 from serverlab.results.report import push
 from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
 from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for, validity_flags
@@ -13,7 +14,6 @@ from serverlab.results.report.transports import (
     capacity_table,
     transport_section,
 )
-from serverlab.results.store import EmitRecord, EngineInterval, MonitorSample, Run, ServerStats
 
 PARAMS = {"behaviour": "websocket", "clients": 1000, "emit_interval_ms": 1000}
 

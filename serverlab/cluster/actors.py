@@ -25,7 +25,7 @@ from serverlab.base.tlskeys import CaPemError, certificate_pem
 from serverlab.cluster import clock
 from serverlab.cluster.version import node_version
 from serverlab.contestant.manifest import find
-from serverlab.results.store import RecordedTest
+from serverlab.results.records import RecordedTest
 from serverlab.run.execution.engine import (
     EngineError,
     EngineRun,

@@ -26,7 +26,7 @@ from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.cluster.actors import Generator, Server
 from serverlab.cluster.errors import ClusterError
 from serverlab.cluster.version import mismatches, node_version
-from serverlab.results.store import RecordedTest
+from serverlab.results.records import RecordedTest
 from serverlab.run.execution.executor import Environment, new_test
 from serverlab.run.execution.testplan import TestPlan
 

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.cells import cells_of
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
@@ -37,7 +38,7 @@ from serverlab.results.report.metrics import (
 from serverlab.results.report.selection import SelectionError, parse_selection, select_tests
 from serverlab.results.report.summary import terminal_cell
 from serverlab.results.report.verdicts import Judgement, by_effect, judge
-from serverlab.results.store import RecordedTest, Store
+from serverlab.results.store import Store
 
 DEFAULT_METRICS = ("rps", "p50", "p99", "errors", "cpu", "cpu_req", "cpu_event", "rss", "memory")
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.metrics import METRICS_BY_NAME, Metric, flags_for
 from serverlab.results.report.series import summarized_values
 from serverlab.results.report.verdicts import MATERIAL_SHARE
-from serverlab.results.store import RecordedTest
 
 GATE_METRICS = ("rps", "p50", "p99")
 # The floor splits A in two; each half needs this many tests for an interval at all.

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from serverlab.results.records import Run
 from serverlab.results.report.selection import parse_selection, select_tests
-from serverlab.results.store import Run, Store
+from serverlab.results.store import Store
 
 UNKNOWN = "unknown"  # a run recorded before fingerprints were
 

@@ -1,13 +1,6 @@
-"""The results database: one SQLite file (``results/lab.db`` by default) in WAL mode.
-
-What it holds, and who writes it:
-
-- ``StoredSuite``: a suite file as run (name, path, SHA-256 of its bytes, duration scale).
-- ``Run``: one ``serverlab run`` invocation: start, end, status, machine metadata.
-- ``RecordedTest``: one permutation x repeat with everything measured during it: engine
-  summary and intervals, monitor samples, histograms, ``GET /stats`` snapshots, emit records,
-  runtime signals (GC pauses, event-loop delay: the side file the server wrote),
-  validity flags and crash details.
+"""The results database: one SQLite file (``results/lab.db`` by default) in WAL mode, and the
+mapping of the records (serverlab.results.records: suites, runs, tests and what was measured
+during each) to its rows and back.
 
 The runner's side of the API, in order::
 
@@ -30,7 +23,6 @@ out as one ``StoreError`` sentence that says what to do; what was committed stay
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import shlex
@@ -39,25 +31,39 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from serverlab.base import owner
 from serverlab.results.migrations import migration_steps
+from serverlab.results.records import (
+    RUN_STATUSES,
+    TEST_STATUSES,
+    Crash,
+    EmitCycle,
+    EmitRecord,
+    EngineInterval,
+    MonitorSample,
+    RecordedTest,
+    Run,
+    RuntimeSignal,
+    ServerStats,
+    StoredSuite,
+    make_test_key,
+)
 
 DEFAULT_DB = Path("results/lab.db")
-RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
-# A test in hand when a run stops leaves no row at all; --resume runs it again.
-TEST_STATUSES = ("ok", "crashed", "invalid")
 # Tests with a result; an older version's 'abandoned' rows are not among them.
 FINISHED_TEST_STATUSES = TEST_STATUSES
-DEFAULT_HISTOGRAM = "latency_us"
 # How long a write waits for another process's lock before it gives up.
 BUSY_TIMEOUT_ENV = "SERVERLAB_DB_TIMEOUT_S"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 # Each try waits this long inside SQLite: short, so that Ctrl-C is seen between tries.
 _BUSY_STEP_S = 0.1
+# The columns of the tables that hold a record's fields as they are, in its fields' order.
+SAMPLE_COLUMNS = tuple(f.name for f in fields(MonitorSample))
+CYCLE_COLUMNS = tuple(f.name for f in fields(EmitCycle))
 
 
 class StoreError(Exception):
@@ -120,200 +126,6 @@ def _sqlite_errors(doing: str):
         return translated
 
     return wrap
-
-
-def make_test_key(permutation_key: str, repeat_index: int) -> str:
-    """The identity of a test within a suite, as ``finished_test_keys`` returns it."""
-    return f"{permutation_key}#r{repeat_index}"
-
-
-@dataclass
-class StoredSuite:
-    """A suite file as it was run; (name, sha256, scale) identifies it for --resume."""
-
-    name: str
-    path: str
-    sha256: str
-    scale: float = 1.0
-    id: int | None = None
-    created_at: float | None = None
-
-    @classmethod
-    def from_file(
-        cls, path: str | Path, scale: float = 1.0, name: str | None = None
-    ) -> StoredSuite:
-        path = Path(path)
-        return cls(
-            name=name or path.stem,
-            path=str(path),
-            sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-            scale=scale,
-        )
-
-
-@dataclass
-class Run:
-    """One ``serverlab run``; ``machine`` is free-form JSON (kernel, CPU, versions, sysctls...)."""
-
-    id: int
-    suite_id: int
-    started_at: float
-    status: str
-    machine: dict[str, Any]
-    ended_at: float | None = None
-    pid: int | None = None
-    pid_start: int | None = None
-    host: str | None = None
-    # What makes runs comparable (hardware, kernel) and, kept apart, the software they ran.
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def fingerprint_id(self) -> str:
-        """A short stable name of the fingerprint ('' for a run recorded before them)."""
-        if not self.fingerprint:
-            return ""
-        text = json.dumps(self.fingerprint, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
-@dataclass
-class Crash:
-    """How a server died during a test. ``time`` is seconds since the test started."""
-
-    time: float | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    oom: bool = False
-
-
-@dataclass
-class MonitorSample:
-    """One monitor sample, field for field ``serverlab.run.execution.monitor.Sample`` (so
-    ``MonitorSample(**sample.as_dict())`` converts). ``t`` is seconds since the monitor
-    started; server figures cover its whole process tree; CPU percentages are 100 per busy
-    core, except ``system_cpu_percent`` (100 = every core busy)."""
-
-    t: float
-    cpu_percent: float | None = None
-    rss_bytes: int | None = None
-    threads: int | None = None
-    fds: int | None = None
-    ctx_switches: int | None = None
-    processes: int | None = None
-    system_cpu_percent: float | None = None
-    system_mem_used_bytes: int | None = None
-    engine_cpu_percent: float | None = None
-
-
-SAMPLE_COLUMNS = tuple(f.name for f in fields(MonitorSample))
-
-
-@dataclass
-class EngineInterval:
-    """One ``{"type": "interval", ...}`` line of the engine, kept whole in ``data``."""
-
-    seq: int
-    t: float
-    data: dict[str, Any]
-
-
-@dataclass
-class ServerStats:
-    """A ``GET /stats`` answer; ``phase`` says when it was read (e.g. "start", "end")."""
-
-    t: float
-    stats: dict[str, Any]
-    phase: str = "end"
-
-
-@dataclass
-class EmitRecord:
-    """One delivery of an emit cycle as the client saw it (seed 004 §3.4.1.2)."""
-
-    event: str
-    seq: int
-    place: int
-    total: int
-    duration_ms: float
-    created_ms: int | None = None
-    sent_ms: int | None = None
-    # Deliveries of this cycle the client received; rows are a sample of them.
-    received: int | None = None
-
-
-@dataclass
-class EmitCycle:
-    """One emit cycle as the clients measured it (engine output version 3): ``received``
-    deliveries, the server's snapshot ``total``, the deliveries' delays (an HdrHistogram in
-    µs that adds up over cycles), the first and last arrival (Unix ms, server's clock) and the
-    engine's drain time (µs; None when no read of the cycle carried a kernel stamp)."""
-
-    event: str
-    seq: int
-    created_ms: int
-    received: int
-    total: int
-    delay_histogram: str
-    first_arrival_ms: float
-    last_arrival_ms: float
-    drain_us: int | None = None
-    drain_samples: int = 0
-
-
-CYCLE_COLUMNS = tuple(f.name for f in fields(EmitCycle))
-
-
-@dataclass
-class RuntimeSignal:
-    """One line of the server runtime's side file (serverlab.run.execution.signals): ``t`` is
-    seconds since the test started, ``kind`` e.g. "gc_pause" (ms), "loop_delay" (ms),
-    "heap_used" (bytes); ``data`` the line's other figures."""
-
-    t: float
-    kind: str
-    value: float
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RecordedTest:
-    """One permutation x repeat. Times are Unix seconds; ``summary`` is the engine's summary
-    line (None when it never produced one, e.g. a crash), ``histograms`` maps a name to an
-    HdrHistogram V2 deflate base64 string, ``validity`` maps a flag name to its detail."""
-
-    run_id: int
-    permutation_key: str
-    contestant: str
-    repeat_index: int
-    status: str
-    started_at: float
-    ended_at: float
-    scenario: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    tunables: dict[str, str] = field(default_factory=dict)
-    crash: Crash | None = None
-    validity: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] | None = None
-    intervals: list[EngineInterval] = field(default_factory=list)
-    samples: list[MonitorSample] = field(default_factory=list)
-    histograms: dict[str, str] = field(default_factory=dict)
-    server_stats: list[ServerStats] = field(default_factory=list)
-    emits: list[EmitRecord] = field(default_factory=list)
-    # Per-cycle records (version 3 engines); older tests have none.
-    cycles: list[EmitCycle] = field(default_factory=list)
-    signals: list[RuntimeSignal] = field(default_factory=list)
-    # The test plan it ran from (serverlab.run.execution.testplan, as JSON data), and what the
-    # executor bound and saw at run time: stored beside what identifies the test.
-    plan: dict[str, Any] | None = None
-    run_info: dict[str, Any] = field(default_factory=dict)
-    id: int | None = None
-    # The re-run that replaced this test in the figures (`serverlab run --rerun-busy`).
-    superseded_by: int | None = None
-
-    @property
-    def key(self) -> str:
-        return make_test_key(self.permutation_key, self.repeat_index)
 
 
 class Store:

@@ -27,6 +27,7 @@ from pathlib import Path
 import plotly.offline
 
 from serverlab.results.history import series_json
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.builder import (
     cells_data,
     environment,
@@ -40,7 +41,7 @@ from serverlab.results.report.not_run import not_run
 from serverlab.results.report.selection import Selection, load_selected, parse_selection
 from serverlab.results.report.series import build_series
 from serverlab.results.report.summary import architectures, rerun_note
-from serverlab.results.store import RecordedTest, Run, StoredSuite, StoreError
+from serverlab.results.store import StoreError
 
 SCHEMA_VERSION = "1.1.0"
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")

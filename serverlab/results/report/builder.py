@@ -14,6 +14,7 @@ import jinja2
 import plotly.offline
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.cells import Cell
 from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
@@ -45,7 +46,6 @@ from serverlab.results.report.summary import (
 from serverlab.results.report.tls import tls_section
 from serverlab.results.report.transports import FIGURES, transport_section
 from serverlab.results.report.warmup import time_to_steady, warmup_chart
-from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 DEFAULT_REPORT = Path("results/report.html")
 

@@ -28,9 +28,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from serverlab.base.capacity import MAX_REACHED
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of, test_label
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, validity_flags
-from serverlab.results.store import RecordedTest
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.metrics import (
     METRICS,
     SUMMARIZED_STATUSES,
@@ -24,7 +25,6 @@ from serverlab.results.report.metrics import (
     scenario_labels,
     validity_flags,
 )
-from serverlab.results.store import RecordedTest
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.histogram import HistogramError, latency_histogram, percentile_curve
 from serverlab.results.report.metrics import (
@@ -28,7 +29,6 @@ from serverlab.results.report.metrics import (
     validity_flags,
 )
 from serverlab.results.report.push import is_push
-from serverlab.results.store import RecordedTest
 
 TEMPLATE_NAME = "plotly_white"
 MAX_LINE_POINTS = 1500

@@ -30,8 +30,8 @@ a stated window and from a stated source.
 from __future__ import annotations
 
 import serverlab.results.report.push as push
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.store import RecordedTest
 
 KIB = 1024
 # Why a test has no memory per held connection: its connections carry one request each, or

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serverlab.results.store import RecordedTest
+from serverlab.results.records import RecordedTest
 
 
 def number_at(document: Any, *path: str) -> float | None:

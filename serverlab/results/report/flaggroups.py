@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import serverlab.results.report.push as push
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.metrics import (
     Flag,
     error_count,
@@ -18,7 +19,6 @@ from serverlab.results.report.metrics import (
     steady_change,
     validity_flags,
 )
-from serverlab.results.store import RecordedTest
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.charts import PALETTE, Chart, _figure
 from serverlab.results.report.metrics import paired_arm
 from serverlab.results.report.series import HISTORY_METRICS, Series, build_series
-from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SOURCES = {
     "rps": "the engine, over the measured window after warm-up",

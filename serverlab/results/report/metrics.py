@@ -13,9 +13,9 @@ from typing import Any
 import serverlab.results.report.efficiency as efficiency
 import serverlab.results.report.push as push
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.kernel_timers import stacks_of
-from serverlab.results.store import RecordedTest
 
 GENERATOR_BOUND_PERCENT = 90.0
 # A median latency within this many times the engine's own floor is flagged.

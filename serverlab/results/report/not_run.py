@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from serverlab.results.store import RecordedTest, Run
+from serverlab.results.records import RecordedTest, Run
 
 
 @dataclass

@@ -14,15 +14,15 @@ cycle left out. Tests stored before have only the engine's pool of every cycle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
 import serverlab.results.report.hdr as hdr
 from serverlab.base.spec import PUSH_BEHAVIOURS
+from serverlab.results.records import EmitCycle, EmitRecord, RecordedTest
 from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.store import EmitCycle, RecordedTest
 
 # A timed control call answered this much after it was due, or a cycle created this much after
 # the emitters' intended stop, flags the test control-late.
@@ -36,18 +36,15 @@ DELIVERY_COUNTERS = {
 }
 
 
-@dataclass(frozen=True)
-class Cycle:
-    """One emit cycle as the clients saw it: `received` deliveries, and the server's own
-    snapshot `total` (the subscribers it delivered that cycle to)."""
+# One emit cycle as the report reads it: the engine's record of the cycle or, for a test stored
+# before the engine recorded cycles, the first of the cycle's sampled place rows, which
+# carries its counts (event, seq, created, received, total) and nothing it measured.
+Cycle = EmitCycle | EmitRecord
 
-    event: str
-    seq: int
-    created_ms: int
-    received: int
-    total: int
-    # What the clients measured of it (engine output version 3), when stored.
-    record: EmitCycle | None = None
+
+def measured(cycle: Cycle) -> EmitCycle | None:
+    """The engine's record of what the clients measured of the cycle, when stored."""
+    return cycle if isinstance(cycle, EmitCycle) else None
 
 
 def is_push(test: RecordedTest) -> bool:
@@ -63,18 +60,14 @@ def cycles(test: RecordedTest) -> list[Cycle]:
     """One per (event, seq): the engine's per-cycle records, or for older tests the stored
     rows (one row per sampled place)."""
     if test.cycles:
-        return sorted(
-            (Cycle(r.event, r.seq, r.created_ms, r.received, r.total, r) for r in test.cycles),
-            key=lambda c: (c.created_ms, c.event, c.seq),
-        )
+        return sorted(test.cycles, key=lambda c: (c.created_ms, c.event, c.seq))
     seen: dict[tuple[str, int], Cycle] = {}
     for row in test.emits:
         if row.created_ms is None:
             continue
         key = (row.event, row.seq)
         if key not in seen:
-            received = row.received if row.received is not None else 0
-            seen[key] = Cycle(row.event, row.seq, row.created_ms, received, row.total)
+            seen[key] = replace(row, received=row.received if row.received is not None else 0)
     return sorted(seen.values(), key=lambda c: (c.created_ms, c.event, c.seq))
 
 
@@ -93,13 +86,17 @@ def in_window(test: RecordedTest) -> list[Cycle]:
     return [c for c in cycles(test) if window[0] <= c.created_ms <= window[1]]
 
 
+def measured_in_window(test: RecordedTest) -> list[EmitCycle]:
+    """The engine's records of the in-window cycles (none for a test stored before them)."""
+    return [r for r in map(measured, in_window(test)) if r is not None]
+
+
 def window_delays(test: RecordedTest) -> HdrHistogram | None:
     """The in-window cycles' delivery delays (µs) added into one histogram; None for a test
     without per-cycle records (its delays are only the engine's pool over every cycle)."""
     if not has_cycle_records(test) or window_ms(test) is None:
         return None
-    records = [c.record for c in in_window(test) if c.record is not None]
-    return hdr.added(r.delay_histogram for r in records)
+    return hdr.added(r.delay_histogram for r in measured_in_window(test))
 
 
 def delay_us(test: RecordedTest, percentile: str) -> float | None:
@@ -118,18 +115,15 @@ def delay_us(test: RecordedTest, percentile: str) -> float | None:
 
 def cycle_delay_us(cycle: Cycle, percentiles: list[float]) -> list[int] | None:
     """One cycle's delay at ascending quantiles (µs); None without its record."""
-    if cycle.record is None or cycle.received == 0:
+    record = measured(cycle)
+    if record is None or record.received == 0:
         return None
-    return hdr.values_at_quantiles(hdr.decode(cycle.record.delay_histogram), percentiles)
+    return hdr.values_at_quantiles(hdr.decode(record.delay_histogram), percentiles)
 
 
-def worst_drain_us(test: RecordedTest) -> tuple[Cycle, int] | None:
+def worst_drain_us(test: RecordedTest) -> tuple[EmitCycle, int] | None:
     """The in-window cycle whose drain at the engine was longest, and that drain (µs)."""
-    drains = [
-        (c, c.record.drain_us)
-        for c in in_window(test)
-        if c.record is not None and c.record.drain_us is not None
-    ]
+    drains = [(r, r.drain_us) for r in measured_in_window(test) if r.drain_us is not None]
     return max(drains, key=lambda pair: pair[1], default=None)
 
 
@@ -245,11 +239,7 @@ def fan_out_ms(test: RecordedTest) -> float | None:
     """The server's longest in-window fan-out: from a cycle's created stamp to the arrival
     of its last delivery at the clients (server's clock), in ms; None without the engine's
     per-cycle records."""
-    spans = [
-        c.record.last_arrival_ms - c.created_ms
-        for c in in_window(test)
-        if c.record is not None and c.received
-    ]
+    spans = [r.last_arrival_ms - r.created_ms for r in measured_in_window(test) if r.received]
     return max(spans, default=None)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import number_at, summary_number
 from serverlab.results.report.metrics import (
     SUMMARIZED_STATUSES,
@@ -14,7 +15,6 @@ from serverlab.results.report.metrics import (
     mean_server_cpu,
     peak_rss_mib,
 )
-from serverlab.results.store import RecordedTest
 
 
 @dataclass(frozen=True)

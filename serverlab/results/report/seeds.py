@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 
 # The summary table's number format, so the same figure reads the same in both places.
 from serverlab.results.report.metrics import _number, validity_flags
@@ -25,7 +26,6 @@ from serverlab.results.report.seed_data import (
 )
 from serverlab.results.report.seed_metrics import SEED_METRICS, FoldedFigure, fold
 from serverlab.results.report.slow_link import SlowLinkBlock, slow_link_blocks
-from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
 HOLDS, FAILS, NO_DATA = "holds", "fails", "not enough data"

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.not_run import NotRun, not_run
-from serverlab.results.store import RecordedTest, Run, Store, StoredSuite, StoreError
+from serverlab.results.store import Store, StoreError
 
 # Piped, loading a selection's tests says nothing before this long: most databases load in
 # well under it, and a report's or a history's output stays as it was.

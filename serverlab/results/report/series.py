@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
@@ -33,7 +34,6 @@ from serverlab.results.report.metrics import (
     scenario_key,
     scenario_labels,
 )
-from serverlab.results.store import RecordedTest, Run, StoredSuite
 
 HISTORY_METRICS = ("rps", "p50", "p99", "cpu", "rss")
 # Otava's own default: a change point is kept only below this p (it tests 10x looser first).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.charts import (
     Chart,
     contestant_colours,
@@ -20,7 +21,6 @@ from serverlab.results.report.charts import (
     thinned,
 )
 from serverlab.results.report.metrics import validity_flags
-from serverlab.results.store import RecordedTest
 
 # Kinds drawn as a delay line: Node's and Ruby's event loop, Go's scheduler latency.
 DELAY_KINDS = ("loop_delay", "sched_latency")

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest
 from serverlab.results.report.cells import Cell, cell_flags, metric_values
 from serverlab.results.report.charts import Chart, cpu_points, rss_points, time_series
 from serverlab.results.report.metrics import (
@@ -22,7 +23,6 @@ from serverlab.results.report.metrics import (
     scenario_key,
     scenario_labels,
 )
-from serverlab.results.store import RecordedTest
 
 DELAY_FLAG = "link_delay_unavailable"
 

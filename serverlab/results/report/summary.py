@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serverlab.base import terminal
+from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
 from serverlab.results.report.findings import Finding, findings
 from serverlab.results.report.flaggroups import FlagGroup, group_flags
@@ -28,7 +29,6 @@ from serverlab.results.report.metrics import (
 )
 from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import Selected, load_selected, parse_selection
-from serverlab.results.store import RecordedTest, Run
 
 # Five figures fit 120 columns: the rate, the tail, and what the server spent per request,
 # per delivered event (push) and per held connection. The others are in the HTML and JSON.

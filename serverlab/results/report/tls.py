@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.cells import CellFlag, flags_touching
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.efficiency import (
@@ -26,7 +27,6 @@ from serverlab.results.report.efficiency import (
 )
 from serverlab.results.report.engine_summary import summary_number
 from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
-from serverlab.results.store import RecordedTest, Run
 
 STORM, RESUME, TAX = "handshake-storm", "handshake-resume", "tls-tax"
 PUSH_PREFIX = "push-"

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 import serverlab.results.report.push as push
 from serverlab.base import capacity
 from serverlab.results import stats
+from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.capacity import is_capacity_search
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
@@ -36,7 +37,6 @@ from serverlab.results.report.metrics import (
     format_cell,
     validity_flags,
 )
-from serverlab.results.store import RecordedTest, Run
 
 TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
 # The rule of the fixed-rung ladders of runs stored before the push capacity search.
@@ -212,10 +212,10 @@ def cycle_row(test: RecordedTest) -> CycleRow:
 
 def _cycle_delays(cycle: push.Cycle) -> str:
     """A cycle's delivery delay p50/p99 (clients) and its drain time at the engine."""
-    delays = push.cycle_delay_us(cycle, [0.5, 0.99])
-    if delays is None or cycle.record is None:
+    delays, record = push.cycle_delay_us(cycle, [0.5, 0.99]), push.measured(cycle)
+    if delays is None or record is None:
         return ""
-    drain = cycle.record.drain_us
+    drain = record.drain_us
     drained = "-" if drain is None else f"{drain / 1000:,.1f}"
     return (
         f", delay p50 {delays[0] / 1000:,.1f} / p99 {delays[1] / 1000:,.1f} ms, drain {drained} ms"

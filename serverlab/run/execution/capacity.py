@@ -47,8 +47,8 @@ from collections.abc import Callable
 from typing import Any
 
 from serverlab.base import capacity
+from serverlab.results.records import Crash, RecordedTest
 from serverlab.results.report import push
-from serverlab.results.store import Crash, RecordedTest
 from serverlab.run.execution.records import put_load
 from serverlab.run.execution.testplan import CLIENTS_LEVEL, TestPlan
 from serverlab.run.execution.traffic import LoadResult

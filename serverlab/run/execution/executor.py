@@ -37,12 +37,7 @@ from serverlab.contestant.server import (
     ServerError,
     log_tail,
 )
-from serverlab.results.store import (
-    Crash,
-    MonitorSample,
-    RecordedTest,
-    ServerStats,
-)
+from serverlab.results.records import Crash, MonitorSample, RecordedTest, ServerStats
 from serverlab.run.execution import capacity, sockdiag
 from serverlab.run.execution.monitor import ENGINE_SUMMARY, Monitor
 from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures

@@ -12,7 +12,7 @@ import time
 
 from serverlab.base import httpclient
 from serverlab.contestant.server import ContestantServer
-from serverlab.results.store import RecordedTest, ServerStats
+from serverlab.results.records import RecordedTest, ServerStats
 from serverlab.run.host import shapedlink
 
 # A receiver has settled when its count has not risen for SETTLE_QUIET_S.

@@ -6,7 +6,13 @@ capacity search reads each step through the same shape (serverlab.run.execution.
 
 from __future__ import annotations
 
-from serverlab.results.store import EmitCycle, EmitRecord, EngineInterval, RecordedTest
+from serverlab.results.records import (
+    DEFAULT_HISTOGRAM,
+    EmitRecord,
+    EngineInterval,
+    RecordedTest,
+    emit_cycle,
+)
 from serverlab.run.execution.traffic import LoadResult
 
 
@@ -18,9 +24,9 @@ def put_load(test: RecordedTest, result: LoadResult) -> None:
         for i, r in enumerate(result.intervals)
     ]
     if result.summary and result.summary.get("histogram"):
-        test.histograms["latency_us"] = result.summary["histogram"]
+        test.histograms[DEFAULT_HISTOGRAM] = result.summary["histogram"]
     test.emits = [row for cycle in result.emits for row in _emit_rows(cycle)]
-    test.cycles = [_emit_cycle(cycle) for cycle in result.emits if "delay_histogram" in cycle]
+    test.cycles = [emit_cycle(cycle) for cycle in result.emits if "delay_histogram" in cycle]
 
 
 def _emit_rows(cycle: dict) -> list[EmitRecord]:
@@ -37,19 +43,3 @@ def _emit_rows(cycle: dict) -> list[EmitRecord]:
         )
         for place, duration in cycle.get("places", [])
     ]
-
-
-def _emit_cycle(cycle: dict) -> EmitCycle:
-    """The engine's record of one emit cycle as the clients measured it (output version 3)."""
-    return EmitCycle(
-        event=cycle["event"],
-        seq=cycle["seq"],
-        created_ms=cycle["created_ms"],
-        received=cycle["received"],
-        total=cycle["total"],
-        delay_histogram=cycle["delay_histogram"],
-        first_arrival_ms=cycle["first_arrival_ms"],
-        last_arrival_ms=cycle["last_arrival_ms"],
-        drain_us=cycle.get("drain_us"),
-        drain_samples=cycle.get("drain_samples", 0),
-    )

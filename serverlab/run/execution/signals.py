@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from serverlab.results.store import RuntimeSignal
+from serverlab.results.records import RuntimeSignal
 
 # A server writes a few lines per 100 ms; more than this is a runaway writer, not a test.
 MAX_BYTES = 64 << 20

@@ -4,7 +4,7 @@ thresholds live in one place; the runner only adds what it alone saw."""
 
 from __future__ import annotations
 
-from serverlab.results.store import Crash, RecordedTest
+from serverlab.results.records import Crash, RecordedTest
 from serverlab.run.host.machine import Pinning
 
 # Other processes' CPU over the load window above this share of one core: the test ran on

@@ -22,7 +22,7 @@ from pathlib import Path
 from serverlab.base.paths import CONTESTANTS_ENV
 from serverlab.contestant.manifest import Manifest, ManifestError, UnknownContestantError, find
 from serverlab.contestant.tunables import TunableValueError
-from serverlab.results.store import RecordedTest
+from serverlab.results.records import RecordedTest
 from serverlab.run.execution.engine import foreign_engine
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.testplan import TestPlan

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.contestant.inventory import version_of
-from serverlab.results.store import RecordedTest, Store, StoredSuite, StoreError, make_test_key
+from serverlab.results.records import RecordedTest, StoredSuite, make_test_key
+from serverlab.results.store import Store, StoreError
 from serverlab.run.execution.engine import EngineError, engine_binary
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import FIGURE_SOURCES
