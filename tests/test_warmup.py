@@ -165,7 +165,8 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
         contestant="java-tomcat-blocking",
         clients=50,
         duration=2,
-        extra="warmup_s = 1\nwarmup_max_s = 25",
+        # Steady needs the JIT quiet too: 12-14 s here with the machine's other core busy.
+        extra="warmup_s = 1\nwarmup_max_s = 40",
     )
     assert test.status == "ok", test.validity
     warmup = test.run_info["warmup"]
@@ -173,7 +174,7 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
     assert warmup["steady"], rates
     assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
     assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
-    assert warmup["ran_s"] < 25, "stopped once steady, before its cap"
+    assert warmup["ran_s"] < 40, "stopped once steady, before its cap"
     # HotSpot's compiler threads worked through the climb and were quiet over the four lines
     # that ended the warm-up (the kernel's count of their CPU).
     jit = warmup["jit_percent"]
