@@ -12,7 +12,8 @@ from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
 from serverlab.run.execution.testplan import PlanFormatError, TestPlan, bind
 from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import SuiteError, load_suite
+from serverlab.run.plan.suite.file import SuiteError
+from serverlab.run.plan.suite.load import load_suite
 
 GOLDEN = Path(__file__).parent / "golden" / "plans"
 SUITES = sorted((REPO_ROOT / "suites").glob("*.toml"))
