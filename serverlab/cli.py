@@ -61,7 +61,7 @@ from serverlab.results.store import DEFAULT_DB, StoreError
 from serverlab.run.execution.engine import EngineError
 from serverlab.run.plan.live.server import LiveError
 from serverlab.run.plan.paired import PairedError
-from serverlab.run.plan.suite import SuiteError
+from serverlab.run.plan.suite.file import SuiteError
 
 USER_ERRORS = (
     LiveError,

@@ -47,7 +47,8 @@ from serverlab.run.plan.live.server import LiveError, LiveServer
 from serverlab.run.plan.planner import plan_tests, suite_key_for
 from serverlab.run.plan.progress import Fanout, Progress
 from serverlab.run.plan.runner import RunOutcome, Session, run_suite
-from serverlab.run.plan.suite import Suite, SuiteError, load_suite
+from serverlab.run.plan.suite.file import Suite, SuiteError
+from serverlab.run.plan.suite.load import load_suite
 
 console = terminal.console(stderr=True)
 

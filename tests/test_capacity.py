@@ -12,7 +12,7 @@ from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 SUITE = """name = "knee"
 contestants = ["reference"]

@@ -26,7 +26,7 @@ def test_a_planted_second_suite_class_fails_and_names_both_places(tmp_path):
     assert done.returncode == 1
     assert re.search(
         r"^class-names: Suite is defined 2 times: "
-        r"serverlab/results/report/stray\.py:4 and serverlab/run/plan/suite\.py:\d+$",
+        r"serverlab/results/report/stray\.py:4 and serverlab/run/plan/suite/file\.py:\d+$",
         done.stdout,
         re.M,
     ), done.stdout

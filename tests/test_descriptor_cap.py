@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from serverlab.run.plan import descriptors
-from serverlab.run.plan.suite import QUIET_END_S
+from serverlab.run.plan.suite.permutation import QUIET_END_S
 
 SERVERLAB = str(Path(sys.executable).parent / "serverlab")
 SEED_004 = Path(__file__).parent.parent / "suites" / "seed-004-server-push.toml"

@@ -2,7 +2,7 @@ import hashlib
 from pathlib import Path
 
 from serverlab.run.host import fileset
-from serverlab.run.plan.suite import FILESET_DEFAULTS
+from serverlab.run.plan.suite.tables import FILESET_DEFAULTS
 
 SPEC = {**FILESET_DEFAULTS, "seed": 3, "count": 40, "min_bytes": 1000, "max_bytes": 300_000}
 

@@ -28,7 +28,7 @@ from serverlab.run.execution.validity import MACHINE_BUSY_PERCENT
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.runner import Session, run_suite
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 # A hog beside the run is what these tests make and judge: other tests beside them would be
 # a second, unknown load.

@@ -20,7 +20,7 @@ from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.progress import Progress
 from serverlab.run.plan.runner import Session, run_suite
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 ESC = "\x1b"

@@ -3,6 +3,7 @@ golden plans committed beside this file, and read back from their JSON unchanged
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,10 @@ from serverlab.base.paths import REPO_ROOT
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
 from serverlab.run.execution.testplan import PlanFormatError, TestPlan, bind
-from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import SuiteError, load_suite
+from serverlab.run.plan import planner
+from serverlab.run.plan.planner import plan_test, plan_tests
+from serverlab.run.plan.suite.file import SuiteError
+from serverlab.run.plan.suite.load import load_suite
 
 GOLDEN = Path(__file__).parent / "golden" / "plans"
 SUITES = sorted((REPO_ROOT / "suites").glob("*.toml"))
@@ -47,6 +50,42 @@ def test_every_suite_has_a_golden_file_and_no_golden_file_is_stale():
 def test_a_plan_reads_back_from_its_json_as_it_was(suite_path):
     for plan in plans_of(suite_path):
         assert TestPlan.from_json(plan.to_json()) == plan
+
+
+PLANNER = Path(planner.__file__).resolve()
+SUITE_PACKAGE = PLANNER.parent / "suite"
+
+
+def crossings(work) -> list[str]:
+    """Every call between the planner and the suite package while `work` runs, either way,
+    as 'caller -> callee' (traced with sys.setprofile)."""
+    seen = []
+
+    def side(code) -> str | None:
+        path = Path(code.co_filename).resolve()
+        return "planner" if path == PLANNER else "suite" if SUITE_PACKAGE in path.parents else None
+
+    def profile(frame, event, _arg):
+        if event == "call" and frame.f_back is not None:
+            callee, caller = side(frame.f_code), side(frame.f_back.f_code)
+            if callee and caller and callee != caller:
+                seen.append(f"{frame.f_back.f_code.co_qualname} -> {frame.f_code.co_qualname}")
+
+    sys.setprofile(profile)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("suite_path", SUITES, ids=[p.stem for p in SUITES])
+def test_planning_a_test_asks_its_permutation_once_and_nothing_else_of_the_suite(suite_path):
+    suite = load_suite(suite_path)
+    for perm in suite.permutations:
+        manifest = find(perm.contestant)
+        asked = crossings(lambda perm=perm, manifest=manifest: plan_test(perm, 0, manifest, suite))
+        assert asked == ["plan_test -> Permutation.facts"], perm.key
 
 
 def test_a_plan_holds_no_port_and_binds_where_it_runs():

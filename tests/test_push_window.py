@@ -211,7 +211,7 @@ def test_an_unanswered_stats_is_explained_in_the_servers_terms():
     from serverlab.contestant.manifest import find
     from serverlab.run.execution.executor import stats_silence
     from serverlab.run.plan.planner import plan_tests
-    from serverlab.run.plan.suite import load_suite
+    from serverlab.run.plan.suite.load import load_suite
 
     root = Path(__file__).resolve().parents[1]
     suite = load_suite(root / "suites" / "quick.toml")
@@ -235,7 +235,7 @@ def test_stats_is_tried_briefly_where_every_request_thread_is_known_to_be_held()
     from serverlab.contestant.manifest import find
     from serverlab.run.execution.executor import STATS_HELD_LIMIT_S, STATS_LIMIT_S, stats_limit_s
     from serverlab.run.plan.planner import plan_tests
-    from serverlab.run.plan.suite import load_suite
+    from serverlab.run.plan.suite.load import load_suite
 
     root = Path(__file__).resolve().parents[1]
     plans = plan_tests(

@@ -1,5 +1,5 @@
 """The rooms' READMEs (serverlab/, engine/src/, contestants/) stay true: every file and
-folder they name exists, and every name they say a file holds (`suite.py` (`BEHAVIOURS`,
+folder they name exists, and every name they say a file holds (`matrix.py` (`BEHAVIOURS`,
 `SCENARIO_FIELDS`), `plan/pacer/mod.rs` `with_pacers!`) is in that file. A rename that
 leaves a recipe pointing at nothing fails here. Four recipes are followed in a scratch
 copy: engine/src/README.md's behaviour, which must then build, and its pacer, which must
@@ -90,10 +90,10 @@ def test_every_file_a_room_names_exists_and_holds_what_it_says(readme):
 
 def test_a_recipe_naming_a_table_that_is_gone_fails(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("Its keys in `run/plan/suite.py` (`BEHAVIOURS`, `NO_SUCH_TABLE`).\n")
+    readme.write_text("Its keys in `run/plan/suite/matrix.py` (`BEHAVIOURS`, `NO_SUCH_TABLE`).\n")
     ((place, names, row),) = mentions(readme)
     path = found(readme, place, row)
-    assert path == REPO_ROOT / "serverlab/run/plan/suite.py"
+    assert path == REPO_ROOT / "serverlab/run/plan/suite/matrix.py"
     assert [n for n in names if n not in path.read_text()] == ["NO_SUCH_TABLE"]
 
 

@@ -21,7 +21,7 @@ from serverlab.run.host import shapedlink
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.runner import Session, run_suite
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 SERVERLAB = [str(Path(sys.executable).parent / "serverlab")]
 

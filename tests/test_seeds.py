@@ -15,7 +15,7 @@ from serverlab.results.report import build_report
 from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
 from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
 from serverlab.results.store import Store
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 SUITES = {seed: next((REPO_ROOT / "suites").glob(f"seed-{seed}-*.toml")) for seed in SEEDS}
 EM, NODE = "ruby-eventmachine", "node-http"

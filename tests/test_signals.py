@@ -21,7 +21,7 @@ from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.signals import MAX_VALUE, read_signals, row_cap
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 REPO_CONTESTANTS = Path(__file__).resolve().parents[1] / "contestants"
 PAUSE_YOUNG = "GC(0) Pause Young (Normal) (G1 Evacuation Pause)"

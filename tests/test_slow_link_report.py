@@ -15,7 +15,7 @@ from serverlab.run.execution.executor import Environment
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.runner import Session, run_suite
-from serverlab.run.plan.suite import load_suite
+from serverlab.run.plan.suite.load import load_suite
 
 DELAY_MS = 20
 SUITE = """name = "seed-000-slow"

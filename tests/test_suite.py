@@ -7,7 +7,8 @@ import pytest
 
 from serverlab import commands
 from serverlab.contestant.manifest import find
-from serverlab.run.plan.suite import MAX_TESTS, SuiteError, load_suite
+from serverlab.run.plan.suite.file import SuiteError
+from serverlab.run.plan.suite.load import MAX_TESTS, load_suite
 
 KNOWN = {name: find(name) for name in ("node-http", "java-tomcat-blocking", "go-nethttp")}
 

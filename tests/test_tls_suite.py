@@ -22,7 +22,8 @@ from serverlab.run.host.machine import Pinning
 from serverlab.run.plan import protocols
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.runner import Session, run_suite
-from serverlab.run.plan.suite import SuiteError, load_suite
+from serverlab.run.plan.suite.file import SuiteError
+from serverlab.run.plan.suite.load import load_suite
 
 SUITE = """name = "t"
 repeats = 1

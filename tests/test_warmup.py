@@ -18,7 +18,8 @@ from serverlab.run.execution.monitor import ENGINE_SUMMARY
 from serverlab.run.execution.warmup import JIT_QUIET, STEADY_INTERVALS, SteadyWatch
 from serverlab.run.host.machine import Pinning
 from serverlab.run.plan.planner import plan_tests
-from serverlab.run.plan.suite import SuiteError, load_suite
+from serverlab.run.plan.suite.file import SuiteError
+from serverlab.run.plan.suite.load import load_suite
 
 SUITE = """name = "t"
 repeats = 1

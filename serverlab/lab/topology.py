@@ -21,7 +21,7 @@ LOADGEN_RESOURCE = "serverlab_loadgen"
 MAX_GENERATORS = 32
 # A one-way delay above this is no network a server meets (a geostationary hop is 270 ms).
 MAX_DELAY_MS = 5000
-# The ceiling of a suite's links too (run.plan.suite LINK_RANGES): `inf` passed the old
+# The ceiling of a suite's links too (run.plan.suite.tables LINK_RANGES): `inf` passed the old
 # positive-only check and reached tc, which refused it only after the namespaces were made.
 MAX_RATE_MBIT = 100_000
 NAME = re.compile(r"[a-z0-9]{1,8}")

@@ -55,7 +55,7 @@ from serverlab.run.execution.traffic import LoadResult
 from serverlab.run.execution.validity import MACHINE_BUSY_PERCENT
 
 # Before each step, so that the warm-up's or a failed step's queued requests are served
-# before the step's clock starts (serverlab.run.plan.suite.STEP_OVERHEAD_S counts it).
+# before the step's clock starts (serverlab.run.plan.suite.permutation.STEP_OVERHEAD_S counts it).
 SETTLE_S = 1.0
 
 RunStep = Callable[[dict[str, Any], str], tuple[LoadResult, Crash | None]]

@@ -30,22 +30,16 @@ from serverlab.run.execution.testplan import (
     TimedCall,
 )
 from serverlab.run.execution.warmup import WARMUP_INTERVAL_MS
-from serverlab.run.plan.suite import (
-    BEHAVIOURS,
-    CAPACITY,
+from serverlab.run.plan.suite.file import Suite
+from serverlab.run.plan.suite.matrix import BEHAVIOURS, OWN_H2_FRAMES
+from serverlab.run.plan.suite.permutation import (
     CLEAR,
     HTTP2_TRANSPORTS,
-    OWN_H2_FRAMES,
     SYSLOG_TLS,
     TLS_DEFAULTS,
     Permutation,
-    Suite,
-    capacity_search,
-    capacity_step_s,
-    emit_window_s,
-    is_push_search,
-    speaks_tls,
-    warmup_cap_s,
+    PermutationFacts,
+    SearchFacts,
 )
 
 PUSH_EVENT = "e1"
@@ -76,6 +70,7 @@ def plan_tests(suite: Suite, manifest_of: Callable[[str], Manifest]) -> list[Tes
 
 def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) -> TestPlan:
     p = perm.params
+    facts = perm.facts()  # the one question to the permutation: what it is and costs
     controlled = "control" in manifest.implements
     link = suite.links.get(p["link"]) if "link" in p else None
     return TestPlan(
@@ -85,19 +80,19 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         contestant=perm.contestant,
         params=dict(p),
         tunables=_tunables(perm, manifest),
-        tls_key=p["tls_key"] if speaks_tls(p) else None,
-        measured=measured_plan(p, controlled),
+        tls_key=p["tls_key"] if facts.tls else None,
+        measured=measured_plan(p, facts, controlled),
         server_cpus=p.get("server_cpus"),
-        budget_s=planned_seconds(p) + ENGINE_GRACE_S,
-        estimate_s=perm.estimated_seconds(),
-        warmup=warmup_plan(p) if warmup_cap_s(p) else None,
+        budget_s=planned_seconds(p, facts.search) + ENGINE_GRACE_S,
+        estimate_s=facts.estimated_s,
+        warmup=warmup_plan(p, facts) if facts.warmup_cap_s else None,
         warmup_s=float(p.get("warmup_s", 0)),
-        capacity=capacity_plan(p),
-        warmup_max_s=warmup_cap_s(p),
+        capacity=capacity_plan(p, facts.search),
+        warmup_max_s=facts.warmup_cap_s,
         priming_runs=int(p.get("priming_runs", 0)),
         control=_control_calls(p) if controlled else (),
-        during=_during(p) if controlled else (),
-        emit_window_s=emit_window_s(p) if controlled else None,
+        during=_during(facts.emit_window_s) if controlled else (),
+        emit_window_s=facts.emit_window_s if controlled else None,
         after=(ControlCall("POST", "/event/clear", {}),) if controlled else (),
         read_stats=controlled,
         count_at_receiver=p["behaviour"] == "syslog",
@@ -129,34 +124,32 @@ def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
     return tuple(calls)
 
 
-def _during(p: dict[str, Any]) -> tuple[TimedCall, ...]:
-    """Emitters stop before the clients leave (suite.emit_window_s), so that an event in
-    flight when the load ends is not counted as delivered to nobody."""
-    window = emit_window_s(p)
+def _during(window: tuple[float, float] | None) -> tuple[TimedCall, ...]:
+    """Emitters stop before the clients leave (the permutation's emit window), so that an
+    event in flight when the load ends is not counted as delivered to nobody."""
     if window is None:
         return ()
     return (TimedCall(window[1], ControlCall("POST", "/event/clear", {})),)
 
 
-def capacity_plan(p: dict[str, Any]) -> CapacityPlan | None:
+def capacity_plan(p: dict[str, Any], search: SearchFacts | None) -> CapacityPlan | None:
     """A capacity scenario's search: the measured plan is its first step, whose rate the
     executor sets step by step (serverlab.run.execution.capacity)."""
-    if p.get("kind") != CAPACITY:
+    if search is None:
         return None
-    search = capacity_search(p)
     return CapacityPlan(
-        start=search.start,
-        maximum=search.maximum,
-        tolerance=search.tolerance,
+        start=search.levels.start,
+        maximum=search.levels.maximum,
+        tolerance=search.levels.tolerance,
         p99_bound_ms=float(p["p99_bound_ms"]),
-        step_s=capacity_step_s(p),
-        level=CLIENTS_LEVEL if is_push_search(p) else RATE_LEVEL,
+        step_s=search.step_s,
+        level=CLIENTS_LEVEL if search.push else RATE_LEVEL,
     )
 
 
-def planned_seconds(p: dict[str, Any]) -> float:
-    if p.get("kind") == CAPACITY:
-        return capacity_step_s(p)  # the budget of each step
+def planned_seconds(p: dict[str, Any], search: SearchFacts | None) -> float:
+    if search is not None:
+        return search.step_s  # the budget of each step
     base = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
     count = p.get("requests", p.get("syslog_messages"))
     if count is not None:
@@ -164,15 +157,16 @@ def planned_seconds(p: dict[str, Any]) -> float:
     return base
 
 
-def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
-    """The engine plan (see engine/README.md) for one permutation's parameters, its target
-    a template the executor binds (see serverlab.run.execution.testplan.bind)."""
+def engine_plan(p: dict[str, Any], tls: bool, search: SearchFacts | None) -> dict[str, Any]:
+    """The engine plan (see engine/README.md) for one load's parameters, whether it speaks
+    TLS and its capacity search (the permutation's facts), its target a template the
+    executor binds (see serverlab.run.execution.testplan.bind)."""
     plan: dict[str, Any] = {
         "target": _target(p),
         "behaviour": _behaviour(p),
-        "pacer": _pacer(p),
+        "pacer": _pacer(p, search),
     }
-    clients = _clients(p)
+    clients = _clients(p, search)
     plan["connections"] = clients
     if p.get("pacer", "closed") != "users":
         # A syslog flood's messages are the engine's requests.
@@ -181,18 +175,18 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
             plan["requests"] = int(count)
         elif "duration_s" in p:
             plan["duration_s"] = float(p.get("ramp_up_s", 0)) + float(p["duration_s"])
-        elif p.get("kind") == CAPACITY:
-            plan["duration_s"] = capacity_step_s(p)
+        elif search is not None:
+            plan["duration_s"] = search.step_s
     if "timeout_s" in p:
         plan["timeout_ms"] = int(float(p["timeout_s"]) * 1000)
     if p["behaviour"] in OWN_METHODS:
         plan["method"] = OWN_METHODS[p["behaviour"]]
     # A push search's steps reach its max_clients: each has the sources the largest needs.
-    most = int(p["max_clients"]) if is_push_search(p) else clients
+    most = int(p["max_clients"]) if search and search.push else clients
     if most > CLIENTS_PER_SOURCE:
         sources = -(-most // CLIENTS_PER_SOURCE) + 1
         plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
-    if speaks_tls(p):
+    if tls:
         settings = {**TLS_DEFAULTS, **p}
         plan["tls"] = {
             "ca_file": TLS_CA,
@@ -205,34 +199,34 @@ def engine_plan(p: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
-def measured_plan(p: dict[str, Any], controlled: bool) -> dict[str, Any]:
+def measured_plan(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -> dict[str, Any]:
     """The measured engine plan; with a warm-up phase of its own (`warmup_max_s`, 0.5 s
     interval lines) when the test's warm-up is its own load: plain requests, closed loop,
     for a duration, nothing primed or timed in between (docs/warmup.md). The executor then
     runs warm-up and measurement as one engine run and says when the first ends."""
-    plan = engine_plan(p)
-    if warms_in_run(p, controlled):
-        plan.update(warmup_max_s=warmup_cap_s(p), interval_ms=WARMUP_INTERVAL_MS)
+    plan = engine_plan(p, facts.tls, facts.search)
+    if warms_in_run(p, facts, controlled):
+        plan.update(warmup_max_s=facts.warmup_cap_s, interval_ms=WARMUP_INTERVAL_MS)
     return plan
 
 
-def warms_in_run(p: dict[str, Any], controlled: bool) -> bool:
+def warms_in_run(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -> bool:
     """Whether the test's warm-up is the measured run's own first phase: its load is the
     measured load (plain requests, closed loop, a duration), and nothing comes between the
     two (priming runs; calls timed from the measured load's start)."""
     return (
-        warmup_cap_s(p) > 0
+        facts.warmup_cap_s > 0
         and p["behaviour"] in ("keepalive", "new-connection")
         and p.get("pacer", "closed") == "closed"
         and "duration_s" in p
         and "requests" not in p
-        and p.get("kind") != CAPACITY
+        and facts.search is None
         and not int(p.get("priming_runs", 0))
-        and not (controlled and emit_window_s(p))
+        and not (controlled and facts.emit_window_s)
     )
 
 
-def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
+def warmup_plan(p: dict[str, Any], facts: PermutationFacts) -> dict[str, Any]:
     """An unrecorded load before the measurement, so that JIT compilers and caches are
     warm: the scenario's own requests when they are plain requests, else keep-alive
     GET /perf. It runs for the warm-up's cap with an interval line every 0.5 s, and the
@@ -240,15 +234,17 @@ def warmup_plan(p: dict[str, Any]) -> dict[str, Any]:
     plain = p["behaviour"] in ("keepalive", "new-connection")
     warm = {
         "behaviour": p["behaviour"] if plain else "keepalive",
-        "clients": min(_clients(p), 50),
-        "duration_s": warmup_cap_s(p),
+        "clients": min(_clients(p, facts.search), 50),
+        "duration_s": facts.warmup_cap_s,
     }
     # Warmed over the test's own transport: a TLS stack has its own code to warm.
     warm.update({k: v for k, v in p.items() if k == "transport" or k in TLS_DEFAULTS})
     if plain:
         # The test's own requests: its path, and who closes its connections.
         warm.update({k: p[k] for k in ("path", "close") if k in p})
-    return {**engine_plan(warm), "interval_ms": WARMUP_INTERVAL_MS}
+    # Plain HTTP over the test's own transport: TLS when that transport is, not a syslog
+    # flood's RFC 5425, and never a capacity search's step.
+    return {**engine_plan(warm, facts.transport_tls, None), "interval_ms": WARMUP_INTERVAL_MS}
 
 
 def _target(p: dict[str, Any]) -> str:
@@ -298,22 +294,22 @@ def _behaviour(p: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def _clients(p: dict[str, Any]) -> int:
+def _clients(p: dict[str, Any], search: SearchFacts | None) -> int:
     """The engine's clients: a push search's first step holds its start_clients (the
     executor sets each step's)."""
-    return int(p["start_clients"]) if is_push_search(p) else int(p.get("clients", 1))
+    return int(p["start_clients"]) if search and search.push else int(p.get("clients", 1))
 
 
-def _pacer(p: dict[str, Any]) -> dict[str, Any]:
+def _pacer(p: dict[str, Any], search: SearchFacts | None) -> dict[str, Any]:
     kind = p.get("pacer", "closed")
     if kind == "users":
         return {
             "kind": "users",
-            "users": _clients(p),
+            "users": _clients(p, search),
             "ramp_up_s": float(p.get("ramp_up_s", 0)),
             "hold_s": float(p.get("duration_s", 0)),
         }
-    if p.get("kind") == CAPACITY:
+    if search is not None:
         return {"kind": "open", "rate": p["start_rate"]}  # the first step's
     spec: dict[str, Any] = {"kind": kind}
     if "rate" in p:

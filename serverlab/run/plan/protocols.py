@@ -12,7 +12,7 @@ from collections.abc import Callable
 from serverlab.contestant.manifest import Manifest
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.plan.descriptors import Refused
-from serverlab.run.plan.suite import HTTP2_TRANSPORTS, SYSLOG_TLS
+from serverlab.run.plan.suite.permutation import HTTP2_TRANSPORTS, SYSLOG_TLS
 
 # transport -> the spec part a contestant must claim to be sent it (spec §12).
 TRANSPORT_PARTS = {"tls": "tls", "h2": "h2", "h2c": "h2c"}

@@ -27,7 +27,8 @@ from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.host import shapedlink, tlsspeed
 from serverlab.run.host.machine import describe, fingerprint, software_versions
 from serverlab.run.plan import descriptors
-from serverlab.run.plan.suite import Suite, speaks_tls
+from serverlab.run.plan.suite.file import Suite
+from serverlab.run.plan.suite.permutation import speaks_tls
 
 BUSY_FLAG = "machine_busy"  # serverlab.run.execution.validity.kernel_flags
 
