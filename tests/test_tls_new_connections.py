@@ -41,13 +41,15 @@ def independent_p50_ms(port: int, context: ssl.SSLContext) -> float:
     return statistics.median(times) * 1000
 
 
-def engine_summary(port: int, ca, seconds: float, resume: str) -> dict:
+def engine_summary(port: int, ca, seconds: float, resume: str, priming: bool = False) -> dict:
     argv = [str(engine_binary()), f"https://127.0.0.1:{port}/perf", "--tls-ca", str(ca)]
     argv += ["--new-connection", "--tls-resume", resume, "-R", "100", "-c", "10"]
     argv += ["-d", f"{seconds}s", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
     summary = json.loads(done.stdout.splitlines()[-1])
-    assert summary["ok"] >= 95 * seconds, summary
+    # The priming pass only takes the first handshakes out of the way: its rate is not judged
+    # (node-http's first TLS handshakes answered 89 of 100 in its second on a busy machine).
+    assert priming or summary["ok"] >= 95 * seconds, summary
     return summary
 
 
@@ -62,7 +64,7 @@ def test_the_engines_p50_on_new_tls_connections_is_an_independent_clients_within
     with ContestantServer(find(contestant)) as server:
         port, ca = server.tls_port, server.tls.ca_cert
         context = ssl.create_default_context(cafile=str(ca))
-        engine_summary(port, ca, 1, "on")  # both sides' first handshakes out of the way
+        engine_summary(port, ca, 1, "on", priming=True)  # the first handshakes out of the way
         full = engine_summary(port, ca, 3, "off")
         resumed = engine_summary(port, ca, 3, "on")
         independent = independent_p50_ms(port, context)
