@@ -1,5 +1,6 @@
 """The facts serverlab reads of the engine (engine/schema/facts.json) are the built engine's
-own (`serverlab-load --print-facts`), and the suite's and planner's tables are made of them."""
+own (`serverlab-load --print-facts`), and the suite's and planner's tables, for behaviours and
+pacers alike, are made of them."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import subprocess
 
 from serverlab.base import engine_facts
 from serverlab.base.spec import PUSH_BEHAVIOURS
-from serverlab.run.execution.engine import engine_binary
+from serverlab.run.execution.engine import check_plans, engine_binary
+from serverlab.run.execution.testplan import CLIENTS_LEVEL, RATE_LEVEL
 from serverlab.run.plan import planner
 from serverlab.run.plan.suite import matrix
+from serverlab.run.plan.suite.permutation import search_facts
 
 
 def printed_facts() -> dict:
@@ -50,3 +53,58 @@ def test_a_behaviour_with_its_own_method_is_planned_with_it():
     assert planner.engine_plan(permutation, False, None)["method"] == "POST"
     keepalive = {**permutation, "behaviour": "keepalive"}
     assert "method" not in planner.engine_plan(keepalive, False, None)
+
+
+def test_the_pacer_tables_python_uses_are_made_of_the_engines_printed_facts():
+    printed = printed_facts()
+    assert engine_facts.pacer_settings(printed) == planner.PACER_SETTINGS
+    assert engine_facts.search_settings(printed) == planner.SEARCH_SETTINGS
+    searches = engine_facts.search_pacers(printed)
+    assert set(searches) == {RATE_LEVEL, CLIENTS_LEVEL}, "the levels a capacity plan names"
+    assert (searches[RATE_LEVEL], searches[CLIENTS_LEVEL]) == (
+        matrix.REQUEST_SEARCH_PACER,
+        matrix.PUSH_SEARCH_PACER,
+    )
+    bare = engine_facts.bare_request_behaviours(printed)
+    assert bare == matrix.CAPACITY_BEHAVIOURS == planner.BARE_REQUESTS
+    keys = engine_facts.pacer_suite_keys(printed)
+    assert {k: matrix.SCENARIO_FIELDS[k] for k in keys} == {k: (t, True) for k, t in keys.items()}
+    assert planner.PLAN_FIELD_TO_SUITE_KEYS["pacer"] == (*keys, "pacer")
+
+
+def test_the_planner_shapes_exactly_the_pacer_settings_the_engine_marks_derived():
+    derived = {
+        key.plan
+        for keys in engine_facts.pacer_settings(printed_facts()).values()
+        for key in keys
+        if key.derived
+    }
+    assert derived == set(planner.SHAPED_PACER_SETTINGS)
+
+
+def test_each_pacers_suite_keys_reach_its_plan_under_the_engines_names():
+    for pacer, keys in planner.PACER_SETTINGS.items():
+        for key in keys:
+            if key.derived:
+                continue
+            params = {"behaviour": "keepalive", "pacer": pacer, key.suite: 7}
+            assert planner.engine_plan(params, False, None)["pacer"][key.plan] == 7, key
+
+
+def test_a_setting_of_a_pacer_the_test_does_not_run_is_refused_by_the_engine_at_its_key():
+    params = {"behaviour": "keepalive", "clients": 2, "duration_s": 1, "rate_end": 300}
+    plan = planner.engine_plan(params, False, None)
+    assert plan["pacer"] == {"kind": "closed", "ramp_to_rate": 300}
+    [verdict] = check_plans([plan])
+    assert not verdict["ok"], verdict
+    assert planner.suite_key_for(verdict.get("field"), params, verdict["error"]) == "rate_end"
+
+
+def test_a_capacity_searchs_first_step_is_its_pacers_stepped_setting_at_the_start():
+    request = {"behaviour": "keepalive", "kind": "capacity", "start_rate": 2000, "max_rate": 8000}
+    first = planner.engine_plan(request, False, search_facts({**request, "p99_bound_ms": 10}))
+    assert first["pacer"] == {"kind": matrix.REQUEST_SEARCH_PACER, "rate": 2000}
+    push = {"behaviour": "sse", "kind": "capacity", "pacer": matrix.PUSH_SEARCH_PACER}
+    push.update(start_clients=100, max_clients=800, duration_s=5, clients=3)
+    pacer = planner.engine_plan(push, False, search_facts(push))["pacer"]
+    assert pacer == {"kind": "users", "ramp_up_s": 0.0, "hold_s": 5.0, "users": 100}

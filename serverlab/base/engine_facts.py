@@ -3,7 +3,9 @@
 The engine prints its facts (`serverlab-load --print-facts`): for each behaviour its name, the
 path it goes to by default, the method it always sends, whether it is a push subscription,
 sends datagrams, may go over TLS and HTTP/2 (with several streams), and its suite keys with
-the plan key each sets, its type and its default; for each pacer its name, flag and plan keys.
+the plan key each sets, its type and its default, and whether its requests are bare (a request
+and its answer, nothing paced or held); for each pacer its name, flag, plan keys (each with the
+suite key that sets it) and what a capacity search steps under it.
 They are read from the copy committed beside the engine's output schema
 (engine/schema/facts.json), which the engine's tests keep equal to what it prints: serverlab
 then plans and checks suites with no engine built (a fresh clone, a lint run), at import, with
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from serverlab.base.paths import REPO_ROOT
 
@@ -27,6 +29,14 @@ PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "boolean": (bool,),
 }
+
+
+class SuiteKey(NamedTuple):
+    """A suite key and the plan key it sets: as is, or shaped by the planner (`derived`)."""
+
+    suite: str
+    plan: str
+    derived: bool
 
 
 def read_facts(path: Path = FACTS_FILE) -> dict[str, Any]:
@@ -74,3 +84,43 @@ def passed_behaviour_keys(facts: dict[str, Any]) -> dict[str, str]:
         for key in behaviour["keys"]
         if not key["derived"]
     }
+
+
+def bare_request_behaviours(facts: dict[str, Any]) -> tuple[str, ...]:
+    """The behaviours whose requests are bare: a request and its answer, nothing paced or held
+    (what a request capacity search offers, and what warms a server as the test's own load)."""
+    return tuple(b["name"] for b in facts["behaviours"] if b["bare"])
+
+
+def pacer_settings(facts: dict[str, Any]) -> dict[str, tuple[SuiteKey, ...]]:
+    """Pacer -> the suite keys that set its settings, the one a refusal most likely means
+    first (the cluster's own settings, set by no suite key, left out)."""
+    return {
+        pacer["name"]: tuple(
+            SuiteKey(key["suite"], key["plan"], key["derived"])
+            for key in pacer["keys"]
+            if key["suite"] is not None
+        )
+        for pacer in facts["pacers"]
+    }
+
+
+def pacer_suite_keys(facts: dict[str, Any]) -> dict[str, tuple[type, ...]]:
+    """Every suite key that sets a pacer's setting -> the Python types it may take, in the
+    engine's order of pacers (a key first, the one a refusal most likely means)."""
+    keys: dict[str, tuple[type, ...]] = {}
+    for pacer in facts["pacers"]:
+        for key in pacer["keys"]:
+            if key["suite"] is not None:
+                keys.setdefault(key["suite"], PYTHON_TYPES[key["type"]])
+    return keys
+
+
+def search_pacers(facts: dict[str, Any]) -> dict[str, str]:
+    """What a capacity search's levels count (`rate`, `clients`) -> the pacer it steps."""
+    return {p["search"]["counts"]: p["name"] for p in facts["pacers"] if p["search"]}
+
+
+def search_settings(facts: dict[str, Any]) -> dict[str, str]:
+    """Pacer -> the setting each step of a capacity search sets to its level."""
+    return {p["name"]: p["search"]["sets"] for p in facts["pacers"] if p["search"]}

@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde_json::{json, Value};
 
-use super::{BehaviourSpec, PacerFlags, PacerSpec};
+use super::{BehaviourSpec, PacerSpec};
 
 /// Every behaviour's and pacer's facts, as the JSON `--print-facts` prints.
 pub fn engine_facts() -> String {
@@ -45,32 +45,42 @@ fn behaviour(spec: BehaviourSpec, schema: &Value) -> Value {
         "h2": h2,
         "streams": h2 && !kind.new_connection_each(),
         "own_h2_frames": kind.writes_h2_frames(),
+        "bare": kind.is_bare_request(),
         "keys": keys,
     })
 }
 
-/// Each pacer's name, naming flag and plan keys (type, default, whether required), read
-/// from the plan enum's schema, whose variants come in `with_pacers!`'s order as the flags do.
+/// Each pacer's name, naming flag, capacity search and plan keys (type, default, whether
+/// required, and the suite key that sets it), read from the plan enum's schema, whose
+/// variants come in `with_pacers!`'s order as `PacerSpec::facts` does. The keys a suite sets
+/// come first, in the pacer's order; the rest (none a suite sets) after, by name.
 fn pacer_facts() -> Vec<Value> {
     let schema = schema_of::<PacerSpec>();
     let variants = schema["oneOf"].as_array().cloned().unwrap_or_default();
     variants
         .iter()
-        .zip(PacerFlags::naming_flags())
-        .map(|(variant, flag)| {
+        .zip(PacerSpec::facts())
+        .map(|(variant, facts)| {
             let variant = resolve(&schema, variant);
             let required = variant["required"].as_array().cloned().unwrap_or_default();
-            let keys: Vec<Value> = properties(variant)
-                .filter(|(name, _)| *name != "kind")
-                .map(|(name, _)| {
+            let set = facts.suite_keys.iter().map(|key| (key.plan, Some(key)));
+            let unset = properties(variant)
+                .map(|(name, _)| name)
+                .filter(|name| *name != "kind" && facts.suite_keys.iter().all(|k| k.plan != *name))
+                .map(|name| (name, None));
+            let keys: Vec<Value> = set
+                .chain(unset)
+                .map(|(name, key)| {
                     let (ty, default) = key_type(&schema, variant, name);
                     json!({"plan": name, "type": ty, "default": default,
-                           "required": required.contains(&json!(name))})
+                           "required": required.contains(&json!(name)),
+                           "suite": key.map(|k| k.suite), "derived": key.is_some_and(|k| k.derived)})
                 })
                 .collect();
             json!({
                 "name": variant["properties"]["kind"]["enum"][0],
-                "flag": (!flag.is_empty()).then_some(flag),
+                "flag": (!facts.flag.is_empty()).then_some(facts.flag),
+                "search": facts.search.map(|s| json!({"counts": s.counts, "sets": s.sets})),
                 "keys": keys,
             })
         })
@@ -180,6 +190,8 @@ mod tests {
         let new = named(behaviours, "new-connection");
         assert_eq!((&new["h2"], &new["streams"]), (&json!(true), &json!(false)));
         assert_eq!(named(behaviours, "keepalive")["streams"], true);
+        assert_eq!(named(behaviours, "new-connection")["bare"], true);
+        assert_eq!(named(behaviours, "slow-reader")["bare"], false);
     }
 
     /// Each pacer is named as plans name it, with its flag and its keys' types, defaults
@@ -193,7 +205,7 @@ mod tests {
             .iter()
             .map(|p| &p["name"])
             .collect();
-        assert_eq!(names.len(), PacerFlags::naming_flags().len());
+        assert_eq!(names.len(), PacerSpec::facts().len());
         assert_eq!(names[..3], ["closed", "sequential", "open"]);
         let open = named(&facts["pacers"], "open");
         assert_eq!(open["flag"], "-R");
@@ -209,8 +221,50 @@ mod tests {
         );
         let closed = named(&facts["pacers"], "closed");
         assert_eq!(
-            (&closed["flag"], &closed["keys"]),
-            (&Value::Null, &json!([]))
+            (&closed["flag"], &closed["keys"], &closed["search"]),
+            (&Value::Null, &json!([]), &Value::Null)
+        );
+    }
+
+    /// A pacer's keys say the suite key that sets each (the planner shapes a `derived` one),
+    /// the suite's first in the pacer's order, and what a capacity search steps.
+    #[test]
+    fn a_pacers_facts_name_the_suite_keys_that_set_it_and_what_a_search_steps() {
+        let facts: Value = serde_json::from_str(&engine_facts()).unwrap();
+        let open = named(&facts["pacers"], "open");
+        let order: Vec<&Value> = open["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| &k["plan"])
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "rate",
+                "ramp_to_rate",
+                "calls_per_connection",
+                "ramp_s",
+                "offset_s"
+            ]
+        );
+        assert_eq!(key(open, "ramp_to_rate")["suite"], "rate_end");
+        let ramp = key(open, "ramp_s");
+        assert_eq!(
+            (&ramp["suite"], &ramp["derived"]),
+            (&json!("ramp_up_s"), &json!(true))
+        );
+        assert_eq!(
+            key(open, "offset_s")["suite"],
+            Value::Null,
+            "the cluster's, not a suite's"
+        );
+        assert_eq!(open["search"], json!({"counts": "rate", "sets": "rate"}));
+        let users = named(&facts["pacers"], "users");
+        assert_eq!(key(users, "hold_s")["suite"], "duration_s");
+        assert_eq!(
+            users["search"],
+            json!({"counts": "clients", "sets": "users"})
         );
     }
 }

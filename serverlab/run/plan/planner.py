@@ -12,9 +12,13 @@ from typing import Any
 from serverlab.base import spec
 from serverlab.base.engine_facts import (
     FACTS,
+    bare_request_behaviours,
     behaviour_suite_keys,
     own_methods,
+    pacer_settings,
+    pacer_suite_keys,
     passed_behaviour_keys,
+    search_settings,
 )
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
@@ -31,7 +35,7 @@ from serverlab.run.execution.testplan import (
 )
 from serverlab.run.execution.warmup import WARMUP_INTERVAL_MS
 from serverlab.run.plan.suite.file import Suite
-from serverlab.run.plan.suite.matrix import BEHAVIOURS, OWN_H2_FRAMES
+from serverlab.run.plan.suite.matrix import BEHAVIOURS, OWN_H2_FRAMES, REQUEST_SEARCH_PACER
 from serverlab.run.plan.suite.permutation import (
     CLEAR,
     HTTP2_TRANSPORTS,
@@ -216,7 +220,7 @@ def warms_in_run(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -
     two (priming runs; calls timed from the measured load's start)."""
     return (
         facts.warmup_cap_s > 0
-        and p["behaviour"] in ("keepalive", "new-connection")
+        and p["behaviour"] in BARE_REQUESTS
         and p.get("pacer", "closed") == "closed"
         and "duration_s" in p
         and "requests" not in p
@@ -231,7 +235,7 @@ def warmup_plan(p: dict[str, Any], facts: PermutationFacts) -> dict[str, Any]:
     warm: the scenario's own requests when they are plain requests, else keep-alive
     GET /perf. It runs for the warm-up's cap with an interval line every 0.5 s, and the
     executor stops it once its rate is steady (serverlab.run.execution.warmup)."""
-    plain = p["behaviour"] in ("keepalive", "new-connection")
+    plain = p["behaviour"] in BARE_REQUESTS
     warm = {
         "behaviour": p["behaviour"] if plain else "keepalive",
         "clients": min(_clients(p, facts.search), 50),
@@ -265,6 +269,9 @@ def _target(p: dict[str, Any]) -> str:
 BEHAVIOUR_KEYS = passed_behaviour_keys(FACTS)
 # The method each behaviour always sends (a long poll's POST), as the engine says.
 OWN_METHODS = own_methods(FACTS)
+# Behaviours whose requests are bare (a request and its answer, nothing paced or held), as the
+# engine says: a test of them warms the server with its own requests.
+BARE_REQUESTS = bare_request_behaviours(FACTS)
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
 
@@ -300,25 +307,41 @@ def _clients(p: dict[str, Any], search: SearchFacts | None) -> int:
     return int(p["start_clients"]) if search and search.push else int(p.get("clients", 1))
 
 
+# Pacer -> the suite keys that set its settings, as the engine says; a `derived` one is
+# shaped by `SHAPED_PACER_SETTINGS`, the rest passed as they are.
+PACER_SETTINGS = pacer_settings(FACTS)
+# Every pacer's settings passed as they are, by suite key: one the test's pacer does not take
+# is passed too, so that the engine (`--check`) refuses it rather than the plan dropping it.
+PASSED_PACER_KEYS = {
+    key.suite: key.plan for keys in PACER_SETTINGS.values() for key in keys if not key.derived
+}
+# How the planner shapes each setting the engine marks `derived`, from the test's parameters
+# (None: not written). A users pacer's are always written, as numbers of their type (1 user,
+# 0 s of ramp-up and hold unless the suite says); a rate ramp lasts the ramp, else the run.
+SHAPED_PACER_SETTINGS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "ramp_up_s": lambda p: float(p.get("ramp_up_s", 0)),
+    "hold_s": lambda p: float(p.get("duration_s", 0)),
+    "users": lambda p: int(p.get("clients", 1)),
+    "ramp_s": lambda p: (p.get("ramp_up_s") or p.get("duration_s")) if "rate_end" in p else None,
+}
+# Pacer -> the setting a capacity search's step sets to its level, as the engine says.
+SEARCH_SETTINGS = search_settings(FACTS)
+
+
 def _pacer(p: dict[str, Any], search: SearchFacts | None) -> dict[str, Any]:
-    kind = p.get("pacer", "closed")
-    if kind == "users":
-        return {
-            "kind": "users",
-            "users": _clients(p, search),
-            "ramp_up_s": float(p.get("ramp_up_s", 0)),
-            "hold_s": float(p.get("duration_s", 0)),
-        }
-    if search is not None:
-        return {"kind": "open", "rate": p["start_rate"]}  # the first step's
+    """The engine's pacer, each setting made of the suite key the engine names for it; a
+    capacity search's plan is its first step, at the search's start."""
+    kind = p.get("pacer", REQUEST_SEARCH_PACER if search else "closed")
+    own = PACER_SETTINGS.get(kind, ())  # an unknown pacer: the engine refuses its kind
     spec: dict[str, Any] = {"kind": kind}
-    if "rate" in p:
-        spec["rate"] = p["rate"]
-    if "rate_end" in p:
-        spec["ramp_to_rate"] = p["rate_end"]
-        spec["ramp_s"] = p.get("ramp_up_s") or p.get("duration_s")
-    if "calls_per_connection" in p:
-        spec["calls_per_connection"] = p["calls_per_connection"]
+    for key in own:
+        value = SHAPED_PACER_SETTINGS[key.plan](p) if key.derived else p.get(key.suite)
+        if value is not None:
+            spec[key.plan] = value
+    mine = {key.suite for key in own}
+    spec.update({plan: p[k] for k, plan in PASSED_PACER_KEYS.items() if k in p and k not in mine})
+    if search is not None:
+        spec[SEARCH_SETTINGS[kind]] = p["start_clients" if search.push else "start_rate"]
     return spec
 
 
@@ -335,7 +358,7 @@ PLAN_FIELD_TO_SUITE_KEYS = {
     "paths": ("files",),
     "behaviour": (*behaviour_suite_keys(FACTS), "behaviour"),
     "tls": ("tls_resume", "transport"),
-    "pacer": ("rate", "rate_end", "calls_per_connection", "ramp_up_s", "duration_s", "pacer"),
+    "pacer": (*pacer_suite_keys(FACTS), "pacer"),
 }
 
 

@@ -4,8 +4,9 @@
 //! only delegates. The clocks the pacers hand the worker (`crate::pacer`: a rate curve,
 //! back-to-back slots) sit on the plan's own layer, below every loop.
 //!
-//! Adding a pacer: its file here and one line in `with_pacers!` below, the one list the
-//! plan's enum, the command line and the worker's dispatch are made from.
+//! Adding a pacer: its file here (its `PaceFlags` also name the suite keys that set it) and
+//! one line in `with_pacers!` below, the one list the plan's enum, the command line, the
+//! worker's dispatch and the pacers' facts are made from.
 //!
 //! A pacer reads the rest of its plan through a `PlanView` only: the plan's types
 //! (`super::types`) and rules (`super::validate`) use the pacers, so the pacers use neither.
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::PlanError;
+use super::{PlanError, SuiteKey};
 use crate::pacer::{BackToBack, Pacer, RateCurve, Scheduled};
 
 /// What a pacer reads of the rest of its plan, made by `Plan::view` (`super::types`).
@@ -152,11 +153,35 @@ impl Clients {
     }
 }
 
-/// A pacer's command-line flags (clap's, flattened into the engine's own) and the spec
-/// they make.
+/// How a capacity search steps a pacer: what its levels count, and the setting each sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Search {
+    /// `rate` (arrivals per second offered) or `clients` (clients ramped and held).
+    pub counts: &'static str,
+    /// The pacer's setting a step's level goes to.
+    pub sets: &'static str,
+}
+
+/// One pacer's facts beside its schema, in `with_pacers!`'s order (`plan::facts` lays them
+/// out with the schema's).
+#[derive(Debug, Clone, Copy)]
+pub struct PacerFacts {
+    /// The flag that names it ("" for none).
+    pub flag: &'static str,
+    pub suite_keys: &'static [SuiteKey],
+    pub search: Option<Search>,
+}
+
+/// How a pacer is asked for from outside a plan: its command-line flags (clap's, flattened
+/// into the engine's own) and the spec they make; and, for the orchestrator
+/// (`--print-facts`), the suite keys that set it and what a capacity search steps in it.
 pub trait PaceFlags: clap::Args {
     /// The flag that names the pacer, for the refusal of two at once ("" for none).
     const NAME: &'static str;
+    /// The suite keys that set its settings, the one a refusal most likely means first.
+    const SUITE_KEYS: &'static [SuiteKey] = &[];
+    /// What a capacity search steps under this pacer, if one may.
+    const SEARCH: Option<Search> = None;
     /// The spec asked for, `None` when none of these flags is given.
     fn spec(&self) -> Option<PacerSpec>;
 }
@@ -198,6 +223,14 @@ macro_rules! pacers {
         }
 
         impl PacerSpec {
+            /// Every pacer's facts beside its schema, in the list's order.
+            pub fn facts() -> Vec<PacerFacts> {
+                vec![$(PacerFacts {
+                    flag: <$flags as PaceFlags>::NAME,
+                    suite_keys: <$flags as PaceFlags>::SUITE_KEYS,
+                    search: <$flags as PaceFlags>::SEARCH,
+                },)*]
+            }
             /// The spec behind the tag, asked for every rule and fact.
             pub fn pace(&self) -> &dyn Pace {
                 match self {

@@ -6,9 +6,11 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Share, LOW_RATE};
+use super::{
+    seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Search, Share, LOW_RATE,
+};
 use crate::pacer::{Pacer, RateCurve, Scheduled};
-use crate::plan::PlanError;
+use crate::plan::{PlanError, SuiteKey};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +150,19 @@ pub struct OpenFlags {
 
 impl PaceFlags for OpenFlags {
     const NAME: &'static str = "-R";
+    /// `ramp_s` is the ramp's (`ramp_up_s`), else the whole run's (`duration_s`): the planner
+    /// shapes it, and only for a ramp (`rate_end`).
+    const SUITE_KEYS: &'static [SuiteKey] = &[
+        SuiteKey::same("rate", "rate"),
+        SuiteKey::same("rate_end", "ramp_to_rate"),
+        SuiteKey::same("calls_per_connection", "calls_per_connection"),
+        SuiteKey::derived("ramp_up_s", "ramp_s"),
+    ];
+    /// A request capacity search offers a higher rate at each step.
+    const SEARCH: Option<Search> = Some(Search {
+        counts: "rate",
+        sets: "rate",
+    });
     fn spec(&self) -> Option<PacerSpec> {
         let rate = self.rate?;
         Some(PacerSpec::Open(OpenSpec {

@@ -7,10 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Share, FEW_CONNECTIONS,
+    seconds_of, Clients, Pace, PaceFlags, PacerSpec, PlanView, Search, Share,
+    FEW_CONNECTIONS,
 };
 use crate::pacer::user_start;
-use crate::plan::PlanError;
+use crate::plan::{PlanError, SuiteKey};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +98,19 @@ pub struct UsersFlags {
 
 impl PaceFlags for UsersFlags {
     const NAME: &'static str = "--users";
+    /// Each always written, as a number of its type, 0 s of ramp-up and hold and 1 user
+    /// where the suite gives none (the planner shapes them). The suite's `clients` is last:
+    /// a refusal of the pacer rather means its times.
+    const SUITE_KEYS: &'static [SuiteKey] = &[
+        SuiteKey::derived("ramp_up_s", "ramp_up_s"),
+        SuiteKey::derived("duration_s", "hold_s"),
+        SuiteKey::derived("clients", "users"),
+    ];
+    /// A push capacity search ramps and holds more subscribers at each step.
+    const SEARCH: Option<Search> = Some(Search {
+        counts: "clients",
+        sets: "users",
+    });
     fn spec(&self) -> Option<PacerSpec> {
         let users = self.users?;
         Some(PacerSpec::Users(UsersSpec {

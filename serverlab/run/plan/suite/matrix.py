@@ -1,5 +1,5 @@
 """Suite stage: the matrix. A scenario's keys and their types (`SCENARIO_FIELDS`, the
-behaviours' own from the engine's facts); its lists and tunables expanded into
+behaviours' and pacers' own from the engine's facts); its lists and tunables expanded into
 permutations, one per point of their cartesian product; and the combination rules only
 the suite knows (transport and TLS settings, capacity searches, named links and file
 sets), each refused at its line.
@@ -14,14 +14,18 @@ from typing import Any
 
 from serverlab.base.engine_facts import (
     FACTS,
+    bare_request_behaviours,
     behaviour_paths,
     behaviour_suite_keys,
     own_h2_frame_behaviours,
+    pacer_suite_keys,
+    search_pacers,
 )
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import KEY_TYPES
 from serverlab.contestant.manifest import SYSLOG_MODES
 from serverlab.contestant.tunables import TunableValueError
+from serverlab.run.execution.testplan import CLIENTS_LEVEL, RATE_LEVEL
 from serverlab.run.plan.suite.file import Lines, Suite, SuiteError, check_keys
 from serverlab.run.plan.suite.permutation import (
     CAPACITY,
@@ -41,8 +45,8 @@ BEHAVIOURS = behaviour_paths(FACTS)
 # Attacks that write HTTP/2 frames of their own: on the server's HTTP/2 port (transport h2
 # or h2c), with no HTTP/2 setting in the engine's plan.
 OWN_H2_FRAMES = own_h2_frame_behaviours(FACTS)
-# key -> (accepted python types, may be a matrix list); the behaviours' own keys are the
-# engine's (added below), each of them a matrix dimension.
+# key -> (accepted python types, may be a matrix list); the behaviours' and pacers' own keys
+# are the engine's (added below), each of them a matrix dimension.
 SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "name": ((str,), False),
     "description": ((str,), False),
@@ -51,9 +55,6 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "path": ((str,), True),
     "clients": ((int,), True),
     "requests": ((int,), True),
-    "rate": ((int, float), True),
-    "rate_end": ((int, float), True),
-    "calls_per_connection": ((int,), True),
     "ramp_up_s": ((int, float), True),
     "duration_s": ((int, float), True),
     "timeout_s": ((int, float), True),
@@ -83,8 +84,14 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "tunables": ((dict,), False),
 }
 SCENARIO_FIELDS.update({key: (types, True) for key, types in behaviour_suite_keys(FACTS).items()})
+SCENARIO_FIELDS.update({key: (types, True) for key, types in pacer_suite_keys(FACTS).items()})
 CAPACITY_KEYS = ("start_rate", "max_rate", "step_s", "start_clients", "max_clients", "p99_bound_ms")
-CAPACITY_BEHAVIOURS = ("keepalive", "new-connection")
+# A request search offers bare requests (nothing paced or held), as the engine says.
+CAPACITY_BEHAVIOURS = bare_request_behaviours(FACTS)
+# The pacer each search steps, as the engine says: an offered rate (requests), or clients
+# ramped and held (push).
+REQUEST_SEARCH_PACER = search_pacers(FACTS)[RATE_LEVEL]
+PUSH_SEARCH_PACER = search_pacers(FACTS)[CLIENTS_LEVEL]
 # Per use of the search: the keys it needs, and those its steps set themselves (the suite
 # cannot give them).
 CAPACITY_REQUIRED = ("start_rate", "max_rate", "p99_bound_ms")
@@ -265,8 +272,11 @@ class ScenarioMatrix:
                 f"a capacity search runs {' or '.join(CAPACITY_BEHAVIOURS)} or a push "
                 f"behaviour, not {p['behaviour']!r}",
             )
-        if p.get("pacer", "open") != "open":
-            raise self.fail("pacer", 'a capacity search steps the open-loop pacer: pacer = "open"')
+        if p.get("pacer", REQUEST_SEARCH_PACER) != REQUEST_SEARCH_PACER:
+            pacer = REQUEST_SEARCH_PACER
+            raise self.fail(
+                "pacer", f'a capacity search steps the {pacer} pacer: pacer = "{pacer}"'
+            )
         self._only_in_the_other_search(p, PUSH_SEARCH_KEYS, "a push capacity search")
         self._check_search_keys(p, CAPACITY_REQUIRED, CAPACITY_SETS)
         if not p.get("warmup_s"):
@@ -277,10 +287,11 @@ class ScenarioMatrix:
     def _check_push_capacity(self, p: dict) -> None:
         """A push search: steps of the users pacer, each ramping and holding its subscribers
         (ramp_up_s, duration_s) while the emitters run."""
-        if p.get("pacer") != "users":
+        if p.get("pacer") != PUSH_SEARCH_PACER:
+            pacer = PUSH_SEARCH_PACER
             raise self.fail(
                 "pacer" if "pacer" in p else "behaviour",
-                'a push capacity search ramps and holds its clients: pacer = "users"',
+                f'a push capacity search ramps and holds its clients: pacer = "{pacer}"',
             )
         self._only_in_the_other_search(p, REQUEST_SEARCH_KEYS, "a request capacity search")
         self._check_search_keys(p, PUSH_CAPACITY_REQUIRED, PUSH_CAPACITY_SETS)
