@@ -108,3 +108,13 @@ def test_a_capacity_searchs_first_step_is_its_pacers_stepped_setting_at_the_star
     push.update(start_clients=100, max_clients=800, duration_s=5, clients=3)
     pacer = planner.engine_plan(push, False, search_facts(push))["pacer"]
     assert pacer == {"kind": "users", "ramp_up_s": 0.0, "hold_s": 5.0, "users": 100}
+
+
+def test_a_refused_pacer_points_at_its_own_suite_keys_before_another_pacers():
+    # A users pacer with nothing to ramp or hold: its own keys, not `rate` of another pacer.
+    params = {"behaviour": "keepalive", "pacer": "users", "clients": 2, "rate": 5}
+    assert planner.suite_key_for("pacer", params, "users pacer: ramp_up_s = 0") == "clients"
+    params["duration_s"] = 0
+    assert planner.suite_key_for("pacer", params, "users pacer: ramp_up_s = 0") == "duration_s"
+    open_loop = {"behaviour": "keepalive", "pacer": "open", "rate": 5, "duration_s": 1}
+    assert planner.suite_key_for("pacer", open_loop, "rate must be positive") == "rate"

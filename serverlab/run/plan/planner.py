@@ -365,8 +365,12 @@ PLAN_FIELD_TO_SUITE_KEYS = {
 def suite_key_for(field: str | None, params: dict, error: str = "") -> str:
     """The suite key to point at for a refused plan field: of the keys that make it and
     that the test sets, the one whose value or engine name the refusal quotes, else the
-    first; the scenario's name when the test sets none."""
-    present = [k for k in PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ()) if k in params]
+    first (for the pacer, its own keys first); the scenario's name when the test sets none."""
+    keys = PLAN_FIELD_TO_SUITE_KEYS.get(field or "", ())
+    if field == "pacer":
+        own = PACER_SETTINGS.get(params.get("pacer", "closed"), ())
+        keys = (*(key.suite for key in own), *keys)
+    present = [k for k in dict.fromkeys(keys) if k in params]
     for key in present:
         if f"`{params[key]}`" in error or f"`{BEHAVIOUR_KEYS.get(key, key)}`" in error:
             return key
