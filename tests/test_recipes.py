@@ -264,7 +264,7 @@ def test_a_verify_case_planted_by_the_recipe_is_run_and_judged(tmp_path, contest
 PLANTED_FIGURE = """
 METRICS = (
     *METRICS,
-    Metric(
+    Figure(
         "planted",
         "requests answered (planted)",
         "",
@@ -279,7 +279,7 @@ METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
 def test_a_figure_planted_by_the_recipe_reaches_the_report(tmp_path):
-    # The recipe: a Metric row in METRICS reading the engine summary (summary_number).
+    # The recipe: a Figure row in METRICS reading the engine summary (summary_number).
     package = package_copy(tmp_path / "scratch")
     with (package / "results/report/metrics.py").open("a") as metrics:
         metrics.write(PLANTED_FIGURE)

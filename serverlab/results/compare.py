@@ -27,10 +27,10 @@ from serverlab.base import terminal
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.cells import cells_of
+from serverlab.results.report.figure import Figure
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
-    Metric,
     comparison_key,
     coverage_note,
     scenario_labels,
@@ -53,7 +53,7 @@ class ComparisonRow:
     judgement: Judgement
 
     @property
-    def metric(self) -> Metric:
+    def metric(self) -> Figure:
         return self.judgement.metric
 
     @property
@@ -160,7 +160,7 @@ def aa_floors(tests: Sequence[RecordedTest], by_contestant: bool) -> dict[tuple[
     return floors
 
 
-def _arm_values(tests: Sequence[RecordedTest], arm: str, metric: Metric) -> list[float]:
+def _arm_values(tests: Sequence[RecordedTest], arm: str, metric: Figure) -> list[float]:
     return [
         value
         for t in tests

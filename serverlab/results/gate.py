@@ -29,7 +29,8 @@ from enum import Enum
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.metrics import METRICS_BY_NAME, Metric, flags_for
+from serverlab.results.report.figure import Figure
+from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for
 from serverlab.results.report.series import summarized_values
 from serverlab.results.report.verdicts import MATERIAL_SHARE
 
@@ -76,7 +77,7 @@ def percent_delta(a: Sequence[float], b: Sequence[float]) -> Delta | None:
 @dataclass(frozen=True)
 class GateRow:
     series: str
-    metric: Metric
+    metric: Figure
     n_a: int
     n_b: int
     delta: Delta | None
@@ -107,7 +108,7 @@ class GateRow:
         return f"no material difference (within ±{least:g} %)"
 
 
-def worsening(delta: Delta, metric: Metric) -> tuple[float, float, float]:
+def worsening(delta: Delta, metric: Figure) -> tuple[float, float, float]:
     """(point, low, high) of how much worse B is than A, in percent: the delta itself for a
     figure where lower is better, its negation where higher is better."""
     if metric.higher_is_better:
@@ -116,7 +117,7 @@ def worsening(delta: Delta, metric: Metric) -> tuple[float, float, float]:
 
 
 def judge(
-    values_a: list[float], values_b: list[float], metric: Metric, threshold: float
+    values_a: list[float], values_b: list[float], metric: Figure, threshold: float
 ) -> tuple[Delta | None, Delta | None, GateOutcome, str]:
     """The delta, the floor and the gate's outcome for one series of unflagged values
     (``values_a`` in the order its tests ran)."""
@@ -165,7 +166,7 @@ def gate_rows(
 
 
 def _row(
-    label: str, metric: Metric, group_a: list[RecordedTest], group_b: list[RecordedTest], pct
+    label: str, metric: Figure, group_a: list[RecordedTest], group_b: list[RecordedTest], pct
 ) -> GateRow:
     values_a, values_b = summarized_values(group_a, metric), summarized_values(group_b, metric)
     flagged = sorted({f.code for t in group_a + group_b for f in flags_for(t, metric.name)})

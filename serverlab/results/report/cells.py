@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
+from serverlab.results.report.figure import Figure
 from serverlab.results.report.metrics import (
     METRICS,
     SUMMARIZED_STATUSES,
-    Metric,
     comparison_key,
     format_cell,
     paired_arm,
@@ -45,7 +45,7 @@ class Cell:
     key: str  # the grouping key: scenario and parameters, and contestant and tunables
     contestant: str
     tunables: str
-    metric: Metric
+    metric: Figure
     values: tuple[float, ...]
     summary: stats.Summary
     flags: tuple[CellFlag, ...]
@@ -56,11 +56,11 @@ class Cell:
     # The repeats whose values a flag took out of ``unflagged``, with the flags' codes:
     # ("r3", "machine-busy").
     dropped: tuple[tuple[str, str], ...] = ()
-    # Each unflagged value's share of its test's ceiling (``Metric.ceiling``): 0.97 is 97 %
+    # Each unflagged value's share of its test's ceiling (``Figure.ceiling``): 0.97 is 97 %
     # of the CPU the test allowed; None where the test has no ceiling.
     ceiling_shares: tuple[float | None, ...] = ()
     # Why the cell has no figure, where none of its tests can have one by design
-    # (``Metric.absent``: "n/a: no held connections"); "" otherwise.
+    # (``Figure.absent``: "n/a: no held connections"); "" otherwise.
     absent: str = ""
 
     @property
@@ -109,9 +109,9 @@ def tunable_text(test: RecordedTest) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(test.tunables.items()))
 
 
-def cell_flags(tests: Sequence[RecordedTest], metric: Metric) -> tuple[CellFlag, ...]:
-    """The flags of these tests that touch the metric, each once, with its repeats."""
-    return flags_touching(tests, (metric.name,))
+def cell_flags(tests: Sequence[RecordedTest], metric: Figure) -> tuple[CellFlag, ...]:
+    """The flags of these tests that touch the figure, each once, with its repeats."""
+    return flags_touching(tests, metric.flag_names)
 
 
 def flags_touching(tests: Sequence[RecordedTest], names) -> tuple[CellFlag, ...]:
@@ -125,12 +125,12 @@ def flags_touching(tests: Sequence[RecordedTest], names) -> tuple[CellFlag, ...]
     return tuple(CellFlag(code, text, tuple(r)) for (code, text), r in sorted(repeats.items()))
 
 
-def metric_values(tests: Sequence[RecordedTest], metric: Metric) -> tuple[float, ...]:
+def metric_values(tests: Sequence[RecordedTest], metric: Figure) -> tuple[float, ...]:
     values = (metric.of(t) for t in tests)
     return tuple(v for v in values if v is not None and not math.isnan(v))
 
 
-def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key: str) -> Cell:
+def make_cell(tests: Sequence[RecordedTest], metric: Figure, scenario: str, key: str) -> Cell:
     """The cell of one group of tests: only summarized (ok) tests give values and flags; the
     others are counted and flagged on their row, not inside a figure they are not part of."""
     used = [t for t in tests if t.status in SUMMARIZED_STATUSES]
@@ -154,16 +154,16 @@ def make_cell(tests: Sequence[RecordedTest], metric: Metric, scenario: str, key:
     )
 
 
-def _absent(tests: Sequence[RecordedTest], metric: Metric) -> str:
+def _absent(tests: Sequence[RecordedTest], metric: Figure) -> str:
     """The reason every one of these tests gives for having no value of the metric (by
-    design, ``Metric.absent``), when they all give the same one; "" otherwise."""
+    design, ``Figure.absent``), when they all give the same one; "" otherwise."""
     if metric.absent is None or not tests:
         return ""
     reasons = {metric.absent(t) for t in tests}
     return reasons.pop() if len(reasons) == 1 and None not in reasons else ""
 
 
-def _unflagged(tests: Sequence[RecordedTest], metric: Metric):
+def _unflagged(tests: Sequence[RecordedTest], metric: Figure):
     """(the values of tests no flag touching the metric qualifies, ("r3", "machine-busy")
     for each test with a value that one does, each unflagged value's share of its
     ceiling)."""
@@ -193,7 +193,7 @@ def grouped(tests: Sequence[RecordedTest], with_contestant: bool = True) -> dict
 
 def cells_of(
     tests: Sequence[RecordedTest],
-    metrics: Sequence[Metric] = METRICS,
+    metrics: Sequence[Figure] = METRICS,
     with_contestant: bool = True,
     labels: dict[str, str] | None = None,
 ) -> list[Cell]:

@@ -19,13 +19,13 @@ import plotly.io as pio
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import summary_number
+from serverlab.results.report.figure import Figure
 from serverlab.results.report.histogram import HistogramError, latency_histogram, percentile_curve
 from serverlab.results.report.metrics import (
     MIB,
     SIGNAL_FIGURES,
     SUMMARIZED_STATUSES,
     Flag,
-    Metric,
     validity_flags,
 )
 from serverlab.results.report.push import is_push
@@ -124,7 +124,7 @@ def _chart(key, title, caption, tests, fig, axes, empty) -> Chart:
     return finish(Chart(key, title, caption, flags=flags_of(tests)), fig, axes, empty)
 
 
-def median_bars(key: str, tests: list[RecordedTest], metrics: list[Metric], title: str) -> Chart:
+def median_bars(key: str, tests: list[RecordedTest], metrics: list[Figure], title: str) -> Chart:
     """Median of each metric per contestant, the 95 % interval as error bars, and every
     repeat as a dot, so that a reader sees the spread rather than one number."""
     contestants = list(contestant_colours(tests))
@@ -152,7 +152,7 @@ def median_bars(key: str, tests: list[RecordedTest], metrics: list[Metric], titl
     )
 
 
-def _metric_values(tests: list[RecordedTest], contestant: str, metric: Metric) -> list[float]:
+def _metric_values(tests: list[RecordedTest], contestant: str, metric: Figure) -> list[float]:
     values = [
         metric.of(t)
         for t in tests
@@ -161,7 +161,7 @@ def _metric_values(tests: list[RecordedTest], contestant: str, metric: Metric) -
     return [v for v in values if v is not None and not math.isnan(v)]
 
 
-def _bars(bars: list[tuple[str, stats.Summary]], colour: str, metric: Metric) -> go.Bar:
+def _bars(bars: list[tuple[str, stats.Summary]], colour: str, metric: Figure) -> go.Bar:
     hover = [
         f"median {s.median:.4g} {metric.unit}<br>interval [{s.interval.low:.4g}, "
         f"{s.interval.high:.4g}], coverage {s.interval.coverage:.1%}<br>n = {s.n}"
@@ -186,7 +186,7 @@ def _bars(bars: list[tuple[str, stats.Summary]], colour: str, metric: Metric) ->
     )
 
 
-def _dots(dots: list[tuple[str, float]], colour: str, metric: Metric) -> go.Scatter:
+def _dots(dots: list[tuple[str, float]], colour: str, metric: Figure) -> go.Scatter:
     return go.Scatter(
         x=[c for c, _ in dots],
         y=[v for _, v in dots],
@@ -335,11 +335,7 @@ def emit_durations(key: str, tests: list[RecordedTest]) -> Chart:
     per-event emit durations from its final ``GET /stats``."""
     if any(t.emits for t in tests) or not any(server_events(t) for t in tests):
         return emit_duration_by_place(key, tests)
-    metrics = [
-        Metric("emit_mean", "mean emit duration", "ms", False, _emit_mean_ms),
-        Metric("emit_max", "max emit duration", "ms", False, _emit_max_ms),
-    ]
-    chart = median_bars(key, tests, metrics, "Emit duration (the server's own figures)")
+    chart = median_bars(key, tests, list(EMIT_FIGURES), "Emit duration (the server's own figures)")
     chart.caption = (
         "From the server's GET /stats at the end of each test: mean and longest emit cycle, "
         "start of the cycle to its last delivery. No per-place records were stored. "
@@ -357,6 +353,10 @@ def server_events(test: RecordedTest) -> dict[str, dict]:
     return {}
 
 
+STATS_WINDOW = "every emit of the test"
+STATS_SOURCE = "the server's own counters (its final GET /stats)"
+
+
 def _emit_mean_ms(test: RecordedTest) -> float | None:
     events = server_events(test).values()
     emits = sum(e.get("emits", 0) for e in events)
@@ -368,6 +368,28 @@ def _emit_max_ms(test: RecordedTest) -> float | None:
     durations = [e.get("max_emit_duration_ms") for e in server_events(test).values()]
     durations = [d for d in durations if isinstance(d, int | float)]
     return float(max(durations)) if durations else None
+
+
+EMIT_FIGURES = (
+    Figure(
+        "emit_mean",
+        "mean emit duration",
+        "ms",
+        False,
+        _emit_mean_ms,
+        window=STATS_WINDOW,
+        source=STATS_SOURCE,
+    ),
+    Figure(
+        "emit_max",
+        "max emit duration",
+        "ms",
+        False,
+        _emit_max_ms,
+        window=STATS_WINDOW,
+        source=STATS_SOURCE,
+    ),
+)
 
 
 def _client_delay_lines(fig, contestant: str, colour: str, tests, span) -> None:
@@ -485,7 +507,7 @@ def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
     return [float(c) for c in cycles], [float(counts[c]) for c in cycles]
 
 
-def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Metric], prefix: str):
+def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Figure], prefix: str):
     """Every chart of one scenario, in reading order."""
     keyed = f"{prefix}-"
     # A push scenario has no rate of its own: its events per second are its plan's.

@@ -13,14 +13,6 @@ from serverlab.results.report.charts import PALETTE, Chart, _figure
 from serverlab.results.report.metrics import paired_arm
 from serverlab.results.report.series import HISTORY_METRICS, Series, build_series
 
-SOURCES = {
-    "rps": "the engine, over the measured window after warm-up",
-    "p50": "the engine's latency histogram, over the measured window after warm-up",
-    "p99": "the engine's latency histogram, over the measured window after warm-up",
-    "cpu": "the kernel (/proc/<pid>/stat), sampled over the test",
-    "rss": "the kernel (VmHWM / RSS samples), over the test",
-}
-
 
 @dataclass
 class HistorySection:
@@ -53,19 +45,18 @@ def _trend(metric_name: str, series: list[Series]) -> Chart | None:
         fig.add_trace(_line(s, colour))
         if s.change_points:
             fig.add_trace(_marks(s, colour))
-    unit = f" ({metric.unit})" if metric.unit else ""
     chart = Chart(
         key=f"history-{metric_name}",
-        title=f"{metric.label}{unit} over runs",
+        title=f"{metric.titled} over runs",
         caption=(
             f"Each point: one run's median {metric.label} over its repeats, the whisker its "
-            f"distribution-free interval; source: {SOURCES.get(metric_name, 'the engine')}. "
+            f"distribution-free interval; source: {metric.source}, over {metric.window}. "
             "One line per series (suite / scenario / contestant, one machine fingerprint). "
             "Diamonds: change points found by E-Divisive means (Apache Otava), with size, "
             "p-value and the versions that changed."
         ),
     )
-    chart.figure = _figure(fig, "run", f"{metric.label}{unit}")
+    chart.figure = _figure(fig, "run", metric.titled)
     return chart
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ import serverlab.results.report.push as push
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import summary_number
+from serverlab.results.report.figure import Accessor, Figure, request_latency_ms
 from serverlab.results.report.kernel_timers import stacks_of
 
 GENERATOR_BOUND_PERCENT = 90.0
@@ -43,30 +43,6 @@ LATENCY_FIGURES = frozenset({"p50", "p99"})
 STEADY_FIGURES = frozenset({"rps", "p50", "p99"})
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One figure of a test: what it counts (``label``, ``unit``), over which ``window``,
-    read from which ``source``. ``min_difference`` (in ``unit``) is the least difference of
-    medians that can be material (a reading that moves by itself, as socket memory read at
-    one instant does); ``ceiling`` gives a test's highest possible value of the figure, where
-    it has one (the CPU a closed loop can use at most); ``absent`` says why a test has no value
-    of the figure where that is by design ("n/a: no held connections"), so that the cell
-    says so rather than "-"."""
-
-    name: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    of: Callable[[RecordedTest], float | None]
-    better: str = "better"
-    worse: str = "worse"
-    window: str = ""
-    source: str = ""
-    min_difference: float = 0.0
-    ceiling: Callable[[RecordedTest], float | None] | None = None
-    absent: Callable[[RecordedTest], str | None] | None = None
-
-
 def _is_stream(test: RecordedTest) -> bool:
     """A push test (long poll, comet, SSE, WebSocket): its answers are events, and a poll's
     answer time is mostly its wait for the next emit, not the server's speed."""
@@ -79,14 +55,15 @@ def throughput(test: RecordedTest) -> float | None:
     return None if _is_stream(test) else summary_number(test, "rps")
 
 
-def _latency_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+def _latency_ms(percentile: str) -> Accessor:
+    requests = request_latency_ms(percentile)
+
     def of(test: RecordedTest) -> float | None:
         # For push, the delay from the server's emit to the event's arrival, over the
         # window's cycles (push.delay_us).
-        if _is_stream(test):
-            micros = push.delay_us(test, percentile)
-        else:
-            micros = summary_number(test, "latency_us", percentile)
+        if not _is_stream(test):
+            return requests(test)
+        micros = push.delay_us(test, percentile)
         return None if micros is None else micros / 1000
 
     return of
@@ -179,11 +156,11 @@ PUSH_WINDOW = "the end of the ramp to the emitters' intended stop"
 SOCKET_MEMORY_MIN_DIFFERENCE_MIB = 1.0
 METRICS = (
     # Push rows: no throughput, latency the event delay (COMET_NOTE).
-    Metric("rps", "throughput", "req/s", True, throughput, *FASTER, ENGINE_WINDOW, "engine"),
-    Metric("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER, ENGINE_WINDOW, "engine"),
-    Metric("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER, ENGINE_WINDOW, "engine"),
-    Metric("errors", "errors", "", False, error_count, window=ENGINE_WINDOW, source="engine"),
-    Metric(
+    Figure("rps", "throughput", "req/s", True, throughput, *FASTER, ENGINE_WINDOW, "engine"),
+    Figure("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER, ENGINE_WINDOW, "engine"),
+    Figure("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER, ENGINE_WINDOW, "engine"),
+    Figure("errors", "errors", "", False, error_count, window=ENGINE_WINDOW, source="engine"),
+    Figure(
         "cpu",
         "server CPU over the load",
         "%",
@@ -193,7 +170,7 @@ METRICS = (
         source="kernel CPU clocks of the server's processes (monitor, 10 Hz)",
         ceiling=efficiency.cpu_ceiling_percent,
     ),
-    Metric(
+    Figure(
         "cpu_req",
         "server CPU per request",
         "µs",
@@ -203,7 +180,7 @@ METRICS = (
         source="kernel CPU clocks (monitor, 10 Hz; the load window's reading where they do "
         "not cover it) ÷ requests answered (engine)",
     ),
-    Metric(
+    Figure(
         "cpu_event",
         "server CPU per delivered event",
         "µs",
@@ -212,7 +189,7 @@ METRICS = (
         window=PUSH_WINDOW,
         source="kernel CPU clocks (monitor, 10 Hz) ÷ events received of the window's cycles",
     ),
-    Metric(
+    Figure(
         "rss",
         "server RSS peak",
         "MiB",
@@ -221,7 +198,7 @@ METRICS = (
         window=LOAD_WINDOW,
         source="kernel (VmHWM of the server's processes)",
     ),
-    Metric(
+    Figure(
         "memory",
         "server memory per held connection",
         "KiB",
@@ -231,7 +208,7 @@ METRICS = (
         source="kernel: peak RSS less RSS at the start, plus socket memory, ÷ established",
         absent=efficiency.not_held,
     ),
-    Metric(
+    Figure(
         "sockmem",
         "server socket memory",
         "MiB",
@@ -259,7 +236,7 @@ METRICS_BY_NAME = {m.name: m for m in METRICS}
 class Flag:
     """A reason to distrust a figure. ``code`` is stable, ``text`` is for people.
 
-    ``figures`` names the metrics (``Metric.name``) whose values the flagged fault touches;
+    ``figures`` names the figures (``Figure.name``) whose values the flagged fault touches;
     ``None`` means every figure of the test. A cell carries a test's flag only when it shows
     one of those figures, so that a flag travels with exactly the cells that use it."""
 
@@ -269,6 +246,10 @@ class Flag:
 
     def touches(self, metric_name: str) -> bool:
         return self.figures is None or metric_name in self.figures
+
+    def qualifies(self, figure: Figure) -> bool:
+        """Whether the flag touches what the figure reads (``Figure.flag_names``)."""
+        return any(self.touches(name) for name in figure.flag_names)
 
 
 def validity_flags(test: RecordedTest) -> list[Flag]:

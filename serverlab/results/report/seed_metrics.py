@@ -3,34 +3,18 @@ of one side are folded into one figure (the median over repeats, or a count)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.engine_summary import number_at, summary_number
-from serverlab.results.report.metrics import (
-    SUMMARIZED_STATUSES,
-    error_count,
-    mean_server_cpu,
-    peak_rss_mib,
-)
+from serverlab.results.report.figure import SUM_ALL, Figure, request_latency_ms
+from serverlab.results.report.metrics import ENGINE_WINDOW, METRICS_BY_NAME, SUMMARIZED_STATUSES
 
 
-@dataclass(frozen=True)
-class SeedMetric:
-    label: str
-    of: Callable[[RecordedTest], float | None]
-    # A count over every test, crashed ones included, rather than a median over good ones.
-    counts_all: bool = False
-
-
-def _milliseconds(*path: str) -> Callable[[RecordedTest], float | None]:
-    def of(test: RecordedTest) -> float | None:
-        micros = summary_number(test, *path)
-        return None if micros is None else micros / 1000
-
-    return of
+def _connect_mean_ms(test: RecordedTest) -> float | None:
+    micros = summary_number(test, "connect_us", "mean")
+    return None if micros is None else micros / 1000
 
 
 def received_per_s(test: RecordedTest) -> float | None:
@@ -60,21 +44,61 @@ def crashed(test: RecordedTest) -> float:
     return 1.0 if test.status == "crashed" else 0.0
 
 
-SEED_METRICS: dict[str, SeedMetric] = {
-    "mean_ms": SeedMetric("mean latency (ms)", _milliseconds("latency_us", "mean")),
-    "p50_ms": SeedMetric("latency p50 (ms)", _milliseconds("latency_us", "p50")),
-    "p99_ms": SeedMetric("latency p99 (ms)", _milliseconds("latency_us", "p99")),
-    "connect_mean_ms": SeedMetric("mean connect time (ms)", _milliseconds("connect_us", "mean")),
-    "duration_s": SeedMetric("test duration (s)", lambda t: summary_number(t, "duration_s")),
-    "rps": SeedMetric("answers per second", lambda t: summary_number(t, "rps")),
-    "errors": SeedMetric("failed requests", error_count),
-    "rss_mib": SeedMetric("server peak RSS (MiB)", peak_rss_mib),
-    "cpu_percent": SeedMetric("server mean CPU (%)", mean_server_cpu),
-    "emit_mean_ms": SeedMetric("mean emit duration (ms)", mean_emit_ms),
-    "received_per_s": SeedMetric("messages received per second", received_per_s),
-    "lost": SeedMetric("messages lost", syslog_lost),
-    "crashes": SeedMetric("crashed tests", crashed, counts_all=True),
-}
+def _engine(*row, **more) -> Figure:
+    """A figure of the engine's summary, over its measured run."""
+    return Figure(*row, window=ENGINE_WINDOW, source="engine", **more)
+
+
+SYSLOG_WINDOW = "until the receiver's count stopped rising"
+SEED_FIGURES = (
+    _engine("mean_ms", "mean latency", "ms", False, request_latency_ms("mean")),
+    _engine("p50_ms", "latency p50", "ms", False, request_latency_ms("p50")),
+    _engine("p99_ms", "latency p99", "ms", False, request_latency_ms("p99")),
+    _engine("connect_mean_ms", "mean connect time", "ms", False, _connect_mean_ms),
+    _engine("duration_s", "test duration", "s", False, lambda t: summary_number(t, "duration_s")),
+    _engine("rps", "answers per second", "", True, lambda t: summary_number(t, "rps")),
+    METRICS_BY_NAME["errors"].view("errors", label="failed requests"),
+    METRICS_BY_NAME["rss"].view("rss_mib", label="server peak RSS"),
+    METRICS_BY_NAME["cpu"].view("cpu_percent", label="server mean CPU"),
+    Figure(
+        "emit_mean_ms",
+        "mean emit duration",
+        "ms",
+        False,
+        mean_emit_ms,
+        window="the whole test",
+        source="the server's last /stats",
+    ),
+    Figure(
+        "received_per_s",
+        "messages received per second",
+        "",
+        True,
+        received_per_s,
+        window=SYSLOG_WINDOW,
+        source="the runner's syslog receiver",
+    ),
+    Figure(
+        "lost",
+        "messages lost",
+        "",
+        False,
+        syslog_lost,
+        window=SYSLOG_WINDOW,
+        source="the runner's syslog receiver",
+    ),
+    Figure(
+        "crashes",
+        "crashed tests",
+        "",
+        False,
+        crashed,
+        window="the whole test",
+        source="the runner",
+        fold=SUM_ALL,
+    ),
+)
+SEED_METRICS = {figure.name: figure for figure in SEED_FIGURES}
 
 
 @dataclass(frozen=True)
@@ -91,7 +115,7 @@ def fold(metric: str, tests: list[RecordedTest]) -> FoldedFigure | None:
     """The median over the side's good tests, or the count over all of them; None when no
     test gives the figure (missing, crashed or invalid)."""
     chosen = SEED_METRICS[metric]
-    if chosen.counts_all:
+    if chosen.fold == SUM_ALL:
         return FoldedFigure(sum(chosen.of(t) or 0 for t in tests), len(tests)) if tests else None
     values = [chosen.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
     present = [v for v in values if v is not None]

@@ -289,7 +289,7 @@ def verdict(
 
 def _metric_label(comparison: Comparison) -> str:
     metrics = dict.fromkeys(s.metric for s in (comparison.numerator, comparison.denominator) if s)
-    return " / ".join(SEED_METRICS[m].label for m in metrics)
+    return " / ".join(SEED_METRICS[m].titled for m in metrics)
 
 
 def _published_text(comparison: Comparison) -> str:

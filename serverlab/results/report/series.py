@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
+from serverlab.results.report.figure import Figure
 from serverlab.results.report.metrics import (
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,
-    Metric,
     flags_for,
     paired_arm,
     scenario_key,
@@ -71,7 +71,7 @@ class Series:
     scenario: str
     contestant: str
     tunables: str
-    metric: Metric
+    metric: Figure
     fingerprint: str
     points: list[Point] = field(default_factory=list)
     change_points: list[ChangePoint] = field(default_factory=list)
@@ -191,7 +191,7 @@ def _points(
     return points
 
 
-def summarized_values(tests: list[RecordedTest], metric: Metric) -> list[float]:
+def summarized_values(tests: list[RecordedTest], metric: Figure) -> list[float]:
     """The metric's values over the tests that count (status ok), missing ones left out."""
     values = [metric.of(t) for t in tests if t.status in SUMMARIZED_STATUSES]
     return [v for v in values if v is not None and not math.isnan(v)]

@@ -15,11 +15,12 @@ from serverlab.results import stats
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.cells import Cell, cell_flags, metric_values
 from serverlab.results.report.charts import Chart, cpu_points, rss_points, time_series
+from serverlab.results.report.figure import Figure
 from serverlab.results.report.metrics import (
+    ENGINE_WINDOW,
     METRICS_BY_NAME,
     MIB,
     SUMMARIZED_STATUSES,
-    Metric,
     scenario_key,
     scenario_labels,
 )
@@ -65,20 +66,55 @@ def peak_socket_mib(test: RecordedTest) -> float | None:
     return max(sizes) / MIB if sizes else None
 
 
-# Each figure, and the stored figure whose flags qualify it (``Flag.figures`` names those):
-# the goodput is a rate as throughput is, the held connections a sock_diag reading as the
+# Each figure qualified by the flags of the stored figure it reads as (``flagged_as``): the
+# goodput is a rate as throughput is, the held connections a sock_diag reading as the
 # socket memory is. The round trip was measured before the test: only a whole test's flag
 # (a crash, an invalid run, a link whose delay was not applied) touches it.
+SOCKMEM = frozenset({"sockmem"})
+SOCK_DIAG = "kernel (sock_diag of the server's sockets)"
+SOCKET_READINGS = "the kept socket readings: the peak and the last before the engine stopped"
 FIGURES = (
-    (Metric("link_rtt", "link RTT (kernel, at setup)", "ms", False, link_rtt_ms), "link_rtt"),
-    (Metric("goodput", "goodput (engine)", "Mbit/s", True, goodput_mbit), "rps"),
-    (
-        Metric("held", "held connections (kernel)", "", False, held_connections),
-        "sockmem",
+    Figure(
+        "link_rtt",
+        "link RTT (kernel, at setup)",
+        "ms",
+        False,
+        link_rtt_ms,
+        window="the TCP handshake across the link, as it was set up",
+        source="kernel",
     ),
-    (Metric("sockpeak", "socket memory peak", "MiB", False, peak_socket_mib), "sockmem"),
-    (METRICS_BY_NAME["rss"], "rss"),
-    (METRICS_BY_NAME["cpu"], "cpu"),
+    Figure(
+        "goodput",
+        "goodput (engine)",
+        "Mbit/s",
+        True,
+        goodput_mbit,
+        window=ENGINE_WINDOW,
+        source="engine (bytes read, headers included)",
+        flagged_as=frozenset({"rps"}),
+    ),
+    Figure(
+        "held",
+        "held connections (kernel)",
+        "",
+        False,
+        held_connections,
+        window=SOCKET_READINGS,
+        source=SOCK_DIAG,
+        flagged_as=SOCKMEM,
+    ),
+    Figure(
+        "sockpeak",
+        "socket memory peak",
+        "MiB",
+        False,
+        peak_socket_mib,
+        window=SOCKET_READINGS,
+        source=SOCK_DIAG,
+        flagged_as=SOCKMEM,
+    ),
+    METRICS_BY_NAME["rss"],
+    METRICS_BY_NAME["cpu"],
 )
 
 
@@ -128,9 +164,9 @@ def _block(anchor: str, label: str, tests: list[RecordedTest]) -> SlowLinkBlock:
 def _row(contestant: str, tests: list[RecordedTest], label: str) -> SlowLinkRow:
     used = [t for t in tests if t.status in SUMMARIZED_STATUSES]
     cells = []
-    for metric, touched_as in FIGURES:
+    for metric in FIGURES:
         values = metric_values(used, metric)
-        flags = cell_flags(used, Metric(touched_as, "", "", False, metric.of))
+        flags = cell_flags(used, metric)
         summary = stats.summarize(values)
         cells.append(Cell(label, contestant, contestant, "", metric, values, summary, flags))
     statuses = Counter(t.status for t in tests)

@@ -20,13 +20,15 @@ from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.cells import CellFlag, flags_touching
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.efficiency import (
-    cpu_per_request_us,
-    memory_per_connection_kib,
-    server_cpu_seconds,
-)
+from serverlab.results.report.efficiency import server_cpu_seconds
 from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, error_count
+from serverlab.results.report.figure import Figure, request_latency_ms
+from serverlab.results.report.metrics import (
+    ENGINE_WINDOW,
+    METRICS_BY_NAME,
+    SUMMARIZED_STATUSES,
+    error_count,
+)
 
 STORM, RESUME, TAX = "handshake-storm", "handshake-resume", "tls-tax"
 PUSH_PREFIX = "push-"
@@ -44,7 +46,7 @@ H2_ABSENT = (
 
 
 @dataclass(frozen=True)
-class Figure:
+class TlsCell:
     """One table cell: its text and the flags of the tests it uses that touch it."""
 
     text: str
@@ -68,7 +70,7 @@ class Figure:
         return "; ".join(flag.text for flag in self.flags)
 
 
-Row = list[Figure]
+Row = list[TlsCell]
 
 
 @dataclass
@@ -82,6 +84,7 @@ class TlsSection:
     ceiling: str = ""
     notes: list[str] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
+    headings: dict[str, list[str]] = field(default_factory=lambda: _headings())
 
 
 def is_tls_study(test: RecordedTest) -> bool:
@@ -107,11 +110,6 @@ def answered_per_s(test: RecordedTest) -> float | None:
     return summary_number(test, "rps")
 
 
-def p99_ms(test: RecordedTest) -> float | None:
-    p99 = summary_number(test, "latency_us", "p99")
-    return None if p99 is None else p99 / 1000
-
-
 def resumed_share(test: RecordedTest) -> float | None:
     summary = test.summary or {}
     done = summary.get("tls_handshakes")
@@ -122,7 +120,7 @@ def held(test: RecordedTest) -> bool:
     """p99 < 100 ms, no error, and 95% of the planned arrivals answered."""
     summary, p = test.summary or {}, test.params
     planned = float(p.get("rate", 0)) * float(p.get("duration_s", 0))
-    p99 = p99_ms(test)
+    p99 = LATENCY.of(test)
     return (
         test.status in SUMMARIZED_STATUSES
         and p99 is not None
@@ -132,19 +130,87 @@ def held(test: RecordedTest) -> bool:
     )
 
 
-# What each figure reads, as the metrics' names (metrics.METRICS) that validity flags name:
-# a test's flag qualifies a figure when it touches one of them. Handshake and request counts
-# are the engine's, as throughput is; CPU is the kernel's; memory is RSS and sockets'.
+# The figures of the tables. Each is qualified by the validity flags of what it reads
+# (``Figure.flagged_as``, figure names as ``metrics.METRICS`` has them): handshake and
+# request counts are the engine's, as throughput is; CPU is the kernel's; memory is RSS and
+# sockets'.
 ENGINE_COUNTS = frozenset({"rps"})
-READS: dict[Callable, frozenset[str]] = {
-    answered_per_s: ENGINE_COUNTS,
-    resumed_share: ENGINE_COUNTS,
-    p99_ms: frozenset({"p99"}),
-    cpu_per_handshake_us: ENGINE_COUNTS | {"cpu"},
-    cpu_per_request_us: ENGINE_COUNTS | {"cpu"},
-    memory_per_connection_kib: frozenset({"rss", "sockmem", "memory"}),
-    held: ENGINE_COUNTS | {"p99", "errors"},
-}
+ANSWERED = Figure(
+    "answered",
+    "answered per second",
+    "",
+    True,
+    answered_per_s,
+    window=ENGINE_WINDOW,
+    source="engine",
+    flagged_as=ENGINE_COUNTS,
+    heading="answered/s",
+)
+RESUMED = Figure(
+    "resumed",
+    "resumed share of the handshakes",
+    "",
+    True,
+    resumed_share,
+    window=ENGINE_WINDOW,
+    source="engine",
+    flagged_as=ENGINE_COUNTS,
+    heading="resumed share",
+)
+LATENCY = METRICS_BY_NAME["p99"].view("p99", of=request_latency_ms("p99"), heading="p99 ms")
+CPU_HANDSHAKE = Figure(
+    "cpu_handshake",
+    "server CPU per TLS handshake",
+    "µs",
+    False,
+    cpu_per_handshake_us,
+    window=METRICS_BY_NAME["cpu_req"].window,
+    source="kernel CPU clocks (monitor) ÷ TLS handshakes completed (engine)",
+    flagged_as=ENGINE_COUNTS | {"cpu"},
+    heading="server CPU µs/handshake",
+)
+CPU_REQUEST = METRICS_BY_NAME["cpu_req"].view(
+    "cpu_req", flagged_as=ENGINE_COUNTS | {"cpu"}, heading="server CPU µs/request"
+)
+MEMORY = METRICS_BY_NAME["memory"].view(
+    "memory", flagged_as=frozenset({"rss", "sockmem", "memory"}), heading="KiB"
+)
+# "Held" reads a rung's rate, its latency p99 and its errors.
+HELD_READS = ENGINE_COUNTS | {"p99", "errors"}
+RESUME_FIGURES = (RESUMED, CPU_HANDSHAKE, ANSWERED, LATENCY)
+TAX_FIGURES = (ANSWERED, CPU_REQUEST)
+H2_FIGURES = (ANSWERED, LATENCY, CPU_REQUEST)
+
+
+def _versus_headings(figures, sides: tuple[str, str]) -> list[str]:
+    """Each figure's heading on the first side, then the second side's and their ratio."""
+    first, second = sides
+    cells = [[f"{f.heading} {first}", second, f"{second} ÷ {first}"] for f in figures]
+    return ["contestant", *(cell for three in cells for cell in three)]
+
+
+def _headings() -> dict[str, list[str]]:
+    """The column headings of each table, from its figures."""
+    kib = MEMORY.heading
+    return {
+        "storm": [
+            *("contestant", "key", "held"),
+            f"{ANSWERED.heading} at top rate",
+            f"{LATENCY.heading} at top rate",
+            CPU_HANDSHAKE.heading,
+            "one core's ceiling",
+        ],
+        "resume": [
+            "contestant",
+            *(cell for f in RESUME_FIGURES for cell in (f"{f.heading} on", "off")),
+        ],
+        "tax": _versus_headings(TAX_FIGURES, ("clear", "TLS")),
+        "h2": _versus_headings(H2_FIGURES, ("h1", "h2")),
+        "memory": [
+            *("behaviour", "clients", "contestant"),
+            *(f"{kib} clear", f"{kib} TLS", "TLS ÷ clear", f"{kib} h2", "h2 ÷ TLS"),
+        ],
+    }
 
 
 # --- the section ---------------------------------------------------------------------------
@@ -158,7 +224,7 @@ def tls_section(tests: list[RecordedTest], runs: list[Run]) -> TlsSection | None
     storm = _of(study, STORM)
     section = TlsSection(
         storm=_storm_rows(storm, speed),
-        resume=_pair_rows(_of(study, RESUME), "tls_resume", ("on", "off"), _RESUME_FIGURES),
+        resume=_pair_rows(_of(study, RESUME), "tls_resume", ("on", "off"), RESUME_FIGURES),
         tax=_tax_rows(_of(study, TAX)),
         h2=_h2_rows(_of(study, H2) + _of(study, H1_BESIDE_H2)),
         memory=_memory_rows([t for t in study if t.scenario.startswith(PUSH_PREFIX)]),
@@ -195,14 +261,14 @@ def _summarized(tests: list[RecordedTest]) -> list[RecordedTest]:
     return [t for t in tests if t.status in SUMMARIZED_STATUSES]
 
 
-def _median(tests: list[RecordedTest], figure: Callable) -> Figure:
+def _median(tests: list[RecordedTest], figure: Figure) -> TlsCell:
     """The median of the summarized tests, with every test's flags that touch what the
     figure reads: a crashed, invalid or abandoned repeat gives no value, and its flag (which
     touches every figure) says so."""
-    values = [v for v in (figure(t) for t in _summarized(tests)) if v is not None]
+    values = [v for v in (figure.of(t) for t in _summarized(tests)) if v is not None]
     summary = stats.summarize(values)
     text = f"{summary.median:,.1f} (n={summary.n})" if summary.n else "-"
-    return Figure(text, flags_touching(tests, READS[figure]))
+    return TlsCell(text, flags_touching(tests, figure.flag_names))
 
 
 def _ceiling_text(speed: dict) -> str:
@@ -231,32 +297,24 @@ def _storm_rows(tests: list[RecordedTest], speed: dict) -> list[Row]:
         limit = per_core.get(key)
         rows.append(
             [
-                Figure(contestant),
-                Figure(key),
+                TlsCell(contestant),
+                TlsCell(key),
                 _held(cell, rungs),
-                _median(at_top, answered_per_s),
-                _median(at_top, p99_ms),
-                _median(at_top, cpu_per_handshake_us),
-                Figure(f"{1e6 / limit:,.0f} µs ({limit:,.0f}/s)" if limit else "-"),
+                _median(at_top, ANSWERED),
+                _median(at_top, LATENCY),
+                _median(at_top, CPU_HANDSHAKE),
+                TlsCell(f"{1e6 / limit:,.0f} µs ({limit:,.0f}/s)" if limit else "-"),
             ]
         )
     return rows
 
 
-def _held(cell: list[RecordedTest], rungs: dict[tuple, list[RecordedTest]]) -> Figure:
+def _held(cell: list[RecordedTest], rungs: dict[tuple, list[RecordedTest]]) -> TlsCell:
     """The highest rate held in every repeat: it reads every rung's tests, so it carries
     their flags (a crashed repeat holds nothing)."""
     held_rates = [rate for (_, rate), mine in rungs.items() if all(held(t) for t in mine)]
     text = f"{max(held_rates):,}/s" if held_rates else f"none of {sorted(r for _, r in rungs)}"
-    return Figure(text, flags_touching(cell, READS[held]))
-
-
-_RESUME_FIGURES = (
-    ("resumed share", resumed_share),
-    ("CPU µs/handshake", cpu_per_handshake_us),
-    ("answered/s", answered_per_s),
-    ("p99 ms", p99_ms),
-)
+    return TlsCell(text, flags_touching(cell, HELD_READS))
 
 
 def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[Row]:
@@ -264,8 +322,8 @@ def _pair_rows(tests, key: str, sides: tuple[str, str], figures) -> list[Row]:
     rows = []
     for contestant in sorted({t.contestant for t in tests}):
         mine = [t for t in tests if t.contestant == contestant]
-        row = [Figure(contestant)]
-        for _, figure in figures:
+        row = [TlsCell(contestant)]
+        for figure in figures:
             for side in sides:
                 row.append(_median([t for t in mine if t.params.get(key) == side], figure))
         rows.append(row)
@@ -279,7 +337,7 @@ def _tax_rows(tests: list[RecordedTest]) -> list[Row]:
         tests,
         lambda t: t.params["transport"],
         ("clear", "tls"),
-        (answered_per_s, cpu_per_request_us),
+        TAX_FIGURES,
     )
 
 
@@ -290,7 +348,7 @@ def _h2_rows(tests: list[RecordedTest]) -> list[Row]:
         tests,
         lambda t: "h1" if t.scenario == H1_BESIDE_H2 else "h2",
         ("h1", "h2"),
-        (answered_per_s, p99_ms, cpu_per_request_us),
+        H2_FIGURES,
     )
 
 
@@ -301,7 +359,7 @@ def _versus_rows(tests, side_of: Callable, sides: tuple[str, str], figures) -> l
     for contestant in sorted({t.contestant for t in tests}):
         mine = [t for t in tests if t.contestant == contestant]
         first, second = ([t for t in mine if side_of(t) == side] for side in sides)
-        row = [Figure(contestant)]
+        row = [TlsCell(contestant)]
         for figure in figures:
             row += [_median(first, figure), _median(second, figure)]
             row.append(_ratio(second, first, figure))
@@ -309,14 +367,14 @@ def _versus_rows(tests, side_of: Callable, sides: tuple[str, str], figures) -> l
     return rows
 
 
-def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Callable) -> Figure:
+def _ratio(top: list[RecordedTest], bottom: list[RecordedTest], figure: Figure) -> TlsCell:
     """The ratio of two medians: it uses both sides' tests, so it carries both sides' flags."""
-    flags = flags_touching(top + bottom, READS[figure])
-    a = [v for v in map(figure, _summarized(top)) if v is not None]
-    b = [v for v in map(figure, _summarized(bottom)) if v is not None]
+    flags = flags_touching(top + bottom, figure.flag_names)
+    a = [v for v in map(figure.of, _summarized(top)) if v is not None]
+    b = [v for v in map(figure.of, _summarized(bottom)) if v is not None]
     if not a or not b or stats.summarize(b).median == 0:
-        return Figure("-", flags)
-    return Figure(f"{stats.summarize(a).median / stats.summarize(b).median:.2f}", flags)
+        return TlsCell("-", flags)
+    return TlsCell(f"{stats.summarize(a).median / stats.summarize(b).median:.2f}", flags)
 
 
 def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
@@ -332,14 +390,14 @@ def _memory_rows(tests: list[RecordedTest]) -> list[Row]:
         clear, tls, h2 = (sides.get(side, []) for side in ("clear", "tls", "h2"))
         rows.append(
             [
-                Figure(behaviour),
-                Figure(f"{clients:,}"),
-                Figure(contestant),
-                _median(clear, memory_per_connection_kib),
-                _median(tls, memory_per_connection_kib),
-                _ratio(tls, clear, memory_per_connection_kib),
-                _median(h2, memory_per_connection_kib),
-                _ratio(h2, tls, memory_per_connection_kib),
+                TlsCell(behaviour),
+                TlsCell(f"{clients:,}"),
+                TlsCell(contestant),
+                _median(clear, MEMORY),
+                _median(tls, MEMORY),
+                _ratio(tls, clear, MEMORY),
+                _median(h2, MEMORY),
+                _ratio(h2, tls, MEMORY),
             ]
         )
     return rows

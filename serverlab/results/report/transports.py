@@ -18,7 +18,6 @@ and their window: serverlab.results.report.push.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
@@ -29,9 +28,12 @@ from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run
 from serverlab.results.report.capacity import is_capacity_search
 from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
+from serverlab.results.report.figure import SUM, Accessor, Figure
 from serverlab.results.report.flaggroups import group_flags
 from serverlab.results.report.metrics import (
+    FASTER,
+    METRICS_BY_NAME,
+    PUSH_WINDOW,
     SUMMARIZED_STATUSES,
     Flag,
     format_cell,
@@ -52,8 +54,6 @@ SHARED_WEBSOCKET_NOTE = (
     "implementation (Tomcat's JSR 356 endpoint on the NIO connector): a difference between "
     "them there is not a difference of architecture."
 )
-# Figures counted over a test (summed over a cell's tests), not summarized as a median.
-COUNTS = ("lost", "duplicated", "reordered", "nobody", "after")
 
 
 def is_push_test(test: RecordedTest) -> bool:
@@ -78,7 +78,7 @@ def _events(test: RecordedTest) -> dict:
     return (test.summary or {}).get("events") or {}
 
 
-def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+def delay_ms(percentile: str) -> Accessor:
     """Delivery delay over the window's cycles (push.delay_us), in ms."""
 
     def of(test: RecordedTest) -> float | None:
@@ -88,7 +88,7 @@ def delay_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
     return of
 
 
-def resubscribe_gap_ms(percentile: str) -> Callable[[RecordedTest], float | None]:
+def resubscribe_gap_ms(percentile: str) -> Accessor:
     """Long poll: an answer's arrival to the next poll (engine), in ms."""
 
     def of(test: RecordedTest) -> float | None:
@@ -98,7 +98,7 @@ def resubscribe_gap_ms(percentile: str) -> Callable[[RecordedTest], float | None
     return of
 
 
-def _event_count(kind: str) -> Callable[[RecordedTest], float | None]:
+def _event_count(kind: str) -> Accessor:
     def of(test: RecordedTest) -> float | None:
         value = _events(test).get(kind)
         return None if value is None else float(value)
@@ -114,37 +114,36 @@ def admitted(test: RecordedTest) -> float | None:
     return None if value is None else float(value)
 
 
-@dataclass(frozen=True)
-class TransportFigure:
-    """One figure of the push transports' table: its name, label, unit and how to read it."""
+def _push(*row, **more) -> Figure:
+    """A figure of the push window's cycles (serverlab.results.report.push)."""
+    return Figure(*row, window=PUSH_WINDOW, source="engine", **more)
 
-    name: str
-    label: str
-    unit: str
-    of: Callable[[RecordedTest], float | None]
+
+def _count(name: str, label: str, of: Accessor, source: str = "engine") -> Figure:
+    """A count over a cell's tests, summed rather than a median."""
+    return Figure(name, label, "", False, of, window=PUSH_WINDOW, source=source, fold=SUM)
 
 
 FIGURES = (
-    TransportFigure("admitted", "subscribers at the end of the ramp", "", admitted),
-    TransportFigure(
+    _push("admitted", "subscribers at the end of the ramp", "", True, admitted),
+    _push(
         "complete",
         "worst in-window cycle: received ÷ the plan's clients",
         "%",
+        True,
         push.worst_completeness_percent,
     ),
-    TransportFigure(
-        "memory", "server memory per held connection", "KiB", memory_per_connection_kib
-    ),
-    TransportFigure("cpu_event", "server CPU per delivered event (window)", "µs", cpu_per_event_us),
-    TransportFigure("p50", "delivery delay p50", "ms", delay_ms("p50")),
-    TransportFigure("p99", "delivery delay p99", "ms", delay_ms("p99")),
-    TransportFigure("gap50", "long-poll re-subscribe gap p50", "ms", resubscribe_gap_ms("p50")),
-    TransportFigure("gap99", "long-poll re-subscribe gap p99", "ms", resubscribe_gap_ms("p99")),
-    TransportFigure("lost", "events lost", "", lost),
-    TransportFigure("duplicated", "events duplicated", "", _event_count("duplicated")),
-    TransportFigure("reordered", "events reordered", "", _event_count("reordered")),
-    TransportFigure("nobody", "delivered to nobody", "", push.delivered_to_nobody),
-    TransportFigure("after", "emitted after the window", "", push.emitted_after_window),
+    METRICS_BY_NAME["memory"],
+    METRICS_BY_NAME["cpu_event"].view("cpu_event", label="server CPU per delivered event (window)"),
+    _push("p50", "delivery delay p50", "ms", False, delay_ms("p50"), *FASTER),
+    _push("p99", "delivery delay p99", "ms", False, delay_ms("p99"), *FASTER),
+    _push("gap50", "long-poll re-subscribe gap p50", "ms", False, resubscribe_gap_ms("p50")),
+    _push("gap99", "long-poll re-subscribe gap p99", "ms", False, resubscribe_gap_ms("p99")),
+    _count("lost", "events lost", lost),
+    _count("duplicated", "events duplicated", _event_count("duplicated")),
+    _count("reordered", "events reordered", _event_count("reordered")),
+    _count("nobody", "delivered to nobody", push.delivered_to_nobody),
+    _count("after", "emitted after the window", push.emitted_after_window, "the server's /stats"),
 )
 
 
@@ -262,7 +261,7 @@ def _row(cell: list[RecordedTest], labels: dict[str, str]) -> TransportRow:
     cells = []
     for figure in FIGURES:
         values = [v for v in (figure.of(t) for t in kept) if v is not None]
-        if figure.name in COUNTS:
+        if figure.fold == SUM:
             cells.append((f"{sum(values):,.0f}" if values else "-", f"over {len(values)} tests"))
         else:
             cells.append(format_cell(stats.summarize(values)))
@@ -276,19 +275,21 @@ def _row(cell: list[RecordedTest], labels: dict[str, str]) -> TransportRow:
         int(first.params.get("clients", 0)),
         len(cell),
         cells,
-        [_marks(kept, figure.name) for figure in FIGURES],
+        [_marks(kept, figure) for figure in FIGURES],
         [group.text for group in group_flags(cell, _touches_a_figure)],
     )
 
 
-def _marks(tests: list[RecordedTest], figure: str) -> list[str]:
+def _marks(tests: list[RecordedTest], figure: Figure) -> list[str]:
     """The codes of the flags of these tests that touch one figure of the table."""
-    return sorted({flag.code for t in tests for flag in validity_flags(t) if flag.touches(figure)})
+    return sorted(
+        {flag.code for t in tests for flag in validity_flags(t) if flag.qualifies(figure)}
+    )
 
 
 def _touches_a_figure(flag: Flag) -> bool:
     # A crashed or invalid repeat's status flag touches every figure: it is listed too.
-    return any(flag.touches(figure.name) for figure in FIGURES)
+    return any(flag.qualifies(figure) for figure in FIGURES)
 
 
 def descriptor_limit(runs: list[Run]) -> int | None:
@@ -356,7 +357,7 @@ def _capacity_text(steps: list[capacity.StepResult], top: float, nofile: int | N
     return f"{best:,}"
 
 
-def _chart(figure: TransportFigure, tests: list[RecordedTest]) -> Chart:
+def _chart(figure: Figure, tests: list[RecordedTest]) -> Chart:
     """Median per transport, a bar per contestant (and client count when there are
     several), the interval as a whisker."""
     fig = go.Figure()

@@ -13,12 +13,12 @@ are all equal cannot reach any p below 1 and is left out of the family too.
 
 A significant difference is then only stated when it matters:
 
-- both sides at the figure's ceiling (``Metric.ceiling``: 90 % or more of the CPU a closed
+- both sides at the figure's ceiling (``Figure.ceiling``: 90 % or more of the CPU a closed
   loop allowed the server) read "both saturated": neither server could have used more, so
   the difference is of what else ran in the window, not of the servers;
 - a difference of medians under ``MATERIAL_SHARE`` (5 %) of the smaller, or under the A/A
   noise floor where one was measured, or under the figure's least absolute difference
-  (``Metric.min_difference``: socket memory read at one instant), reads "no material
+  (``Figure.min_difference``: socket memory read at one instant), reads "no material
   difference".
 
 Both stay in the family (they are tested), so that setting them aside after the test can
