@@ -35,10 +35,11 @@ def db6(tmp_path_factory):
 def test_contestants_compared_scenario_by_scenario(db6):
     rows = compare(db6, "node-http", "java-tomcat-blocking")
     assert {r.scenario for r in rows} == {"keepalive", "longpoll"}
-    # Long poll has no requests/s (a push test's events/s are its plan's): its latency is
-    # the event delay, which node-http's fixture halves.
+    # Long poll has no requests/s (a push test's events/s are its plan's) and no request
+    # latency: its figure is the delivery delay, which node-http's fixture halves.
     assert not [r for r in rows if r.scenario == "longpoll" and r.metric.name == "rps"]
-    delay = rows_by(rows, "longpoll", "p50")
+    assert not [r for r in rows if r.scenario == "longpoll" and r.metric.name == "p50"]
+    delay = rows_by(rows, "longpoll", "delay_p50")
     # Six repeats against six: the smallest p there is (2/924), Holm-adjusted across every
     # test of this comparison, stays under 0.05.
     assert delay.verdict is Verdict.BETTER and delay.words == "faster"
@@ -48,17 +49,17 @@ def test_contestants_compared_scenario_by_scenario(db6):
     assert delay.judgement.adjusted_p == pytest.approx(holm[tested.index(delay)])
     assert delay.judgement.adjusted_p < 0.05
     assert delay.a.median < 0.6 * delay.b.median
-    latency = rows_by(rows, "longpoll", "p99")
-    assert latency.words == "faster"
+    tail = rows_by(rows, "longpoll", "delay_p99")
+    assert tail.words == "faster"
     # The crashed seventh repeat of java-tomcat-blocking is not summarized.
     assert delay.b.n == 6
-    reverse = rows_by(compare(db6, "java-tomcat-blocking", "node-http"), "longpoll", "p50")
+    reverse = rows_by(compare(db6, "java-tomcat-blocking", "node-http"), "longpoll", "delay_p50")
     assert reverse.words == "slower"
 
 
 def test_repeats_too_few_for_the_family_say_so_rather_than_no_difference(db):
     rows = compare(db, "node-http", "java-tomcat-blocking")
-    delay = rows_by(rows, "longpoll", "p50")
+    delay = rows_by(rows, "longpoll", "delay_p50")
     # Four against four, fully separated, would give p = 2/70 = 0.029 alone; but this
     # comparison judges many figures, and no Holm adjustment for them could let 0.029
     # through (Tarone's rule): too few repeats, said so, and left out of the family.
@@ -97,11 +98,12 @@ def test_a_flagged_repeat_leaves_the_verdict_to_the_others_and_its_flag_is_print
 def test_equal_contestants_are_not_significantly_different(tmp_path):
     db = tmp_path / "lab.db"
     fill_realistic_db(db, odd_contestant="java-tomcat-async")
-    rows = compare(db, "java-tomcat-async", "java-tomcat-blocking", metrics=["rps", "p50"])
+    metrics = ["rps", "p50", "delay_p50"]
+    rows = compare(db, "java-tomcat-async", "java-tomcat-blocking", metrics=metrics)
     rows = [
         r
         for r in rows
-        if (r.scenario, r.metric.name) in (("keepalive", "rps"), ("longpoll", "p50"))
+        if (r.scenario, r.metric.name) in (("keepalive", "rps"), ("longpoll", "delay_p50"))
     ]
     # Same speed in the fixture: only noise separates them. Keep-alive's blocking side had a
     # generator-bound repeat: it leaves the comparison, and four against four cannot decide.
@@ -131,7 +133,8 @@ def test_runs_compared_contestant_by_contestant(tmp_path):
 
 def test_the_table_fits_120_columns_with_medians_ratios_and_verdicts(db6):
     console = Console(record=True, width=120)
-    rows = compare(db6, "node-http", "java-tomcat-blocking", metrics=["rps", "p50"])
+    metrics = ["rps", "p50", "delay_p50"]
+    rows = compare(db6, "node-http", "java-tomcat-blocking", metrics=metrics)
     print_comparison(rows, "node-http", "java-tomcat-blocking", console=console)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 120

@@ -37,6 +37,17 @@ def test_no_table_names_two_of_its_figures_alike():
         assert len(set(names)) == len(names), (table, names)
 
 
+def test_a_name_means_one_figure_on_the_whole_page_and_the_tails_say_what_they_measure():
+    labels: dict[str, set[str]] = {}
+    for table, figures in TABLES.items():
+        if table != "seeds":  # the seed sections' names are their data files' own keys
+            for figure in figures:
+                labels.setdefault(figure.name, set()).add(figure.label)
+    assert {name: said for name, said in labels.items() if len(said) > 1} == {}
+    assert labels["p99"] == {"latency p99"}
+    assert labels["delay_p99"] == {"delivery delay p99"}
+
+
 def test_a_view_of_a_figure_keeps_the_flags_of_the_figure_it_shows():
     cpu = next(figure for figure in METRICS if figure.name == "cpu")
     seen = cpu.view("cpu_percent", label="server mean CPU")

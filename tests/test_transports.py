@@ -89,7 +89,7 @@ def test_a_late_clear_flags_control_late_and_its_cycles_are_apart_not_delivered_
     # On the figures over the whole load, not on those of the window; delays pooled over
     # every cycle (a test stored without per-cycle records, as this one) are of the load.
     assert not push.has_cycle_records(test)
-    assert late.touches("p99") and late.touches("cpu")
+    assert late.touches("delay_p99") and late.touches("cpu")
     assert not any(late.touches(name) for name in ("admitted", "complete", "nobody", "after"))
 
 
@@ -121,20 +121,21 @@ def test_an_unreadable_stats_flags_only_the_figures_that_read_it():
     (flag,) = [f for f in validity_flags(test) if f.code == "stats-unreadable"]
     assert flag.figures == frozenset({"after"})
     assert "1,000 request threads" in flag.text
-    assert not [f for f in flags_for(test, "p50") if f.code == "stats-unreadable"]
+    assert not [f for f in flags_for(test, "delay_p50") if f.code == "stats-unreadable"]
 
 
-def test_push_rows_have_no_throughput_and_their_latency_is_the_event_delay():
+def test_push_rows_have_no_throughput_nor_request_latency_but_a_delivery_delay():
     test = windowed()
     test.summary["rps"] = 484.0
     test.summary["event_delay_us"] = {"p50": 26000, "p99": 42000}
     assert METRICS_BY_NAME["rps"].of(test) is None
-    assert METRICS_BY_NAME["p50"].of(test) == 26.0
+    assert METRICS_BY_NAME["delay_p50"].of(test) == 26.0
     poll = windowed()
     poll.params["behaviour"] = "longpoll"
     poll.summary["latency_us"] = {"p50": 992000}
     poll.summary["event_delay_us"] = {"p50": 39000, "p99": 60000}
-    assert METRICS_BY_NAME["p50"].of(poll) == 39.0, "not the poll's wait for the next emit"
+    assert METRICS_BY_NAME["delay_p50"].of(poll) == 39.0, "not the poll's wait for the next emit"
+    assert METRICS_BY_NAME["p50"].of(poll) is None, "a poll's answer time is not a latency"
     assert all("/s" not in figure.unit for figure in FIGURES)
 
 
@@ -155,7 +156,7 @@ def test_a_row_per_transport_contestant_and_count_and_the_shared_tomcat_websocke
     tomcat_ws = section.rows[2]
     assert "JSR 356" in tomcat_ws.architecture
     assert any("not a difference of architecture" in note for note in section.notes)
-    p99 = tomcat_ws.cells[[f.name for f in FIGURES].index("p99")][0]
+    p99 = tomcat_ws.cells[[f.name for f in FIGURES].index("delay_p99")][0]
     assert p99 == "9", "the p99 delivery delay in ms"
 
 

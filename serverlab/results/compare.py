@@ -40,7 +40,10 @@ from serverlab.results.report.summary import terminal_cell
 from serverlab.results.report.verdicts import Judgement, by_effect, judge
 from serverlab.results.store import Store
 
-DEFAULT_METRICS = ("rps", "p50", "p99", "errors", "cpu", "cpu_req", "cpu_event", "rss", "memory")
+DEFAULT_METRICS = (
+    *("rps", "p50", "p99", "delay_p50", "delay_p99"),
+    *("errors", "cpu", "cpu_req", "cpu_event", "rss", "memory"),
+)
 
 
 @dataclass(frozen=True)

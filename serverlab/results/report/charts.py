@@ -511,10 +511,14 @@ def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Figure], prefi
     """Every chart of one scenario, in reading order."""
     keyed = f"{prefix}-"
     # A push scenario has no rate of its own: its events per second are its plan's.
-    rates = [] if all(is_push(t) for t in tests) else [keyed + "rps"]
+    pushed = all(is_push(t) for t in tests)
+    rates = [] if pushed else [keyed + "rps"]
+    # A push scenario's tail is its delivery delay, a request scenario's its latency.
+    tails = ["delay_p50", "delay_p99"] if pushed else ["p50", "p99"]
+    title = "Delivery delay p50, p99" if pushed else "Latency p50, p99"
     return [
         *[median_bars(key, tests, [metrics["rps"]], "Requests/s per contestant") for key in rates],
-        median_bars(keyed + "lat", tests, [metrics["p50"], metrics["p99"]], "Latency p50, p99"),
+        median_bars(keyed + "lat", tests, [metrics[name] for name in tails], title),
         percentile_curves(keyed + "pct", tests),
         time_series(
             keyed + "cpu",

@@ -28,7 +28,7 @@ from serverlab.results.report.verdicts import Judgement, by_effect, judge
 
 # The figures the first screen answers for, supported or not, by kind of scenario.
 REQUEST_HEADLINE = ("rps", "p99", "cpu_req")
-PUSH_HEADLINE = ("p50", "p99")
+PUSH_HEADLINE = ("delay_p50", "delay_p99")
 
 
 @dataclass

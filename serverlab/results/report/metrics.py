@@ -37,6 +37,7 @@ TAIL_FLOOR_SHARE = 0.25
 # fewer are reported (the errors figure counts them) but qualify no other figure.
 ERROR_SHARE_LIMIT = 0.01
 LATENCY_FIGURES = frozenset({"p50", "p99"})
+DELAY_FIGURES = frozenset({"delay_p50", "delay_p99"})
 # Not-steady touches the figures of the exchange itself: its rate and, through it, its
 # latency (a closed loop's latency is its clients over its rate). CPU and RSS stay the
 # honest figures of the window they cover.
@@ -56,14 +57,22 @@ def throughput(test: RecordedTest) -> float | None:
 
 
 def _latency_ms(percentile: str) -> Accessor:
+    """Request latency; none for a push test, whose answers are events: a poll's answer
+    time is mostly its wait for the next emit (delivery delay is its figure)."""
     requests = request_latency_ms(percentile)
 
     def of(test: RecordedTest) -> float | None:
-        # For push, the delay from the server's emit to the event's arrival, over the
-        # window's cycles (push.delay_us).
-        if not _is_stream(test):
-            return requests(test)
-        micros = push.delay_us(test, percentile)
+        return None if _is_stream(test) else requests(test)
+
+    return of
+
+
+def delay_ms(percentile: str) -> Accessor:
+    """Push delivery delay, the server's emit (its created stamp) to the event's arrival,
+    over the window's cycles (push.delay_us), in ms; none for a request test."""
+
+    def of(test: RecordedTest) -> float | None:
+        micros = push.delay_us(test, percentile) if _is_stream(test) else None
         return None if micros is None else micros / 1000
 
     return of
@@ -143,9 +152,10 @@ def _working_share(test: RecordedTest) -> float:
 
 FASTER = ("faster", "slower")
 COMET_NOTE = (
-    "For push (long poll, comet, SSE, WebSocket) latency is the delay from the server's emit "
-    "(its created stamp) to the event's arrival, and there is no throughput: events per second "
-    "are the plan's cycles x subscribers; the push section has each test's per-cycle figures."
+    "For push (long poll, comet, SSE, WebSocket) there is no request latency and no throughput: "
+    "delivery delay is the delay from the server's emit (its created stamp) to the event's "
+    "arrival, and events per second are the plan's cycles x subscribers; the push section has "
+    "each test's per-cycle figures."
 )
 ENGINE_WINDOW = "the engine's measured run"
 LOAD_WINDOW = "from just before the engine starts to its stop"
@@ -154,11 +164,15 @@ PUSH_WINDOW = "the end of the ramp to the emitters' intended stop"
 # at the instant of the reading: a difference under 256 pages (1 MiB: a page on each of 256
 # sockets) is one instant's traffic, not the server's.
 SOCKET_MEMORY_MIN_DIFFERENCE_MIB = 1.0
+# The window and source of a delivery delay.
+DELAY_READ = (PUSH_WINDOW, "engine: the event's arrival less the server's created stamp")
 METRICS = (
-    # Push rows: no throughput, latency the event delay (COMET_NOTE).
+    # Push rows: no throughput and no request latency, but a delivery delay (COMET_NOTE).
     Figure("rps", "throughput", "req/s", True, throughput, *FASTER, ENGINE_WINDOW, "engine"),
     Figure("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER, ENGINE_WINDOW, "engine"),
     Figure("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER, ENGINE_WINDOW, "engine"),
+    Figure("delay_p50", "delivery delay p50", "ms", False, delay_ms("p50"), *FASTER, *DELAY_READ),
+    Figure("delay_p99", "delivery delay p99", "ms", False, delay_ms("p99"), *FASTER, *DELAY_READ),
     Figure("errors", "errors", "", False, error_count, window=ENGINE_WINDOW, source="engine"),
     Figure(
         "cpu",
@@ -336,7 +350,7 @@ def _measurement_flags(test: RecordedTest) -> list[Flag]:
 STATS_FIGURES = frozenset({"after"})
 # Figures that pool every cycle's delay where the engine recorded no delay per cycle
 # (tests stored before engine output version 3).
-POOLED_DELAY_FIGURES = frozenset({"p50", "p99"})
+POOLED_DELAY_FIGURES = DELAY_FIGURES
 # What a late control call touches: the figures taken over the whole load, which the cycles
 # emitted after the intended stop are part of. The in-window figures (subscribers admitted,
 # completeness, delivered to nobody) leave those cycles out, and "after" is their measure.
@@ -377,8 +391,8 @@ def _push_flags(test: RecordedTest) -> list[Flag]:
 def _drain_flags(test: RecordedTest) -> list[Flag]:
     """Push engine-floor: an in-window cycle's drain time at the engine (the longest any of
     its deliveries waited in the kernel before the engine read it) above ``TAIL_FLOOR_SHARE``
-    of a delay percentile shown. It touches the percentiles it exceeds the share of: p50
-    alone, or p50 and p99 (p99 is never below p50)."""
+    of a delay percentile shown. It touches the delays it exceeds the share of: delay_p50
+    alone, or delay_p50 and delay_p99 (p99 is never below p50)."""
     worst = push.worst_drain_us(test)
     if worst is None:
         return []
@@ -392,12 +406,13 @@ def _drain_flags(test: RecordedTest) -> list[Flag]:
     if not touched:
         return []
     over = " and ".join(f"{name} ({value / 1000:,.1f} ms)" for name, value in touched.items())
+    figures = frozenset(f"delay_{name}" for name in touched)
     text = (
         f"engine drain time of cycle {cycle.seq} {drain / 1000:,.1f} ms is over "
         f"{TAIL_FLOOR_SHARE:.0%} of delivery delay {over}: the delay measures the engine's "
         "reading as much as the server"
     )
-    return [Flag("engine-floor", text, frozenset(touched))]
+    return [Flag("engine-floor", text, figures)]
 
 
 def _late_text(test: RecordedTest, late_ms: float) -> str:
@@ -509,11 +524,14 @@ def _warmup_flags(test: RecordedTest) -> list[Flag]:
 
 def _kernel_timer_flags(test: RecordedTest) -> list[Flag]:
     """Latency stacked at a kernel timer (the rule: ``kernel_timers``): the exchanges waited
-    on the kernel, not on the server. It touches the latency figures, and a closed loop's
-    rate too (its clients over that latency); an open loop's rate is the pacer's."""
+    on the kernel, not on the server. It touches the latency figures (a push test's delivery
+    delays), and a closed loop's rate too (its clients over that latency); an open loop's
+    rate is the pacer's."""
     open_loop = summary_number(test, "intended_rate")
-    figures = LATENCY_FIGURES if open_loop else LATENCY_FIGURES | {"rps"}
-    noun = "deliveries" if push.is_push(test) else "answers"
+    delays = push.is_push(test)
+    latency = DELAY_FIGURES if delays else LATENCY_FIGURES
+    figures = latency if open_loop else latency | {"rps"}
+    noun = "deliveries" if delays else "answers"
     return [
         Flag(
             "kernel-timer",

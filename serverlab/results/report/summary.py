@@ -30,9 +30,10 @@ from serverlab.results.report.metrics import (
 from serverlab.results.report.push import is_push
 from serverlab.results.report.selection import Selected, load_selected, parse_selection
 
-# Five figures fit 120 columns: the rate, the tail, and what the server spent per request,
-# per delivered event (push) and per held connection. The others are in the HTML and JSON.
-TERMINAL_METRICS = ("rps", "p99", "cpu_req", "cpu_event", "memory")
+# Six figures fit 120 columns: the rate, the tail (of request latency, and of a push
+# test's delivery delay), and what the server spent per request, per delivered event (push)
+# and per held connection. The others are in the HTML and JSON.
+TERMINAL_METRICS = ("rps", "p99", "delay_p99", "cpu_req", "cpu_event", "memory")
 
 
 @dataclass
@@ -194,7 +195,13 @@ def _print_notes(console: Console, found: Selected) -> None:
 def _table(rows: list[tuple[str, SummaryRow]], shown: list[int]) -> Table:
     # No inner borders, and cells that wrap between words only: a name or a figure is never
     # cut in two on a 120-column terminal. Flags are codes; their details follow the table.
-    table = Table(title="serverlab summary: median, interval, repeats", box=box.SIMPLE_HEAD)
+    # One space between columns, none at the edges: six figures and the longest flag fit.
+    table = Table(
+        title="serverlab summary: median, interval, repeats",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+    )
     longest = max((len(terminal.literal(r.contestant, markup=False)) for _, r in rows), default=0)
     table.add_column("scenario")
     table.add_column("contestant", min_width=longest)

@@ -31,7 +31,6 @@ from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
 from serverlab.results.report.figure import SUM, Accessor, Figure
 from serverlab.results.report.flaggroups import group_flags
 from serverlab.results.report.metrics import (
-    FASTER,
     METRICS_BY_NAME,
     PUSH_WINDOW,
     SUMMARIZED_STATUSES,
@@ -76,16 +75,6 @@ def is_capacity(test: RecordedTest) -> bool:
 
 def _events(test: RecordedTest) -> dict:
     return (test.summary or {}).get("events") or {}
-
-
-def delay_ms(percentile: str) -> Accessor:
-    """Delivery delay over the window's cycles (push.delay_us), in ms."""
-
-    def of(test: RecordedTest) -> float | None:
-        value = push.delay_us(test, percentile)
-        return None if value is None else value / 1000
-
-    return of
 
 
 def resubscribe_gap_ms(percentile: str) -> Accessor:
@@ -134,9 +123,9 @@ FIGURES = (
         push.worst_completeness_percent,
     ),
     METRICS_BY_NAME["memory"],
-    METRICS_BY_NAME["cpu_event"].view("cpu_event", label="server CPU per delivered event (window)"),
-    _push("p50", "delivery delay p50", "ms", False, delay_ms("p50"), *FASTER),
-    _push("p99", "delivery delay p99", "ms", False, delay_ms("p99"), *FASTER),
+    METRICS_BY_NAME["cpu_event"],
+    METRICS_BY_NAME["delay_p50"],
+    METRICS_BY_NAME["delay_p99"],
     _push("gap50", "long-poll re-subscribe gap p50", "ms", False, resubscribe_gap_ms("p50")),
     _push("gap99", "long-poll re-subscribe gap p99", "ms", False, resubscribe_gap_ms("p99")),
     _count("lost", "events lost", lost),
@@ -148,7 +137,7 @@ FIGURES = (
 
 
 # Figures drawn as charts (the counts are in the table).
-CHARTED = ("complete", "memory", "cpu_event", "p50", "p99", "lost")
+CHARTED = ("complete", "memory", "cpu_event", "delay_p50", "delay_p99", "lost")
 
 
 # --- the section --------------------------------------------------------------------------
@@ -305,7 +294,7 @@ def descriptor_limit(runs: list[Run]) -> int | None:
 
 def held(test: RecordedTest) -> bool:
     """A stored ladder rung's rule: p99 delay at most 250 ms, nothing lost, nothing invalid."""
-    p99 = delay_ms("p99")(test)
+    p99 = METRICS_BY_NAME["delay_p99"].of(test)
     return (
         test.status in SUMMARIZED_STATUSES
         and p99 is not None
