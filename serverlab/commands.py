@@ -31,7 +31,7 @@ from serverlab.results.recovery import TableRecovery
 from serverlab.results.recovery import recover as recover_rows
 from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
-from serverlab.results.report.warmup import print_time_to_steady
+from serverlab.results.report.sections.warmup import print_time_to_steady
 from serverlab.results.store import Store, StoreError
 from serverlab.run.execution.engine import check_plans, engine_binary, engine_speaks_h2
 from serverlab.run.execution.executor import Environment

@@ -16,7 +16,8 @@ from serverlab.base.progress import Tally
 from serverlab.contestant.manifest import find
 from serverlab.results import gate, gate_formats, machines
 from serverlab.results import history as histories
-from serverlab.results.report.metrics import METRICS_BY_NAME, paired_arm
+from serverlab.results.report.cells.scenarios import paired_arm
+from serverlab.results.report.figures.table import METRICS_BY_NAME
 from serverlab.results.report.selection import SelectionError, load_selected, parse_selection
 from serverlab.run.plan import paired
 from serverlab.run.plan.runner import RunOutcome

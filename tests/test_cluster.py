@@ -31,7 +31,7 @@ from serverlab.base.netns import existing
 from serverlab.lab import manage
 from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
-from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_binary
 from serverlab.run.host import shapedlink

@@ -13,7 +13,7 @@ from serverlab.results import stats
 from serverlab.results.compare import compare, print_comparison
 from serverlab.results.records import StoredSuite
 from serverlab.results.report import SelectionError
-from serverlab.results.report.metrics import compact_number
+from serverlab.results.report.cells.formatting import compact_number
 from serverlab.results.stats import Verdict
 from serverlab.results.store import Store
 

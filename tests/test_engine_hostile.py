@@ -24,7 +24,7 @@ from hdrh.histogram import HdrHistogram
 from serverlab.base.paths import REPO_ROOT
 from serverlab.base.tlskeys import make_key_material
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.flags.validity import validity_flags
 from serverlab.run.execution.engine import engine_binary
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

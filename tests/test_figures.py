@@ -6,17 +6,18 @@ import random
 
 from test_report import recorded
 
-from serverlab.results.report import charts, slow_link, tls, transports
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import METRICS
-from serverlab.results.report.seed_metrics import SEED_FIGURES
+from serverlab.results.report.charts import chart
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.seed_figures import SEED_FIGURES
+from serverlab.results.report.figures.table import METRICS
+from serverlab.results.report.sections import slow_link, tls, transports
 
 TABLES = {
     "cells": METRICS,
     "seeds": SEED_FIGURES,
     "transports": transports.FIGURES,
     "slow link": slow_link.FIGURES,
-    "emit charts": charts.EMIT_FIGURES,
+    "emit charts": chart.EMIT_FIGURES,
     # A figure stands in several TLS tables: each once.
     "tls": tuple(
         dict.fromkeys((*tls.RESUME_FIGURES, *tls.TAX_FIGURES, *tls.H2_FIGURES, tls.MEMORY))

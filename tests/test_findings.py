@@ -20,10 +20,11 @@ from serverlab.results.records import (
     ServerStats,
     StoredSuite,
 )
-from serverlab.results.report import build_report, print_summary, push
+from serverlab.results.report import build_report, print_summary
 from serverlab.results.report.builder import report_data
-from serverlab.results.report.flaggroups import repeat_ranges
-from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.figures import push
+from serverlab.results.report.flags.groups import repeat_ranges
+from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.store import Store
 
 # --- a real run ---------------------------------------------------------------------------

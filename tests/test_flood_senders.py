@@ -3,7 +3,7 @@ count beside the receiver's total (serverlab.run.execution.receiver.per_sender),
 section's note that spread figures on one machine are capacity, not speed."""
 
 from serverlab.results.records import RecordedTest, Run, StoredSuite
-from serverlab.results.report.seeds import seed_sections
+from serverlab.results.report.sections.seeds import seed_sections
 from serverlab.run.execution.receiver import per_sender
 
 CAPACITY = "the server and the generators share its CPUs: capacity figures, not speed"

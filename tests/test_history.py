@@ -22,13 +22,13 @@ from history_fixture import load_compact
 
 from serverlab.results import gate
 from serverlab.results.report.builder import build_report
-from serverlab.results.report.selection import load_selected, parse_selection
-from serverlab.results.report.series import (
+from serverlab.results.report.charts.series import (
     HISTORY_METRICS,
     build_series,
     change_points,
     version_changes,
 )
+from serverlab.results.report.selection import load_selected, parse_selection
 
 SERVERLAB = [sys.executable, "-c", "from serverlab.cli import main; main()"]
 

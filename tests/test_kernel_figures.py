@@ -13,7 +13,7 @@ import time
 import pytest
 
 from serverlab.results.records import EngineInterval, RecordedTest
-from serverlab.results.report.metrics import flags_for
+from serverlab.results.report.flags.validity import flags_for
 from serverlab.run.execution import procfs, sockdiag
 from serverlab.run.execution.monitor import KernelWindow, Monitor
 from serverlab.run.execution.validity import kernel_flags

@@ -10,8 +10,8 @@ from test_report import recorded
 from test_runner import run_in_process, write_suite
 
 from serverlab.results.report.builder import report_data
-from serverlab.results.report.kernel_timers import stacked_timers
-from serverlab.results.report.metrics import flags_for, validity_flags
+from serverlab.results.report.flags.kernel_timers import stacked_timers
+from serverlab.results.report.flags.validity import flags_for, validity_flags
 
 
 def encoded(*groups: tuple[int, float, float]) -> str:

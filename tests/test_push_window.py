@@ -7,15 +7,11 @@ from hdrh.histogram import HdrHistogram
 from test_runner import run_in_process, write_suite
 
 from serverlab.results.records import EmitCycle, RecordedTest
-from serverlab.results.report import push
-from serverlab.results.report.hdr import values_at_quantiles
-from serverlab.results.report.metrics import (
-    METRICS_BY_NAME,
-    TAIL_FLOOR_SHARE,
-    flags_for,
-    validity_flags,
-)
-from serverlab.results.report.transports import cycle_row, resubscribe_gap_ms
+from serverlab.results.report.figures import push
+from serverlab.results.report.figures.hdr import values_at_quantiles
+from serverlab.results.report.figures.table import METRICS_BY_NAME
+from serverlab.results.report.flags.validity import TAIL_FLOOR_SHARE, flags_for, validity_flags
+from serverlab.results.report.sections.transports import cycle_row, resubscribe_gap_ms
 
 CLIENTS = 50
 # Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.

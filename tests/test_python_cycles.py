@@ -34,12 +34,14 @@ def test_a_deferred_import_of_the_registry_that_includes_the_module_is_a_cycle(t
 
 
 def test_a_submodule_named_through_its_package_whose_init_leads_back_is_a_cycle(tmp_path):
-    # report/__init__.py imports builder, which (through metrics) reaches push; push naming
-    # hdr as `from serverlab.results.report import hdr` runs the package's __init__ first.
-    root = planted(tmp_path, "results/report/push.py", "from serverlab.results.report import hdr")
+    # report/__init__.py imports builder, which (through the figures) reaches push; push
+    # naming selection as `from serverlab.results.report import selection` runs the
+    # package's __init__ first.
+    line = "from serverlab.results.report import selection"
+    root = planted(tmp_path, "results/report/figures/push.py", line)
     done = cycles(root)
     assert done.returncode == 1
-    assert "serverlab.results.report.push -> serverlab.results.report (" in done.stdout
+    assert "serverlab.results.report.figures.push -> serverlab.results.report (" in done.stdout
     assert "serverlab.results.report -> serverlab.results.report.builder (" in done.stdout
 
 

@@ -281,7 +281,7 @@ METRICS_BY_NAME = {m.name: m for m in METRICS}
 def test_a_figure_planted_by_the_recipe_reaches_the_report(tmp_path):
     # The recipe: a Figure row in METRICS reading the engine summary (summary_number).
     package = package_copy(tmp_path / "scratch")
-    with (package / "results/report/metrics.py").open("a") as metrics:
+    with (package / "results/report/figures/table.py").open("a") as metrics:
         metrics.write(PLANTED_FIGURE)
     db = tmp_path / "lab.db"
     golden = sqlite3.connect(db)

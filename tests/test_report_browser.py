@@ -281,7 +281,7 @@ def test_the_at_a_glance_block_is_at_the_top_and_reads_on_screen(tmp_path, chrom
     assert y + height <= 900 and y + height < summary_top
     assert [line.split(":")[0] for line in lines] == ["keepalive", "longpoll"]
     # A long poll is judged on its event delay, never on a rate the plan sets.
-    assert "node-http has 0.50× java-tomcat-blocking (threads=200)'s latency p50" in lines[1]
+    assert "node-http has 0.50× java-tomcat-blocking (threads=200)'s delivery delay p50" in lines[1]
     shot_width, shot_height, pixels = png_pixels(base64.b64decode(shot["data"]))
     assert (shot_width, shot_height) == (round(width), round(height))
     # Drawn, not blank: the block's pale blue fills most of it, and dark text sits on it.

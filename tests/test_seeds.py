@@ -12,8 +12,14 @@ from serverlab.base.paths import REPO_ROOT
 from serverlab.contestant.manifest import Manifest, discover
 from serverlab.results.records import RecordedTest, Run, ServerStats, StoredSuite
 from serverlab.results.report import build_report
-from serverlab.results.report.seed_data import EVERY_SCENARIO, SEEDS, load_published
-from serverlab.results.report.seeds import FAILS, HOLDS, NO_DATA, seed_of_suite, seed_sections
+from serverlab.results.report.sections.seed_data import EVERY_SCENARIO, SEEDS, load_published
+from serverlab.results.report.sections.seeds import (
+    FAILS,
+    HOLDS,
+    NO_DATA,
+    seed_of_suite,
+    seed_sections,
+)
 from serverlab.results.store import Store
 from serverlab.run.plan.suite.load import load_suite
 

@@ -13,9 +13,9 @@ from test_tls import TLS_MANIFEST
 from serverlab.contestant.manifest import find
 from serverlab.results.records import RecordedTest, StoredSuite
 from serverlab.results.report import build_report
-from serverlab.results.report.charts import flags_of
-from serverlab.results.report.metrics import flags_for
-from serverlab.results.report.signal_charts import signal_charts
+from serverlab.results.report.charts.chart import flags_of
+from serverlab.results.report.charts.signal_charts import signal_charts
+from serverlab.results.report.flags.validity import flags_for
 from serverlab.results.store import Store
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.signals import MAX_VALUE, read_signals, row_cap

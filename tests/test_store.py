@@ -29,7 +29,7 @@ from serverlab.results.records import (
     StoredSuite,
 )
 from serverlab.results.recovery import recover as export_recover
-from serverlab.results.report.metrics import flags_for
+from serverlab.results.report.flags.validity import flags_for
 from serverlab.results.store import Store, StoreError
 
 

@@ -14,7 +14,8 @@ from test_tls import TLS_MANIFEST
 
 from serverlab.commands import plan_suite
 from serverlab.contestant.manifest import find
-from serverlab.results.report import build_report, push
+from serverlab.results.report import build_report
+from serverlab.results.report.figures import push
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_speaks_h2
 from serverlab.run.execution.executor import Environment, execute

@@ -6,14 +6,11 @@ import random
 from test_report import recorded
 
 from serverlab.results.records import EmitRecord, EngineInterval, MonitorSample, Run, ServerStats
-from serverlab.results.report import push
-from serverlab.results.report.efficiency import cpu_per_event_us, memory_per_connection_kib
-from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for, validity_flags
-from serverlab.results.report.transports import (
-    FIGURES,
-    capacity_table,
-    transport_section,
-)
+from serverlab.results.report.figures import push
+from serverlab.results.report.figures.efficiency import cpu_per_event_us, memory_per_connection_kib
+from serverlab.results.report.figures.table import METRICS_BY_NAME
+from serverlab.results.report.flags.validity import flags_for, validity_flags
+from serverlab.results.report.sections.transports import FIGURES, capacity_table, transport_section
 
 PARAMS = {"behaviour": "websocket", "clients": 1000, "emit_interval_ms": 1000}
 
@@ -233,7 +230,7 @@ def test_no_push_test_no_section():
 
 
 def test_the_emit_duration_chart_shows_the_clients_delay_beside_the_servers_stamps():
-    from serverlab.results.report.charts import emit_duration_by_place
+    from serverlab.results.report.charts.chart import emit_duration_by_place
 
     test = windowed()
     test.summary["event_delay_us"] = {"p50": 26000, "p99": 42000}
@@ -248,7 +245,7 @@ def test_the_emit_duration_chart_shows_the_clients_delay_beside_the_servers_stam
 
 
 def test_a_long_polls_percentile_curve_is_its_delivery_delay_not_its_wait_for_the_emit():
-    from serverlab.results.report.histogram import latency_histogram
+    from serverlab.results.report.figures.histogram import latency_histogram
 
     poll = windowed()
     poll.params["behaviour"] = "longpoll"

@@ -16,7 +16,7 @@ from serverlab.results import stats
 from serverlab.results.compare import compare
 from serverlab.results.records import MonitorSample, StoredSuite
 from serverlab.results.report.builder import report_data
-from serverlab.results.report.efficiency import cpu_per_request_us
+from serverlab.results.report.figures.efficiency import cpu_per_request_us
 from serverlab.results.report.selection import load_selected, parse_selection
 from serverlab.results.store import Store
 

@@ -10,8 +10,8 @@ import pytest
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.metrics import validity_flags
-from serverlab.results.report.warmup import time_to_steady_lines, warmup_chart
+from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.warmup import time_to_steady_lines, warmup_chart
 from serverlab.run.execution import procfs, traffic
 from serverlab.run.execution.executor import Environment, execute
 from serverlab.run.execution.monitor import ENGINE_SUMMARY

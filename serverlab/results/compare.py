@@ -4,8 +4,8 @@ A and B are selections (see ``serverlab.results.report.selection``): two contest
 compare contestants scenario by scenario within the latest suite; ``run:3 run:5`` compares
 each contestant with itself across two runs. Figures are medians over repeats, never
 best-of-N; the ratio A/B comes with its distribution-free interval. Each side's figure is a
-cell (``serverlab.results.report.cells``) with its own n and flags; the verdicts come from
-``serverlab.results.report.verdicts``: over the repeats no flag qualifies, a two-sided
+cell (``serverlab.results.report.cells.cell``) with its own n and flags; the verdicts come from
+``serverlab.results.report.cells.verdicts``: over the repeats no flag qualifies, a two-sided
 Mann-Whitney test where both sides have enough of them, Holm-adjusted across the whole
 comparison, and stated only where the difference is material and the figure is not at its
 ceiling on both sides. Where side A holds a paired run's two A arms (A and A'), their
@@ -26,18 +26,14 @@ from rich.table import Table
 from serverlab.base import terminal
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.cells import cells_of
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import (
-    METRICS_BY_NAME,
-    SUMMARIZED_STATUSES,
-    comparison_key,
-    coverage_note,
-    scenario_labels,
-)
+from serverlab.results.report.cells.cell import cells_of
+from serverlab.results.report.cells.formatting import coverage_note
+from serverlab.results.report.cells.scenarios import comparison_key, scenario_labels
+from serverlab.results.report.cells.verdicts import Judgement, by_effect, judge
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import METRICS_BY_NAME, SUMMARIZED_STATUSES
 from serverlab.results.report.selection import SelectionError, parse_selection, select_tests
 from serverlab.results.report.summary import terminal_cell
-from serverlab.results.report.verdicts import Judgement, by_effect, judge
 from serverlab.results.store import Store
 
 DEFAULT_METRICS = (

@@ -29,10 +29,11 @@ from enum import Enum
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import METRICS_BY_NAME, flags_for
-from serverlab.results.report.series import summarized_values
-from serverlab.results.report.verdicts import MATERIAL_SHARE
+from serverlab.results.report.cells.verdicts import MATERIAL_SHARE
+from serverlab.results.report.charts.series import summarized_values
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import METRICS_BY_NAME
+from serverlab.results.report.flags.validity import flags_for
 
 GATE_METRICS = ("rps", "p50", "p99")
 # The floor splits A in two; each half needs this many tests for an interval at all.
@@ -249,7 +250,11 @@ def selection_gate(
     """The gate over two stored selections, series lined up as ``serverlab compare`` does:
     scenario by scenario when the sides are two contestants, else scenario, contestant and
     tunables alike."""
-    from serverlab.results.report.metrics import comparison_key, scenario_key, scenario_labels
+    from serverlab.results.report.cells.scenarios import (
+        comparison_key,
+        scenario_key,
+        scenario_labels,
+    )
     from serverlab.results.report.selection import parse_selection, select_tests
     from serverlab.results.store import Store
 
@@ -274,7 +279,7 @@ def paired_gate(
 ) -> list[GateRow]:
     """The gate over one paired run: arm B against arms A and A' (tests whose run info says
     ``paired``), series by scenario and contestant; the floor is A against A'."""
-    from serverlab.results.report.metrics import paired_arm, scenario_key, scenario_labels
+    from serverlab.results.report.cells.scenarios import paired_arm, scenario_key, scenario_labels
     from serverlab.results.report.selection import parse_selection, select_tests
     from serverlab.results.store import Store
 

@@ -1,12 +1,12 @@
 """``serverlab history``: every series of figures followed across runs, as terminal tables
 (or JSON), change points marked with their size, p-value and the versions that changed.
-The series and the change points themselves: ``serverlab.results.report.series``."""
+The series and the change points themselves: ``serverlab.results.report.charts.series``."""
 
 from __future__ import annotations
 
 import json
 
-from serverlab.results.report.series import (
+from serverlab.results.report.charts.series import (
     DEFAULT_MAX_PVALUE,
     HISTORY_METRICS,
     Point,
@@ -91,7 +91,7 @@ def _grouped_for_table(series: list[Series]) -> dict[str, list[Series]]:
 
 
 def _cell(series: Series, run_id: int) -> str:
-    from serverlab.results.report.metrics import compact_number
+    from serverlab.results.report.cells.formatting import compact_number
 
     index = series.point_of_run(run_id)
     if index is None:

@@ -2,7 +2,7 @@
 and kernel, DESIGN.md §11). A comparison across machines measures the machines as much as
 what changed, so ``serverlab compare`` and its gate judge only runs of one fingerprint,
 unless asked (``--mix-machines``), and then say so beside the verdict; ``history`` keeps
-machines apart the same way (``serverlab.results.report.series``)."""
+machines apart the same way (``serverlab.results.report.charts.series``)."""
 
 from __future__ import annotations
 

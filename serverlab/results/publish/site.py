@@ -34,12 +34,12 @@ from serverlab.results.report.builder import (
     render_report,
     write_atomically,
 )
-from serverlab.results.report.charts import shared_template
-from serverlab.results.report.history import history_section
-from serverlab.results.report.metrics import paired_arm
-from serverlab.results.report.not_run import not_run
+from serverlab.results.report.cells.scenarios import paired_arm
+from serverlab.results.report.charts.chart import shared_template
+from serverlab.results.report.charts.series import build_series
+from serverlab.results.report.sections.history import history_section
+from serverlab.results.report.sections.not_run import not_run
 from serverlab.results.report.selection import Selection, load_selected, parse_selection
-from serverlab.results.report.series import build_series
 from serverlab.results.report.summary import architectures, rerun_note
 from serverlab.results.store import StoreError
 

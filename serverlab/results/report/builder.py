@@ -15,25 +15,31 @@ import plotly.offline
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
-from serverlab.results.report.capacity import capacity_groups, is_capacity_search
-from serverlab.results.report.cells import Cell
-from serverlab.results.report.charts import Chart, scenario_charts, shared_template, test_label
-from serverlab.results.report.engine_summary import number_at
-from serverlab.results.report.findings import Finding
-from serverlab.results.report.glance import at_a_glance
-from serverlab.results.report.history import history_section
-from serverlab.results.report.metrics import (
-    METRICS,
-    METRICS_BY_NAME,
-    coverage_note,
-    permutation_params,
-    scenario_labels,
-    validity_flags,
+from serverlab.results.report.cells.cell import Cell
+from serverlab.results.report.cells.formatting import coverage_note
+from serverlab.results.report.cells.scenarios import permutation_params, scenario_labels
+from serverlab.results.report.charts.chart import (
+    Chart,
+    scenario_charts,
+    shared_template,
+    test_label,
 )
-from serverlab.results.report.not_run import NotRun
-from serverlab.results.report.seeds import seed_sections
+from serverlab.results.report.charts.signal_charts import signal_charts
+from serverlab.results.report.figures.engine_summary import number_at
+from serverlab.results.report.figures.figure import PUSH, REQUESTS
+from serverlab.results.report.figures.push import is_push
+from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
+from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
+from serverlab.results.report.sections.findings import Finding
+from serverlab.results.report.sections.glance import at_a_glance
+from serverlab.results.report.sections.history import history_section
+from serverlab.results.report.sections.not_run import NotRun
+from serverlab.results.report.sections.seeds import seed_sections
+from serverlab.results.report.sections.tls import tls_section
+from serverlab.results.report.sections.transports import FIGURES, transport_section
+from serverlab.results.report.sections.warmup import time_to_steady, warmup_chart
 from serverlab.results.report.selection import load_selected, parse_selection
-from serverlab.results.report.signal_charts import signal_charts
 from serverlab.results.report.summary import (
     SummaryRow,
     architectures,
@@ -43,9 +49,6 @@ from serverlab.results.report.summary import (
     summary_rows,
     tunable_text,
 )
-from serverlab.results.report.tls import tls_section
-from serverlab.results.report.transports import FIGURES, transport_section
-from serverlab.results.report.warmup import time_to_steady, warmup_chart
 
 DEFAULT_REPORT = Path("results/report.html")
 
@@ -57,6 +60,7 @@ class ScenarioSection:
     params: str
     summary: list[SummaryRow]
     charts: list[Chart]
+    pushed: bool = False  # every test of it a push test: its figures are push figures
     tests: list[dict] = field(default_factory=list)
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
 
@@ -166,7 +170,7 @@ def render_report(
         selection=selection_text,
         db=db_text,
         runs=[_run_view(r, suites) for r in runs],
-        metrics=METRICS,
+        summary_tables=summary_tables(sections),
         sections=sections,
         seed_sections=seeds,
         transports=transports,
@@ -187,6 +191,19 @@ def render_report(
         plotly_src=plotly_src,
         plotly_js="" if plotly_src else plotly.offline.get_plotlyjs(),
     )
+
+
+def summary_tables(sections: list[ScenarioSection]) -> list[dict]:
+    """The HTML summary: a table of the request scenarios and one of the push scenarios,
+    each with the figures its tests have by design (``Figure.applies_to``), as (index in
+    ``METRICS``, figure); a kind no scenario is of has no table."""
+    tables = []
+    for pushed, other in ((False, PUSH), (True, REQUESTS)):
+        mine = [s for s in sections if s.pushed == pushed]
+        shown = [(i, m) for i, m in enumerate(METRICS) if m.applies_to != other]
+        if mine:
+            tables.append({"metrics": shown, "sections": mine})
+    return tables
 
 
 def environment() -> jinja2.Environment:
@@ -219,6 +236,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                     f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
                 ),
                 summary=summary_rows(group, names, scenarios=labels),
+                pushed=all(is_push(t) for t in group),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor)
                 + signal_charts(f"{anchor}-", group)
                 + warmup_chart(f"{anchor}-warmup", group),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serverlab.results.records import RecordedTest, Run, StoredSuite
-from serverlab.results.report.not_run import NotRun, not_run
+from serverlab.results.report.sections.not_run import NotRun, not_run
 from serverlab.results.store import Store, StoreError
 
 # Piped, loading a selection's tests says nothing before this long: most databases load in

@@ -14,20 +14,15 @@ from rich.table import Table
 
 from serverlab.base import terminal
 from serverlab.results.records import RecordedTest, Run
-from serverlab.results.report.cells import Cell, grouped, make_cell, tunable_text
-from serverlab.results.report.findings import Finding, findings
-from serverlab.results.report.flaggroups import FlagGroup, group_flags
-from serverlab.results.report.glance import at_a_glance
-from serverlab.results.report.metrics import (
-    COMET_NOTE,
-    METRICS,
-    SUMMARIZED_STATUSES,
-    coverage_note,
-    scenario_key,
-    scenario_labels,
-    validity_flags,
-)
-from serverlab.results.report.push import is_push
+from serverlab.results.report.cells.cell import Cell, grouped, make_cell, tunable_text
+from serverlab.results.report.cells.formatting import coverage_note
+from serverlab.results.report.cells.scenarios import scenario_key, scenario_labels
+from serverlab.results.report.figures.push import is_push
+from serverlab.results.report.figures.table import COMET_NOTE, METRICS, SUMMARIZED_STATUSES
+from serverlab.results.report.flags.groups import FlagGroup, group_flags
+from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.findings import Finding, findings
+from serverlab.results.report.sections.glance import at_a_glance
 from serverlab.results.report.selection import Selected, load_selected, parse_selection
 
 # Six figures fit 120 columns: the rate, the tail (of request latency, and of a push
@@ -52,7 +47,7 @@ class SummaryRow:
     @property
     def flags(self) -> list[str]:
         """Each kind of flag once, with the repeats that carry it and its sizes: "not
-        steady: r1–r6, +17 % to +72 %" (serverlab.results.report.flaggroups)."""
+        steady: r1–r6, +17 % to +72 %" (serverlab.results.report.flags.groups)."""
         return [group.text for group in self.flag_groups]
 
     @property
@@ -77,7 +72,7 @@ def summary_rows(
     scenarios: dict[str, str] | None = None,
 ) -> list[SummaryRow]:
     """One row per permutation of one scenario's tests: per contestant and tunables, its
-    cells (``serverlab.results.report.cells``). ``labels`` maps contestant names to
+    cells (``serverlab.results.report.cells.cell``). ``labels`` maps contestant names to
     architecture labels, ``scenarios`` scenario keys to their labels."""
     scenarios = scenarios or scenario_labels(group)
     found = {finding.key: finding for finding in findings(group, scenarios)}
@@ -175,7 +170,7 @@ def print_summary(
 
 
 def _print_findings(console: Console, found: list[Finding]) -> None:
-    """A scenario's findings, under its verdicts (serverlab.results.report.findings)."""
+    """A scenario's findings, under its verdicts (serverlab.results.report.sections.findings)."""
     for finding in found:
         said = f"finding, {finding.sentence}."
         console.print(f"    {terminal.literal(said)}", highlight=False)

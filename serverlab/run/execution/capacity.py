@@ -25,7 +25,7 @@ A push step is the measured plan with its users pacer ramping and holding the st
 while the emitters run (set afresh before each step, cleared at the plan's intended stop,
 as in a push test), judged by serverlab.base.capacity.holds over its own window: the cycles
 created between the end of its ramp and the emitters' intended stop
-(serverlab.results.report.push, the same reading as a push test's). Its figures:
+(serverlab.results.report.figures.push, the same reading as a push test's). Its figures:
 - `clients`; `admitted`: the engine's open connections at the end of the ramp;
   `registered`: the subscribers the server delivered the window's first cycle to (its own
   snapshot total);
@@ -48,7 +48,7 @@ from typing import Any
 
 from serverlab.base import capacity
 from serverlab.results.records import Crash, RecordedTest
-from serverlab.results.report import push
+from serverlab.results.report.figures import push
 from serverlab.run.execution.records import put_load
 from serverlab.run.execution.testplan import CLIENTS_LEVEL, TestPlan
 from serverlab.run.execution.traffic import LoadResult

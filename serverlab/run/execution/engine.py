@@ -18,7 +18,7 @@ from pathlib import Path
 
 from serverlab.base import owner
 from serverlab.base.paths import REPO_ROOT
-from serverlab.results.report import hdr
+from serverlab.results.report.figures import hdr
 
 # The engine output version this reader understands (the summary's `version`). From 2 on,
 # `rps` and every interval's `rps` count answered attempts (`answered`), never failed ones.

@@ -1,5 +1,5 @@
 """A finished test's status. The measurement flags (generator-bound, rate shortfall,
-errors) are derived from the stored figures by `serverlab.results.report.metrics`, so that the
+errors) are derived from the stored figures by `serverlab.results.report.figures.table`, so that the
 thresholds live in one place; the runner only adds what it alone saw."""
 
 from __future__ import annotations

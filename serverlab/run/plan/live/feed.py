@@ -21,7 +21,9 @@ from pathlib import Path
 
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.metrics import METRICS_BY_NAME, scenario_labels, validity_flags
+from serverlab.results.report.cells.scenarios import scenario_labels
+from serverlab.results.report.figures.table import METRICS_BY_NAME
+from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.report.summary import TERMINAL_METRICS, scenario_groups, summary_rows
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.plan.live.events import EventLog

@@ -13,8 +13,8 @@ from rich.console import Console
 
 from serverlab.base import terminal
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.charts import Chart, contestant_colours, finish, test_label
-from serverlab.results.report.metrics import scenario_key, scenario_labels
+from serverlab.results.report.cells.scenarios import scenario_key, scenario_labels
+from serverlab.results.report.charts.chart import Chart, contestant_colours, finish, test_label
 from serverlab.results.report.selection import load_selected, parse_selection
 
 SOURCE = "the warm-up engine pass's interval lines (0.5 s each), as the executor read them"

@@ -29,8 +29,9 @@ import plotly.graph_objects as go
 
 from serverlab.base.capacity import MAX_REACHED
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of, test_label
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, validity_flags
+from serverlab.results.report.charts.chart import PALETTE, Chart, finish, flags_of, test_label
+from serverlab.results.report.figures.table import SUMMARIZED_STATUSES
+from serverlab.results.report.flags.validity import validity_flags
 
 
 @dataclass

@@ -13,8 +13,10 @@ from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
 
 # The summary table's number format, so the same figure reads the same in both places.
-from serverlab.results.report.metrics import _number, validity_flags
-from serverlab.results.report.seed_data import (
+from serverlab.results.report.cells.formatting import _number
+from serverlab.results.report.figures.seed_figures import SEED_METRICS, FoldedFigure, fold
+from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.seed_data import (
     EVERY_SCENARIO,
     LARGEST,
     Comparison,
@@ -24,8 +26,7 @@ from serverlab.results.report.seed_data import (
     Side,
     load_published,
 )
-from serverlab.results.report.seed_metrics import SEED_METRICS, FoldedFigure, fold
-from serverlab.results.report.slow_link import SlowLinkBlock, slow_link_blocks
+from serverlab.results.report.sections.slow_link import SlowLinkBlock, slow_link_blocks
 
 SUITE_SEED = re.compile(r"(?:^|/)seed-(\d{3})\b")
 HOLDS, FAILS, NO_DATA = "holds", "fails", "not enough data"

@@ -27,12 +27,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import serverlab.results.report.push as push
+import serverlab.results.report.figures.push as push
 from serverlab.base.spec import HELD_REQUESTS
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.cells import grouped, tunable_text
-from serverlab.results.report.flaggroups import repeat_ranges
-from serverlab.results.report.metrics import SUMMARIZED_STATUSES, scenario_key, scenario_labels
+from serverlab.results.report.cells.cell import grouped, tunable_text
+from serverlab.results.report.cells.scenarios import scenario_key, scenario_labels
+from serverlab.results.report.figures.table import SUMMARIZED_STATUSES
+from serverlab.results.report.flags.groups import repeat_ranges
 
 REGISTERED_SHARE = 0.95
 # Tests stored before the executor kept these figures apart said them in the flag's text

@@ -1,6 +1,6 @@
 """The report's History section: one trend chart per figure over the selected runs, every
 series a line (run medians, intervals as whiskers), change points marked with their size,
-p-value and the versions that changed there (``serverlab.results.report.series``)."""
+p-value and the versions that changed there (``serverlab.results.report.charts.series``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from serverlab.results.records import RecordedTest, Run, StoredSuite
-from serverlab.results.report.charts import PALETTE, Chart, _figure
-from serverlab.results.report.metrics import paired_arm
-from serverlab.results.report.series import HISTORY_METRICS, Series, build_series
+from serverlab.results.report.cells.scenarios import paired_arm
+from serverlab.results.report.charts.chart import PALETTE, Chart, _figure
+from serverlab.results.report.charts.series import HISTORY_METRICS, Series, build_series
 
 
 @dataclass

@@ -18,12 +18,12 @@ import plotly.graph_objects as go
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run
-from serverlab.results.report.cells import CellFlag, flags_touching
-from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.efficiency import server_cpu_seconds
-from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.report.figure import Figure, request_latency_ms
-from serverlab.results.report.metrics import (
+from serverlab.results.report.cells.cell import CellFlag, flags_touching
+from serverlab.results.report.charts.chart import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.figures.efficiency import server_cpu_seconds
+from serverlab.results.report.figures.engine_summary import summary_number
+from serverlab.results.report.figures.figure import Figure, request_latency_ms
+from serverlab.results.report.figures.table import (
     ENGINE_WINDOW,
     METRICS_BY_NAME,
     SUMMARIZED_STATUSES,

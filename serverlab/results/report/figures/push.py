@@ -19,10 +19,10 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-import serverlab.results.report.hdr as hdr
+import serverlab.results.report.figures.hdr as hdr
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.results.records import EmitCycle, EmitRecord, RecordedTest
-from serverlab.results.report.engine_summary import summary_number
+from serverlab.results.report.figures.engine_summary import summary_number
 
 # A timed control call answered this much after it was due, or a cycle created this much after
 # the emitters' intended stop, flags the test control-late.

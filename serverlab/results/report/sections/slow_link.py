@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.cells import Cell, cell_flags, metric_values
-from serverlab.results.report.charts import Chart, cpu_points, rss_points, time_series
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import (
+from serverlab.results.report.cells.cell import Cell, cell_flags, metric_values
+from serverlab.results.report.cells.scenarios import scenario_key, scenario_labels
+from serverlab.results.report.charts.chart import Chart, cpu_points, rss_points, time_series
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import (
     ENGINE_WINDOW,
     METRICS_BY_NAME,
     MIB,
     SUMMARIZED_STATUSES,
-    scenario_key,
-    scenario_labels,
 )
 
 DELAY_FLAG = "link_delay_unavailable"

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from serverlab.results import stats
-from serverlab.results.report.cells import Cell
-from serverlab.results.report.verdicts import Judgement, by_effect, judge
+from serverlab.results.report.cells.cell import Cell
+from serverlab.results.report.cells.verdicts import Judgement, by_effect, judge
 
 # The figures the first screen answers for, supported or not, by kind of scenario.
 REQUEST_HEADLINE = ("rps", "p99", "cpu_req")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import serverlab.results.report.push as push
+import serverlab.results.report.figures.push as push
 from serverlab.results.records import DEFAULT_HISTOGRAM, RecordedTest
-from serverlab.results.report.hdr import HistogramError, decode, values_at_quantiles
+from serverlab.results.report.figures.hdr import HistogramError, decode, values_at_quantiles
 
 # Quantiles drawn on the curve: dense towards the tail, where architectures differ. Written
 # as the engine writes them (0.999, not 99.9 / 100) so that float rounding agrees too.

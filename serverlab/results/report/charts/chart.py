@@ -18,17 +18,16 @@ import plotly.io as pio
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.histogram import HistogramError, latency_histogram, percentile_curve
-from serverlab.results.report.metrics import (
-    MIB,
-    SIGNAL_FIGURES,
-    SUMMARIZED_STATUSES,
-    Flag,
-    validity_flags,
+from serverlab.results.report.figures.engine_summary import summary_number
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.histogram import (
+    HistogramError,
+    latency_histogram,
+    percentile_curve,
 )
-from serverlab.results.report.push import is_push
+from serverlab.results.report.figures.push import is_push
+from serverlab.results.report.figures.table import MIB, SUMMARIZED_STATUSES
+from serverlab.results.report.flags.validity import SIGNAL_FIGURES, Flag, validity_flags
 
 TEMPLATE_NAME = "plotly_white"
 MAX_LINE_POINTS = 1500

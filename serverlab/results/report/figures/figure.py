@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.engine_summary import summary_number
+from serverlab.results.report.figures.engine_summary import summary_number
 
 Accessor = Callable[[RecordedTest], float | None]
 
@@ -18,6 +18,10 @@ Accessor = Callable[[RecordedTest], float | None]
 MEDIAN = "median"  # the median over the tests that ended well (SUMMARIZED_STATUSES)
 SUM = "sum"  # a count summed over the tests that ended well
 SUM_ALL = "sum-all"  # a count summed over every test, crashed ones included
+# Which tests a figure has a value for by design.
+ANY_TEST = "any"
+REQUESTS = "requests"  # a request test's (throughput, latency, CPU per request)
+PUSH = "push"  # a push test's (delivery delay, CPU per delivered event)
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,9 @@ class Figure:
     connections"), so that the cell says so rather than "-". ``flagged_as`` names the
     figures whose validity flags touch this one, where it reads theirs (a ratio of counts
     and CPU); by default its own ``name``. ``heading`` is a narrow table's column heading
-    ("p99 ms"), where the label is too long for it."""
+    ("p99 ms"), where the label is too long for it. ``applies_to`` says which tests have a
+    value of it by design (``REQUESTS``, ``PUSH`` or ``ANY_TEST``): the HTML summary shows a
+    request scenario's table and a push scenario's, each with its own figures."""
 
     name: str
     label: str
@@ -46,6 +52,7 @@ class Figure:
     ceiling: Accessor | None = None
     absent: Callable[[RecordedTest], str | None] | None = None
     fold: str = MEDIAN
+    applies_to: str = ANY_TEST
     flagged_as: frozenset[str] | None = None
     heading: str = ""
 

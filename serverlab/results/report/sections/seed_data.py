@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from serverlab.results.report.seed_metrics import SEED_METRICS
+from serverlab.results.report.figures.seed_figures import SEED_METRICS
 
 SEEDS = ("000", "001", "002", "003", "004")
 EXPECTATIONS = ("above", "below", "between", "at_most")

@@ -3,22 +3,17 @@ the repeats that carry it as ranges and, where the kind has a size, the range of
 "not steady: r1–r6, +17 % to +72 %" rather than six sentences that differ by a number.
 
 The size of a kind is read from the same stored figures its flag is made from
-(``serverlab.results.report.metrics``), never parsed back out of the flag's text."""
+(``serverlab.results.report.figures.table``), never parsed back out of the flag's text."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import serverlab.results.report.push as push
+import serverlab.results.report.figures.push as push
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.metrics import (
-    Flag,
-    error_count,
-    median_engine_cpu,
-    steady_change,
-    validity_flags,
-)
+from serverlab.results.report.figures.table import error_count, median_engine_cpu
+from serverlab.results.report.flags.validity import Flag, steady_change, validity_flags
 
 
 @dataclass(frozen=True)

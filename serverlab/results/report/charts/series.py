@@ -25,15 +25,10 @@ from dataclasses import dataclass, field
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import (
-    METRICS_BY_NAME,
-    SUMMARIZED_STATUSES,
-    flags_for,
-    paired_arm,
-    scenario_key,
-    scenario_labels,
-)
+from serverlab.results.report.cells.scenarios import paired_arm, scenario_key, scenario_labels
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import METRICS_BY_NAME, SUMMARIZED_STATUSES
+from serverlab.results.report.flags.validity import flags_for
 
 HISTORY_METRICS = ("rps", "p50", "p99", "cpu", "rss")
 # Otava's own default: a change point is kept only below this p (it tests 10x looser first).

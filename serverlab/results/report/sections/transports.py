@@ -2,7 +2,7 @@
 architecture. Per transport, contestant and client count: the subscribers admitted by the
 end of the ramp, the worst in-window cycle's completeness, the server's memory per held
 connection, its CPU per event received over the window (both:
-serverlab.results.report.efficiency), the p50 and p99 delivery
+serverlab.results.report.figures.efficiency), the p50 and p99 delivery
 delay over the window's cycles, the long poll's re-subscribe gap, the events lost,
 duplicated and reordered, those the server delivered to clients that had gone ("delivered
 to nobody", so that one architecture's dead subscribers do not pass for throughput) and
@@ -10,10 +10,10 @@ those it emitted after the window (a late clear's); per test, each in-window cyc
 completeness beside the server's own snapshot total, its delay p50/p99 and the engine's
 drain time of it; and per transport and contestant, the capacity: the knee of its capacity
 searches over the subscribers held (serverlab.base.capacity.holds; each search's curve is in
-the capacity section, serverlab.results.report.capacity), the most held in every repeat below
-any level that was not. Runs stored before the search had a ladder of fixed rungs, one test
-each, judged as a step by the ladder's rule (p99 delay at most 250 ms, nothing lost). Cycles
-and their window: serverlab.results.report.push.
+the capacity section, serverlab.results.report.sections.capacity), the most held in every
+repeat below any level that was not. Runs stored before the search had a ladder of fixed
+rungs, one test each, judged as a step by the ladder's rule (p99 delay at most 250 ms, nothing
+lost). Cycles and their window: serverlab.results.report.figures.push.
 """
 
 from __future__ import annotations
@@ -22,22 +22,21 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-import serverlab.results.report.push as push
+import serverlab.results.report.figures.push as push
 from serverlab.base import capacity
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run
-from serverlab.results.report.capacity import is_capacity_search
-from serverlab.results.report.charts import PALETTE, Chart, finish, flags_of
-from serverlab.results.report.figure import SUM, Accessor, Figure
-from serverlab.results.report.flaggroups import group_flags
-from serverlab.results.report.metrics import (
+from serverlab.results.report.cells.formatting import format_cell
+from serverlab.results.report.charts.chart import PALETTE, Chart, finish, flags_of
+from serverlab.results.report.figures.figure import SUM, Accessor, Figure
+from serverlab.results.report.figures.table import (
     METRICS_BY_NAME,
     PUSH_WINDOW,
     SUMMARIZED_STATUSES,
-    Flag,
-    format_cell,
-    validity_flags,
 )
+from serverlab.results.report.flags.groups import group_flags
+from serverlab.results.report.flags.validity import Flag, validity_flags
+from serverlab.results.report.sections.capacity import is_capacity_search
 
 TRANSPORTS = ("longpoll", "comet", "sse", "websocket")
 # The rule of the fixed-rung ladders of runs stored before the push capacity search.
@@ -56,8 +55,8 @@ SHARED_WEBSOCKET_NOTE = (
 
 
 def is_push_test(test: RecordedTest) -> bool:
-    """A cleartext push test: push over TLS is the TLS section's (serverlab.results.report.tls),
-    and a cell here must not mix the two."""
+    """A cleartext push test: push over TLS is the TLS section's
+    (serverlab.results.report.sections.tls), and a cell here must not mix the two."""
     return (
         test.params.get("behaviour") in TRANSPORTS
         and bool(test.params.get("emit_interval_ms"))
@@ -104,7 +103,7 @@ def admitted(test: RecordedTest) -> float | None:
 
 
 def _push(*row, **more) -> Figure:
-    """A figure of the push window's cycles (serverlab.results.report.push)."""
+    """A figure of the push window's cycles (serverlab.results.report.figures.push)."""
     return Figure(*row, window=PUSH_WINDOW, source="engine", **more)
 
 

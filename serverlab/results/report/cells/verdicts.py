@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from serverlab.results import stats
-from serverlab.results.report.cells import Cell
-from serverlab.results.report.metrics import compact_number
+from serverlab.results.report.cells.cell import Cell
+from serverlab.results.report.cells.formatting import compact_number
 
 # A difference of medians under this share of the smaller is not material.
 MATERIAL_SHARE = 0.05

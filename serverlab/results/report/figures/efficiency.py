@@ -12,7 +12,7 @@ a stated window and from a stated source.
   where the readings do not cover the window (``server_cpu_seconds``).
 - CPU per delivered event (µs), push: the same readings between the end of the ramp and
   the emitters' intended stop, ÷ the deliveries the clients received of the cycles created
-  in that window (``serverlab.results.report.push``). The ramp's connection set-up, and
+  in that window (``serverlab.results.report.figures.push``). The ramp's connection set-up, and
   deliveries of a late cycle, are left out.
 - Memory per held connection (KiB): what the server's user and kernel memory grew by over
   the load, per connection: (peak RSS - RSS when the load window opened + its sockets'
@@ -29,9 +29,9 @@ a stated window and from a stated source.
 
 from __future__ import annotations
 
-import serverlab.results.report.push as push
+import serverlab.results.report.figures.push as push
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.engine_summary import summary_number
+from serverlab.results.report.figures.engine_summary import summary_number
 
 KIB = 1024
 # Why a test has no memory per held connection: its connections carry one request each, or

@@ -12,7 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.charts import (
+from serverlab.results.report.charts.chart import (
     Chart,
     contestant_colours,
     cpu_points,
@@ -20,7 +20,7 @@ from serverlab.results.report.charts import (
     test_label,
     thinned,
 )
-from serverlab.results.report.metrics import validity_flags
+from serverlab.results.report.flags.validity import validity_flags
 
 # Kinds drawn as a delay line: Node's and Ruby's event loop, Go's scheduler latency.
 DELAY_KINDS = ("loop_delay", "sched_latency")

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.engine_summary import number_at, summary_number
-from serverlab.results.report.figure import SUM_ALL, Figure, request_latency_ms
-from serverlab.results.report.metrics import ENGINE_WINDOW, METRICS_BY_NAME, SUMMARIZED_STATUSES
+from serverlab.results.report.figures.engine_summary import number_at, summary_number
+from serverlab.results.report.figures.figure import SUM_ALL, Figure, request_latency_ms
+from serverlab.results.report.figures.table import (
+    ENGINE_WINDOW,
+    METRICS_BY_NAME,
+    SUMMARIZED_STATUSES,
+)
 
 
 def _connect_mean_ms(test: RecordedTest) -> float | None:

@@ -1,31 +1,28 @@
-"""Figures taken from one stored test, the validity flags that qualify them, and how tests
-are grouped into scenarios (same scenario and parameters, any contestant, any repeat)."""
+"""The validity flags of a stored test: each a reason to distrust the figures it names
+(``Flag.figures``), so that a flag travels with exactly the cells that use it."""
 
 from __future__ import annotations
 
-import json
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
-import serverlab.results.report.efficiency as efficiency
-import serverlab.results.report.push as push
-from serverlab.results import stats
+import serverlab.results.report.figures.push as push
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.engine_summary import summary_number
-from serverlab.results.report.figure import Accessor, Figure, request_latency_ms
-from serverlab.results.report.kernel_timers import stacks_of
+from serverlab.results.report.figures.engine_summary import summary_number
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import (
+    METRICS,
+    error_count,
+    median_engine_cpu,
+)
+from serverlab.results.report.flags.kernel_timers import stacks_of
 
 GENERATOR_BOUND_PERCENT = 90.0
 # A median latency within this many times the engine's own floor is flagged.
 FLOOR_RATIO = 2.0
 # Below this share of the intended rate, the pacer could not keep up: the figure is suspect.
 RATE_SHORTFALL_RATIO = 0.95
-MIB = 1024 * 1024
-# Only these tests count towards medians; the others are shown, flagged, but not summarized.
-SUMMARIZED_STATUSES = ("ok",)
-RUN_SPECIFIC_PARAMS = ("engine_plan",)
 FLAG_TEXT_LIMIT = 160
 # Delivery delays from a generator whose clock is known only this well are flagged.
 CLOCK_UNCERTAINTY_MS = 1.0
@@ -42,197 +39,6 @@ DELAY_FIGURES = frozenset({"delay_p50", "delay_p99"})
 # latency (a closed loop's latency is its clients over its rate). CPU and RSS stay the
 # honest figures of the window they cover.
 STEADY_FIGURES = frozenset({"rps", "p50", "p99"})
-
-
-def _is_stream(test: RecordedTest) -> bool:
-    """A push test (long poll, comet, SSE, WebSocket): its answers are events, and a poll's
-    answer time is mostly its wait for the next emit, not the server's speed."""
-    return push.is_push(test)
-
-
-def throughput(test: RecordedTest) -> float | None:
-    """Requests per second; none for a push test, whose events per second are the plan's
-    cycles x subscribers (see push.plan_events_per_s), not a property of the server."""
-    return None if _is_stream(test) else summary_number(test, "rps")
-
-
-def _latency_ms(percentile: str) -> Accessor:
-    """Request latency; none for a push test, whose answers are events: a poll's answer
-    time is mostly its wait for the next emit (delivery delay is its figure)."""
-    requests = request_latency_ms(percentile)
-
-    def of(test: RecordedTest) -> float | None:
-        return None if _is_stream(test) else requests(test)
-
-    return of
-
-
-def delay_ms(percentile: str) -> Accessor:
-    """Push delivery delay, the server's emit (its created stamp) to the event's arrival,
-    over the window's cycles (push.delay_us), in ms; none for a request test."""
-
-    def of(test: RecordedTest) -> float | None:
-        micros = push.delay_us(test, percentile) if _is_stream(test) else None
-        return None if micros is None else micros / 1000
-
-    return of
-
-
-def error_count(test: RecordedTest) -> float | None:
-    if test.summary is None:
-        return None
-    errors = test.summary.get("errors", 0)
-    if isinstance(errors, dict):
-        return float(sum(v for v in errors.values() if isinstance(v, int | float)))
-    return float(errors) if isinstance(errors, int | float) else None
-
-
-def _kernel(test: RecordedTest, key: str) -> float | None:
-    """A figure of the load window, read from the kernel (serverlab.run.execution.monitor)."""
-    value = (test.run_info.get("kernel") or {}).get(key)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def mean_server_cpu(test: RecordedTest) -> float | None:
-    """The server tree's CPU time over the engine's measured window, as % of a core: the
-    kernel's CPU clocks as the monitor read them, from the engine's start to its last
-    counted attempt (efficiency.cpu_percent_in_window), with nothing of what the server
-    burns after the load. Tests stored without the engine's start fall back to the load
-    window's kernel reading (which closes after the engine exits), and older ones to the
-    mean of the 10 Hz samples."""
-    windowed = efficiency.cpu_percent_in_window(test)
-    if windowed is not None:
-        return windowed
-    if "kernel" in test.run_info:
-        return _kernel(test, "server_cpu_percent")
-    values = [s.cpu_percent for s in test.samples if s.cpu_percent is not None]
-    return sum(values) / len(values) if values else None
-
-
-def peak_rss_mib(test: RecordedTest) -> float | None:
-    """The sum of the server processes' VmHWM over the engine's run (kernel); older tests:
-    the largest 10 Hz sample."""
-    if "kernel" in test.run_info:
-        peak = _kernel(test, "peak_rss_bytes")
-        return None if peak is None else peak / MIB
-    values = [s.rss_bytes for s in test.samples if s.rss_bytes is not None]
-    return max(values) / MIB if values else None
-
-
-def socket_memory_mib(test: RecordedTest) -> float | None:
-    """Kernel memory of the server's own sockets, last read before the engine stopped. A
-    reading the monitor could only take after the stop (`after_engine_stop`: its sampler
-    was starved through the window) is kept with the test but is not this figure: most of
-    the load's connections had closed by then."""
-    sockets = (test.run_info.get("kernel") or {}).get("sockets") or {}
-    last = sockets.get("last") or {}
-    if last.get("after_engine_stop"):
-        return None
-    value = last.get("kernel_bytes")
-    return value / MIB if isinstance(value, int) else None
-
-
-def median_engine_cpu(test: RecordedTest) -> float | None:
-    """The generator's typical CPU (median, as the runner's own flag uses): a short peak at
-    start-up does not make a whole test generator-bound. A spinning engine burns CPU by
-    choice: the share its summary says it spent spinning is taken out of every sample."""
-    values = [s.engine_cpu_percent for s in test.samples if s.engine_cpu_percent]
-    return statistics.median(values) * _working_share(test) if values else None
-
-
-def _working_share(test: RecordedTest) -> float:
-    """The share of the engine's CPU that was work, not spinning (``spin_cpu_s`` of
-    ``client_cpu_s`` in its summary); 1 when it did not spin."""
-    total = summary_number(test, "client_cpu_s")
-    spun = summary_number(test, "spin_cpu_s")
-    if not total or not spun:
-        return 1.0
-    return max(0.0, 1.0 - spun / total)
-
-
-FASTER = ("faster", "slower")
-COMET_NOTE = (
-    "For push (long poll, comet, SSE, WebSocket) there is no request latency and no throughput: "
-    "delivery delay is the delay from the server's emit (its created stamp) to the event's "
-    "arrival, and events per second are the plan's cycles x subscribers; the push section has "
-    "each test's per-cycle figures."
-)
-ENGINE_WINDOW = "the engine's measured run"
-LOAD_WINDOW = "from just before the engine starts to its stop"
-PUSH_WINDOW = "the end of the ramp to the emitters' intended stop"
-# A socket's kernel memory moves in pages (4 KiB) with each request or event sitting unread
-# at the instant of the reading: a difference under 256 pages (1 MiB: a page on each of 256
-# sockets) is one instant's traffic, not the server's.
-SOCKET_MEMORY_MIN_DIFFERENCE_MIB = 1.0
-# The window and source of a delivery delay.
-DELAY_READ = (PUSH_WINDOW, "engine: the event's arrival less the server's created stamp")
-METRICS = (
-    # Push rows: no throughput and no request latency, but a delivery delay (COMET_NOTE).
-    Figure("rps", "throughput", "req/s", True, throughput, *FASTER, ENGINE_WINDOW, "engine"),
-    Figure("p50", "latency p50", "ms", False, _latency_ms("p50"), *FASTER, ENGINE_WINDOW, "engine"),
-    Figure("p99", "latency p99", "ms", False, _latency_ms("p99"), *FASTER, ENGINE_WINDOW, "engine"),
-    Figure("delay_p50", "delivery delay p50", "ms", False, delay_ms("p50"), *FASTER, *DELAY_READ),
-    Figure("delay_p99", "delivery delay p99", "ms", False, delay_ms("p99"), *FASTER, *DELAY_READ),
-    Figure("errors", "errors", "", False, error_count, window=ENGINE_WINDOW, source="engine"),
-    Figure(
-        "cpu",
-        "server CPU over the load",
-        "%",
-        False,
-        mean_server_cpu,
-        window=ENGINE_WINDOW + ", its start to its last counted attempt",
-        source="kernel CPU clocks of the server's processes (monitor, 10 Hz)",
-        ceiling=efficiency.cpu_ceiling_percent,
-    ),
-    Figure(
-        "cpu_req",
-        "server CPU per request",
-        "µs",
-        False,
-        efficiency.cpu_per_request_us,
-        window=ENGINE_WINDOW + ", its start to its last counted attempt",
-        source="kernel CPU clocks (monitor, 10 Hz; the load window's reading where they do "
-        "not cover it) ÷ requests answered (engine)",
-    ),
-    Figure(
-        "cpu_event",
-        "server CPU per delivered event",
-        "µs",
-        False,
-        efficiency.cpu_per_event_us,
-        window=PUSH_WINDOW,
-        source="kernel CPU clocks (monitor, 10 Hz) ÷ events received of the window's cycles",
-    ),
-    Figure(
-        "rss",
-        "server RSS peak",
-        "MiB",
-        False,
-        peak_rss_mib,
-        window=LOAD_WINDOW,
-        source="kernel (VmHWM of the server's processes)",
-    ),
-    Figure(
-        "memory",
-        "server memory per held connection",
-        "KiB",
-        False,
-        efficiency.memory_per_connection_kib,
-        window=LOAD_WINDOW,
-        source="kernel: peak RSS less RSS at the start, plus socket memory, ÷ established",
-        absent=efficiency.not_held,
-    ),
-    Figure(
-        "sockmem",
-        "server socket memory",
-        "MiB",
-        False,
-        socket_memory_mib,
-        window="one reading, the last before the engine stopped",
-        source="kernel (sock_diag of the server's sockets)",
-        min_difference=SOCKET_MEMORY_MIN_DIFFERENCE_MIB,
-    ),
-)
 # Flags the runner stores that touch only some figures (any other touches them all).
 # The monitor's 10 Hz CPU readings (cpu_req, cpu_event) are not the load window's reading.
 KERNEL_FIGURES = frozenset({"cpu", "rss", "memory", "sockmem"})
@@ -243,7 +49,6 @@ RUNNER_FLAG_FIGURES = {
     "kernel-read-failed": KERNEL_FIGURES,
     "signals-unreadable": SIGNAL_FIGURES,
 }
-METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
 @dataclass(frozen=True)
@@ -429,7 +234,7 @@ def _late_text(test: RecordedTest, late_ms: float) -> str:
 def _floor_flags(test: RecordedTest) -> list[Flag]:
     """A median latency within ``FLOOR_RATIO`` times the engine's floor (``floor_us``: what
     the engine adds to one exchange by itself) measures the client as much as the server."""
-    if _is_stream(test):
+    if push.is_push(test):
         return []  # push shows delivery delays, not latency_us: the drain-time rule applies
     floor = summary_number(test, "floor_us")
     p50 = summary_number(test, "latency_us", "p50")
@@ -566,7 +371,7 @@ def _spread_flags(test: RecordedTest) -> list[Flag]:
     if bound:
         flags.append(Flag("generator-bound", f"generator-bound ({', '.join(bound)})"))
     worst = max((g.get("uncertainty_ms") or 0 for g in generators), default=0)
-    if _is_stream(test) and worst > CLOCK_UNCERTAINTY_MS:
+    if push.is_push(test) and worst > CLOCK_UNCERTAINTY_MS:
         flags.append(
             Flag("clock-uncertain", f"delivery delays uncertain by up to {worst:.1f} ms (clocks)")
         )
@@ -579,118 +384,3 @@ def _error_kinds(test: RecordedTest) -> str:
         return ""
     kinds = [f"{kind} {count:,}" for kind, count in sorted(errors.items()) if count]
     return f" ({', '.join(kinds)})" if kinds else ""
-
-
-def permutation_params(test: RecordedTest) -> dict[str, Any]:
-    """The scenario's parameters, without what differs from run to run (the engine plan the
-    runner keeps beside them holds a port number)."""
-    return {k: v for k, v in test.params.items() if k not in RUN_SPECIFIC_PARAMS}
-
-
-def paired_arm(test: RecordedTest) -> str:
-    """The arm of a paired run (``serverlab compare --paired``) the test ran in: 'A', 'B'
-    or "A'"; '' for a test of an ordinary run."""
-    return str((test.run_info.get("paired") or {}).get("arm") or "")
-
-
-def arm_text(test: RecordedTest) -> str:
-    """Which arm a paired run's test ran in, and that arm's configuration as it was given:
-    "arm B (engine=/opt/serverlab-load)"; '' for a test of an ordinary run."""
-    arm = paired_arm(test)
-    if not arm:
-        return ""
-    config = str(test.run_info["paired"].get("config") or "-")
-    return f"arm {arm} ({'the suite as written' if config == '-' else config})"
-
-
-def scenario_key(test: RecordedTest, with_arm: bool = True) -> str:
-    """Tests with the same key ran the same scenario with the same parameters, and in a
-    paired run in the same arm: a paired run's arms (A, B and A', B perhaps another engine)
-    are never pooled into one figure. ``with_arm=False`` lines the arms up instead, for the
-    paired verdict that sets them against each other."""
-    arm = arm_text(test) if with_arm else ""
-    return json.dumps(
-        [test.scenario, permutation_params(test), *([arm] if arm else [])], sort_keys=True
-    )
-
-
-def comparison_key(test: RecordedTest, with_contestant: bool, with_arm: bool = True) -> str:
-    """The scenario key, plus contestant and tunables when contestants are not the sides."""
-    if not with_contestant:
-        return scenario_key(test, with_arm)
-    return json.dumps(
-        [scenario_key(test, with_arm), test.contestant, test.tunables], sort_keys=True
-    )
-
-
-def scenario_labels(tests: list[RecordedTest], with_arm: bool = True) -> dict[str, str]:
-    """A short label per scenario key (``scenario_key``): its name, plus the parameters
-    that tell apart scenario keys sharing that name, plus a paired run's arm. A parameter a
-    cell does not have (a cleartext cell's TLS key) is left out of its label rather than
-    shown as "-". Labels stay distinct: where two cells differ by a parameter only one of
-    them has, only that one's label names it."""
-    params_by_name: dict[str, dict[str, dict]] = {}
-    arms: dict[str, str] = {}
-    for test in tests:
-        key = scenario_key(test, with_arm)
-        params_by_name.setdefault(test.scenario, {})[key] = permutation_params(test)
-        arms[key] = arm_text(test) if with_arm else ""
-    labels = {}
-    for name, by_key in params_by_name.items():
-        varying = _varying_keys(list(by_key.values()))
-        for key, params in by_key.items():
-            detail = ", ".join(f"{k}={params[k]}" for k in varying if k in params)
-            label = f"{name or 'unnamed'} ({detail})" if detail else name or "unnamed"
-            labels[key] = f"{label}, {arms[key]}" if arms[key] else label
-    return labels
-
-
-def _varying_keys(param_sets: list[dict]) -> list[str]:
-    every_key = sorted({k for params in param_sets for k in params})
-    return [
-        k for k in every_key if len({json.dumps(p.get(k), sort_keys=True) for p in param_sets}) > 1
-    ]
-
-
-def format_cell(summary: stats.Summary, compact: bool = False) -> tuple[str, str]:
-    """(median, "[low, high] n=N") of a summary; `compact` for a terminal's narrow columns
-    (76.4k, then 75.0k–77.0k and n=3 on lines of their own). The interval's coverage is not
-    repeated in every cell: it depends on n alone, and `coverage_note` says it once."""
-    if summary.n == 0 or summary.interval is None:
-        return "-", ""
-    number = compact_number if compact else _number
-    low, high = number(summary.interval.low), number(summary.interval.high)
-    if compact:
-        return number(summary.median), f"{low}–{high}\nn={summary.n}"
-    return number(summary.median), f"[{low}, {high}] n={summary.n}"
-
-
-def coverage_note(ns) -> str:
-    """One plain sentence on what the intervals cover, for the repeats present."""
-    by_n = stats.coverage_by_n(ns)
-    short = [f"n={n}: {coverage:.1%}".replace(".0%", "%") for n, coverage in by_n.items()]
-    level = f"{stats.DEFAULT_CONFIDENCE:.0%}"
-    text = (
-        "Intervals: distribution-free confidence intervals of the median over repeats "
-        f"(order statistics), {level} where there are enough repeats (6 or more)"
-    )
-    below = [s for (n, c), s in zip(by_n.items(), short, strict=True) if c < 0.95]
-    if below:
-        text += "; with fewer the interval is the range of the repeats and covers less: " + (
-            ", ".join(below)
-        )
-    return text + "."
-
-
-def _number(value: float) -> str:
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def compact_number(value: float) -> str:
-    """Three significant figures with a k or M suffix: 76.4k, 1.23M, 765, 0.045."""
-    for scale, suffix in ((1e6, "M"), (1e3, "k")):
-        if abs(value) >= 10 * scale if suffix == "k" else abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"

@@ -14,17 +14,16 @@ from dataclasses import dataclass
 
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.figure import Figure
-from serverlab.results.report.metrics import (
-    METRICS,
-    SUMMARIZED_STATUSES,
+from serverlab.results.report.cells.formatting import format_cell
+from serverlab.results.report.cells.scenarios import (
     comparison_key,
-    format_cell,
     paired_arm,
     scenario_key,
     scenario_labels,
-    validity_flags,
 )
+from serverlab.results.report.figures.figure import Figure
+from serverlab.results.report.figures.table import METRICS, SUMMARIZED_STATUSES
+from serverlab.results.report.flags.validity import validity_flags
 
 
 @dataclass(frozen=True)
@@ -145,7 +144,7 @@ def make_cell(tests: Sequence[RecordedTest], metric: Figure, scenario: str, key:
         values=values,
         summary=stats.summarize(values),
         flags=cell_flags(used, metric),
-        # One key, one arm (serverlab.results.report.metrics.scenario_key).
+        # One key, one arm (serverlab.results.report.cells.scenarios.scenario_key).
         arm=paired_arm(tests[0]) if tests else "",
         unflagged=unflagged,
         dropped=dropped,

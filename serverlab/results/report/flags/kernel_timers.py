@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from serverlab.results.records import RecordedTest
-from serverlab.results.report.hdr import HistogramError, decode
-from serverlab.results.report.histogram import latency_histogram
+from serverlab.results.report.figures.hdr import HistogramError, decode
+from serverlab.results.report.figures.histogram import latency_histogram
 
 # (value in ms, the timer's name): the kernel timers a stalled exchange waits on.
 KERNEL_TIMERS_MS = (

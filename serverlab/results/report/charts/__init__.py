@@ -1,0 +1,1 @@
+"""The charts: plotly figures of cells, series and signals, and the history's series."""

@@ -1,0 +1,1 @@
+"""The validity flags: which figures each qualifies, and how they are grouped for display."""
