@@ -74,7 +74,7 @@ def test_the_schema_refuses_a_cell_that_lost_its_median_or_a_version_it_does_not
     broken = copy.deepcopy(document)
     del broken["cells"][0]["median"]
     assert not check.is_valid(broken)
-    newer = {**document, "schema_version": "2.0.0"}
+    newer = {**document, "schema_version": "3.0.0"}
     assert not check.is_valid(newer)
     assert check.is_valid(document)
 

@@ -35,7 +35,9 @@ from serverlab.results.report.figures.figure import Figure
 from serverlab.results.report.figures.table import METRICS_BY_NAME
 from serverlab.results.report.flags.validity import flags_for
 
-GATE_METRICS = ("rps", "p50", "p99")
+# Request latency for request tests, delivery delay for push tests: a series gets the rows
+# of the figures its tests have by design (Figure.applies).
+GATE_METRICS = ("rps", "p50", "p99", "delay_p50", "delay_p99")
 # The floor splits A in two; each half needs this many tests for an interval at all.
 MIN_HALF = 2
 
@@ -161,8 +163,9 @@ def gate_rows(
         if key not in groups_b:
             continue
         group_b = groups_b[key][1]
-        for name in metrics:
-            rows.append(_row(label, METRICS_BY_NAME[name], group_a, group_b, threshold))
+        for figure in (METRICS_BY_NAME[name] for name in metrics):
+            if any(figure.applies(test) for test in group_a + group_b):
+                rows.append(_row(label, figure, group_a, group_b, threshold))
     return rows
 
 

@@ -43,7 +43,7 @@ from serverlab.results.report.selection import Selection, load_selected, parse_s
 from serverlab.results.report.summary import architectures, rerun_note
 from serverlab.results.store import StoreError
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "2.0.0"
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 PLOTLY = "plotly.min.js"
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.figures.engine_summary import summary_number
+from serverlab.results.report.figures.push import is_push
 
 Accessor = Callable[[RecordedTest], float | None]
 
@@ -65,6 +66,12 @@ class Figure:
     def titled(self) -> str:
         """The label with its unit: "latency p99 (ms)"."""
         return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    def applies(self, test: RecordedTest) -> bool:
+        """Whether the test has a value of this figure by design (``applies_to``)."""
+        if self.applies_to == ANY_TEST:
+            return True
+        return (self.applies_to == PUSH) == is_push(test)
 
     def view(self, name: str, **changes) -> Figure:
         """The same figure under another table's key (and label), still qualified by the

@@ -151,12 +151,19 @@ class LiveFeed:
             at=at,
             status=test.status,
             flags=[f.text for f in validity_flags(test)],
-            p50_ms=METRICS_BY_NAME["p50"].of(test),
-            p99_ms=METRICS_BY_NAME["p99"].of(test),
+            # A push test's p50 and p99 are its delivery delay's.
+            p50_ms=_percentile(test, "p50"),
+            p99_ms=_percentile(test, "p99"),
             intervals=late,
             cycles=cycle_points(test),
         )
         self.log.add("cells", rows=cell_rows(self._done))
+
+
+def _percentile(test: RecordedTest, name: str) -> float | None:
+    """A finished test's request latency or, for a push test, delivery delay (ms)."""
+    latency, delay = METRICS_BY_NAME[name], METRICS_BY_NAME[f"delay_{name}"]
+    return (latency if latency.applies(test) else delay).of(test)
 
 
 def _per_second(test: RecordedTest) -> list:
