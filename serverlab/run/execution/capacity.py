@@ -47,12 +47,16 @@ from collections.abc import Callable
 from typing import Any
 
 from serverlab.base import capacity
+from serverlab.base.engine_facts import FACTS, search_settings
 from serverlab.results.records import Crash, RecordedTest
 from serverlab.results.report.figures import push
 from serverlab.run.execution.records import put_load
 from serverlab.run.execution.testplan import CLIENTS_LEVEL, TestPlan
 from serverlab.run.execution.traffic import LoadResult
 from serverlab.run.execution.validity import MACHINE_BUSY_PERCENT
+
+# Pacer -> the setting each step of a search sets to its level: the engine's facts.
+SEARCH_SETTINGS = search_settings(FACTS)
 
 # Before each step, so that the warm-up's or a failed step's queued requests are served
 # before the step's clock starts (serverlab.run.plan.suite.permutation.STEP_OVERHEAD_S counts it).
@@ -103,17 +107,14 @@ class _Steps:
         return done
 
     def _engine_plan(self, level: float) -> dict:
-        """The measured plan at one level: its rate, `step_s` long; or its clients, ramped
-        and held as the plan's users pacer says."""
+        """The measured plan at one level: the setting the engine says a search steps under
+        its pacer set to the level (its rate, `step_s` long; or its clients, ramped and held
+        as the plan's users pacer says)."""
+        pacer = self.measured["pacer"]
+        stepped = {**pacer, SEARCH_SETTINGS[pacer["kind"]]: int(level) if self.push else level}
         if self.push:
-            clients = int(level)
-            pacer = {**self.measured["pacer"], "users": clients}
-            return {**self.measured, "pacer": pacer, "connections": clients}
-        return {
-            **self.measured,
-            "pacer": {**self.measured["pacer"], "rate": level},
-            "duration_s": self.search.step_s,
-        }
+            return {**self.measured, "pacer": stepped, "connections": int(level)}
+        return {**self.measured, "pacer": stepped, "duration_s": self.search.step_s}
 
     def _push_figures(self, level: float, result: LoadResult, kernel: dict | None) -> dict:
         window = step_window(self.plan, result.summary, self.run_info.get("emit_window"))
