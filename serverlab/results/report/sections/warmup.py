@@ -39,18 +39,7 @@ def warmup_chart(key: str, tests: list[RecordedTest]) -> list[Chart]:
     fig = go.Figure()
     for test in warmed:
         record = warmup_of(test)
-        step = float(record.get("interval_s") or 0.5)
-        rates = record["rates"]
-        fig.add_trace(
-            go.Scatter(
-                x=[step * (i + 1) for i in range(len(rates))],
-                y=rates,
-                mode="lines",
-                line={"color": colours[test.contestant]},
-                name=test_label(test),
-                legendgroup=test.contestant,
-            )
-        )
+        _add_line(fig, test, record, "rates", colours)
         if record.get("steady_s") is not None:
             fig.add_vline(
                 x=record["steady_s"], line={"color": colours[test.contestant], "dash": "dot"}
@@ -74,19 +63,7 @@ def _jit_chart(key: str, warmed: list[RecordedTest], colours: dict[str, str]) ->
         return []
     fig = go.Figure()
     for test in compiled:
-        record = warmup_of(test)
-        step = float(record.get("interval_s") or 0.5)
-        shares = record["jit_percent"]
-        fig.add_trace(
-            go.Scatter(
-                x=[step * (i + 1) for i in range(len(shares))],
-                y=shares,
-                mode="lines",
-                line={"color": colours[test.contestant]},
-                name=test_label(test),
-                legendgroup=test.contestant,
-            )
-        )
+        _add_line(fig, test, warmup_of(test), "jit_percent", colours)
     chart = Chart(
         key,
         "JIT compiler threads during warm-up",
@@ -95,6 +72,23 @@ def _jit_chart(key: str, warmed: list[RecordedTest], colours: dict[str, str]) ->
         f"Source: {JIT_SOURCE}.",
     )
     return [finish(chart, fig, ("seconds into the warm-up", "% of one core"), "no JIT lines")]
+
+
+def _add_line(fig: go.Figure, test: RecordedTest, record: dict, series: str, colours) -> None:
+    """One test's warm-up series (a value per line of `interval_s`) in its contestant's
+    colour."""
+    step = float(record.get("interval_s") or 0.5)
+    values = record[series]
+    fig.add_trace(
+        go.Scatter(
+            x=[step * (i + 1) for i in range(len(values))],
+            y=values,
+            mode="lines",
+            line={"color": colours[test.contestant]},
+            name=test_label(test),
+            legendgroup=test.contestant,
+        )
+    )
 
 
 def _rules(tests: list[RecordedTest]) -> str:
