@@ -312,7 +312,11 @@ def test_a_server_that_caps_a_header_blocks_frames_ends_each_flood_with_goaway()
         )
     assert errors(summary) == {"h2_goaway": summary["requests"]}
     assert summary["requests"] >= 2
-    assert summary["connections_opened"] == summary["streams_opened"] >= summary["requests"]
+    # Each attempt is one connection and, once its preface is through, one stream. The run's
+    # end cuts the one attempt under way, unfinished (not a request) and, when the cut falls
+    # between its connect and its HEADERS (2 runs in 40), without a stream yet.
+    assert summary["connections_opened"] == summary["started"] <= summary["requests"] + 1
+    assert summary["requests"] <= summary["streams_opened"] <= summary["started"]
 
 
 # -- TLS handshake flood ----------------------------------------------------------------
