@@ -283,7 +283,8 @@ def test_the_history_charts_draw_in_a_real_browser_with_the_change_point(recorde
             page.evaluate("0")
         finally:
             page.close()
-    assert plots == len(HISTORY_METRICS) and drawn == plots
+    # The recording is of request tests: every history figure but the delivery delay's.
+    assert plots == len(HISTORY_METRICS) - 2 and drawn == plots
     assert marked, "the throughput chart labels its change point with size and p"
     assert problems_in(page.events) == []
 

@@ -30,7 +30,9 @@ from serverlab.results.report.figures.figure import Figure
 from serverlab.results.report.figures.table import METRICS_BY_NAME, SUMMARIZED_STATUSES
 from serverlab.results.report.flags.validity import flags_for
 
-HISTORY_METRICS = ("rps", "p50", "p99", "cpu", "rss")
+# A push test's p50 and p99 are its delivery delay's (delay_p50, delay_p99), a request test's
+# its latency's: a series keeps those its tests have values of (build_series drops the rest).
+HISTORY_METRICS = ("rps", "p50", "p99", "delay_p50", "delay_p99", "cpu", "rss")
 # Otava's own default: a change point is kept only below this p (it tests 10x looser first).
 DEFAULT_MAX_PVALUE = 0.001
 # Otava's sliding window, in points; longer histories are split into windows this long.
