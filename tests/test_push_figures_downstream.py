@@ -1,7 +1,8 @@
-"""Request latency and delivery delay are two figures (issue 34, item 3); what reads "p50"
-and "p99" beyond the report follows them: the gate judges a push series on its delivery
-delay and a request series on its latency, and the live page's finished test carries a push
-test's delivery delay, and a push series' history follows its delivery delay. On the golden database (a real run: fast requests and comet)."""
+"""Request latency and delivery delay are two figures (issue 34, item 3); what reads "p50" and
+"p99" beyond the report follows them: the gate judges a push series on its delivery delay and a
+request series on its latency, and the live page's finished test carries a push test's delivery
+delay; a push series' history follows its delivery delay. On the golden database (a real
+run: fast requests and comet)."""
 
 import gzip
 import json
