@@ -572,8 +572,14 @@ def test_a_hard_linked_database_is_refused_whether_or_not_a_run_holds_it(
 def sqlite_locks_of_this_process(path) -> list[str]:
     st = os.stat(path)
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    # Each line without its leading ordinal ("8: "), which is the lock's place in the whole
+    # machine's list and moves as other processes take and drop locks.
     with open("/proc/locks") as locks:
-        return [line for line in locks if " POSIX " in line and f" {os.getpid()} {inode} " in line]
+        return [
+            line.split(":", 1)[1]
+            for line in locks
+            if " POSIX " in line and f" {os.getpid()} {inode} " in line
+        ]
 
 
 def test_the_lock_never_closes_a_descriptor_that_would_drop_sqlites_own_locks(db_path):
