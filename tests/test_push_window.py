@@ -14,14 +14,17 @@ from serverlab.results.report.flags.validity import TAIL_FLOOR_SHARE, flags_for,
 from serverlab.results.report.sections.transports import cycle_row, resubscribe_gap_ms
 
 CLIENTS = 50
-# Ramp 0.5 s, held 5 s, emitters cleared at 4 s: seven 500 ms cycles in the window.
+# Ramp 1 s, held 5 s, emitters cleared at 4 s: six 500 ms cycles in the window. The ramp
+# holds two of the server's cycles, so at least one reaches a subscriber whatever the phase of
+# its timer against the ramp's start (with a 0.5 s ramp its one cycle could come before any
+# subscriber, and a loaded local run then had no ramp cycle to plant a drain on).
 COMET = """
 [[scenario]]
 name = "comet"
 behaviour = "comet"
 pacer = "users"
 clients = 50
-ramp_up_s = 0.5
+ramp_up_s = 1.0
 duration_s = 4.5
 emit_interval_ms = 500
 [scenario.tunables.reference]
