@@ -12,6 +12,7 @@ mod held;
 mod plain;
 mod push;
 mod rawh2;
+mod schedule;
 
 use std::time::{Duration, Instant};
 
