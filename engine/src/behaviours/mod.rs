@@ -13,6 +13,7 @@ mod plain;
 mod push;
 mod rawh2;
 mod schedule;
+mod wsraw;
 
 use std::time::{Duration, Instant};
 
