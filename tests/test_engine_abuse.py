@@ -445,7 +445,10 @@ def ws_frames(data: bytes, *, mask: bool) -> list[ws.Frame]:
 
 
 def server_close_code(capture: Capture) -> int | None:
-    """The code of the server's close frame on this connection, if it sent one."""
+    """The code of the server's close frame on this connection, if it sent one (none on a
+    connection the run's end cut before the server's answer)."""
+    if not capture.received:
+        return None
     closes = [
         f
         for f in ws_frames(upgraded(bytes(capture.received)), mask=False)
@@ -493,13 +496,15 @@ def test_a_servers_message_limit_closes_an_oversized_announcement_with_1009_at_i
             *("-d", "1s"),
         )
         relayed(captures)
-    # Nothing but the header went (no trickle), and the header alone brought the close.
-    for capture in captures:
+    # Nothing but the header went (no trickle), and the header alone brought the close: on
+    # every connection but the one the run's end may have cut.
+    closed = [c for c in captures if server_close_code(c) == TOO_BIG]
+    assert len(captures) - 1 <= len(closed) == summary["requests"] >= 5
+    assert len(captures) == summary["connections_opened"]
+    for capture in closed:
         sent = upgraded(bytes(capture.sent))
         assert (sent[:2], int.from_bytes(sent[2:10], "big")) == (b"\x81\xff", MESSAGE_LIMIT + 1)
         assert len(sent) == 14
-        assert server_close_code(capture) == TOO_BIG
-    assert len(captures) == summary["connections_opened"] == summary["requests"] >= 5
     assert errors(summary) == {"closed": summary["requests"]}
 
 
