@@ -55,6 +55,8 @@ LATE_CONTROL_S = 1.0
 # The header_timeout defence's limit on a request's header section (and on an idle
 # connection's wait for one).
 HEADER_TIMEOUT_S = 1.0
+# The ws_ping_limit defence's limit: pings a connection may send within a second.
+WS_PINGS_PER_S = 50
 REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # The few_threads fault's pool: requests served at once (a comet stream holds one until it ends).
 FEW_THREADS = 150
@@ -111,6 +113,9 @@ FAULTS = {
     # Not a fault: a defence against slowloris and idle connections (issue 35).
     "header_timeout": f"a request's header section not whole within {HEADER_TIMEOUT_S:g} s "
     "gets 408 and a close",
+    # Not a fault: a defence against a WebSocket ping flood (issue 35).
+    "ws_ping_limit": f"a WebSocket that sends more than {WS_PINGS_PER_S} pings within a second "
+    "is closed with 1008",
     # Not a fault: places numbered in two shares as two workers would (spec §6 "Workers").
     "two_workers": "places count per share of two, and /stats says places are per worker",
     "shares_unsaid": "places count per share of two, and /stats does not say so",
@@ -857,6 +862,7 @@ class WebSocketSession:
         self.protocol.extensions = [extension] if extension else []
         self.fragments: list[Frame] = []
         self.subscription: PushRequest | None = None
+        self.pings: collections.deque[float] = collections.deque()
 
     async def run(self, data: bytes) -> None:
         counters = self.server.counters.ws
@@ -907,6 +913,8 @@ class WebSocketSession:
             self.flush()
 
     def take(self, frame: Frame) -> None:
+        if frame.opcode is Opcode.PING and self.server.has_fault("ws_ping_limit"):
+            return self.limit_pings()
         if self.protocol.state is not State.OPEN or frame.opcode not in DATA_OPCODES:
             return  # pings, pongs and closes are the protocol's
         self.fragments.append(frame)
@@ -927,6 +935,16 @@ class WebSocketSession:
         problem = handler[kind](message) if kind in handler else "unknown message type"
         if problem:
             self.protocol.fail(1008, problem)
+
+    def limit_pings(self) -> None:
+        """The ws_ping_limit defence: a ping past WS_PINGS_PER_S within a second closes the
+        connection with 1008 (the protocol has answered it already)."""
+        now = time.monotonic()
+        self.pings.append(now)
+        while now - self.pings[0] >= 1.0:
+            self.pings.popleft()
+        if len(self.pings) > WS_PINGS_PER_S and self.protocol.state is State.OPEN:
+            self.protocol.fail(1008, f"more than {WS_PINGS_PER_S} pings a second")
 
     def echo(self, message: dict) -> None:
         if not self.server.has_fault("ws_no_echo"):

@@ -27,6 +27,8 @@ from hyperframe.frame import (
     RstStreamFrame,
     SettingsFrame,
 )
+from websockets import frames as ws
+from websockets.streams import StreamReader
 
 from serverlab.base.ports import free_port, port_open
 from serverlab.base.tlskeys import make_key_material
@@ -410,3 +412,199 @@ def test_a_server_that_caps_its_header_list_ends_an_hpack_bomb_with_goaway():
         )
     assert errors(summary) == {"h2_goaway": summary["requests"]}
     assert summary["requests"] >= 1
+
+
+# -- WebSocket: oversized message, endless fragments, ping flood -------------------------
+
+MESSAGE_LIMIT = 65536  # the reference server's (tests/reference_server.py, MAX_WS_MESSAGE)
+TOO_BIG = 1009
+POLICY_VIOLATION = 1008
+
+
+def upgraded(data: bytes) -> bytes:
+    """What follows an HTTP/1.1 upgrade's head (the request's or the 101 answer's)."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith((b"GET /ws HTTP/1.1\r\n", b"HTTP/1.1 101 ")), head[:40]
+    return rest
+
+
+def ws_frames(data: bytes, *, mask: bool) -> list[ws.Frame]:
+    """The whole WebSocket frames in `data`, decoded by websockets' parser (which refuses a
+    client frame that is not masked, and a server frame that is); a frame cut by the run's
+    end is left out."""
+    reader = StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    found = []
+    while True:
+        try:
+            next(ws.Frame.parse(reader.read_exact, mask=mask, max_size=None))
+        except StopIteration as parsed:
+            found.append(parsed.value)
+        except EOFError:
+            return found
+
+
+def server_close_code(capture: Capture) -> int | None:
+    """The code of the server's close frame on this connection, if it sent one (none on a
+    connection the run's end cut before the server's answer). A close the relay passed on
+    just before the run's end may not have been read by the engine: that connection, cut,
+    is no request, so a run of one client has up to one close more than requests."""
+    if not capture.received:
+        return None
+    closes = [
+        f
+        for f in ws_frames(upgraded(bytes(capture.received)), mask=False)
+        if f.opcode is ws.Opcode.CLOSE
+    ]
+    return ws.Close.parse(closes[0].data).code if closes else None
+
+
+def test_an_oversized_message_announces_its_length_and_trickles_masked_payload_at_the_rate(
+    tmp_path,
+):
+    # A server without a message limit waits for the payload: the connection lasts the run.
+    args = ("--docroot", str(tmp_path), "--fault", "ws_accept_oversize")
+    with server(*args) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws",
+            *("--ws-oversized", str(1 << 30), "--ws-trickle", "1000", "-c", "2", "-d", "1s"),
+        )
+        relayed(captures)
+    assert len(captures) == summary["connections_opened"] == 2
+    for capture in captures:
+        sent = upgraded(bytes(capture.sent))
+        # One text frame, FIN set, masked, its 64-bit length 2^30, then its mask key.
+        assert sent[:2] == bytes([0x81, 0x80 | 127]), sent[:2]
+        assert int.from_bytes(sent[2:10], "big") == 1 << 30
+        mask, payload = sent[10:14], sent[14:]
+        assert bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) == b"x" * len(payload)
+        # Byte k goes k / 1000 s into the message: at most 1001 in a 1 s run. At least half
+        # of them, on a machine busy enough to delay the engine's timer by as much.
+        assert 500 <= len(payload) <= 1001, len(payload)
+    assert summary["bytes_written"] == sum(len(c.sent) for c in captures)
+    assert (summary["requests"], errors(summary)) == (0, {})
+
+
+def test_a_servers_message_limit_closes_an_oversized_announcement_with_1009_at_its_header(
+    tmp_path,
+):
+    with server("--docroot", str(tmp_path)) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws",
+            *("--ws-oversized", str(MESSAGE_LIMIT + 1), "-R", "10", "-d", "1s"),
+        )
+        relayed(captures)
+    assert errors(summary) == {"closed": summary["requests"]}
+    # Nothing but the header went (no trickle), and the header alone brought the close: on
+    # every connection but the one the run's end may have cut.
+    closed = [c for c in captures if server_close_code(c) == TOO_BIG]
+    codes = [server_close_code(c) for c in captures]
+    assert summary["requests"] <= len(closed) <= summary["requests"] + 1, codes
+    assert len(closed) >= len(captures) - 1, codes
+    assert summary["requests"] >= 5
+    assert len(captures) == summary["connections_opened"]
+    for capture in closed:
+        sent = upgraded(bytes(capture.sent))
+        assert (sent[:2], int.from_bytes(sent[2:10], "big")) == (b"\x81\xff", MESSAGE_LIMIT + 1)
+        assert len(sent) == 14
+
+
+def fragments(capture: Capture) -> list[ws.Frame]:
+    """The connection's frames, checked to be one message's: a text frame, then
+    continuation frames, none of them final."""
+    sent = ws_frames(upgraded(bytes(capture.sent)), mask=True)
+    assert [f.opcode for f in sent] == [ws.Opcode.TEXT] + [ws.Opcode.CONT] * (len(sent) - 1)
+    assert not any(f.fin for f in sent)
+    return sent
+
+
+def test_endless_fragments_send_a_first_frame_then_continuations_at_the_rate_never_final(
+    tmp_path,
+):
+    args = ("--docroot", str(tmp_path), "--fault", "ws_accept_oversize")
+    with server(*args) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws",
+            *("--ws-fragments", "50", "--ws-fragment-bytes", "100", "-c", "1", "-d", "1s"),
+        )
+        relayed(captures)
+    assert len(captures) == summary["connections_opened"] == 1
+    sent = fragments(captures[0])
+    assert [f.data for f in sent] == [b"x" * 100] * len(sent)
+    # ws.Frame k goes k / 50 s into the connection: at most 51 in a 1 s run, at least half.
+    assert 25 <= len(sent) <= 51, len(sent)
+    assert summary["bytes_written"] == len(captures[0].sent)
+    assert (summary["requests"], errors(summary)) == (0, {})
+
+
+def test_a_servers_message_limit_closes_endless_fragments_with_1009_once_they_pass_it(tmp_path):
+    with server("--docroot", str(tmp_path)) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws",
+            *("--ws-fragments", "500", "--ws-fragment-bytes", "1000", "-c", "1", "-d", "1s"),
+        )
+        relayed(captures)
+    # 1000 bytes a frame: the 66th passes 64 KiB; each connection closed there is one
+    # request, its slot opening the next; the run's end cuts the last one.
+    closed = [c for c in captures if server_close_code(c) == TOO_BIG]
+    assert summary["requests"] <= len(closed) <= summary["requests"] + 1
+    assert summary["requests"] >= 1
+    assert errors(summary) == {"closed": summary["requests"]}
+    for capture in closed:
+        assert len(fragments(capture)) * 1000 > MESSAGE_LIMIT
+
+
+def test_a_ping_flood_sends_numbered_pings_at_the_rate_and_counts_the_pongs(tmp_path):
+    with server("--docroot", str(tmp_path)) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws", "--ws-ping-flood", "100", "-c", "2", "-d", "1s"
+        )
+        relayed(captures)
+    assert len(captures) == summary["connections_opened"] == 2
+    pings = pongs = 0
+    for capture in captures:
+        sent = ws_frames(upgraded(bytes(capture.sent)), mask=True)
+        assert [(f.opcode, f.fin) for f in sent] == [(ws.Opcode.PING, True)] * len(sent)
+        assert [f.data for f in sent] == [k.to_bytes(8, "big") for k in range(len(sent))]
+        # Ping k goes k / 100 s into the connection: at most 101 in a 1 s run, at least half.
+        assert 50 <= len(sent) <= 101, len(sent)
+        answered = ws_frames(upgraded(bytes(capture.received)), mask=False)
+        assert all(f.opcode is ws.Opcode.PONG for f in answered)
+        assert [f.data for f in answered] == [f.data for f in sent[: len(answered)]]
+        pings, pongs = pings + len(sent), pongs + len(answered)
+    assert summary["events"]["pings"] == pings
+    # Every pong the engine read is counted; the run's end may cut, on each connection, the
+    # one pong still on its way to the engine when the relay passed it on.
+    assert pongs - len(captures) <= summary["events"]["pongs"] <= pongs
+    assert summary["bytes_written"] == sum(len(c.sent) for c in captures)
+    assert (summary["requests"], errors(summary)) == (0, {})
+
+
+def test_a_servers_ping_limit_closes_a_ping_flood_with_1008_past_its_fiftieth_ping(tmp_path):
+    args = ("--docroot", str(tmp_path), "--fault", "ws_ping_limit")
+    with server(*args) as port, relay(port) as (via, captures):
+        summary = run_engine(
+            f"http://127.0.0.1:{via}/ws", "--ws-ping-flood", "200", "-c", "1", "-d", "1s"
+        )
+        relayed(captures)
+    # At 200 a second the 51st ping goes 250 ms into a connection: the server answers it,
+    # then closes; the slot opens the next connection at once, and the run's end cuts the
+    # last.
+    closed = [c for c in captures if server_close_code(c) == POLICY_VIOLATION]
+    assert summary["requests"] <= len(closed) <= summary["requests"] + 1
+    assert summary["requests"] >= 1
+    assert errors(summary) == {"closed": summary["requests"]}
+
+    def pongs(capture: Capture) -> int:
+        answered = ws_frames(upgraded(bytes(capture.received)), mask=False)
+        return sum(f.opcode is ws.Opcode.PONG for f in answered)
+
+    for capture in closed:
+        assert len(ws_frames(upgraded(bytes(capture.sent)), mask=True)) >= pongs(capture) >= 51
+    # The engine read every pong before the close frames it read (one client: its
+    # connections one after another, so the first `requests` closed), and none the relay
+    # did not pass on.
+    seen_closed = closed[: summary["requests"]]
+    counted = summary["events"]["pongs"]
+    assert sum(map(pongs, seen_closed)) <= counted <= sum(pongs(c) for c in captures if c.received)

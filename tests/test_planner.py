@@ -177,6 +177,24 @@ transport = "h2c"
 duration_s = 2
 streams_per_s = 10
 hpack_references = 100
+[[scenario]]
+name = "huge"
+behaviour = "ws-oversized"
+duration_s = 2
+ws_announced_bytes = 1000000
+ws_trickle_bytes_per_s = 10
+[[scenario]]
+name = "endless"
+behaviour = "ws-fragments"
+transport = "tls"
+duration_s = 2
+ws_frames_per_s = 100
+ws_frame_bytes = 1000
+[[scenario]]
+name = "pings"
+behaviour = "ws-ping-flood"
+duration_s = 2
+ws_pings_per_s = 500
 """
 
 
@@ -192,6 +210,15 @@ def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir,
         {"kind": "continuation-flood", "frames_per_s": 100, "frame_bytes": 1024},
         {"kind": "handshake-flood", "abandon": "finished"},
         {"kind": "hpack-bomb", "streams_per_s": 10, "references": 100},
+        {"kind": "ws-oversized", "announced_bytes": 1000000, "bytes_per_s": 10},
+        {"kind": "ws-fragments", "frames_per_s": 100, "frame_bytes": 1000},
+        {"kind": "ws-ping-flood", "pings_per_s": 500},
+    ]
+    # The WebSocket attacks upgrade an HTTP/1.1 connection to /ws, cleartext or TLS.
+    assert [p.measured["target"] for p in plans[6:]] == [
+        "http://{host}:{port}/ws",
+        "https://{host}:{tls_port}/ws",
+        "http://{host}:{port}/ws",
     ]
     reset, flood = plans[2].measured, plans[3].measured
     # They write their own HTTP/2 frames on the server's HTTP/2 port: no http2 setting.
@@ -206,6 +233,12 @@ def test_each_attacks_suite_keys_make_a_plan_the_engine_accepts(contestants_dir,
         ('transport = "h2c"\n', "", "rapid-reset writes HTTP/2 frames: transport h2 or h2c"),
         ("header_interval_ms = 5000", "header_interval_ms = 0", "header_interval_ms = 0: the"),
         ('tls_resume = "off"\n', "", "tls_resume = 'on': the engine refuses it: a handshake"),
+        ("ws_pings_per_s = 500", "ws_pings_per_s = 0", "ws_pings_per_s = 0: the"),
+        (
+            'transport = "tls"\nduration_s = 2\nws_',
+            'transport = "h2"\nduration_s = 2\nws_',
+            "upgrade an HTTP/1.1 connection",
+        ),
     ],
 )
 def test_an_attack_the_engine_cannot_make_is_refused_at_its_key(

@@ -224,6 +224,12 @@ tally! {
         /// WebSocket `published` acknowledgements received (`broadcast_rtt_us` counts these).
         #[serde(default)]
         published: Published,
+        /// WebSocket pings sent (`ws-ping-flood`).
+        #[serde(default)]
+        pings: Pings,
+        /// WebSocket pongs received (`ws-ping-flood`).
+        #[serde(default)]
+        pongs: Pongs,
     }
 }
 

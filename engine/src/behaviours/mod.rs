@@ -12,6 +12,8 @@ mod held;
 mod plain;
 mod push;
 mod rawh2;
+mod schedule;
+mod wsraw;
 
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::schedule::Schedule;
+
 use crate::client::Client;
 use crate::h2frames::{frame, opening, FrameHead, ACK, GOAWAY, HEADER_LEN, PING, SETTINGS};
 use crate::stats::ErrorKind;
@@ -45,15 +47,9 @@ pub(super) enum Answer {
     None,
 }
 
-/// The least pause between two writes: at high rates frames go in batches, one a
-/// millisecond.
-const TICK: Duration = Duration::from_millis(1);
-/// The most units (streams, frames) one write carries, should the engine fall behind.
-const MOST_PER_WRITE: u64 = 1024;
-
-/// Writes units `0..total` (endless with `None`) at `per_s` from now, unit k due k / `per_s`
-/// in: `units(from, to)` makes the bytes of units `from..to`, and `wrote(n)` counts them
-/// once written. Between writes the server's frames are read (`listen_until`).
+/// Writes units `0..total` (endless with `None`) at `per_s` from now (`Schedule`):
+/// `units(from, to)` makes the bytes of units `from..to`, and `wrote(n)` counts them once
+/// written. Between writes the server's frames are read (`listen_until`).
 pub(super) async fn paced(
     c: &mut Client,
     per_s: f64,
@@ -62,20 +58,14 @@ pub(super) async fn paced(
     wrote: impl Fn(&Client, u64),
     answer: Answer,
 ) -> Result<(), ErrorKind> {
-    let began = Instant::now();
-    let total = total.unwrap_or(u64::MAX);
-    let mut sent = 0;
-    while sent < total {
-        let due = ((began.elapsed().as_secs_f64() * per_s) as u64 + 1)
-            .min(total)
-            .min(sent + MOST_PER_WRITE);
-        if due > sent {
-            c.send(&units(sent, due)).await?;
-            wrote(c, due - sent);
-            sent = due;
+    let mut schedule = Schedule::new(per_s, total);
+    while !schedule.done() {
+        let due = schedule.take_due();
+        if !due.is_empty() {
+            c.send(&units(due.start, due.end)).await?;
+            wrote(c, due.end - due.start);
         }
-        let next = began + Duration::from_secs_f64(sent as f64 / per_s);
-        listen_until(c, next.max(Instant::now() + TICK), answer).await?;
+        listen_until(c, schedule.next_at(), answer).await?;
     }
     Ok(())
 }

@@ -47,11 +47,7 @@ pub(crate) struct WebSocket {
 impl WebSocket {
     pub fn new(plan: &ValidPlan, spec: &WebsocketSpec) -> WebSocket {
         let WebsocketSpec { events, publish } = spec;
-        let mut head = build_request(plan, "GET", None, &[], false);
-        head.truncate(head.len() - 2);
-        head.extend_from_slice(
-            b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n",
-        );
+        let head = upgrade_head(plan);
         let subscribe = serde_json::json!({"type": "subscribe", "events": events});
         let publish = publish.map(|p| {
             let message = serde_json::json!({"type": "publish", "event": events[0]});
@@ -79,7 +75,7 @@ pub(crate) struct WsState {
     message_text: Option<bool>,
     control: Vec<u8>,
     sent_publishes: VecDeque<Instant>,
-    mask: u32,
+    mask: Masks,
     publisher: Option<bool>,
 }
 
@@ -87,6 +83,53 @@ pub(crate) struct WsState {
 enum Stop {
     ServerClosed(Option<u16>),
     Broken(u16),
+}
+
+/// The upgrade request to the plan's target without its key line and closing empty line.
+pub(super) fn upgrade_head(plan: &ValidPlan) -> Vec<u8> {
+    let mut head = build_request(plan, "GET", None, &[], false);
+    head.truncate(head.len() - 2);
+    head.extend_from_slice(
+        b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n",
+    );
+    head
+}
+
+/// Opens a connection and asks for the upgrade (`head` from `upgrade_head`): the answer's
+/// status, when the request went, and the connection's masks (seeded from the key). The
+/// request and the key live only until they are used.
+pub(super) async fn upgrade(
+    c: &mut Client,
+    head: &[u8],
+) -> Result<(u16, Instant, Masks), ErrorKind> {
+    let key = generate_key();
+    let mut request = head.to_vec();
+    request.extend_from_slice(format!("Sec-WebSocket-Key: {key}\r\n\r\n").as_bytes());
+    let sent = c.open_and_send(&request).await?;
+    drop(request);
+    let status = read_upgrade(c, &key).await?;
+    c.ledger().handshake(sent.elapsed());
+    Ok((status, sent, Masks::seeded(&key)))
+}
+
+/// Client frame masks: need not be secret here (no proxy in between), only varied: a
+/// xorshift seeded from the connection's random key.
+#[derive(Default)]
+pub(super) struct Masks(u32);
+
+impl Masks {
+    pub fn seeded(key: &str) -> Masks {
+        Masks(key.bytes().fold(0x9e37_79b9u32, |h, b| h.rotate_left(5) ^ u32::from(b)) | 1)
+    }
+
+    pub fn next_mask(&mut self) -> [u8; 4] {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.0 = x;
+        x.to_be_bytes()
+    }
 }
 
 impl super::Loop for WebsocketSpec {
@@ -108,7 +151,8 @@ impl Behaviour for WebSocket {
         state: &mut WsState,
         attempt: Attempt,
     ) -> Result<(), ErrorKind> {
-        let (status, sent) = self.upgrade(c, state).await?;
+        let (status, sent, masks) = upgrade(c, &self.head).await?;
+        state.reset(masks);
         if status != 101 {
             let answer = Answer {
                 status,
@@ -154,24 +198,6 @@ impl Behaviour for WebSocket {
 }
 
 impl WebSocket {
-    /// Opens a connection and asks for the upgrade: the answer's status, and when the
-    /// request went. The key lives only until the answer is checked.
-    async fn upgrade(
-        &self,
-        c: &mut Client,
-        state: &mut WsState,
-    ) -> Result<(u16, Instant), ErrorKind> {
-        let key = generate_key();
-        state.reset(&key);
-        let mut request = self.head.clone();
-        request.extend_from_slice(format!("Sec-WebSocket-Key: {key}\r\n\r\n").as_bytes());
-        let sent = c.open_and_send(&request).await?;
-        drop(request);
-        let status = read_upgrade(c, &key).await?;
-        c.ledger().handshake(sent.elapsed());
-        Ok((status, sent))
-    }
-
     /// Reads frames until the server closes or breaks the protocol (the run's end drops
     /// the exchange, and the client's farewell closes with 1000); publishes meanwhile.
     async fn read(
@@ -351,18 +377,13 @@ fn judge(
 }
 
 impl WsState {
-    fn reset(&mut self, key: &str) {
+    fn reset(&mut self, masks: Masks) {
         self.frame = None;
         self.message.clear();
         self.message_text = None;
         self.control.clear();
         self.sent_publishes.clear();
-        // Masks need not be secret here (no proxy in between), only varied: a xorshift
-        // seeded from the connection's random key.
-        self.mask = key
-            .bytes()
-            .fold(0x9e37_79b9u32, |h, b| h.rotate_left(5) ^ u32::from(b))
-            | 1;
+        self.mask = masks;
     }
 
     /// Whether this client is one of the run's first `clients` publishers (decided once).
@@ -370,15 +391,6 @@ impl WsState {
         *self
             .publisher
             .get_or_insert_with(|| c.ctx.shared.publishers.fetch_add(1, Relaxed) < clients)
-    }
-
-    fn next_mask(&mut self) -> [u8; 4] {
-        let mut x = self.mask;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.mask = x;
-        x.to_be_bytes()
     }
 
     /// Checks a frame's header and starts reading its payload; `Err` is the close code.
@@ -412,7 +424,7 @@ impl WsState {
                 Frame::from_payload(FrameHeader::default(), payload.to_vec().into())
             }
         };
-        frame.header_mut().mask = Some(self.next_mask());
+        frame.header_mut().mask = Some(self.mask.next_mask());
         let mut out = Vec::with_capacity(frame.len());
         let _ = frame.format(&mut out);
         out
@@ -502,7 +514,7 @@ mod tests {
     #[test]
     fn frames_are_masked_and_bad_headers_named_by_close_code() {
         let mut state = WsState::default();
-        state.reset("k");
+        state.reset(Masks::seeded("k"));
         let frame = state.frame_bytes(OpCode::Data(Data::Text), b"abc");
         assert_eq!((frame[0], frame[1]), (0x81, 0x80 | 3));
         let mask = &frame[2..6];

@@ -236,6 +236,14 @@ macro_rules! with_kinds {
             /// HPACK bomb: requests referencing one stored ~4 KB header field `references`
             /// times each, `streams_per_s` a connection.
             HpackBomb(HpackBombSpec, HpackBombFlags) in hpack_bomb,
+            /// WebSocket oversized message: after the upgrade, one frame announcing
+            /// `announced_bytes` of payload, trickled at `bytes_per_s` or never sent.
+            WsOversized(WsOversizedSpec, WsOversizedFlags) in ws_oversized,
+            /// WebSocket endless fragments: a text frame without FIN, then continuation
+            /// frames of `frame_bytes`, `frames_per_s` a connection, never the final one.
+            WsFragments(WsFragmentsSpec, WsFragmentsFlags) in ws_fragments,
+            /// WebSocket ping flood: pings `pings_per_s` a connection, pongs counted.
+            WsPingFlood(WsPingFloodSpec, WsPingFloodFlags) in ws_ping_flood,
         }
     };
 }
