@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-const specVersion = "3.2"
+const specVersion = "3.3"
 
 // stats holds the counters of GET /stats; all are atomics so that no request takes a lock
 // to count itself.
