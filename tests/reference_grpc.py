@@ -8,7 +8,8 @@ and no trailers), `no_limit` (Echo serves messages past 4 MiB), `unknown_ok` (un
 methods answered OK), `perf_short` (Perf's body cut to 83 bytes), `chat_late` (Chat echoes
 only after the client ends its side, last first), `no_deadline` (grpc-timeout ignored),
 `keeps_gone` (a cancelled Subscribe stays counted open), `seq_gap` (seq rises by two),
-`no_validation` (any event list subscribed).
+`no_validation` (any event list subscribed), `unavailable` (Perf answered UNAVAILABLE, as a
+server shedding load: for the engine's count of errors by gRPC status).
 """
 
 import argparse
@@ -28,6 +29,7 @@ PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, 
 LIMIT = 4 * 1024 * 1024
 NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED = 0, 3, 4, 8, 12
+UNAVAILABLE = 14
 
 
 def varint(value: int) -> bytes:
@@ -178,7 +180,9 @@ class Call:
 
     def on_message(self, message: bytes) -> None:
         method = self.path.rsplit("/", 1)[-1]
-        if method == "Perf":
+        if method == "Perf" and self.connection.hub.fault == "unavailable":
+            self.finish(UNAVAILABLE, "shedding load")
+        elif method == "Perf":
             body = PERF_BODY[:83] if self.connection.hub.fault == "perf_short" else PERF_BODY
             self.send_message(field(1, body))
         elif method == "Echo":

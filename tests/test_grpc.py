@@ -1,6 +1,8 @@
 """gRPC (spec §16): verify's cases pass on go-nethttp (grpc-go), and each check fails
 against tests/reference_grpc.py when its fault breaks the rule the check judges."""
 
+import json
+import subprocess
 import sys
 
 import pytest
@@ -14,6 +16,7 @@ from serverlab.conformance.outcome import FAIL, PASS, CaseAborted, Outcome
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
+from serverlab.run.execution.engine import engine_binary
 
 FAULTS = [
     "none",
@@ -26,6 +29,7 @@ FAULTS = [
     "keeps_gone",
     "seq_gap",
     "no_validation",
+    "unavailable",
 ]
 GRPC_MANIFEST = f"""
 name = "reference-grpc"
@@ -107,3 +111,76 @@ def test_the_echo_limit_is_a_message_of_exactly_four_mebibytes_encoded():
 def test_a_message_cut_short_does_not_decode():
     with pytest.raises(ValueError, match="runs past"):
         grpcwire.decode(grpcwire.encode([(1, b"hello")])[:-1])
+
+
+def engine_summary(*args: str) -> dict:
+    done = subprocess.run(
+        [str(engine_binary()), *args, "--json"], capture_output=True, text=True, timeout=60
+    )
+    summaries = [line for line in done.stdout.splitlines() if '"type":"summary"' in line]
+    assert summaries, done.stderr[-500:]
+    return json.loads(summaries[-1])
+
+
+def errors_of(summary: dict) -> dict:
+    return {kind: n for kind, n in summary["errors"].items() if n}
+
+
+@pytest.mark.parametrize("transport", ["h2c", "h2"])
+def test_the_engines_grpc_calls_are_the_servers_calls_over_h2c_and_tls(transport):
+    with ContestantServer(find("go-nethttp")) as server:
+        if transport == "h2c":
+            target = [f"http://127.0.0.1:{server.h2c_port}/", "--h2c"]
+        else:
+            target = [f"https://127.0.0.1:{server.tls_port}/", "--h2"]
+            target += ["--tls-ca", str(server.tls.ca_cert)]
+        before = server.stats(5.0)["grpc"]["calls"]
+        summary = engine_summary(
+            *target, "--grpc-unary", "--streams", "4", "-c", "2", "--requests", "400"
+        )
+        calls = server.stats(5.0)["grpc"]["calls"] - before
+    assert summary["answered"] == 400 and errors_of(summary) == {}
+    assert summary["status"]["2xx"] == 400 and calls == 400
+
+
+def test_the_engine_echoes_four_mebibytes_and_refuses_a_plan_of_more():
+    with ContestantServer(find("go-nethttp")) as server:
+        target = f"http://127.0.0.1:{server.h2c_port}/"
+        largest = 4 * 1024 * 1024 - 5
+        summary = engine_summary(
+            target,
+            "--h2c",
+            "--grpc-unary",
+            "--echo-bytes",
+            str(largest),
+            "--requests",
+            "3",
+            "-c",
+            "1",
+        )
+    assert summary["answered"] == 3 and errors_of(summary) == {}
+    assert summary["bytes_read"] > 3 * largest
+    refused = subprocess.run(
+        [str(engine_binary()), target, "--h2c", "--grpc-unary", "--echo-bytes", str(largest + 1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "echo_bytes must be at most" in refused.stderr
+
+
+def test_the_engine_counts_calls_by_their_grpc_status(grpc_dir):
+    with ContestantServer(find("reference-grpc"), settings={"fault": "unavailable"}) as server:
+        target = f"http://127.0.0.1:{server.h2c_port}/"
+        summary = engine_summary(target, "--h2c", "--grpc-unary", "--requests", "50")
+    assert summary["answered"] == 50 and summary["status"]["2xx"] == 50
+    assert errors_of(summary) == {"grpc_unavailable": 50}
+
+
+def test_the_engine_counts_a_reply_that_is_not_one_message_as_no_status(grpc_dir):
+    with ContestantServer(
+        find("reference-grpc"), settings={"fault": "status_in_headers"}
+    ) as server:
+        target = f"http://127.0.0.1:{server.h2c_port}/"
+        summary = engine_summary(target, "--h2c", "--grpc-unary", "--requests", "20")
+    assert errors_of(summary) == {"grpc_no_status": 20}

@@ -236,6 +236,8 @@ macro_rules! with_kinds {
             /// HPACK bomb: requests referencing one stored ~4 KB header field `references`
             /// times each, `streams_per_s` a connection.
             HpackBomb(HpackBombSpec, HpackBombFlags) in hpack_bomb,
+            /// gRPC unary calls (spec §16) on HTTP/2: `Perf`, or `Echo` of `echo_bytes`.
+            GrpcUnary(GrpcUnarySpec, GrpcUnaryFlags) in grpc_unary,
         }
     };
 }
