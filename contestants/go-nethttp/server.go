@@ -21,6 +21,7 @@ type server struct {
 	push     *pushHub
 	syslog   *syslogListener
 	upgrader *websocket.Upgrader
+	grpc     http.Handler
 	logging  atomic.Bool
 	logger   *log.Logger
 }
@@ -31,10 +32,12 @@ func newServer(docroot string) (*server, error) {
 		return nil, err
 	}
 	st := newStats()
+	hub := newPushHub(st)
 	return &server{
 		stats:    st,
 		files:    files,
-		push:     newPushHub(st),
+		push:     hub,
+		grpc:     newGRPCServer(hub),
 		syslog:   &syslogListener{counters: &st.syslog},
 		upgrader: newUpgrader(st),
 		logger:   log.New(os.Stderr, "", 0),
@@ -55,6 +58,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) route(w http.ResponseWriter, r *http.Request) {
+	if isGRPC(r) {
+		s.stats.grpc.calls.Add(1)
+		s.grpc.ServeHTTP(w, r)
+		return
+	}
 	path := r.URL.Path
 	switch path {
 	case "/perf":

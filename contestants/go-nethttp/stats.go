@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-const specVersion = "3.2"
+const specVersion = "3.3"
 
 // stats holds the counters of GET /stats; all are atomics so that no request takes a lock
 // to count itself.
@@ -26,6 +26,7 @@ type stats struct {
 	syslog        syslogCounters
 	sse           sseCounters
 	websocket     websocketCounters
+	grpc          grpcCounters
 }
 
 type sseCounters struct {
@@ -34,6 +35,11 @@ type sseCounters struct {
 
 type websocketCounters struct {
 	open, total, subscribers, deliveries, echoes, publishes atomic.Int64
+}
+
+// grpcCounters are /stats' group grpc (spec §16).
+type grpcCounters struct {
+	calls, open, deliveries atomic.Int64
 }
 
 type syslogCounters struct {
@@ -78,6 +84,13 @@ type statsReport struct {
 	Syslog      syslogReport           `json:"syslog"`
 	SSE         sseReport              `json:"sse"`
 	WebSocket   websocketReport        `json:"websocket"`
+	GRPC        grpcReport             `json:"grpc"`
+}
+
+type grpcReport struct {
+	Calls      int64 `json:"calls"`
+	Open       int64 `json:"open"`
+	Deliveries int64 `json:"deliveries"`
 }
 
 type sseReport struct {
@@ -179,6 +192,11 @@ func (s *server) serveStats(w http.ResponseWriter) {
 			Deliveries:  st.websocket.deliveries.Load(),
 			Echoes:      st.websocket.echoes.Load(),
 			Publishes:   st.websocket.publishes.Load(),
+		},
+		GRPC: grpcReport{
+			Calls:      st.grpc.calls.Load(),
+			Open:       st.grpc.open.Load(),
+			Deliveries: st.grpc.deliveries.Load(),
 		},
 	})
 }

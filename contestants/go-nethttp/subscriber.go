@@ -21,10 +21,11 @@ const (
 	comet
 	sseStream
 	webSocket
+	grpcStream
 )
 
 // subscriber is one registration with events: an open POST /push request (long poll or
-// comet stream), an SSE stream, or a subscribed WebSocket. The emitter hands it deliveries
+// comet stream), an SSE stream, a subscribed WebSocket, or a gRPC Subscribe stream. The emitter hands it deliveries
 // through its outbox; the connection's own goroutine builds and stamps each one as it writes
 // it, so a slow client never stalls an emit cycle and `sent` is the moment of the write.
 type subscriber struct {
@@ -185,6 +186,8 @@ func (st *stats) countDelivery(kind transport) {
 		st.sse.deliveries.Add(1)
 	case webSocket:
 		st.websocket.deliveries.Add(1)
+	case grpcStream:
+		st.grpc.deliveries.Add(1)
 	}
 }
 

@@ -184,6 +184,30 @@ tally! {
         /// second.
         #[serde(default)]
         h2_ping_flood: H2PingFlood,
+        /// gRPC (`grpc-unary`): calls answered with `grpc-status` 4, DEADLINE_EXCEEDED (the
+        /// engine sends the plan's timeout as `grpc-timeout`). These and the kinds below are
+        /// answered calls too (in `requests`, HTTP status 200), as a status of 400 or above is.
+        #[serde(default)]
+        grpc_deadline_exceeded: GrpcDeadlineExceeded,
+        /// gRPC: `grpc-status` 8, RESOURCE_EXHAUSTED (a message over the server's limit).
+        #[serde(default)]
+        grpc_resource_exhausted: GrpcResourceExhausted,
+        /// gRPC: `grpc-status` 12, UNIMPLEMENTED (no such method).
+        #[serde(default)]
+        grpc_unimplemented: GrpcUnimplemented,
+        /// gRPC: `grpc-status` 13, INTERNAL.
+        #[serde(default)]
+        grpc_internal: GrpcInternal,
+        /// gRPC: `grpc-status` 14, UNAVAILABLE (a server shedding load).
+        #[serde(default)]
+        grpc_unavailable: GrpcUnavailable,
+        /// gRPC: any other non-zero `grpc-status`.
+        #[serde(default)]
+        grpc_other: GrpcOther,
+        /// gRPC: a call that ended without a `grpc-status` (or with one that is no number),
+        /// or whose reply was not one length-prefixed message.
+        #[serde(default)]
+        grpc_no_status: GrpcNoStatus,
     }
 }
 

@@ -388,24 +388,57 @@ impl Opened {
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
         on_head: &mut impl FnMut(u16),
     ) -> Result<Answer, ErrorKind> {
+        Ok(self.read_parts(sink, on_head, false).await?.answer)
+    }
+
+    /// Reads the answer as `read` does, then its trailers: gRPC's status comes in them (or,
+    /// in an answer of headers alone, in its headers), which `Finished` keeps both of.
+    pub async fn read_with_trailers(
+        self,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+    ) -> Result<Finished, ErrorKind> {
+        self.read_parts(sink, &mut |_| {}, true).await
+    }
+
+    async fn read_parts(
+        self,
+        sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+        on_head: &mut impl FnMut(u16),
+        trailers: bool,
+    ) -> Result<Finished, ErrorKind> {
         let Opened { held, answer } = self;
         let answer = answer.await.map_err(|e| held.failed(&e))?;
         let first_byte = Instant::now();
         let status = answer.status().as_u16();
         on_head(status);
-        let mut body = answer.into_body();
+        let (head, mut body) = answer.into_parts();
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(|e| held.failed(&e))?;
             // The window is given back as the bytes are taken, as a reader would.
             let _ = body.flow_control().release_capacity(chunk.len());
             sink(&chunk[..])?;
         }
-        Ok(Answer {
-            status,
-            close: false,
-            first_byte,
+        let trailers = match trailers {
+            true => body.trailers().await.map_err(|e| held.failed(&e))?,
+            false => None,
+        };
+        Ok(Finished {
+            answer: Answer {
+                status,
+                close: false,
+                first_byte,
+            },
+            headers: head.headers,
+            trailers,
         })
     }
+}
+
+/// A stream's whole answer: as `Answer` counts it, with its header fields and trailers.
+pub struct Finished {
+    pub answer: Answer,
+    pub headers: HeaderMap,
+    pub trailers: Option<HeaderMap>,
 }
 
 /// Headers HTTP/2 forbids (RFC 9113 §8.2.2) or carries as a pseudo-header (`Host` is

@@ -35,6 +35,7 @@ SPEC_PARTS = (
     "h2",
     "h2c",
     "syslog-tls",
+    "grpc",
 )
 SYSLOG_PARTS = frozenset({"syslog", "syslog-parse", "syslog-tls"})
 HTTP_PARTS = frozenset(SPEC_PARTS) - SYSLOG_PARTS
@@ -49,11 +50,13 @@ PART_NEEDS = {
     "h2": ("tls",),
     # Spec §15: RFC 5425 messages are counted as §7's TCP ones, by the same counters.
     "syslog-tls": ("syslog",),
+    # Spec §16: gRPC rides HTTP/2 (h2c always), and Subscribe carries §6's emit cycles.
+    "grpc": ("h2c", "control", "push"),
 }
 TRANSPORT_PARTS = frozenset({"tls", "h2", "h2c"})
 # The parts spoken over TLS or HTTP/2, which no test of a run speaks yet (the engine does
 # not): a run leaves their cases to `serverlab verify`.
-UNSPOKEN_BY_RUNS = TRANSPORT_PARTS | {"syslog-tls"}
+UNSPOKEN_BY_RUNS = TRANSPORT_PARTS | {"syslog-tls", "grpc"}
 # Spec §7.1: a syslog-parse server is started counting or parsing by this tunable.
 SYSLOG_MODE = "syslog_mode"
 SYSLOG_MODES = ("count", "parse")

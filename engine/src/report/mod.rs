@@ -46,4 +46,5 @@ pub use types::{IntervalLine, MeasureLine, WarmupEnd};
 /// `cycles_unlisted`, so that a reader follows cycles as they happen.
 /// 10: the summary's `streams_opened` (the HTTP/2 attacks' streams, issue 35).
 /// 11: a plan's warm-up phase (`warmup_max_s`): the `measure` line and the summary's `warmup`.
-pub const OUTPUT_VERSION: u32 = 11;
+/// 12: errors by gRPC status (`grpc_deadline_exceeded` ... `grpc_no_status`, issue 36).
+pub const OUTPUT_VERSION: u32 = 12;

@@ -1,5 +1,5 @@
 """Check kinds: the cases that need a program (framing, concurrency, streams, timing,
-syslog, TLS, HTTP/2, syslog over TLS). A case in spec/cases names a kind and its
+syslog, TLS, HTTP/2, syslog over TLS, gRPC). A case in spec/cases names a kind and its
 parameters; each kind is one function `(ctx, params, outcome) -> None` registered here.
 """
 
@@ -8,6 +8,7 @@ from serverlab.conformance.checks import (
     control,
     framing,
     gone,
+    grpc,
     h2,
     http,
     push,
@@ -37,4 +38,5 @@ CHECKS = {
     **renegotiation.CHECKS,
     **h2.CHECKS,
     **carried.CHECKS,
+    **grpc.CHECKS,
 }

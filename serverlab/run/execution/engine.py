@@ -35,7 +35,10 @@ from serverlab.results.report.figures import hdr
 # From 10 on, the summary counts the streams the HTTP/2 attacks open (`streams_opened`).
 # From 11 on, a plan with a warm-up phase prints a `measure` line where its measured window
 # begins, and the summary's `warmup` says how it ended.
-OUTPUT_VERSION = 11
+# From 12 on, errors hold the gRPC statuses of `grpc-unary` calls (`grpc_deadline_exceeded`,
+# `grpc_resource_exhausted`, `grpc_unimplemented`, `grpc_internal`, `grpc_unavailable`,
+# `grpc_other`, `grpc_no_status`).
+OUTPUT_VERSION = 12
 # Sampled places an emit line holds at most (the engine's `emits::MAX_PLACES`).
 MAX_PLACES = 200
 # How long an engine named on the command line may take to say its version.

@@ -244,6 +244,8 @@ macro_rules! with_kinds {
             WsFragments(WsFragmentsSpec, WsFragmentsFlags) in ws_fragments,
             /// WebSocket ping flood: pings `pings_per_s` a connection, pongs counted.
             WsPingFlood(WsPingFloodSpec, WsPingFloodFlags) in ws_ping_flood,
+            /// gRPC unary calls (spec §16) on HTTP/2: `Perf`, or `Echo` of `echo_bytes`.
+            GrpcUnary(GrpcUnarySpec, GrpcUnaryFlags) in grpc_unary,
         }
     };
 }
