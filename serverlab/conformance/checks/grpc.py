@@ -13,7 +13,7 @@ import time
 
 import grpc as grpcio
 
-from serverlab.conformance.checks import grpcwire
+import serverlab.conformance.checks.grpcwire as grpcwire
 from serverlab.conformance.checks.push import check_consecutive
 from serverlab.conformance.checks.pushwire import clear_event, set_event
 from serverlab.conformance.context import VerifyContext
