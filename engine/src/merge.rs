@@ -105,11 +105,61 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
             )));
         }
     }
-    Ok(Output {
+    let groups = group_names(&first.summary);
+    for (name, output) in named {
+        let theirs = group_names(&output.summary);
+        if theirs != groups {
+            return Err(MergeError(format!(
+                "{name}: client groups {theirs:?} differ from the first input's {groups:?}: groups are merged by name"
+            )));
+        }
+    }
+    let mut merged = Output {
         intervals: merge_intervals(named)?,
         emits: merge_emits(named)?,
         summary: merge_summaries(named)?,
-    })
+    };
+    for group in groups {
+        let part = merge(&group_part(named, &group)?)?;
+        for (line, own) in merged.intervals.iter_mut().zip(part.intervals) {
+            line.groups.insert(group.clone(), own);
+        }
+        let mut summary = part.summary;
+        // The process's CPU is not split by group (`Summary::groups`).
+        summary.floor_us = None;
+        merged.summary.groups.insert(group, summary);
+    }
+    Ok(merged)
+}
+
+/// The names of an output's client groups, in order (none without groups).
+fn group_names(summary: &Summary) -> Vec<String> {
+    summary.groups.keys().cloned().collect()
+}
+
+/// One client group's part of each output: its interval lines and its summary, as an
+/// output of its own, named after its input and the group.
+fn group_part(
+    named: &[(String, Output)],
+    group: &str,
+) -> Result<Vec<(String, Output)>, MergeError> {
+    named
+        .iter()
+        .map(|(name, output)| {
+            let name = format!("{name}: groups[{group}]");
+            let lines = output.intervals.iter().enumerate().map(|(k, line)| {
+                line.groups.get(group).cloned().ok_or_else(|| {
+                    MergeError(format!("{name}: interval {} has no line of its own", k + 1))
+                })
+            });
+            let part = Output {
+                intervals: lines.collect::<Result<_, _>>()?,
+                emits: Vec::new(),
+                summary: output.summary.groups[group].clone(),
+            };
+            Ok((name, part))
+        })
+        .collect()
 }
 
 /// Interval k of every generator together: counts summed, each generator's running total
