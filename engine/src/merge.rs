@@ -386,6 +386,69 @@ mod tests {
         names.zip(outputs).collect()
     }
 
+    /// `whole` with client groups: each named group holds one of `parts`, lines and summary.
+    fn grouped(mut whole: Output, parts: Vec<(&str, Output)>) -> Output {
+        for (name, part) in parts {
+            for (line, own) in whole.intervals.iter_mut().zip(part.intervals) {
+                line.groups.insert(name.into(), own);
+            }
+            whole.summary.groups.insert(name.into(), part.summary);
+        }
+        whole
+    }
+
+    #[test]
+    fn groups_merge_by_name_each_from_its_own_counts_and_histograms() {
+        let (fast, slow): (Vec<u64>, Vec<u64>) =
+            ((1..=50).collect(), (1..=5).map(|i| i * 90_000).collect());
+        let generator = |extra: u64| {
+            let fast_more: Vec<u64> = fast.iter().map(|us| us + extra).collect();
+            let both: Vec<u64> = fast_more.iter().chain(&slow).copied().collect();
+            grouped(
+                run(&both, &[], 2.0, &[3, 2]),
+                vec![
+                    ("fast", run(&fast_more, &[], 2.0, &[3, 2])),
+                    ("slow", run(&slow, &[], 2.0, &[1, 1])),
+                ],
+            )
+        };
+        let merged = merge(&named(vec![generator(0), generator(1_000)])).unwrap();
+        let slow_group = &merged.summary.groups["slow"];
+        assert_eq!(slow_group.attempts.answered, 10);
+        assert_eq!(
+            slow_group.timings.latency_us.p50,
+            merge(&named(vec![
+                run(&slow, &[], 2.0, &[1, 1]),
+                run(&slow, &[], 2.0, &[1, 1])
+            ]))
+            .unwrap()
+            .summary
+            .timings
+            .latency_us
+            .p50
+        );
+        let fast_group = &merged.summary.groups["fast"];
+        assert_eq!(fast_group.attempts.answered, 100);
+        assert!(
+            fast_group.timings.latency_us.max < 2_000,
+            "no slow sample in the fast group"
+        );
+        assert_eq!(fast_group.floor_us, None);
+        assert_eq!(merged.intervals[0].groups["fast"].completed, 6);
+        assert_eq!(merged.intervals[1].groups["slow"].completed, 2);
+    }
+
+    #[test]
+    fn outputs_whose_groups_differ_are_refused_by_name() {
+        let plain = run(&[10], &[], 1.0, &[1]);
+        let with = grouped(plain.clone(), vec![("a", plain.clone())]);
+        let err = merge(&named(vec![with, plain])).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "generator-1.jsonl: client groups [] differ from the first input's [\"a\"]: groups are merged by name"
+        );
+    }
+
     #[test]
     fn merged_percentiles_are_those_of_one_histogram_holding_every_sample() {
         let a: Vec<u64> = (1..=900).map(|i| i * 7).collect();
