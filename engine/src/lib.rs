@@ -196,6 +196,10 @@ pub fn run_controlled(
         warmup: measured.map(|m| m.end.clone()),
     });
     summary.groups = groups;
+    // One choice of wait for the whole process.
+    for group in summary.groups.values_mut() {
+        group.wait_reason.clone_from(&summary.wait_reason);
+    }
     Ok(Outcome {
         emits: all.emits.into_lines(),
         summary,
