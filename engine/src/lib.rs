@@ -377,10 +377,17 @@ impl Lines {
     /// own line within it.
     fn line(&mut self, parts: &[Part], due: Instant, interval: Duration) -> IntervalLine {
         let now: Vec<Snapshot> = parts.iter().map(Part::snapshot).collect();
-        self.window.reset();
-        for (part, window) in parts.iter().zip(&mut self.windows) {
-            drain_windows(&part.shared, window);
-            self.window.add(window);
+        let grouped = parts.iter().any(|p| !p.name.is_empty());
+        if grouped {
+            self.window.reset();
+            for (part, window) in parts.iter().zip(&mut self.windows) {
+                drain_windows(&part.shared, window);
+                self.window.add(window);
+            }
+        } else {
+            // Without groups, straight into the run's window: nothing more between the
+            // counts' reading and a warm-up's end (`measure_from`) than before groups.
+            drain_windows(&parts[0].shared, &mut self.window);
         }
         let (elapsed, interval) = ((due - self.origin).as_secs_f64(), interval.as_secs_f64());
         let mut line = IntervalLine::between(
@@ -390,8 +397,8 @@ impl Lines {
             interval,
             &self.window,
         );
-        let grouped = parts.iter().filter(|p| !p.name.is_empty());
-        for (((part, prev), now), window) in grouped.zip(&self.prev).zip(&now).zip(&self.windows) {
+        let named = parts.iter().filter(|p| !p.name.is_empty());
+        for (((part, prev), now), window) in named.zip(&self.prev).zip(&now).zip(&self.windows) {
             let own = IntervalLine::between(prev, now, elapsed, interval, window);
             line.groups.insert(part.name.clone(), own);
         }
