@@ -33,6 +33,7 @@ mod tls;
 mod uring;
 mod worker;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -133,74 +134,196 @@ pub fn run_controlled(
     let wait = spin::choose(&plan.plan, plan.threads);
     let cpu_before = system::cpu_times();
     let start = Start::at_unix_ms(plan.plan.start_at_ms);
-    let shared = Arc::new(Shared::new(plan, start.at).spinning(wait.spin));
-    let (handles, done) = spawn_workers(&shared)?;
-    let watched = watch(&shared, &start, handles.len(), &done, controls, on_line);
-    shared.stopping.store(true, Relaxed);
-    let joined = join_workers(handles)?;
+    let parts = parts(&plan, start.at, wait.spin);
+    let (handles, done) = spawn_workers(&parts)?;
+    let workers = handles.iter().map(Vec::len).sum();
+    let watched = watch(&parts, &start, workers, &done, controls, on_line);
+    for part in &parts {
+        part.shared.stopping.store(true, Relaxed);
+    }
+    let mut joined = handles
+        .into_iter()
+        .map(join_workers)
+        .collect::<Result<Vec<_>, _>>()?;
     let cpu_after = system::cpu_times();
     let measured = watched.measured.as_ref();
     // The measured window: the whole run, or what follows its warm-up.
-    let origin = measured.map_or(shared.start, |m| m.at);
-    let snapshot = Snapshot::sum(shared.counters.iter().map(|c| &**c));
+    let origin = measured.map_or(start.at, |m| m.at);
+    let snapshot = Snapshot::sum(parts.iter().flat_map(Part::counters));
     let snapshot = measured.map_or(snapshot, |m| snapshot.since(&m.base));
     let cpu_before = measured.map_or(cpu_before, |m| m.cpu);
-    let duration = match shared.end() {
+    let span = |part: &Part| {
+        let end = part
+            .shared
+            .end()
+            .map_or(watched.last_done, |end| end.min(watched.last_done));
+        end.saturating_duration_since(origin.max(part.shared.start))
+            .as_secs_f64()
+    };
+    let run_end = parts.iter().map(|p| p.shared.end()).max().flatten();
+    let duration = match run_end {
         Some(end) => end.min(watched.last_done) - origin,
         None => watched.last_done - origin,
-    };
+    }
+    .as_secs_f64();
     invalid.extend(exhaustion_reasons(&snapshot));
-    let started = measured.map_or(joined.started.unwrap_or(start.at), |m| m.at);
-    let summary = Summary::build(SummaryInput {
+    let groups = group_summaries(&plan, &parts, &joined, &start, &watched, &span, &invalid);
+    let all = Joined::all(&mut joined);
+    let started = measured.map_or(all.started.unwrap_or(start.at), |m| m.at);
+    let scheduled = parts.iter().map(|p| scheduled(&p.shared.plan, span(p)));
+    let mut summary = Summary::build(SummaryInput {
         snapshot: &snapshot,
-        histograms: &joined.histograms,
-        duration_s: duration.as_secs_f64(),
-        intended_rate: intended_rate(&shared.plan, duration.as_secs_f64()),
+        histograms: &all.histograms,
+        duration_s: duration,
+        intended_rate: total(scheduled).map(|n| n / duration.max(1e-9)),
         cpu: (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1),
         invalid_reasons: invalid,
         stopped_early: watched.stopped_early,
         started_at_ms: start.unix_ms(started),
         start_late_ms: start.late_ms,
-        paths: shared.plan.paths.len().max(1),
-        plan: &shared.plan.plan,
-        threads: shared.plan.threads,
-        io_backend: joined.io.join("+"),
+        paths: plan.paths.len().max(1),
+        plan: &plan.plan,
+        threads: workers,
+        io_backend: all.io.join("+"),
         wait: report::WaitUsed {
             spin: wait.spin,
             reason: wait.reason,
-            spin_cpu_s: joined
+            spin_cpu_s: all
                 .spun
                 .saturating_sub(measured.map_or(Duration::ZERO, |m| m.spun))
                 .as_secs_f64(),
         },
         warmup: measured.map(|m| m.end.clone()),
     });
+    summary.groups = groups;
+    // One choice of wait for the whole process.
+    for group in summary.groups.values_mut() {
+        group.wait_reason.clone_from(&summary.wait_reason);
+    }
     Ok(Outcome {
-        emits: joined.emits.into_lines(),
+        emits: all.emits.into_lines(),
         summary,
     })
 }
 
+/// One part of a run, driven by workers of its own: the plan itself, or one of its client
+/// groups, which starts its `start` after the run and keeps its own counters and histograms.
+struct Part {
+    /// The group's name; empty for a plan without groups.
+    name: String,
+    shared: Arc<Shared>,
+}
+
+impl Part {
+    fn counters(&self) -> impl Iterator<Item = &stats::Counters> {
+        self.shared.counters.iter().map(|c| &**c)
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::sum(self.counters())
+    }
+}
+
+/// The run's parts: one per client group, or the plan alone.
+fn parts(plan: &ValidPlan, start: Instant, spin: bool) -> Vec<Part> {
+    let part = |name: &str, plan: &ValidPlan, at: Instant| Part {
+        name: name.into(),
+        shared: Arc::new(Shared::new(plan.clone(), at).spinning(spin)),
+    };
+    if plan.groups.is_empty() {
+        return vec![part("", plan, start)];
+    }
+    let groups = plan.groups.iter();
+    groups
+        .map(|g| part(&g.name, &g.plan, start + g.start))
+        .collect()
+}
+
+/// Each group's summary over its own window, by name (empty without groups).
+fn group_summaries(
+    plan: &ValidPlan,
+    parts: &[Part],
+    joined: &[Joined],
+    start: &Start,
+    watched: &Watched,
+    span: &dyn Fn(&Part) -> f64,
+    invalid: &[String],
+) -> BTreeMap<String, Summary> {
+    if plan.groups.is_empty() {
+        return BTreeMap::new();
+    }
+    let windows = plan.groups.iter();
+    let zipped = parts.iter().zip(joined).zip(windows);
+    zipped
+        .map(|((part, joined), group)| {
+            let snapshot = part.snapshot();
+            let duration = span(part);
+            let mut reasons = invalid.to_vec();
+            reasons.extend(
+                exhaustion_reasons(&snapshot)
+                    .into_iter()
+                    .filter(|r| !invalid.contains(r)),
+            );
+            let shared = &part.shared;
+            let start_s = group.start.as_secs_f64();
+            let mut summary = Summary::build(SummaryInput {
+                snapshot: &snapshot,
+                histograms: &joined.histograms,
+                duration_s: duration,
+                intended_rate: scheduled(&shared.plan, duration).map(|n| n / duration.max(1e-9)),
+                cpu: (0.0, 0.0),
+                invalid_reasons: reasons,
+                stopped_early: watched.stopped_early,
+                started_at_ms: start.unix_ms(joined.started.unwrap_or(shared.start)),
+                start_late_ms: start.late_ms,
+                paths: shared.plan.paths.len().max(1),
+                plan: &shared.plan.plan,
+                threads: shared.plan.threads,
+                io_backend: joined.io.join("+"),
+                wait: report::WaitUsed {
+                    spin: shared.spin,
+                    reason: String::new(),
+                    spin_cpu_s: joined.spun.as_secs_f64(),
+                },
+                warmup: None,
+            });
+            summary.floor_us = None;
+            summary.window = Some(report::GroupWindow {
+                start_s: report::round3(start_s),
+                stop_s: report::round3(start_s + shared.plan.plan.duration_s.unwrap_or(0.0)),
+            });
+            (part.name.clone(), summary)
+        })
+        .collect()
+}
+
 type WorkerHandle = std::thread::JoinHandle<std::io::Result<worker::WorkerResults>>;
 
-/// One thread per worker; each says on the returned channel when it is done.
-fn spawn_workers(
-    shared: &Arc<Shared>,
-) -> Result<(Vec<WorkerHandle>, mpsc::Receiver<()>), RunError> {
+/// Each part's workers, a thread each (the part's plan's `threads`); each says on the
+/// returned channel when it is done.
+fn spawn_workers(parts: &[Part]) -> Result<(Vec<Vec<WorkerHandle>>, mpsc::Receiver<()>), RunError> {
     let (done_tx, done_rx) = mpsc::channel();
     let mut handles = Vec::new();
-    for index in 0..shared.plan.threads {
-        let shared = shared.clone();
-        let done = done_tx.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("load-{index}"))
-            .spawn(move || {
-                let result = worker::run_worker(index, shared);
-                let _ = done.send(());
-                result
-            })
-            .map_err(RunError::Worker)?;
-        handles.push(handle);
+    for part in parts {
+        let mut own = Vec::new();
+        for index in 0..part.shared.plan.threads {
+            let shared = part.shared.clone();
+            let done = done_tx.clone();
+            let name = match part.name.as_str() {
+                "" => format!("load-{index}"),
+                group => format!("load-{group}-{index}"),
+            };
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    let result = worker::run_worker(index, shared);
+                    let _ = done.send(());
+                    result
+                })
+                .map_err(RunError::Worker)?;
+            own.push(handle);
+        }
+        handles.push(own);
     }
     Ok((handles, done_rx))
 }
@@ -229,25 +352,56 @@ struct Measured {
 /// The coordinator's interval lines: deltas between snapshots, counted from the measured
 /// window's start once it has one.
 struct Lines {
-    prev: Snapshot,
-    /// The workers' windows, drained into one at each interval's end (made once, reset each
-    /// time).
+    /// Each part's counts at the last line.
+    prev: Vec<Snapshot>,
+    /// Each part's workers' windows, drained into one at each interval's end (made once,
+    /// reset each time), and all parts' together.
+    windows: Vec<Window>,
     window: Window,
     origin: Instant,
     base: Snapshot,
 }
 
 impl Lines {
-    fn line(&mut self, shared: &Shared, due: Instant, interval: Duration) -> IntervalLine {
-        let now = Snapshot::sum(shared.counters.iter().map(|c| &**c));
-        drain_windows(shared, &mut self.window);
-        let line = IntervalLine::between(
-            &self.prev.since(&self.base),
-            &now.since(&self.base),
-            (due - self.origin).as_secs_f64(),
-            interval.as_secs_f64(),
+    fn new(parts: &[Part], origin: Instant) -> Lines {
+        Lines {
+            prev: vec![Snapshot::default(); parts.len()],
+            windows: parts.iter().map(|_| Window::default()).collect(),
+            window: Window::default(),
+            origin,
+            base: Snapshot::default(),
+        }
+    }
+
+    /// The run's line of the interval ending at `due`; with client groups, each group's
+    /// own line within it.
+    fn line(&mut self, parts: &[Part], due: Instant, interval: Duration) -> IntervalLine {
+        let now: Vec<Snapshot> = parts.iter().map(Part::snapshot).collect();
+        let grouped = parts.iter().any(|p| !p.name.is_empty());
+        if grouped {
+            self.window.reset();
+            for (part, window) in parts.iter().zip(&mut self.windows) {
+                drain_windows(&part.shared, window);
+                self.window.add(window);
+            }
+        } else {
+            // Without groups, straight into the run's window: nothing more between the
+            // counts' reading and a warm-up's end (`measure_from`) than before groups.
+            drain_windows(&parts[0].shared, &mut self.window);
+        }
+        let (elapsed, interval) = ((due - self.origin).as_secs_f64(), interval.as_secs_f64());
+        let mut line = IntervalLine::between(
+            &added(&self.prev).since(&self.base),
+            &added(&now).since(&self.base),
+            elapsed,
+            interval,
             &self.window,
         );
+        let named = parts.iter().filter(|p| !p.name.is_empty());
+        for (((part, prev), now), window) in named.zip(&self.prev).zip(&now).zip(&self.windows) {
+            let own = IntervalLine::between(prev, now, elapsed, interval, window);
+            line.groups.insert(part.name.clone(), own);
+        }
         self.prev = now;
         line
     }
@@ -263,10 +417,10 @@ impl Lines {
             unix_ms: report::round3(start.unix_ms(due)),
             by: by.into(),
         };
-        (self.origin, self.base) = (due, self.prev);
+        (self.origin, self.base) = (due, added(&self.prev));
         Measured {
             at: due,
-            base: self.prev,
+            base: self.base,
             cpu: system::cpu_times(),
             spun: shared.counters.iter().map(|c| c.spun_so_far()).sum(),
             end,
@@ -278,7 +432,7 @@ impl Lines {
 /// end of a warm-up phase at the first boundary after it is asked for or its cap, and an
 /// early stop passed on to the workers when one is requested.
 fn watch(
-    shared: &Shared,
+    parts: &[Part],
     start: &Start,
     workers: usize,
     done: &mpsc::Receiver<()>,
@@ -286,32 +440,32 @@ fn watch(
     mut on_line: impl FnMut(Line),
 ) -> Watched {
     let mut next_settle = Instant::now() + SETTLE_PASS;
-    let interval = Duration::from_millis(shared.plan.plan.interval_ms);
-    let cap =
-        (shared.plan.plan.warmup_max_s).map(|cap| shared.start + Duration::from_secs_f64(cap));
-    let mut lines = Lines {
-        prev: Snapshot::default(),
-        window: Window::default(),
-        origin: shared.start,
-        base: Snapshot::default(),
-    };
-    let mut last_tick = shared.start;
+    // Plan-wide: the same in every part. A warm-up (never with groups) is the first part's.
+    let first = &parts[0].shared;
+    let interval = Duration::from_millis(first.plan.plan.interval_ms);
+    let cap = (first.plan.plan.warmup_max_s).map(|cap| start.at + Duration::from_secs_f64(cap));
+    let mut lines = Lines::new(parts, start.at);
+    let mut last_tick = start.at;
     let mut finished = 0;
     let mut watched = Watched {
         stopped_early: false,
-        last_done: shared.start,
+        last_done: start.at,
         measured: None,
     };
     while finished < workers {
         if !watched.stopped_early && controls.stop.load(Relaxed) {
             watched.stopped_early = true;
-            shared.stop_early(Instant::now() + STOP_GRACE);
+            for part in parts {
+                part.shared.stop_early(Instant::now() + STOP_GRACE);
+            }
         }
         if Instant::now() >= next_settle {
             next_settle += SETTLE_PASS;
-            let settled = emits::take_settled(&shared.emit_logs, Instant::now());
-            for line in settled.into_lines() {
-                on_line(Line::Emit(&line));
+            for part in parts {
+                let settled = emits::take_settled(&part.shared.emit_logs, Instant::now());
+                for line in settled.into_lines() {
+                    on_line(Line::Emit(&line));
+                }
             }
         }
         let due = last_tick + interval;
@@ -323,7 +477,7 @@ fn watch(
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                on_line(Line::Interval(&lines.line(shared, due, due - last_tick)));
+                on_line(Line::Interval(&lines.line(parts, due, due - last_tick)));
                 last_tick = due;
                 let asked = controls.measure.load(Relaxed);
                 let by = match cap {
@@ -333,7 +487,7 @@ fn watch(
                     _ => None,
                 };
                 if let (Some(by), None) = (by, &watched.measured) {
-                    let measured = lines.measure_from(shared, start, due, by);
+                    let measured = lines.measure_from(first, start, due, by);
                     let line = MeasureLine {
                         kind: "measure".into(),
                         end: measured.end.clone(),
@@ -346,13 +500,25 @@ fn watch(
         }
     }
     // A line due by the planned end that the workers beat to it (they end at that instant
-    // too): written from the final counts, so that a run of N whole intervals has N lines.
+    // too, or a little before, when an open loop's last arrival is answered, or a group
+    // ends before the run): written at its instant from the final counts, so that a run of
+    // N whole intervals has N lines.
     let due = last_tick + interval;
-    let whole = Instant::now() >= due && shared.end().is_some_and(|end| due <= end);
-    if !watched.stopped_early && whole {
-        on_line(Line::Interval(&lines.line(shared, due, interval)));
+    let run_end = parts.iter().map(|p| p.shared.end()).max().flatten();
+    if !watched.stopped_early && run_end.is_some_and(|end| due <= end) {
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        on_line(Line::Interval(&lines.line(parts, due, interval)));
     }
     watched
+}
+
+/// Several parts' counts added up.
+fn added(parts: &[Snapshot]) -> Snapshot {
+    let mut sum = Snapshot::default();
+    for part in parts {
+        sum.add(part);
+    }
+    sum
 }
 
 /// Every worker's window of the interval just ended, emptied into `window` (emptied first).
@@ -363,7 +529,8 @@ fn drain_windows(shared: &Shared, window: &mut Window) {
     }
 }
 
-/// What the workers kept to themselves, merged.
+/// What the workers (of a part, or of the whole run) kept to themselves, merged.
+#[derive(Default)]
 struct Joined {
     histograms: Histograms,
     emits: emits::EmitLog,
@@ -376,35 +543,66 @@ struct Joined {
 }
 
 fn join_workers(handles: Vec<WorkerHandle>) -> Result<Joined, RunError> {
-    let mut joined = Joined {
-        histograms: Histograms::default(),
-        emits: emits::EmitLog::default(),
-        io: Vec::new(),
-        started: None,
-        spun: Duration::ZERO,
-    };
+    let mut joined = Joined::default();
     for handle in handles {
         let worker = handle.join().map_err(|_| RunError::WorkerPanic)?;
         let worker = worker.map_err(RunError::Worker)?;
-        joined.histograms.merge(&worker.histograms);
-        joined.emits.merge(worker.emits);
-        joined.spun += worker.spun;
-        if !joined.io.contains(&worker.io.name()) {
-            joined.io.push(worker.io.name());
-        }
-        joined.started = Some(
-            joined
-                .started
-                .map_or(worker.started, |s| s.min(worker.started)),
-        );
+        joined.add(Joined {
+            histograms: worker.histograms,
+            emits: worker.emits,
+            io: vec![worker.io.name()],
+            started: Some(worker.started),
+            spun: worker.spun,
+        });
     }
     Ok(joined)
 }
 
-/// Descriptors the plan may hold at once, plus room for the runtime itself.
+impl Joined {
+    /// Adds another's (its emit records are moved in).
+    fn add(&mut self, other: Joined) {
+        self.histograms.merge(&other.histograms);
+        self.emits.merge(other.emits);
+        self.spun += other.spun;
+        for io in other.io {
+            if !self.io.contains(&io) {
+                self.io.push(io);
+            }
+        }
+        self.started = match (self.started, other.started) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Every part's together; the parts' emit records are moved into it.
+    fn all(parts: &mut [Joined]) -> Joined {
+        let mut all = Joined::default();
+        for part in parts {
+            all.add(Joined {
+                histograms: part.histograms.clone(),
+                emits: std::mem::take(&mut part.emits),
+                io: part.io.clone(),
+                started: part.started,
+                spun: part.spun,
+            });
+        }
+        all
+    }
+}
+
+/// Descriptors the plan may hold at once (its groups' added up), plus room for the runtime
+/// itself.
 fn needed_descriptors(plan: &ValidPlan) -> u64 {
-    let slots = plan.plan.concurrency().unwrap_or(plan.plan.connections);
-    slots + 64 + 4 * plan.threads as u64
+    let own = |plan: &ValidPlan| {
+        let slots = plan.plan.concurrency().unwrap_or(plan.plan.connections);
+        slots + 4 * plan.threads as u64
+    };
+    let parts = match plan.groups.is_empty() {
+        true => own(plan),
+        false => plan.groups.iter().map(|g| own(&g.plan)).sum(),
+    };
+    parts + 64
 }
 
 fn exhaustion_reasons(s: &Snapshot) -> Vec<String> {
@@ -424,14 +622,19 @@ fn exhaustion_reasons(s: &Snapshot) -> Vec<String> {
     out
 }
 
-/// The open-loop schedule's rate over the run (null for closed pacing).
-fn intended_rate(plan: &ValidPlan, duration_s: f64) -> Option<f64> {
+/// The requests an open-loop schedule asks for in its first `duration_s` (null for closed
+/// pacing): the summary's `intended_rate` is these over the duration.
+fn scheduled(plan: &ValidPlan, duration_s: f64) -> Option<f64> {
     let curve = plan.plan.pacer.pace().curve()?;
-    // Requests per second: each arrival of a new-connection open loop makes `calls`.
+    // Each arrival of a new-connection open loop makes `calls`.
     let scheduled = curve.arrivals_by(duration_s) * plan.plan.calls_per_arrival() as f64;
-    let scheduled = match plan.stop {
+    Some(match plan.stop {
         Stop::Requests(n) => scheduled.min(n as f64),
         Stop::Duration(_) => scheduled,
-    };
-    Some(scheduled / duration_s.max(1e-9))
+    })
+}
+
+/// The sum of the parts that have one (null when none has).
+fn total(parts: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    parts.flatten().reduce(|a, b| a + b)
 }

@@ -105,11 +105,61 @@ pub fn merge(named: &[(String, Output)]) -> Result<Output, MergeError> {
             )));
         }
     }
-    Ok(Output {
+    let groups = group_names(&first.summary);
+    for (name, output) in named {
+        let theirs = group_names(&output.summary);
+        if theirs != groups {
+            return Err(MergeError(format!(
+                "{name}: client groups {theirs:?} differ from the first input's {groups:?}: groups are merged by name"
+            )));
+        }
+    }
+    let mut merged = Output {
         intervals: merge_intervals(named)?,
         emits: merge_emits(named)?,
         summary: merge_summaries(named)?,
-    })
+    };
+    for group in groups {
+        let part = merge(&group_part(named, &group)?)?;
+        for (line, own) in merged.intervals.iter_mut().zip(part.intervals) {
+            line.groups.insert(group.clone(), own);
+        }
+        let mut summary = part.summary;
+        // The process's CPU is not split by group (`Summary::groups`).
+        summary.floor_us = None;
+        merged.summary.groups.insert(group, summary);
+    }
+    Ok(merged)
+}
+
+/// The names of an output's client groups, in order (none without groups).
+fn group_names(summary: &Summary) -> Vec<String> {
+    summary.groups.keys().cloned().collect()
+}
+
+/// One client group's part of each output: its interval lines and its summary, as an
+/// output of its own, named after its input and the group.
+fn group_part(
+    named: &[(String, Output)],
+    group: &str,
+) -> Result<Vec<(String, Output)>, MergeError> {
+    named
+        .iter()
+        .map(|(name, output)| {
+            let name = format!("{name}: groups[{group}]");
+            let lines = output.intervals.iter().enumerate().map(|(k, line)| {
+                line.groups.get(group).cloned().ok_or_else(|| {
+                    MergeError(format!("{name}: interval {} has no line of its own", k + 1))
+                })
+            });
+            let part = Output {
+                intervals: lines.collect::<Result<_, _>>()?,
+                emits: Vec::new(),
+                summary: output.summary.groups[group].clone(),
+            };
+            Ok((name, part))
+        })
+        .collect()
 }
 
 /// Interval k of every generator together: counts summed, each generator's running total
@@ -334,6 +384,69 @@ mod tests {
     fn named(outputs: Vec<Output>) -> Vec<(String, Output)> {
         let names = (0..).map(|i| format!("generator-{i}.jsonl"));
         names.zip(outputs).collect()
+    }
+
+    /// `whole` with client groups: each named group holds one of `parts`, lines and summary.
+    fn grouped(mut whole: Output, parts: Vec<(&str, Output)>) -> Output {
+        for (name, part) in parts {
+            for (line, own) in whole.intervals.iter_mut().zip(part.intervals) {
+                line.groups.insert(name.into(), own);
+            }
+            whole.summary.groups.insert(name.into(), part.summary);
+        }
+        whole
+    }
+
+    #[test]
+    fn groups_merge_by_name_each_from_its_own_counts_and_histograms() {
+        let (fast, slow): (Vec<u64>, Vec<u64>) =
+            ((1..=50).collect(), (1..=5).map(|i| i * 90_000).collect());
+        let generator = |extra: u64| {
+            let fast_more: Vec<u64> = fast.iter().map(|us| us + extra).collect();
+            let both: Vec<u64> = fast_more.iter().chain(&slow).copied().collect();
+            grouped(
+                run(&both, &[], 2.0, &[3, 2]),
+                vec![
+                    ("fast", run(&fast_more, &[], 2.0, &[3, 2])),
+                    ("slow", run(&slow, &[], 2.0, &[1, 1])),
+                ],
+            )
+        };
+        let merged = merge(&named(vec![generator(0), generator(1_000)])).unwrap();
+        let slow_group = &merged.summary.groups["slow"];
+        assert_eq!(slow_group.attempts.answered, 10);
+        assert_eq!(
+            slow_group.timings.latency_us.p50,
+            merge(&named(vec![
+                run(&slow, &[], 2.0, &[1, 1]),
+                run(&slow, &[], 2.0, &[1, 1])
+            ]))
+            .unwrap()
+            .summary
+            .timings
+            .latency_us
+            .p50
+        );
+        let fast_group = &merged.summary.groups["fast"];
+        assert_eq!(fast_group.attempts.answered, 100);
+        assert!(
+            fast_group.timings.latency_us.max < 2_000,
+            "no slow sample in the fast group"
+        );
+        assert_eq!(fast_group.floor_us, None);
+        assert_eq!(merged.intervals[0].groups["fast"].completed, 6);
+        assert_eq!(merged.intervals[1].groups["slow"].completed, 2);
+    }
+
+    #[test]
+    fn outputs_whose_groups_differ_are_refused_by_name() {
+        let plain = run(&[10], &[], 1.0, &[1]);
+        let with = grouped(plain.clone(), vec![("a", plain.clone())]);
+        let err = merge(&named(vec![with, plain])).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "generator-1.jsonl: client groups [] differ from the first input's [\"a\"]: groups are merged by name"
+        );
     }
 
     #[test]

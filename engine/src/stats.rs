@@ -278,6 +278,18 @@ impl Snapshot {
         s
     }
 
+    /// Adds `other`'s counts (another part of the same run) into this snapshot.
+    pub fn add(&mut self, other: &Snapshot) {
+        self.attempts.add(&other.attempts);
+        self.traffic.add(&other.traffic);
+        self.events.add(&other.events);
+        self.errors.add(&other.errors);
+        for (dst, src) in self.status_classes.iter_mut().zip(other.status_classes) {
+            *dst += src;
+        }
+        self.open_connections += other.open_connections;
+    }
+
     /// The counts since `base` (an earlier snapshot of the same run: the measured window's
     /// start); the open connections are this snapshot's own.
     pub fn since(&self, base: &Snapshot) -> Snapshot {

@@ -43,6 +43,9 @@ pub enum PlanError {
     TlsCa(PathBuf, String),
     #[error("bad weighted path {0:?}: {1}")]
     BadPath(String, &'static str),
+    /// A refusal of one client group's own plan, or of its place in the plan.
+    #[error("groups[{name}]: {error}")]
+    Group { name: String, error: Box<PlanError> },
 }
 
 impl PlanError {
@@ -60,6 +63,7 @@ impl PlanError {
             PlanError::Json { field, .. } => field,
             PlanError::PathsFile(..) | PlanError::BadPath(..) => "paths",
             PlanError::TlsCa(..) => "tls",
+            PlanError::Group { .. } => "groups",
         }
     }
 }

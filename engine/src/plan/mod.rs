@@ -28,5 +28,5 @@ pub use http2::{Http2Mode, Http2Spec, MAX_STREAMS};
 pub use pacer::*;
 pub use suite_key::SuiteKey;
 pub use tls::{KxGroup, TlsClient, TlsSpec};
-pub use types::{IoBackend, Plan, WaitMode, WeightedPath};
-pub use validate::{parse_sources, Stop, ValidPlan};
+pub use types::{GroupSpec, IoBackend, Plan, WaitMode, WeightedPath};
+pub use validate::{parse_sources, Stop, ValidGroup, ValidPlan};

@@ -106,6 +106,49 @@ pub struct Plan {
     /// HTTP/1.1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Spec>,
+    /// Client groups run at once by this one process (k6's concurrent scenarios): each its
+    /// own clients, pacer and window within `duration_s`, its figures kept apart in the
+    /// output. The plan's own `pacer`, `behaviour`, `connections`, `method`, `headers` and
+    /// `paths` are each group's defaults; the rest (target, TLS, HTTP/2, sources, threads,
+    /// io, wait) is the plan's, for every group. Absent: one group, the plan itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<GroupSpec>>,
+}
+
+/// One client group of a plan: its name, its window in the run, and what it sets of the
+/// plan's per-client parts (absent: the plan's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    /// Unique in the plan, `[a-z0-9_-]{1,32}`: the key of its figures in the output.
+    pub name: String,
+    /// When its clients start, in seconds from the run's start.
+    #[serde(default)]
+    pub start_s: f64,
+    /// When its clients stop, in seconds from the run's start (absent: the plan's
+    /// `duration_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<PacerSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behaviour: Option<BehaviourSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Vec<String>>,
+    /// Replaces the plan's `paths` and `paths_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<WeightedPath>>,
+}
+
+impl GroupSpec {
+    /// Its stop: `stop_s`, else the run's duration.
+    pub fn stop(&self, run_s: f64) -> f64 {
+        self.stop_s.unwrap_or(run_s)
+    }
 }
 
 #[derive(
@@ -251,6 +294,34 @@ impl Plan {
     /// request, when the server is the side that closes it.
     pub fn asks_close(&self) -> bool {
         !self.keeps_alive() && !self.behaviour.kind().client_closes()
+    }
+
+    /// The plan one group runs: this plan with the group's own parts, lasting the group's
+    /// window, without groups or a warm-up.
+    pub fn group_plan(&self, group: &GroupSpec) -> Plan {
+        let mut plan = self.clone();
+        plan.groups = None;
+        plan.warmup_max_s = None;
+        plan.start_at_ms = None;
+        let run_s = self.duration_s.unwrap_or(0.0);
+        plan.duration_s = Some(group.stop(run_s) - group.start_s);
+        if let Some(pacer) = &group.pacer {
+            plan.pacer = pacer.clone();
+        }
+        if let Some(behaviour) = &group.behaviour {
+            plan.behaviour = behaviour.clone();
+        }
+        plan.connections = group.connections.unwrap_or(plan.connections);
+        if let Some(method) = &group.method {
+            plan.method = method.clone();
+        }
+        if let Some(headers) = &group.headers {
+            plan.headers = headers.clone();
+        }
+        if let Some(paths) = &group.paths {
+            (plan.paths, plan.paths_file) = (paths.clone(), None);
+        }
+        plan
     }
 
     /// The method on the wire: the behaviour's own, else the plan's.

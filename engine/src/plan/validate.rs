@@ -9,7 +9,9 @@ use super::limits::{
     too_large, MAX_CLOCK_OFFSET_MS, MAX_CONNECTIONS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS,
     MAX_START_AHEAD_MS, MAX_THREADS,
 };
-use super::{BehaviourSpec, IoBackend, Plan, PlanError, PlanErrors, TlsClient, WeightedPath};
+use super::{
+    BehaviourSpec, GroupSpec, IoBackend, Plan, PlanError, PlanErrors, TlsClient, WeightedPath,
+};
 use crate::target::{may_send_to, Target};
 
 /// A plan whose every value has been checked, with the derived values workers need.
@@ -26,7 +28,21 @@ pub struct ValidPlan {
     pub paths: Vec<WeightedPath>,
     /// The TLS client, for a TLS target.
     pub tls: Option<TlsClient>,
+    /// The plan's client groups, each validated as a plan of its own (empty: none).
+    pub groups: Vec<ValidGroup>,
 }
+
+/// One client group, ready to run: its name, when it starts after the run's start, and the
+/// plan it runs (lasting its window).
+#[derive(Debug, Clone)]
+pub struct ValidGroup {
+    pub name: String,
+    pub start: std::time::Duration,
+    pub plan: ValidPlan,
+}
+
+/// The most client groups one plan may name.
+pub const MAX_GROUPS: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {
@@ -40,6 +56,82 @@ impl Plan {
     /// broken is reported (a rule that needs another's result, as the target needs the
     /// allowed hosts, is skipped when that one failed), in the order they are checked.
     pub fn check(&self) -> Result<(Target, Stop), PlanErrors> {
+        let alone = self.check_alone();
+        let Some(groups) = &self.groups else {
+            return alone;
+        };
+        let mut found = Found::default();
+        self.check_group_list(groups, &mut found);
+        match alone {
+            // Each group's own plan is judged once the plan-wide parts pass: a refusal of
+            // those would otherwise come again for every group.
+            Ok(run) if found.0.is_empty() => {
+                for group in groups {
+                    let refusals = self.group_plan(group).check().err();
+                    found.0.extend(
+                        refusals
+                            .into_iter()
+                            .flat_map(|e| e.0)
+                            .map(|e| in_group(group, e)),
+                    );
+                }
+                match found.0.is_empty() {
+                    true => Ok(run),
+                    false => Err(PlanErrors(found.0)),
+                }
+            }
+            Ok(_) => Err(PlanErrors(found.0)),
+            Err(mut refused) => {
+                refused.0.append(&mut found.0);
+                Err(refused)
+            }
+        }
+    }
+
+    /// The groups list's own rules: a duration-bound plan without a warm-up, at most
+    /// `MAX_GROUPS` groups, each with its own name and a window inside the run.
+    fn check_group_list(&self, groups: &[GroupSpec], found: &mut Found) {
+        let refuse = |why: String| PlanError::Contradiction("groups", why);
+        if groups.is_empty() {
+            found.0.push(refuse(
+                "the groups list is empty: name at least one group, or leave groups out".into(),
+            ));
+        }
+        if groups.len() > MAX_GROUPS {
+            found.0.push(refuse(format!(
+                "{} groups: a plan runs at most {MAX_GROUPS}",
+                groups.len()
+            )));
+        }
+        if self.requests.is_some() || self.duration_s.is_none() {
+            found.0.push(refuse(
+                "a plan with groups is duration-bound: give duration_s, not requests".into(),
+            ));
+        }
+        if self.warmup_max_s.is_some() {
+            found.0.push(refuse(
+                "a warm-up phase (warmup_max_s) is not run with groups yet: warm up in a run apart"
+                    .into(),
+            ));
+        }
+        let run_s = self.duration_s.unwrap_or(f64::INFINITY);
+        for (index, group) in groups.iter().enumerate() {
+            if groups[..index].iter().any(|g| g.name == group.name) {
+                found.0.push(refuse(format!(
+                    "two groups are named {:?}: each needs a name of its own",
+                    group.name
+                )));
+            }
+            found.0.extend(
+                group_window(group, run_s)
+                    .into_iter()
+                    .map(|e| in_group(group, e)),
+            );
+        }
+    }
+
+    /// The rules of one plan, its groups aside.
+    fn check_alone(&self) -> Result<(Target, Stop), PlanErrors> {
         let mut found = Found::default();
         self.check_io(&mut found);
         let allowed = found.add(self.checked_allowed_hosts());
@@ -93,7 +185,9 @@ impl Plan {
             Some(spec) if target.tls => Some(spec.client(&target.host, self.alpn())?),
             _ => None,
         };
+        let groups = self.valid_groups()?;
         Ok(ValidPlan {
+            groups,
             tls,
             plan: self,
             target,
@@ -104,6 +198,24 @@ impl Plan {
             stop,
             paths,
         })
+    }
+
+    /// Each group's plan, validated (its files read), in the plan's order.
+    fn valid_groups(&self) -> Result<Vec<ValidGroup>, PlanErrors> {
+        let groups = self.groups.as_deref().unwrap_or_default();
+        groups
+            .iter()
+            .map(|group| {
+                let plan = self.group_plan(group).validate().map_err(|e| {
+                    PlanErrors(e.0.into_iter().map(|e| in_group(group, e)).collect())
+                })?;
+                Ok(ValidGroup {
+                    name: group.name.clone(),
+                    start: std::time::Duration::from_secs_f64(group.start_s),
+                    plan,
+                })
+            })
+            .collect()
     }
 
     /// What the chosen socket loop cannot drive.
@@ -439,6 +551,49 @@ fn check_paths(paths: &[WeightedPath], behaviour: &BehaviourSpec) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// A refusal about one group, named by it.
+fn in_group(group: &GroupSpec, error: PlanError) -> PlanError {
+    PlanError::Group {
+        name: group.name.clone(),
+        error: Box::new(error),
+    }
+}
+
+/// A group's name and window: `[a-z0-9_-]{1,32}`, and `0 <= start_s < stop_s <= run_s`.
+fn group_window(group: &GroupSpec, run_s: f64) -> Vec<PlanError> {
+    let mut out = Vec::new();
+    let name = &group.name;
+    let plain = (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !plain {
+        out.push(PlanError::Contradiction(
+            "groups",
+            format!("group name {name:?} is not 1 to 32 of a-z, 0-9, _ and -"),
+        ));
+    }
+    let (start, stop) = (group.start_s, group.stop(run_s));
+    if !(start.is_finite() && start >= 0.0) {
+        out.push(PlanError::Contradiction(
+            "groups",
+            format!("start_s = {start} must be finite and not negative"),
+        ));
+    } else if start >= stop {
+        out.push(PlanError::Contradiction(
+            "groups",
+            format!("start_s = {start} must be smaller than stop_s = {stop}"),
+        ));
+    }
+    if stop > run_s {
+        out.push(PlanError::Contradiction(
+            "groups",
+            format!("stop_s = {stop} is past the run's end (duration_s = {run_s})"),
+        ));
+    }
+    out
 }
 
 /// The refusals found so far: each rule adds what it finds, and the check goes on.
@@ -897,5 +1052,143 @@ mod tests {
         };
         offset(-1234.5).expect("a clock behind the server's");
         assert_eq!(offset(1e12).unwrap_err().field(), "clock_offset_ms");
+    }
+
+    /// A grouped plan's refusals, each as its text.
+    fn group_refusals(groups: serde_json::Value, extra: serde_json::Value) -> Vec<String> {
+        let mut value = json!({"target": "http://127.0.0.1:1/", "duration_s": 30.0,
+            "groups": groups});
+        let fields = value.as_object_mut().unwrap();
+        fields.extend(extra.as_object().unwrap().clone());
+        match Plan::from_value(value).unwrap().check() {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn two_groups_each_run_their_own_plan_within_their_window() {
+        let p = plan(json!({"target": "http://127.0.0.1:1/", "duration_s": 30.0,
+            "connections": 4, "groups": [
+                {"name": "keep", "pacer": {"kind": "open", "rate": 50.0}, "connections": 2},
+                {"name": "slow", "start_s": 5.0, "stop_s": 25.0,
+                 "behaviour": {"kind": "slowloris"}}]}))
+        .unwrap();
+        let [keep, slow] = &p.groups[..] else {
+            panic!("two groups: {:?}", p.groups)
+        };
+        assert_eq!(
+            keep.plan.stop,
+            Stop::Duration(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(keep.plan.plan.connections, 2);
+        assert!(keep.plan.plan.pacer.pace().is_open());
+        assert_eq!(slow.start, std::time::Duration::from_secs(5));
+        assert_eq!(
+            slow.plan.stop,
+            Stop::Duration(std::time::Duration::from_secs(20))
+        );
+        assert_eq!(
+            slow.plan.plan.connections, 4,
+            "the plan's connections by default"
+        );
+        assert!(slow.plan.plan.behaviour.kind().is_attack());
+        assert!(slow.plan.groups.is_empty() && slow.plan.plan.groups.is_none());
+    }
+
+    #[test]
+    fn a_group_is_judged_by_a_plans_rules_under_its_name() {
+        let refusals = group_refusals(
+            json!([{"name": "ok"}, {"name": "bad", "connections": 0, "method": "get"}]),
+            json!({}),
+        );
+        assert_eq!(
+            refusals,
+            [
+                "groups[bad]: connection count must be positive",
+                "groups[bad]: method \"get\" is not an upper-case token",
+            ]
+        );
+    }
+
+    #[test]
+    fn group_names_are_unique_and_plain() {
+        let refusals = group_refusals(
+            json!([{"name": "a"}, {"name": "a"}, {"name": "Big"}, {"name": ""}]),
+            json!({}),
+        );
+        assert_eq!(
+            refusals,
+            [
+                "two groups are named \"a\": each needs a name of its own",
+                "groups[Big]: group name \"Big\" is not 1 to 32 of a-z, 0-9, _ and -",
+                "groups[]: group name \"\" is not 1 to 32 of a-z, 0-9, _ and -",
+            ]
+        );
+        let long = "x".repeat(33);
+        assert_eq!(group_refusals(json!([{"name": long}]), json!({})).len(), 1);
+        assert!(group_refusals(json!([{"name": "x".repeat(32)}]), json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_group_window_starts_before_it_stops_and_ends_inside_the_run() {
+        let refusals = group_refusals(
+            json!([{"name": "same", "start_s": 5.0, "stop_s": 5.0},
+                   {"name": "late", "start_s": 31.0},
+                   {"name": "past", "stop_s": 31.0},
+                   {"name": "neg", "start_s": -1.0}]),
+            json!({}),
+        );
+        assert_eq!(
+            refusals,
+            [
+                "groups[same]: start_s = 5 must be smaller than stop_s = 5",
+                "groups[late]: start_s = 31 must be smaller than stop_s = 30",
+                "groups[past]: stop_s = 31 is past the run's end (duration_s = 30)",
+                "groups[neg]: start_s = -1 must be finite and not negative",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_groups_list_is_neither_empty_nor_longer_than_sixteen() {
+        assert_eq!(
+            group_refusals(json!([]), json!({})),
+            ["the groups list is empty: name at least one group, or leave groups out"]
+        );
+        let many: Vec<_> = (0..17).map(|i| json!({"name": format!("g{i}")})).collect();
+        assert_eq!(
+            group_refusals(json!(many), json!({})),
+            ["17 groups: a plan runs at most 16"]
+        );
+        let sixteen: Vec<_> = (0..16).map(|i| json!({"name": format!("g{i}")})).collect();
+        assert!(group_refusals(json!(sixteen), json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_plan_with_groups_is_duration_bound_and_has_no_warm_up_yet() {
+        let counted = group_refusals(
+            json!([{"name": "a"}]),
+            json!({"duration_s": null, "requests": 100}),
+        );
+        assert_eq!(
+            counted,
+            ["a plan with groups is duration-bound: give duration_s, not requests"]
+        );
+        let warm = group_refusals(json!([{"name": "a"}]), json!({"warmup_max_s": 5.0}));
+        assert_eq!(
+            warm,
+            ["a warm-up phase (warmup_max_s) is not run with groups yet: warm up in a run apart"]
+        );
+    }
+
+    #[test]
+    fn a_plan_wide_refusal_is_said_once_not_again_for_every_group() {
+        let refusals = group_refusals(
+            json!([{"name": "a"}, {"name": "b"}]),
+            json!({"target": "http://10.0.0.1:1/"}),
+        );
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert!(!refusals[0].starts_with("groups["), "{refusals:?}");
     }
 }

@@ -12,8 +12,27 @@ impl Summary {
             self.human_counts(),
             self.human_rates(),
             self.human_caveats(),
+            self.human_groups(),
         ]
         .concat()
+    }
+
+    /// A line per client group: its window, answers, rate and latency (none without groups).
+    fn human_groups(&self) -> String {
+        let mut out = String::new();
+        for (name, group) in &self.groups {
+            let (l, window) = (&group.timings.latency_us, group.window.as_ref());
+            let (start, stop) = window.map_or((0.0, 0.0), |w| (w.start_s, w.stop_s));
+            out += &format!(
+                "  group {name} [{start} s, {stop} s): {} answered of {}, {:.1}/s, p50 {} p99 {}\n",
+                group.attempts.answered,
+                group.attempts.requests,
+                group.rps,
+                fmt_us(l.p50),
+                fmt_us(l.p99)
+            );
+        }
+        out
     }
 
     /// What ran, and its latency percentiles.

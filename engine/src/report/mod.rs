@@ -17,7 +17,7 @@ pub use crate::metrics::{Attempts, Errors, Events, Timings, Traffic};
 pub(crate) use crate::stats::round3;
 pub use schema::output_schema;
 pub use summary::{Summary, SummaryInput, WaitUsed};
-pub use types::{IntervalLine, MeasureLine, WarmupEnd};
+pub use types::{GroupWindow, IntervalLine, MeasureLine, WarmupEnd};
 
 /// Output format version; raised when a field changes meaning or disappears.
 ///

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::types::WarmupEnd;
+use super::types::{GroupWindow, WarmupEnd};
 use super::OUTPUT_VERSION;
 use crate::metrics::Timings;
 use crate::plan::Plan;
@@ -92,6 +92,15 @@ pub struct Summary {
     pub clock_offset_ms: Option<f64>,
     /// The plan as run, defaults filled in (a merge: the first generator's part of it).
     pub plan: Plan,
+    /// A plan with client groups: each group's own summary, by name, the same fields as
+    /// this one over the group's `window`, its `plan` the one the group ran. The figures
+    /// above are every group's together. A group's `client_cpu_s` is 0 and its `floor_us`
+    /// null: the process's CPU is not split by group. Absent without groups.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<String, Summary>,
+    /// A group's summary: the span of the run its figures cover. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<GroupWindow>,
 }
 
 pub struct SummaryInput<'a> {
@@ -160,6 +169,8 @@ impl Summary {
             start_late_ms: round3(input.start_late_ms),
             clock_offset_ms: Some(input.plan.clock_offset_ms),
             plan: input.plan.clone(),
+            groups: BTreeMap::new(),
+            window: None,
         }
         .with_floor()
     }

@@ -1,6 +1,8 @@
 //! Output: the interval line, made from two snapshots. The counts it shares with the summary
 //! (errors by kind, traffic) are declared once, with their names, in `crate::metrics`.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +62,10 @@ pub struct IntervalLine {
     /// Push: deliveries received in this interval of cycles left off `cycles` (more seqs
     /// than it lists).
     pub cycles_unlisted: u64,
+    /// A plan with client groups: each group's own line for this interval, by name (the
+    /// counts above are every group's together). Absent without groups.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<String, IntervalLine>,
 }
 
 impl IntervalLine {
@@ -93,6 +99,7 @@ impl IntervalLine {
             event_delay_histogram: String::new(),
             cycles: Vec::new(),
             cycles_unlisted: 0,
+            groups: BTreeMap::new(),
         };
         line.set_window(window);
         line
@@ -136,6 +143,15 @@ pub struct WarmupEnd {
     pub unix_ms: f64,
     /// What ended it: `request` (a `measure` line on stdin) or `cap` (`warmup_max_s` passed).
     pub by: String,
+}
+
+/// A client group's window in the run, as planned: its figures cover this span only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupWindow {
+    /// When its clients started, seconds after the run's start.
+    pub start_s: f64,
+    /// When its clients stopped, seconds after the run's start.
+    pub stop_s: f64,
 }
 
 /// Printed once, at the interval boundary where a warm-up phase ends. The interval lines
