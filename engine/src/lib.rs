@@ -406,12 +406,10 @@ impl Lines {
         line
     }
 
-    /// The measured window begins at `due`, the end of the interval just written.
+    /// The measured window begins at `due`, the end of the interval just written (its
+    /// histograms restarted just before that line's counts were read).
     fn measure_from(&mut self, shared: &Shared, start: &Start, due: Instant, by: &str) -> Measured {
         shared.measure_from(due);
-        for counters in &shared.counters {
-            counters.restart_histograms();
-        }
         let end = report::WarmupEnd {
             elapsed_s: report::round3((due - shared.start).as_secs_f64()),
             unix_ms: report::round3(start.unix_ms(due)),
@@ -477,16 +475,24 @@ fn watch(
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < due => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                on_line(Line::Interval(&lines.line(parts, due, due - last_tick)));
-                last_tick = due;
                 let asked = controls.measure.load(Relaxed);
                 let by = match cap {
-                    Some(_) if watched.stopped_early => None,
+                    Some(_) if watched.measured.is_some() || watched.stopped_early => None,
                     Some(_) if asked => Some("request"),
                     Some(cap) if due >= cap => Some("cap"),
                     _ => None,
                 };
-                if let (Some(by), None) = (by, &watched.measured) {
+                if by.is_some() {
+                    // Before the counts are read, not after the line is written: an answer
+                    // timed in between would be counted in the window but timed in the
+                    // warm-up (a loaded run lost 138 timings so, with four connections).
+                    for counters in &first.counters {
+                        counters.restart_histograms();
+                    }
+                }
+                on_line(Line::Interval(&lines.line(parts, due, due - last_tick)));
+                last_tick = due;
+                if let Some(by) = by {
                     let measured = lines.measure_from(first, start, due, by);
                     let line = MeasureLine {
                         kind: "measure".into(),
