@@ -11,6 +11,12 @@ from pathlib import Path
 import pytest
 from reference_server import FAULTS
 
+from serverlab.base import scratch
+from serverlab.conformance.checks import CHECKS
+from serverlab.conformance.context import VerifyContext, new_run_tag
+from serverlab.conformance.fixtures import make_docroot
+from serverlab.conformance.outcome import CaseAborted, Outcome
+
 # Each pytest -n worker has a temporary folder of its own, so serverlab's scratch root
 # ($TMPDIR/serverlab) is per worker: a command's reaping of dead owners' folders must not
 # reach the folders a kill -9 test beside it leaves on purpose, and a test that checks for
@@ -130,3 +136,16 @@ def faulty(mount: Path, fault: str) -> Iterator[Path]:
         yield view
     finally:
         subprocess.run(["umount", "-l", str(view)], check=True)
+
+
+def run_check(server, kind: str, params: dict) -> Outcome:
+    """One check kind run against a started server, as verify runs a case of it (the case's
+    id only names its events: "x"); an aborted case is a failure."""
+    docroot = make_docroot(scratch.make("docroot-"))
+    ctx = VerifyContext(server, docroot, new_run_tag(), "check.x", timeout_s=2.0, give_up_s=0.5)
+    outcome = Outcome()
+    try:
+        CHECKS[kind](ctx, params, outcome)
+    except CaseAborted as aborted:
+        outcome.fail(str(aborted))
+    return outcome

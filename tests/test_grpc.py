@@ -6,13 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TESTS, write_manifest
+from conftest import TESTS, run_check, write_manifest
 
-from serverlab.base import scratch
-from serverlab.conformance.checks import CHECKS, grpcwire
-from serverlab.conformance.context import VerifyContext, new_run_tag
-from serverlab.conformance.fixtures import make_docroot
-from serverlab.conformance.outcome import FAIL, PASS, CaseAborted, Outcome
+from serverlab.conformance.checks import grpcwire
+from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
@@ -66,17 +63,6 @@ BROKEN = [
 def grpc_dir(contestants_dir):
     write_manifest(contestants_dir, "reference-grpc", GRPC_MANIFEST)
     return contestants_dir
-
-
-def run_check(server, kind: str, params: dict) -> Outcome:
-    docroot = make_docroot(scratch.make("docroot-"))
-    ctx = VerifyContext(server, docroot, new_run_tag(), "grpc.x", timeout_s=2.0, give_up_s=0.5)
-    outcome = Outcome()
-    try:
-        CHECKS[kind](ctx, params, outcome)
-    except CaseAborted as aborted:
-        outcome.fail(str(aborted))
-    return outcome
 
 
 def test_go_nethttp_passes_every_grpc_case_over_h2c_and_tls():

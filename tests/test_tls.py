@@ -6,17 +6,14 @@ import stat
 import sys
 
 import pytest
-from conftest import REFERENCE_MANIFEST, TESTS, write_manifest
+from conftest import REFERENCE_MANIFEST, TESTS, run_check, write_manifest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from serverlab.base import scratch
 from serverlab.base.tlskeys import KeyTypeError, make_key_material
 from serverlab.conformance.cases import load_cases
-from serverlab.conformance.checks import CHECKS, carried
-from serverlab.conformance.context import VerifyContext, new_run_tag
-from serverlab.conformance.fixtures import make_docroot
-from serverlab.conformance.outcome import FAIL, PASS, WARN, CaseAborted, Outcome
+from serverlab.conformance.checks import carried
+from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import ManifestError, find, load_manifest
 from serverlab.contestant.server import ContestantServer
@@ -163,17 +160,6 @@ def test_an_exchange_carried_over_tls_fails_as_it_does_in_cleartext(transports_d
     )
     [result] = report.results
     assert result.status == FAIL and "perf.get: 200 response without a Date header" in result.reason
-
-
-def run_check(server, kind: str, params: dict) -> Outcome:
-    docroot = make_docroot(scratch.make("docroot-"))
-    ctx = VerifyContext(server, docroot, new_run_tag(), "h2c.x", timeout_s=2.0, give_up_s=0.5)
-    outcome = Outcome()
-    try:
-        CHECKS[kind](ctx, params, outcome)
-    except CaseAborted as aborted:
-        outcome.fail(str(aborted))
-    return outcome
 
 
 H2C_CASES = [
