@@ -13,7 +13,10 @@ from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
 from serverlab.contestant.server import ContestantServer
+from serverlab.run.execution import executor
 from serverlab.run.execution.engine import engine_binary
+from serverlab.run.execution.testplan import bind
+from serverlab.run.plan import planner
 
 FAULTS = [
     "none",
@@ -170,3 +173,26 @@ def test_the_engine_counts_a_reply_that_is_not_one_message_as_no_status(grpc_dir
         target = f"http://127.0.0.1:{server.h2c_port}/"
         summary = engine_summary(target, "--h2c", "--grpc-unary", "--requests", "20")
     assert errors_of(summary) == {"grpc_no_status": 20}
+
+
+OWN_LISTENER_MANIFEST = GRPC_MANIFEST.replace('"h2c", "grpc"]', '"grpc"]\ngrpc_listener = "own"')
+OWN_LISTENER_MANIFEST = OWN_LISTENER_MANIFEST.replace("{h2c_port}", "{grpc_port}")
+
+
+def test_a_grpc_server_on_its_own_port_is_checked_there_and_not_over_tls(contestants_dir):
+    write_manifest(contestants_dir, "reference-grpc", OWN_LISTENER_MANIFEST)
+    with ContestantServer(find("reference-grpc")) as server:
+        assert server.grpc_port == server.part_ports["grpc_port"] and server.h2c_port is None
+        assert server.grpc_tls_port is None
+        assert executor._grpc_ports(server) == {"grpc_port": server.grpc_port}
+        target = bind({"target": planner.GRPC_TARGET}, host="127.0.0.1", **server.part_ports)
+        assert target["target"] == f"http://127.0.0.1:{server.grpc_port}"
+        served = run_check(server, "grpc_perf", {})
+        not_served = run_check(server, "grpc_perf", {"transport": "h2"})
+    assert served.status == PASS, served.reason
+    assert "no gRPC served over h2" in " ".join(not_served.observed)
+
+
+def test_a_shared_grpc_server_is_called_on_its_h2c_port(grpc_dir):
+    with ContestantServer(find("reference-grpc")) as server:
+        assert server.grpc_port == server.h2c_port and server.grpc_tls_port is None

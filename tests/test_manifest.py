@@ -225,3 +225,60 @@ def test_a_start_command_must_say_how_to_listen_on_another_address(tmp_path):
     text = good_with(start='"server --port {port} --syslog {syslog_port} --root {docroot}"')
     with pytest.raises(ManifestError, match=r"key 'start': does not use \{host\}"):
         load(tmp_path, text)
+
+
+GRPC_START = '"server --port {port} --syslog {syslog_port} --threads {threads} -H {host} '
+GRPC_PARTS = '["perf", "control", "push", "syslog", "grpc"'
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        ({"implements": GRPC_PARTS + "]"}, "implements", "'grpc' requires 'h2c', or grpc_listener"),
+        (
+            {"implements": GRPC_PARTS + "]", "grpc_listener": '"own"'},
+            "start",
+            "does not use {grpc_port}",
+        ),
+        (
+            {
+                "implements": GRPC_PARTS + ', "tls"]',
+                "grpc_listener": '"own"',
+                "start": GRPC_START + '--grpc {grpc_port} --tls {tls_port} {tls_cert} {tls_key}"',
+            },
+            "start",
+            "does not use {grpc_tls_port}",
+        ),
+        (
+            {
+                "implements": GRPC_PARTS + ', "h2c"]',
+                "start": GRPC_START + '--h2c {h2c_port} --grpc {grpc_port}"',
+            },
+            "start",
+            'uses {grpc_port}, which only a grpc_listener = "own" server gets',
+        ),
+        ({"grpc_listener": '"own"'}, "grpc_listener", "'grpc' is not implemented"),
+        (
+            {"implements": GRPC_PARTS + "]", "grpc_listener": '"beside"'},
+            "grpc_listener",
+            "expected one of shared, own, got 'beside'",
+        ),
+    ],
+)
+def test_a_grpc_servers_listener_is_its_h2c_port_or_its_own_and_every_port_is_used(
+    tmp_path, changes, key, message
+):
+    with pytest.raises(ManifestError, match=f"key '{key}': .*{re.escape(message)}"):
+        load(tmp_path, good_with(**changes))
+
+
+def test_a_grpc_server_on_its_own_listener_needs_no_h2c_and_gets_its_own_ports(tmp_path):
+    text = good_with(
+        implements=GRPC_PARTS + ', "tls"]',
+        grpc_listener='"own"',
+        start=GRPC_START
+        + '--grpc {grpc_port} {grpc_tls_port} --tls {tls_port} {tls_cert} {tls_key}"',
+    )
+    manifest = load(tmp_path, text)
+    assert manifest.grpc_own_ports() == ("grpc_port", "grpc_tls_port")
+    assert {"grpc_port", "grpc_tls_port"} <= manifest.placeholder_names()

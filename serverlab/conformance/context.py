@@ -76,6 +76,10 @@ class VerifyContext:
     def h2c_port(self) -> int:
         return self.server.h2c_port
 
+    def grpc_port(self, transport: str) -> int | None:
+        """Where gRPC is served over `transport` (h2c or h2), None if it is not (spec §16)."""
+        return self.server.grpc_tls_port if transport == "h2" else self.server.grpc_port
+
     @property
     def syslog_tls_port(self) -> int:
         return self.server.syslog_tls_port

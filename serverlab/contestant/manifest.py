@@ -13,6 +13,7 @@ from serverlab.base import tomltext
 from serverlab.base.paths import contestants_root
 from serverlab.contestant.placeholders import (
     BUILTIN_PLACEHOLDERS,
+    GRPC_OWN_PORTS,
     PART_PLACEHOLDERS,
     PlaceholderError,
     check_placeholders,
@@ -50,8 +51,9 @@ PART_NEEDS = {
     "h2": ("tls",),
     # Spec §15: RFC 5425 messages are counted as §7's TCP ones, by the same counters.
     "syslog-tls": ("syslog",),
-    # Spec §16: gRPC rides HTTP/2 (h2c always), and Subscribe carries §6's emit cycles.
-    "grpc": ("h2c", "control", "push"),
+    # Spec §16: Subscribe carries §6's emit cycles. gRPC rides HTTP/2: on the server's h2c
+    # port unless its gRPC server listens on its own (checked in _check_grpc_listener).
+    "grpc": ("control", "push"),
 }
 TRANSPORT_PARTS = frozenset({"tls", "h2", "h2c"})
 # The parts spoken over TLS or HTTP/2, which no test of a run speaks yet (the engine does
@@ -60,6 +62,10 @@ UNSPOKEN_BY_RUNS = TRANSPORT_PARTS | {"syslog-tls", "grpc"}
 # Spec §7.1: a syslog-parse server is started counting or parsing by this tunable.
 SYSLOG_MODE = "syslog_mode"
 SYSLOG_MODES = ("count", "parse")
+# Spec §16: where a `grpc` server serves its calls. `shared`: on the HTTP/2 listeners
+# ({h2c_port}, and {tls_port} by ALPN h2), its gRPC server mounted in its HTTP/2 stack.
+# `own`: its gRPC server owns whole connections, on {grpc_port} (and {grpc_tls_port}).
+GRPC_LISTENERS = ("shared", "own")
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 CASE_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
 
@@ -83,6 +89,7 @@ _OPTIONAL = {
     "tunables": dict,
     "framing_limits": dict,
     "protocol_limits": dict,
+    "grpc_listener": str,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
 _TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
@@ -120,6 +127,7 @@ class Manifest:
     # Framing cases this server's own code cannot pass, each with the reason (spec §1.1).
     framing_limits: dict[str, str] = field(default_factory=dict)
     protocol_limits: dict[str, str] = field(default_factory=dict)
+    grpc_listener: str = "shared"
 
     @property
     def folder(self) -> Path:
@@ -146,7 +154,13 @@ class Manifest:
         names = set(BUILTIN_PLACEHOLDERS) | set(self.tunables)
         for part in self.implements:
             names |= set(PART_PLACEHOLDERS.get(part, ()))
-        return names
+        return names | set(self.grpc_own_ports())
+
+    def grpc_own_ports(self) -> tuple[str, ...]:
+        """The port placeholders of a gRPC server listening on its own (spec §16)."""
+        if "grpc" not in self.implements or self.grpc_listener != "own":
+            return ()
+        return GRPC_OWN_PORTS if "tls" in self.implements else GRPC_OWN_PORTS[:1]
 
     def is_built(self) -> bool:
         return all((self.folder / artifact).exists() for artifact in self.artifacts)
@@ -220,7 +234,7 @@ def _tunables(table: dict, fail) -> dict[str, Tunable]:
     tunables = {}
     for name, spec in table.items():
         key = f"tunables.{name}"
-        reserved = set(BUILTIN_PLACEHOLDERS).union(*PART_PLACEHOLDERS.values())
+        reserved = set(BUILTIN_PLACEHOLDERS).union(*PART_PLACEHOLDERS.values(), GRPC_OWN_PORTS)
         if not TUNABLE_NAME.match(name) or name in reserved:
             raise fail(key, "a tunable name is lower-case [a-z0-9_] and not a built-in placeholder")
         if not isinstance(spec, dict):
@@ -303,6 +317,27 @@ def _check_parts(manifest: Manifest, fail) -> None:
         for name in PART_PLACEHOLDERS.get(part, ()):
             if f"{{{name}}}" not in manifest.start:
                 raise fail("start", f"implements '{part}' but does not use {{{name}}}")
+    _check_grpc_listener(manifest, parts, fail)
+
+
+def _check_grpc_listener(manifest: Manifest, parts: set[str], fail) -> None:
+    """Spec §16: gRPC on the h2c port, or on the gRPC server's own ports, all of them used."""
+    listener = manifest.grpc_listener
+    if listener not in GRPC_LISTENERS:
+        known = ", ".join(GRPC_LISTENERS)
+        raise fail("grpc_listener", f"expected one of {known}, got '{listener}'")
+    if listener == "own" and "grpc" not in parts:
+        raise fail("grpc_listener", "names where gRPC is served, but 'grpc' is not implemented")
+    if "grpc" in parts and listener == "shared" and "h2c" not in parts:
+        own = 'grpc_listener = "own" for a gRPC server on its own port'
+        raise fail("implements", f"part 'grpc' requires 'h2c', or {own}")
+    for name in manifest.grpc_own_ports():
+        if f"{{{name}}}" not in manifest.start:
+            raise fail("start", f"serves gRPC on its own listener but does not use {{{name}}}")
+    for name in set(GRPC_OWN_PORTS) - set(manifest.grpc_own_ports()):
+        if f"{{{name}}}" in manifest.start:
+            own = 'grpc_listener = "own"'
+            raise fail("start", f"uses {{{name}}}, which only a {own} server gets")
 
 
 def _check_syslog_mode(manifest: Manifest, fail) -> None:

@@ -33,6 +33,10 @@ PART_PLACEHOLDERS = {
     "h2c": ("h2c_port",),
     "syslog-tls": ("syslog_tls_port", "tls_cert", "tls_key"),
 }
+# Spec §16: a gRPC server that owns whole connections (grpc_listener = "own") listens on
+# ports of its own: cleartext always, TLS when the server claims `tls`. A server whose
+# HTTP/2 stack hosts its gRPC server serves it on {h2c_port} and {tls_port} instead.
+GRPC_OWN_PORTS = ("grpc_port", "grpc_tls_port")
 # The parts that are served the run's key material.
 KEY_PARTS = frozenset(part for part, names in PART_PLACEHOLDERS.items() if "tls_key" in names)
 

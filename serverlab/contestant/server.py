@@ -189,6 +189,23 @@ class ContestantServer:
         return self.part_ports.get("h2c_port")
 
     @property
+    def grpc_port(self) -> int | None:
+        """Where its gRPC calls are served in cleartext (spec §16): the h2c port, or the
+        gRPC server's own."""
+        if "grpc" not in self.manifest.implements:
+            return None
+        return self.part_ports.get("grpc_port", self.h2c_port)
+
+    @property
+    def grpc_tls_port(self) -> int | None:
+        """Where its gRPC calls are served over TLS, by ALPN h2; None if nowhere."""
+        if "grpc" not in self.manifest.implements:
+            return None
+        if self.manifest.grpc_listener == "own":
+            return self.part_ports.get("grpc_tls_port")
+        return self.tls_port if "h2" in self.manifest.implements else None
+
+    @property
     def syslog_tls_port(self) -> int | None:
         return self.part_ports.get("syslog_tls_port")
 
@@ -318,11 +335,11 @@ class ContestantServer:
 
 def _part_ports(manifest: Manifest, taken: set[int]) -> dict[str, int]:
     """A free port for each port placeholder of the parts the manifest claims."""
+    names = [name for part in manifest.implements for name in PART_PLACEHOLDERS.get(part, ())]
     ports = {}
-    for part in manifest.implements:
-        for name in PART_PLACEHOLDERS.get(part, ()):
-            if name.endswith("_port"):
-                ports[name] = free_port(avoid=taken | set(ports.values()))
+    for name in [*names, *manifest.grpc_own_ports()]:
+        if name.endswith("_port") and name not in ports:
+            ports[name] = free_port(avoid=taken | set(ports.values()))
     return ports
 
 

@@ -1,7 +1,8 @@
-"""gRPC (spec §16): the service `serverlab.v1.Lab` on the h2c port and, for a server that
-claims `h2`, on the TLS port by ALPN h2, judged with verify's own client (grpcwire.py) and,
-for unary and streaming calls, with a foreign one (grpcio, its C core's HTTP/2 and gRPC
-framing; the messages are encoded by grpcwire's codec).
+"""gRPC (spec §16): the service `serverlab.v1.Lab` where the server serves it (its h2c port
+and, if it claims `h2`, its TLS port by ALPN h2; or its gRPC server's own ports), judged
+with verify's own client (grpcwire.py) and, for unary and streaming calls, with a foreign
+one (grpcio, its C core's HTTP/2 and gRPC framing; the messages are encoded by grpcwire's
+codec).
 
 `transport` in a case's params is "h2c" (the default) or "h2".
 """
@@ -33,18 +34,20 @@ DELIVERIES = 3
 
 def _claims_transport(ctx: VerifyContext, params: dict, outcome: Outcome) -> bool:
     transport = params.get("transport", "h2c")
-    if transport in ctx.parts:
+    if ctx.grpc_port(transport) is not None:
         return True
-    outcome.observed.append(f"{transport} not claimed: no gRPC on it to check")
+    outcome.observed.append(f"no gRPC served over {transport}: nothing to check")
     return False
 
 
 @contextlib.contextmanager
 def grpc_wire(ctx: VerifyContext, params: dict):
-    if params.get("transport", "h2c") == "h2":
-        wire = grpcwire.GrpcWire.open(ctx.tls_port, ctx.timeout_s, ctx.tls_context(["h2"]))
+    transport = params.get("transport", "h2c")
+    if transport == "h2":
+        tls = ctx.tls_context(["h2"])
+        wire = grpcwire.GrpcWire.open(ctx.grpc_port(transport), ctx.timeout_s, tls)
     else:
-        wire = grpcwire.GrpcWire.open(ctx.h2c_port, ctx.timeout_s)
+        wire = grpcwire.GrpcWire.open(ctx.grpc_port(transport), ctx.timeout_s)
     try:
         yield wire
     finally:
@@ -254,11 +257,13 @@ def grpc_chat(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 
 def _foreign_channel(ctx: VerifyContext, params: dict):
-    if params.get("transport", "h2c") == "h2":
+    transport = params.get("transport", "h2c")
+    address = f"127.0.0.1:{ctx.grpc_port(transport)}"
+    if transport == "h2":
         ca = ctx.server.tls.ca_cert.read_bytes()
         credentials = grpcio.ssl_channel_credentials(root_certificates=ca)
-        return grpcio.secure_channel(f"127.0.0.1:{ctx.tls_port}", credentials)
-    return grpcio.insecure_channel(f"127.0.0.1:{ctx.h2c_port}")
+        return grpcio.secure_channel(address, credentials)
+    return grpcio.insecure_channel(address)
 
 
 def _identity(data: bytes) -> bytes:

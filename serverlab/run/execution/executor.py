@@ -30,6 +30,7 @@ from serverlab.base.netns import NetnsError
 from serverlab.base.spec import HELD_REQUESTS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE
 from serverlab.contestant.manifest import Manifest
+from serverlab.contestant.placeholders import GRPC_OWN_PORTS
 from serverlab.contestant.server import (
     LOOPBACK,
     TLS_FOLDER,
@@ -205,6 +206,13 @@ def _bound(server: ContestantServer, env: Environment, namespace) -> dict[str, A
     }
 
 
+def _grpc_ports(server: ContestantServer) -> dict[str, int]:
+    """Where a gRPC plan's target goes (spec §16): the gRPC server's own ports, or the
+    HTTP/2 ones it shares."""
+    ports = {"grpc_port": server.grpc_port, "grpc_tls_port": server.grpc_tls_port}
+    return {name: port for name, port in ports.items() if port is not None}
+
+
 def _local_load(env: Environment, server: ContestantServer) -> LocalLoad:
     """The engine on this machine: in the shaped link's client namespace when it has one."""
     if not isinstance(server, shapedlink.NamespacedServer):
@@ -226,6 +234,7 @@ class _Measurement:
             "port": server.port,
             "syslog_port": server.syslog_port,
             **server.part_ports,
+            **_grpc_ports(server),
             "tls_ca": str(server.tls.ca_cert) if server.tls else "",
         }
         measured = bind(plan.measured, **self.where)
@@ -351,9 +360,10 @@ class _Measurement:
     def _load_port(self) -> int:
         """The server port the measured load connects to: its sockets are the monitor's."""
         target = self.plan.measured["target"]
-        for name in ("tls_port", "h2c_port", "syslog_tls_port"):
+        ports = {**self.server.part_ports, **_grpc_ports(self.server)}
+        for name in ("tls_port", "h2c_port", "syslog_tls_port", *GRPC_OWN_PORTS):
             if f"{{{name}}}" in target:
-                return self.server.part_ports[name]
+                return ports[name]
         return self.server.port
 
     def _prime(self) -> Crash | None:

@@ -19,7 +19,16 @@ from typing import Any
 
 PLAN_VERSION = 1
 # Placeholders of an engine plan's target, bound by the executor.
-TARGET_FIELDS = ("host", "port", "syslog_port", "tls_port", "h2c_port", "syslog_tls_port")
+TARGET_FIELDS = (
+    "host",
+    "port",
+    "syslog_port",
+    "tls_port",
+    "h2c_port",
+    "syslog_tls_port",
+    "grpc_port",
+    "grpc_tls_port",
+)
 # CPU policies: the engine and the server on CPUs of their own (the lab's rule), or sharing.
 CPU_APART = "apart"
 CPU_POLICIES = (CPU_APART, "shared")

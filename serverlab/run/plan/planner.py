@@ -60,6 +60,10 @@ SYSLOG_TLS_TARGET = "tls://{host}:{syslog_tls_port}"
 # HTTPS and WSS (the engine takes https:// for every HTTP behaviour, WebSocket included).
 HTTPS_TARGET = "https://{host}:{tls_port}"
 H2C_TARGET = "http://{host}:{h2c_port}"
+# Spec §16: gRPC calls go where the server serves them, its h2c/TLS ports or its gRPC
+# server's own (the executor binds both names); the engine puts the method's path.
+GRPC_TARGET = "http://{host}:{grpc_port}"
+GRPC_TLS_TARGET = "https://{host}:{grpc_tls_port}"
 # The engine trusts only the run's CA; the executor binds the file it made for the server.
 TLS_CA = "{tls_ca}"
 # How an engine plan asks for HTTP/2 (`--h2`): the probe of serverlab.run.execution.engine
@@ -256,6 +260,8 @@ def _target(p: dict[str, Any]) -> str:
         if p.get("syslog_transport") == SYSLOG_TLS:
             return SYSLOG_TLS_TARGET
         return SYSLOG_TARGET.format(transport=p.get("syslog_transport", "tcp"))
+    if p["behaviour"].startswith("grpc-"):
+        return GRPC_TLS_TARGET if p.get("transport") == "h2" else GRPC_TARGET
     path = p.get("path") or BEHAVIOURS.get(p["behaviour"]) or "/"
     base = {CLEAR: HTTP_TARGET, "h2c": H2C_TARGET}.get(p.get("transport", CLEAR), HTTPS_TARGET)
     # The target is a template: a brace of the suite's own path stays a brace.
