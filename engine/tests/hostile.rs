@@ -300,3 +300,21 @@ fn connects_still_waiting_at_the_end_are_timeouts() {
         );
     }
 }
+
+/// An attack's text summary states what it cost the client (the amplification's other
+/// side): idle connections are answered by nothing, so their cost is the one figure.
+#[test]
+fn an_attacks_text_summary_states_what_it_cost_the_client() {
+    let server = serve(|mut stream, _| async move {
+        let _ = read_request(&mut stream).await;
+    });
+    let s = common::run_plan(json!({
+        "target": server.url("/perf"), "behaviour": {"kind": "idle"},
+        "connections": 3, "duration_s": 0.5}));
+    let text = s.human();
+    assert!(
+        text.contains("Client cost: 3 connection(s) and 0 HTTP/2 stream(s) opened, 0B written"),
+        "{text}"
+    );
+    assert!(!text.starts_with("NO ANSWER"), "{text}");
+}

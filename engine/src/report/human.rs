@@ -114,13 +114,30 @@ impl Summary {
                 serde_json::to_string(&self.errors).unwrap_or_default()
             );
         }
-        if self.events.received > 0 || self.events.longpoll_timeout_answers > 0 {
+        out += &self.human_client_cost();
+        let pinged = self.events.pings > 0 || self.events.pongs > 0;
+        if self.events.received > 0 || self.events.longpoll_timeout_answers > 0 || pinged {
             out += &format!(
                 "  Events: {}\n",
                 serde_json::to_string(&self.events).unwrap_or_default()
             );
         }
         out
+    }
+
+    /// What an attack cost the client, the other side of its amplification: connections,
+    /// HTTP/2 streams and bytes written (an attack is judged by what it spends, not answers).
+    fn human_client_cost(&self) -> String {
+        let t = &self.traffic;
+        if !self.plan.behaviour.kind().is_attack() && t.streams_opened == 0 {
+            return String::new();
+        }
+        format!(
+            "  Client cost: {} connection(s) and {} HTTP/2 stream(s) opened, {} written\n",
+            t.connections_opened,
+            t.streams_opened,
+            fmt_bytes(t.bytes_written)
+        )
     }
 
     /// Rates, the loop's reading delay and the generator's CPU.
