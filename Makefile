@@ -9,7 +9,7 @@ SERVERLAB := $(VENV)/bin/serverlab
 # Debian packages the project itself needs (contestants list theirs in their manifests).
 DEBIAN_PACKAGES := util-linux iproute2 e2fsprogs sqlite3 chromium wrk apache2-utils nghttp2-client httperf nginx-light openssl
 # Peers only the benchmarks run (Tsung pulls in Erlang): installed by `make bench`, not by tests.
-BENCH_PACKAGES := tsung curl
+BENCH_PACKAGES := tsung curl slowhttptest
 
 .PHONY: all build deps venv engine delayline contestants test test-python test-engine test-contestants verify lint demo demo-lab bench soak clean
 
@@ -94,6 +94,7 @@ bench: deps engine contestants
 	$(PY) bench/monitor-cost.py
 	$(PY) bench/live-cost.py
 	bench/warm-ratio.sh
+	$(PY) bench/slowloris-vs-slowhttptest.py
 
 # An hour and a half of held push connections (bench/soak.py; not part of `make test`):
 # does memory stay flat? SOAK_MIN=N shortens it to N minutes.
