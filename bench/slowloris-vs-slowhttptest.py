@@ -111,14 +111,16 @@ def run_engine(server: ContestantServer, work: Path) -> dict:
 
 
 def measure(name: str, tool) -> dict:
-    with tempfile.TemporaryDirectory(prefix="serverlab-slowloris-") as folder:
-        with ContestantServer(find(name), cpus=SERVER_CPU) as server:
-            sampler = FdSampler(server_pid(server))
-            sampler.start()
-            result = tool(server, Path(folder))
-            sampler.stop.set()
-            sampler.join()
-            alive = server.process.poll() is None
+    with (
+        tempfile.TemporaryDirectory(prefix="serverlab-slowloris-") as folder,
+        ContestantServer(find(name), cpus=SERVER_CPU) as server,
+    ):
+        sampler = FdSampler(server_pid(server))
+        sampler.start()
+        result = tool(server, Path(folder))
+        sampler.stop.set()
+        sampler.join()
+        alive = server.process.poll() is None
     return {**result, "server_fds": max(sampler.counts, default=0), "alive": alive}
 
 
@@ -138,7 +140,8 @@ def main() -> None:
         sys.exit("slowloris-vs-slowhttptest: slowhttptest is missing (make bench installs it)")
     print(f"load average before: {os.getloadavg()[0]:.2f}; {CONNS} connections, a line every")
     print(f"{INTERVAL} s, {LENGTH} s, probe timeout {PROBE_S} s")
-    print("| server | tool | held (tool) | server fds (max) | probe answered | first down | alive |")
+    columns = ("server", "tool", "held (tool)", "server fds (max)", "probe answered")
+    print("| " + " | ".join((*columns, "first down", "alive")) + " |")
     print("|---|---|---|---|---|---|---|")
     for name in SERVERS:
         for tool, run in (("slowhttptest", run_slowhttptest), ("serverlab-load", run_engine)):
