@@ -90,7 +90,6 @@ function subscribe(call) {
   const sub = new GrpcSubscriber(call.request.events, call);
   push.subscribe(sub);
   call.once('cancelled', () => push.unsubscribe(sub));
-  call.once('close', () => push.unsubscribe(sub));
   return undefined;
 }
 
@@ -151,4 +150,4 @@ async function startGrpc(options, hosts) {
   return { grpcPort, grpcTlsPort };
 }
 
-module.exports = { startGrpc, subscribeProblem };
+module.exports = { startGrpc };
