@@ -4,6 +4,8 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('http');
+const http2 = require('http2');
+const net = require('net');
 const grpc = require('@grpc/grpc-js');
 const { HOST, startServer, postJson, stats, waitFor, connectWs, labClient, collect } = require('./harness');
 
@@ -135,6 +137,23 @@ test('a cancelled Subscribe is noticed gone: it leaves the open count and takes 
   assert.equal((await stats(server.port)).events.gone.deliveries, 0);
 });
 
+test('a Subscribe whose client closes its connection is noticed gone', async () => {
+  const before = await grpcStats();
+  const socket = net.connect(server.grpcPort, HOST);
+  const session = http2.connect(`http://${HOST}:${server.grpcPort}`, { createConnection: () => socket });
+  session.on('error', () => {});
+  const stream = session.request({
+    ':method': 'POST', ':path': '/serverlab.v1.Lab/Subscribe', 'content-type': 'application/grpc', te: 'trailers',
+  });
+  stream.on('error', () => {});
+  const request = Buffer.from([0x0a, 4, ...Buffer.from('shut')]); // SubscribeRequest{events: ["shut"]}
+  const prefix = Buffer.from([0, 0, 0, 0, request.length]);
+  stream.end(Buffer.concat([prefix, request]));
+  assert.ok(await waitFor(async () => (await grpcStats()).open === before.open + 1));
+  socket.destroy(); // a FIN, no GOAWAY and no RST_STREAM first
+  assert.ok(await waitFor(async () => (await grpcStats()).open === before.open, 2000));
+});
+
 test('Chat echoes every message in order, and ends OK after the client ends its side', async () => {
   const call = client.Chat();
   const ended = collect(call);
@@ -147,8 +166,9 @@ test('Chat echoes every message in order, and ends OK after the client ends its 
 });
 
 test("a WebSocket publish reaches a Subscribe stream with the publish's data as JSON text", async () => {
+  const before = await grpcStats();
   const stream = collect(client.Subscribe({ events: ['room'] }), (messages) => messages.length === 1);
-  assert.ok(await waitFor(async () => (await grpcStats()).open === 1));
+  assert.ok(await waitFor(async () => (await grpcStats()).open === before.open + 1));
   const publisher = await connectWs(server.port);
   publisher.sendJson({ type: 'publish', event: 'room', data: { n: 1 } });
   const published = await publisher.next();
