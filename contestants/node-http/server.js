@@ -32,6 +32,8 @@ function parseOptions(argv) {
       'tls-key': { type: 'string' },
       'h2c-port': { type: 'string' },
       'syslog-tls-port': { type: 'string' },
+      'grpc-port': { type: 'string' },
+      'grpc-tls-port': { type: 'string' },
     },
   });
   const port = Number(values.port);
@@ -43,16 +45,22 @@ function parseOptions(argv) {
   const tlsPort = optionalPort('tls-port');
   const h2cPort = optionalPort('h2c-port');
   const syslogTlsPort = optionalPort('syslog-tls-port');
+  const grpcPort = optionalPort('grpc-port');
+  const grpcTlsPort = optionalPort('grpc-tls-port');
+  const ports = [port, syslogPort, tlsPort, h2cPort, syslogTlsPort, grpcPort, grpcTlsPort];
   const validPort = (p) => p === null || (Number.isInteger(p) && p >= 0 && p <= 65535);
-  if (!Number.isInteger(port) || ![port, syslogPort, tlsPort, h2cPort, syslogTlsPort].every(validPort)) {
+  if (!Number.isInteger(port) || !ports.every(validPort)) {
     throw new Error('ports must be integers from 0 to 65535');
   }
   const tlsCert = values['tls-cert'];
   const tlsKey = values['tls-key'];
-  const anyTls = tlsPort !== null || syslogTlsPort !== null;
+  const anyTls = tlsPort !== null || syslogTlsPort !== null || grpcTlsPort !== null;
   if (anyTls !== (tlsCert !== undefined && tlsKey !== undefined)) {
-    throw new Error('--tls-port and --syslog-tls-port need --tls-cert and --tls-key, and they need one');
+    throw new Error(
+      '--tls-port, --syslog-tls-port and --grpc-tls-port need --tls-cert and --tls-key, and they need one',
+    );
   }
+  if (grpcTlsPort !== null && grpcPort === null) throw new Error('--grpc-tls-port needs --grpc-port');
   if (!(Number.isInteger(maxHeaderKb) && maxHeaderKb > 0)) {
     throw new Error('--max-header-kb must be a positive integer');
   }
@@ -71,6 +79,8 @@ function parseOptions(argv) {
     tlsPort,
     h2cPort,
     syslogTlsPort,
+    grpcPort,
+    grpcTlsPort,
     tlsCert,
     tlsKey,
     docroot,

@@ -82,19 +82,27 @@ async function listenAll(options, serverName) {
       syslogTlsPort = (await startSyslogTls(syslogTlsPort, host, tlsOptions(options))).address().port;
     }
   }
-  return { port, syslogPort, tlsPort, h2cPort, syslogTlsPort };
+  // Loaded only where gRPC is served: a cluster's primary, which requires this module too,
+  // serves none.
+  const grpc = options.grpcPort === null ? {} : await require('./grpc').startGrpc(options, addresses(options.host));
+  return { port, syslogPort, tlsPort, h2cPort, syslogTlsPort, ...grpc };
 }
 
-function listeningLine(serverName, options, { port, syslogPort, tlsPort, h2cPort, syslogTlsPort }) {
-  let syslog = syslogPort === null ? '' : `, syslog on ${LOOPBACK}:${syslogPort}`;
-  if (tlsPort !== null && tlsPort !== undefined) syslog += `, tls on ${LOOPBACK}:${tlsPort}`;
-  if (h2cPort !== null && h2cPort !== undefined) syslog += `, h2c on ${LOOPBACK}:${h2cPort}`;
-  if (syslogTlsPort !== null && syslogTlsPort !== undefined) {
-    syslog += `, syslog tls on ${LOOPBACK}:${syslogTlsPort}`;
+function listeningLine(serverName, options, ports) {
+  const { port, syslogPort } = ports;
+  let others = syslogPort === null ? '' : `, syslog on ${LOOPBACK}:${syslogPort}`;
+  for (const [key, what] of [
+    ['tlsPort', 'tls'],
+    ['h2cPort', 'h2c'],
+    ['syslogTlsPort', 'syslog tls'],
+    ['grpcPort', 'grpc'],
+    ['grpcTlsPort', 'grpc tls'],
+  ]) {
+    if (ports[key] !== null && ports[key] !== undefined) others += `, ${what} on ${LOOPBACK}:${ports[key]}`;
   }
   const also = options.host === LOOPBACK ? '' : ` (also on ${options.host})`;
   const workers = options.workers === 1 ? '' : `, ${options.workers} workers`;
-  return `${serverName} listening on ${LOOPBACK}:${port}${syslog}${also}${workers}\n`;
+  return `${serverName} listening on ${LOOPBACK}:${port}${others}${also}${workers}\n`;
 }
 
 // --host takes an address, not a name: what a server binds must be exactly what it was given.

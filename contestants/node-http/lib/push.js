@@ -1,6 +1,7 @@
 'use strict';
 // The seed 004 Request Manager (spec §6) of one event loop: each subscriber (a long poll or
-// comet stream here, an SSE stream in sse.js, a WebSocket in websocket.js) is held in
+// comet stream here, an SSE stream in sse.js, a WebSocket in websocket.js, a gRPC Subscribe
+// stream in grpc.js) is held in
 // per-event sets, and each emit cycle (numbered by an emitter, events.js) is delivered to
 // them here.
 
@@ -49,6 +50,13 @@ class Subscriber {
       return false;
     }
     return true;
+  }
+
+  // One emit cycle's delivery, `sent` taken by the caller immediately before this write:
+  // the JSON of spec §6 for every transport but gRPC, which sends the cycle's fields.
+  deliverCycle(cycle, place, sent) {
+    const head = eventJson(cycle.nameJson, cycle.seq, cycle.created, sent, cycle.total, place, cycle.dataJson);
+    this.deliver(head + this.envelopeTail(sent), cycle.name, cycle.seq);
   }
 
   deliver(json) {
@@ -167,13 +175,13 @@ function deliverCycle(name, seq, created, dataJson) {
   log.record(seq, created, dataJson);
   const snapshot = [...(topics.get(name) || [])];
   const total = snapshot.length;
+  const cycle = { name, nameJson: log.nameJson, seq, created, total, dataJson };
   let lastSent = created;
   for (let i = 0; i < total; i++) {
     const sub = snapshot[i];
     if (!canDeliver(sub)) continue;
     lastSent = Date.now();
-    const head = eventJson(log.nameJson, seq, created, lastSent, total, i + 1, dataJson);
-    sub.deliver(head + sub.envelopeTail(lastSent), name, seq);
+    sub.deliverCycle(cycle, i + 1, lastSent);
     log.deliveries++;
   }
   return { total, lastSent };

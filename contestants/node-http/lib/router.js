@@ -81,4 +81,4 @@ function createRequestHandler({ serverName, docroot }) {
   return { onRequest, onUnsupportedExpectation };
 }
 
-module.exports = { createRequestHandler };
+module.exports = { createRequestHandler, PERF_BODY };

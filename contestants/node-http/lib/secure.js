@@ -63,4 +63,4 @@ function createH2cServer(handlers) {
   return quietSessions(server);
 }
 
-module.exports = { createTlsServer, createH2cServer, tlsOptions };
+module.exports = { AEAD_CIPHERS, createTlsServer, createH2cServer, tlsOptions };

@@ -11,7 +11,7 @@ const counters = {
   connectionsTotal: 0,
   requestsTotal: 0,
   openSubscribers: 0, // every transport: connections.start/finish of deliveries
-  open: { longpoll: 0, comet: 0, sse: 0, websocket: 0 },
+  open: { longpoll: 0, comet: 0, sse: 0, websocket: 0, grpc: 0 },
   responsesTotal: 0,
   responsesPush: 0,
   responsesTimeouts: 0,
@@ -25,6 +25,8 @@ const counters = {
   syslogMsgBytes: 0,
   sse: { total: 0, deliveries: 0, replayed: 0, gaps: 0, heartbeats: 0, timeouts: 0 },
   ws: { open: 0, total: 0, deliveries: 0, echoes: 0, publishes: 0 },
+  // `calls` is grpc-js's own count, read when asked (grpc.js); `deliveries` counted here.
+  grpc: { calls: 0, deliveries: 0 },
 };
 
 function trackConnections(server) {
@@ -44,7 +46,8 @@ function snapshot(serverName, events, counts = counters, startedAt = counters.st
     uptime_ms: Date.now() - startedAt,
     connections: { open: counts.connectionsOpen, total: counts.connectionsTotal },
     requests: {
-      total: counts.requestsTotal,
+      // A gRPC call is an HTTP/2 request (spec §5).
+      total: counts.requestsTotal + counts.grpc.calls,
       open_push: counts.open.longpoll + counts.open.comet,
     },
     responses: {
@@ -66,6 +69,7 @@ function snapshot(serverName, events, counts = counters, startedAt = counters.st
     },
     sse: { open: counts.open.sse, ...counts.sse },
     websocket: { ...counts.ws, subscribers: counts.open.websocket },
+    grpc: { calls: counts.grpc.calls, open: counts.open.grpc, deliveries: counts.grpc.deliveries },
   };
 }
 

@@ -5,12 +5,12 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
-const { startServer, request, postJson, stats, sleep, waitFor, connectWs, readSse, fields } =
+const { startServer, request, postJson, stats, sleep, waitFor, connectWs, readSse, fields, labClient, collect } =
   require('./harness');
 
 let server;
 before(async () => {
-  server = await startServer(['--workers', '2']);
+  server = await startServer(['--workers', '2', '--grpc-port', '0']);
 });
 after(() => server.stop());
 
@@ -19,6 +19,7 @@ const OPEN = {
   push: (s) => s.requests.open_push,
   sse: (s) => s.sse.open,
   websocket: (s) => s.websocket.subscribers,
+  grpc: (s) => s.grpc.open,
 };
 
 // Waits until /stats shows `count` more open subscribers of `kind`, on both workers.
@@ -132,6 +133,23 @@ test('SSE streams on both workers get every publish once, in order', async () =>
     assert.deepEqual(data.map((e) => e.seq), seqs);
     assert.deepEqual(data.map((e) => e.data), [...Array(20).keys()]);
   }
+});
+
+test("gRPC Subscribe streams on both workers get one cycle's seq, each worker its share", async () => {
+  const before = await stats(server.port);
+  const clients = [...Array(4)].map(() => labClient(server.grpcPort));
+  const streams = clients.map((client) =>
+    collect(client.Subscribe({ events: ['gw'] }), (messages) => messages.length === 1));
+  await waitForSubscribers('grpc', 4, before);
+  await postJson(server.port, '/event/set', { name: 'gw', interval_ms: 100 });
+  const got = (await Promise.all(streams)).map(({ messages }) => messages[0]);
+  await postJson(server.port, '/event/clear', { name: 'gw' });
+  for (const client of clients) client.close();
+  assert.equal(new Set(got.map((d) => `${d.seq} ${d.created}`)).size, 1);
+  assertSharesPerWorker(got, 4);
+  const after = await stats(server.port);
+  assert.ok(after.grpc.deliveries >= before.grpc.deliveries + 4);
+  assert.equal(after.grpc.calls, before.grpc.calls + 4);
 });
 
 test('a reconnect to either worker replays from the same buffer; an id ahead gets a gap', async () => {

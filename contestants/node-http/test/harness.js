@@ -8,10 +8,13 @@ const net = require('net');
 const os = require('os');
 const path = require('path');
 const { WebSocket } = require('ws');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
 
 const HOST = '127.0.0.1';
 const SERVER = path.join(__dirname, '..', 'server.js');
-const LISTENING = /listening on 127\.0\.0\.1:(\d+), syslog on 127\.0\.0\.1:(\d+)/;
+const LISTENING = /listening on 127\.0\.0\.1:(\d+), syslog on 127\.0\.0\.1:(\d+).*\n/;
+const GRPC_LISTENING = /, grpc on 127\.0\.0\.1:(\d+)/;
 
 // args: more options, such as ['--workers', '2'] or ['--host', '127.0.0.2'].
 async function startServer(args = []) {
@@ -27,7 +30,9 @@ async function startServer(args = []) {
     child.stderr.on('data', (chunk) => {
       stderr += chunk;
       const match = LISTENING.exec(stderr);
-      if (match) resolve({ port: Number(match[1]), syslogPort: Number(match[2]) });
+      if (!match) return;
+      const grpc = GRPC_LISTENING.exec(match[0]);
+      resolve({ port: Number(match[1]), syslogPort: Number(match[2]), grpcPort: grpc && Number(grpc[1]) });
     });
     child.once('exit', (code) => {
       fs.rmSync(docroot, { recursive: true, force: true });
@@ -142,6 +147,32 @@ function fields(message) {
   return out;
 }
 
+// A grpc-js client of serverlab.v1.Lab (the committed .proto) on its own connection: grpc-js
+// shares one connection among clients of the same address unless told not to.
+const PROTO = path.join(__dirname, '..', '..', '..', 'spec', 'grpc', 'serverlab.proto');
+const LOADER = { keepCase: true, longs: Number, bytes: Buffer, defaults: false, arrays: true };
+const { Lab } = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, LOADER)).serverlab.v1;
+
+function labClient(port) {
+  return new Lab(`${HOST}:${port}`, grpc.credentials.createInsecure(), {
+    'grpc.use_local_subchannel_pool': 1,
+  });
+}
+
+// Reads a server stream until it ends, or until(messages) says enough and cancels it;
+// resolves with its messages and the status it ended with.
+function collect(call, until = () => false) {
+  const messages = [];
+  return new Promise((resolve) => {
+    call.on('data', (message) => {
+      messages.push(message);
+      if (until(messages)) call.cancel();
+    });
+    call.on('error', (error) => resolve({ messages, code: error.code, details: error.details }));
+    call.on('end', () => resolve({ messages, code: grpc.status.OK }));
+  });
+}
+
 const stats = async (port, host = HOST) => (await request(port, 'GET', '/stats', { host })).json();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -168,4 +199,6 @@ module.exports = {
   connectWs,
   readSse,
   fields,
+  labClient,
+  collect,
 };
