@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "live_server"
+require "English"
 $LOAD_PATH.unshift(File.expand_path("../build", __dir__))
 require "grpc"
 require "serverlab_services_pb"
@@ -141,6 +142,18 @@ class GrpcTest < Minitest::Test
     operation.cancel
     assert eventually(2) { stats.dig("grpc", "open") == base }, "the cancelled stream is still open"
     reader.join(5)
+  end
+
+  def test_a_taken_grpc_port_stops_the_start_with_one_line
+    taken = TCPServer.new("127.0.0.1", 0)
+    port = TCPServer.new("127.0.0.1", 0).then { |probe| probe.addr[1].tap { probe.close } }
+    output = IO.popen(["ruby", File.join(LiveServer::ROOT, "server.rb"), "--port", port.to_s,
+                       "--grpc-port", taken.addr[1].to_s], err: %i[child out], &:read)
+    refute $CHILD_STATUS.success?
+    assert_equal "server.rb: gRPC cannot listen on 127.0.0.1:#{taken.addr[1]} (the C core's log line above says why)",
+                 output.lines.last.chomp
+  ensure
+    taken&.close
   end
 
   def test_chat_echoes_each_message_before_the_next_is_sent_and_ends_ok

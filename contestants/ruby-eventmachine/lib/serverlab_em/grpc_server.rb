@@ -132,8 +132,10 @@ module ServerlabEM
     # ruby-grpc's RpcServer, counting every call (/stats grpc.calls) and
     # naming the method it does not have.
     class GrpcServer < GRPC::RpcServer
+      # The C core listens with SO_REUSEPORT unless told not to, which would
+      # let a second server share a taken port instead of failing its start.
       def initialize(stats, threads)
-        super(pool_size: threads)
+        super(pool_size: threads, server_args: { "grpc.so_reuseport" => 0 })
         @stats = stats
       end
 
@@ -178,12 +180,14 @@ module ServerlabEM
 
     def add_ports(server, address, options)
       host = IPAddr.new(address).ipv6? ? "[#{address}]" : address
-      server.add_http2_port("#{host}:#{options[:grpc_port]}", :this_port_is_insecure)
-      return unless options[:grpc_tls_port]
+      listen(server, host, options[:grpc_port], :this_port_is_insecure)
+      listen(server, host, options[:grpc_tls_port], credentials(options)) if options[:grpc_tls_port]
+    end
 
-      server.add_http2_port("#{host}:#{options[:grpc_tls_port]}", credentials(options))
-    rescue RuntimeError => e
-      abort("server.rb: gRPC on #{address}: #{e.message}")
+    def listen(server, host, port, credentials)
+      server.add_http2_port("#{host}:#{port}", credentials)
+    rescue RuntimeError
+      abort("server.rb: gRPC cannot listen on #{host}:#{port} (the C core's log line above says why)")
     end
 
     # The run's certificate and key (spec §12); the C core answers ALPN h2.
