@@ -105,7 +105,9 @@ def run_engine(server: ContestantServer, work: Path) -> dict:
     intervals = [line for line in lines if line.get("type") == "interval"]
     if not intervals:
         sys.exit(f"slowloris-vs-slowhttptest: the engine wrote no interval line: {done.stderr}")
-    available = [line["groups"]["probe"].get("ok", 0) > 0 for line in intervals]
+    # A second is down when a probe failed in it (slowhttptest judges each probe the same
+    # way): counting answers per second instead would alias a 1/s probe with 1 s lines.
+    available = [sum(line["groups"]["probe"]["errors"].values()) == 0 for line in intervals]
     held = [line["groups"]["slow"].get("open_connections", 0) for line in intervals]
     return {"held": max(held, default=0), "available": available, "settled_s": 1}
 

@@ -11,7 +11,7 @@ from conftest import TESTS, run_check, write_manifest
 from serverlab.conformance.checks import grpcwire
 from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
-from serverlab.contestant.manifest import find
+from serverlab.contestant.manifest import Manifest, discover, find
 from serverlab.contestant.server import ContestantServer
 from serverlab.run.execution import executor
 from serverlab.run.execution.engine import engine_binary
@@ -68,15 +68,16 @@ def grpc_dir(contestants_dir):
     return contestants_dir
 
 
-def test_go_nethttp_passes_every_grpc_case_over_h2c_and_tls():
-    report = verify_contestant(find("go-nethttp"), pattern="grpc.*")
-    failed = [(r.case_id, r.status, r.reason) for r in report.results if r.status != PASS]
-    assert report.results and not failed and not report.error
+GRPC_CONTESTANTS = sorted(
+    entry.name for entry in discover() if isinstance(entry, Manifest) and "grpc" in entry.implements
+)
 
 
-def test_node_http_passes_every_grpc_case_on_grpc_js_own_cleartext_and_tls_ports():
-    report = verify_contestant(find("node-http"), pattern="grpc.*")
+@pytest.mark.parametrize("name", GRPC_CONTESTANTS)
+def test_each_contestant_that_claims_grpc_passes_every_grpc_case_where_it_serves_it(name):
+    report = verify_contestant(find(name), pattern="grpc.*")
     failed = [(r.case_id, r.status, r.reason) for r in report.results if r.status != PASS]
+    # A TLS case is checked wherever the contestant serves gRPC over TLS: every one does.
     unchecked = [r.case_id for r in report.results if "nothing to check" in r.observed]
     assert len(report.results) == 16 and not failed and not unchecked and not report.error
 

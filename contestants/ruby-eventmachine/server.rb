@@ -3,7 +3,8 @@
 
 # serverlab contestant ruby-eventmachine: one EventMachine reactor serving
 # HTTP/1.1 (with SSE and WebSocket) and syslog (TCP and UDP) on 127.0.0.1,
-# and on a second address when --host names one.
+# and on a second address when --host names one; with --grpc-port, Debian's
+# ruby-grpc server beside it in the same process, on threads of its own.
 
 require "ipaddr"
 require "optparse"
@@ -17,7 +18,8 @@ LOOPBACK = "127.0.0.1"
 LISTEN_BACKLOG = 4096
 
 def parse_options(argv)
-  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK, syslog_mode: "count" }
+  options = { name: "ruby-eventmachine", chunk_size: 65_536, yjit: "off", host: LOOPBACK, syslog_mode: "count",
+              grpc_threads: 200 }
   OptionParser.new do |parser|
     parser.banner = "usage: server.rb --port N [--syslog-port N] [--syslog-mode count|parse] [--host ADDRESS] [--docroot DIR] [--chunk-size BYTES] [--signals-file PATH]"
     parser.on("--port N", Integer, "HTTP port") { |v| options[:port] = v }
@@ -37,6 +39,11 @@ def parse_options(argv)
     parser.on("--tls-cert PATH", "server certificate, PEM") { |v| options[:tls_cert] = v }
     parser.on("--tls-key PATH", "its private key, PEM") { |v| options[:tls_key] = v }
     parser.on("--syslog-tls-port N", Integer, "RFC 5425 syslog over TLS port") { |v| options[:syslog_tls_port] = v }
+    parser.on("--grpc-port N", Integer, "gRPC port, prior knowledge (ruby-grpc)") { |v| options[:grpc_port] = v }
+    parser.on("--grpc-tls-port N", Integer, "gRPC over TLS port (ALPN h2)") { |v| options[:grpc_tls_port] = v }
+    parser.on("--grpc-threads N", Integer, "ruby-grpc's thread pool: one per call in progress") do |v|
+      options[:grpc_threads] = v
+    end
     parser.on("--version", "print runtime and library versions") { options[:version] = true }
   end.parse!(argv)
   options
@@ -48,7 +55,14 @@ def versions
   require "thin/version"
   "ruby #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} eventmachine #{EM::VERSION} thin_parser #{Thin::VERSION::STRING} " \
     "websocket-driver #{Gem::Specification.find_by_name('websocket-driver').version} json #{JSON::VERSION} " \
-    "openssl #{OpenSSL::VERSION} (#{OpenSSL::OPENSSL_LIBRARY_VERSION})"
+    "openssl #{OpenSSL::VERSION} (#{OpenSSL::OPENSSL_LIBRARY_VERSION})#{grpc_versions}"
+end
+
+def grpc_versions
+  require "grpc"
+  " grpc #{GRPC::VERSION} google-protobuf #{Gem::Specification.find_by_name('google-protobuf').version}"
+rescue LoadError, Gem::MissingSpecError
+  " (no grpc)"
 end
 
 # Long-poll and comet runs hold tens of thousands of sockets; take every
@@ -74,15 +88,21 @@ def validate!(options)
   docroot = options[:docroot]
   abort("server.rb: docroot #{docroot} is not a directory") if docroot && !File.directory?(docroot)
   validate_tls!(options)
+  validate_grpc!(options)
+end
+
+def validate_grpc!(options)
+  abort("server.rb: --grpc-tls-port needs --grpc-port") if options[:grpc_tls_port] && !options[:grpc_port]
+  abort("server.rb: --grpc-threads must be positive") unless options[:grpc_threads].positive?
 end
 
 # A missing or unreadable key or certificate is refused here, before listening.
 def validate_tls!(options)
-  return unless options[:tls_port] || options[:syslog_tls_port]
+  return unless options[:tls_port] || options[:syslog_tls_port] || options[:grpc_tls_port]
 
   %i[tls_cert tls_key].each do |key|
     flag = "--#{key.to_s.tr('_', '-')}"
-    abort("server.rb: --tls-port or --syslog-tls-port needs #{flag}") unless options[key]
+    abort("server.rb: --tls-port, --syslog-tls-port or --grpc-tls-port needs #{flag}") unless options[key]
     abort("server.rb: #{flag} #{options[key]} is not a readable file") unless File.file?(options[key]) && File.readable?(options[key])
   end
 end
@@ -150,17 +170,23 @@ def run(options)
   raise_descriptor_limit
   app = ServerlabEM::App.new(name: options[:name], docroot: options[:docroot], chunk_size: options[:chunk_size])
   contexts = tls_contexts(options)
+  require_relative "lib/serverlab_em/grpc_server" if options[:grpc_port]
   EM.epoll
   EM.set_max_timers(1_000_000)
+  grpc = nil
   EM.run do
     %w[TERM INT].each { |signal| Signal.trap(signal) { EM.stop } }
     addresses(options).each { |address| serve(app, options, address, contexts) }
+    # Started once the reactor runs: its calls join the push hub through it.
+    grpc = ServerlabEM::Grpc.start(app, options, addresses(options)) if options[:grpc_port]
     ServerlabEM::RuntimeSignals.start(options[:signals_file]) if options[:signals_file]
     # Installed only once listening, so a taken port still fails the start.
     # From here on a bug in a timer callback (emitter, long-poll timeout) is
     # reported and the reactor goes on serving everyone else.
     EM.error_handler { |error| ServerlabEM.report_bug(error) }
   end
+  # The C core asserts at exit if its server is still running: stop it first.
+  grpc&.stop
 end
 
 ORIGINAL_ARGV = ARGV.dup.freeze

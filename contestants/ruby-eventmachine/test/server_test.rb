@@ -118,7 +118,7 @@ class ServerTest < Minitest::Test
     assert_equal stamp["server"] - 1000, stamp["offset_ms"]
     assert_equal "400", http { |client| client.get("/timestamp?client=abc") }.code
     snapshot = stats
-    assert_equal %w[connections events requests responses server spec_version sse syslog uptime_ms websocket], snapshot.keys.sort
+    assert_equal %w[connections events grpc requests responses server spec_version sse syslog uptime_ms websocket], snapshot.keys.sort
     assert_operator snapshot.dig("connections", "open"), :>=, 1
   end
 end

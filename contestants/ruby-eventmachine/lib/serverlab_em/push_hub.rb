@@ -6,7 +6,8 @@ require "json"
 module ServerlabEM
   # The seed 004 Event Manager and Request Manager: named emitters on reactor
   # timers, and the subscribers of every transport (long poll, comet, SSE,
-  # WebSocket) to each name in arrival order, so one snapshot spans them all.
+  # WebSocket, gRPC Subscribe) to each name in arrival order, so one snapshot
+  # spans them all.
   class PushHub
     # Emit cycles kept per event for SSE replay (spec §10): exactly the newest 64.
     REPLAY_BUFFER = 64
@@ -61,8 +62,10 @@ module ServerlabEM
 
     # One emit cycle: snapshot the subscribers, deliver to each in order,
     # skipping the ones gone since. Each delivery is stamped, made and
-    # written to its socket in one step (spec §6); the cycle's emit duration
-    # runs to the last `sent`. Returns [seq, snapshot size].
+    # written to its socket in one step (spec §6), but a gRPC stream's, which
+    # is queued for its call's thread to stamp and send (GrpcSubscription);
+    # the cycle's emit duration runs to the last `sent`, whichever thread
+    # takes it. Returns [seq, snapshot size].
     def emit(emitter, data_json = nil)
       created = Clock.now_ms
       seq = emitter.next_seq(created, data_json)
@@ -73,12 +76,14 @@ module ServerlabEM
       snapshot.each_with_index do |subscriber, index|
         next unless subscriber.deliverable?
 
+        delivered += 1
+        next subscriber.enqueue(emitter, seq, created, total, index + 1, data_json) if subscriber.queued?
+
         last_sent = Clock.now_ms
         event = EventJson.live(emitter, seq, created, last_sent, total, index + 1, data_json)
         subscriber.deliver(event + subscriber.answer_tail(last_sent, @open_count), emitter.name, seq)
-        delivered += 1
       end
-      emitter.record_cycle(delivered, last_sent - created)
+      emitter.record_cycle(seq, delivered, last_sent - created)
       [seq, total]
     end
 
@@ -152,7 +157,9 @@ module ServerlabEM
     # One named emitter: its timer, its counters for GET /stats and its
     # replay buffer, all kept across clear and set. Cycles are scheduled on a
     # fixed grid (start + k * interval) so they do not drift; a cycle that
-    # overruns is followed at once by the next one.
+    # overruns is followed at once by the next one. Everything runs on the
+    # reactor thread but the emit durations, which a gRPC call's thread
+    # raises too (raise_duration), so they are kept under a lock.
     class Emitter
       attr_reader :name, :name_json, :last_seq
 
@@ -166,6 +173,8 @@ module ServerlabEM
         @emits = 0
         @last_seq = 0
         @deliveries = 0
+        @durations = Mutex.new
+        @cycle_seq = 0
         @last_duration = 0
         @max_duration = 0
         @total_duration = 0
@@ -197,6 +206,10 @@ module ServerlabEM
         @last_seq += 1
         @history << Cycle.new(@last_seq, created, data_json)
         @history.shift if @history.size > REPLAY_BUFFER
+        @durations.synchronize do
+          @cycle_seq = @last_seq
+          @last_duration = 0
+        end
         @last_seq
       end
 
@@ -204,18 +217,30 @@ module ServerlabEM
         @history.select { |cycle| cycle.seq > seq }
       end
 
-      def record_cycle(deliveries, duration_ms)
+      def record_cycle(seq, deliveries, duration_ms)
         @deliveries += deliveries
-        @last_duration = duration_ms
-        @max_duration = duration_ms if duration_ms > @max_duration
-        @total_duration += duration_ms
+        raise_duration(seq, duration_ms)
+      end
+
+      # Cycle seq lasted at least duration_ms (a delivery was stamped then):
+      # raises its emit duration, unless a later cycle has begun.
+      def raise_duration(seq, duration_ms)
+        @durations.synchronize do
+          next unless seq == @cycle_seq && duration_ms > @last_duration
+
+          @total_duration += duration_ms - @last_duration
+          @last_duration = duration_ms
+          @max_duration = duration_ms if duration_ms > @max_duration
+        end
       end
 
       def stats
+        durations = @durations.synchronize do
+          { "last_emit_duration_ms" => @last_duration, "max_emit_duration_ms" => @max_duration,
+            "total_emit_duration_ms" => @total_duration }
+        end
         { "interval_ms" => @interval_ms, "active" => @active, "emits" => @emits,
-          "last_seq" => @last_seq, "deliveries" => @deliveries,
-          "last_emit_duration_ms" => @last_duration, "max_emit_duration_ms" => @max_duration,
-          "total_emit_duration_ms" => @total_duration }
+          "last_seq" => @last_seq, "deliveries" => @deliveries, **durations }
       end
 
       private

@@ -2,7 +2,7 @@
 
 module ServerlabEM
   # What every push subscriber shares, whatever its transport (long poll,
-  # comet, SSE stream, WebSocket): its event names, the envelope of its
+  # comet, SSE stream, WebSocket, gRPC Subscribe): its event names, the envelope of its
   # deliveries (spec §6), and joining and leaving the hub's lists.
   class Subscriber
     # A stream reader this far behind is disconnected rather than buffered
@@ -12,8 +12,8 @@ module ServerlabEM
     attr_reader :names, :kind
     attr_accessor :start_count
 
-    # kind: :push (long poll and comet), :sse or :websocket, the open count
-    # of /stats it is counted in.
+    # kind: :push (long poll and comet), :sse, :websocket or :grpc, the open
+    # count of /stats it is counted in.
     def initialize(app, connection, kind, names, request_json)
       @app = app
       @connection = connection
@@ -31,6 +31,12 @@ module ServerlabEM
       %("request":#{@request_json},) +
         %("timings":{"duration":#{sent - @created},"sent":#{sent},"created":#{@created}},) +
         %("connections":{"start":#{@start_count},"finish":#{finish}}})
+    end
+
+    # True for a subscriber whose deliveries another thread stamps and
+    # writes (a gRPC stream): the emit cycle hands it #enqueue, not #deliver.
+    def queued?
+      false
     end
 
     # False once the subscriber is gone; a reader too far behind is made gone
