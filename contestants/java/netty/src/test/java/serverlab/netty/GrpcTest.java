@@ -49,6 +49,8 @@ import serverlab.v1.Serverlab.SubscribeRequest;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class GrpcTest {
     private static final long WAIT_MS = 10_000;
+    /** A loopback address other than 127.0.0.1, as a lab host's own address would be. */
+    private static final String HOST = "127.0.0.2";
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private Main.Running server;
@@ -58,7 +60,7 @@ class GrpcTest {
     @BeforeAll
     void startServer(@TempDir Path dir) throws Exception {
         server = Main.start(new Args(new String[] {"--port", "0", "--docroot", dir.toString(), "--threads", "2",
-                "--grpc-port", "0"}));
+                "--host", HOST, "--grpc-port", "0"}));
         channel = NettyChannelBuilder.forAddress("127.0.0.1", server.grpcPort()).usePlaintext().build();
     }
 
@@ -81,6 +83,18 @@ class GrpcTest {
         assertTrue(after.at("/grpc/calls").asLong() >= before.at("/grpc/calls").asLong() + 1);
         // This /stats request and the call at least.
         assertTrue(after.at("/requests/total").asLong() >= before.at("/requests/total").asLong() + 2);
+    }
+
+    @Test
+    void theGrpcPortListensOnTheHostAddressToo() throws InterruptedException {
+        ManagedChannel host = NettyChannelBuilder.forAddress(HOST, server.grpcPort()).usePlaintext().build();
+        try {
+            PerfReply reply = LabGrpc.newBlockingStub(host).withDeadlineAfter(WAIT_MS, TimeUnit.MILLISECONDS)
+                    .perf(PerfRequest.getDefaultInstance());
+            assertArrayEquals(Perf.body(), reply.getBody().toByteArray());
+        } finally {
+            host.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+        }
     }
 
     @Test
