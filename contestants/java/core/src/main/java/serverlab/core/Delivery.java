@@ -49,6 +49,21 @@ public final class Delivery {
     }
 
     /**
+     * The delivery's fields with {@code sent} taken now, for a transport that encodes them
+     * itself (a gRPC {@code Delivery}, spec §16): call it right before writing, once, as
+     * {@link #body()}. {@code dataJson} is a publish's data, null for a timed emit.
+     */
+    public Stamped stamped() {
+        long sent = cycle.stamp();
+        EventChannel.Cycle c = cycle.cycle;
+        return new Stamped(event, c.seq(), c.created(), sent, total, place, c.dataJson());
+    }
+
+    /** See {@link #stamped()}. */
+    public record Stamped(String event, long seq, long created, long sent, int total, int place, String dataJson) {
+    }
+
+    /**
      * One emit cycle as its deliveries see it while they are written: the latest {@code sent}
      * so far ({@code created} before the first), which each new later stamp raises, and the
      * channel whose emit durations follow it.

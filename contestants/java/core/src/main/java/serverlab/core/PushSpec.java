@@ -64,6 +64,19 @@ public final class PushSpec {
         return List.copyOf(names);
     }
 
+    /**
+     * A gRPC {@code Subscribe} request's events (spec §16): 1 to 16 distinct names of the
+     * event-name pattern; anything else is a 400, which the gRPC server answers INVALID_ARGUMENT.
+     */
+    public static PushSpec grpc(List<String> names) {
+        for (String name : names) {
+            EventName.require(name);
+        }
+        List<String> events = distinctNames(names);
+        return new PushSpec(Transport.GRPC, events, null, Json.MAPPER.createObjectNode()
+                .set("events", Json.MAPPER.valueToTree(events)).toString());
+    }
+
     public Transport transport() {
         return transport;
     }

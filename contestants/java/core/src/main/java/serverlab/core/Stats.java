@@ -35,6 +35,8 @@ public final class Stats {
     private final LongAdder webSocketDeliveries = new LongAdder();
     private final LongAdder webSocketEchoes = new LongAdder();
     private final LongAdder webSocketPublishes = new LongAdder();
+    private final LongAdder grpcCalls = new LongAdder();
+    private final LongAdder grpcDeliveries = new LongAdder();
     /** Spec §7.1: set on a syslog-parse server, whose /stats then shows its mode and parse counts. */
     private volatile SyslogParsing syslogParsing;
     private volatile LongSupplier openConnections = () -> connectionsTotal.sum() - connectionsClosed.sum();
@@ -73,6 +75,7 @@ public final class Stats {
         switch (transport) {
             case SSE -> sseDeliveries.increment();
             case WEBSOCKET -> webSocketDeliveries.increment();
+            case GRPC -> grpcDeliveries.increment();
             default -> pushResponses.increment();
         }
     }
@@ -120,6 +123,12 @@ public final class Stats {
         webSocketPublishes.increment();
     }
 
+    /** A gRPC call started (spec §16), whatever its method; it is an HTTP/2 request too. */
+    public void grpcCall() {
+        grpcCalls.increment();
+        requests.increment();
+    }
+
     public void syslogMessage(int length) {
         syslogReceived.increment();
         syslogBytes.add(length);
@@ -162,6 +171,9 @@ public final class Stats {
         doc.put("websocket", Map.of("open", webSocketsOpen.sum(), "total", webSocketsTotal.sum(),
                 "subscribers", open.applyAsInt(Transport.WEBSOCKET), "deliveries", webSocketDeliveries.sum(),
                 "echoes", webSocketEchoes.sum(), "publishes", webSocketPublishes.sum()));
+        // Spec §5: required of a grpc server, ignored on the others.
+        doc.put("grpc", Map.of("calls", grpcCalls.sum(), "open", open.applyAsInt(Transport.GRPC),
+                "deliveries", grpcDeliveries.sum()));
         return doc;
     }
 }

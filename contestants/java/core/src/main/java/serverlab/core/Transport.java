@@ -12,5 +12,7 @@ public enum Transport {
     /** {@code GET /sse}: one Server-Sent Events message per delivery. */
     SSE,
     /** A subscribed {@code GET /ws} connection: one text message per delivery. */
-    WEBSOCKET
+    WEBSOCKET,
+    /** A gRPC {@code Subscribe} stream (spec §16): one {@code Delivery} message per delivery. */
+    GRPC
 }

@@ -38,6 +38,18 @@ class PushSpecTest {
     }
 
     @Test
+    void aGrpcSubscribeTakesOneToSixteenDistinctNamesAndRefusesTheRest() {
+        PushSpec spec = PushSpec.grpc(List.of("e1", "b.2"));
+        assertEquals(Transport.GRPC, spec.transport());
+        assertEquals(List.of("e1", "b.2"), spec.events());
+        assertNull(spec.durationMs());
+        List<String> seventeen = "abcdefghijklmnopq".chars().mapToObj(c -> String.valueOf((char) c)).toList();
+        for (List<String> bad : List.of(List.<String>of(), List.of("bad name"), List.of("e1", "e1"), seventeen)) {
+            assertEquals(400, assertThrows(ApiException.class, () -> PushSpec.grpc(bad), bad.toString()).status());
+        }
+    }
+
+    @Test
     void oversizeBodiesAre413() {
         assertEquals(413, assertThrows(ApiException.class, () -> Json.checkDeclaredLength(64 * 1024 + 1)).status());
     }

@@ -101,6 +101,23 @@ class RequestManagerTest {
     }
 
     @Test
+    void aGrpcStreamTakesItsPlaceInTheCycleAndItsDeliveryCountsInGroupGrpc() {
+        List<Delivery.Stamped> stamped = new java.util.ArrayList<>();
+        manager.register(spec("{\"type\":\"comet\",\"events\":[\"g\"]}"), delivery -> true);
+        Subscriber stream = manager.register(PushSpec.grpc(List.of("g")), delivery -> stamped.add(delivery.stamped()));
+        assertEquals(1, group("grpc").get("open"));
+        manager.publish("g", "{\"n\":2}");
+        Delivery.Stamped delivery = stamped.get(0);
+        assertEquals(List.of("g", 1L, 2, 2, "{\"n\":2}"), List.of(delivery.event(), delivery.seq(), delivery.total(),
+                delivery.place(), delivery.dataJson()));
+        assertTrue(delivery.created() > 0 && delivery.created() <= delivery.sent());
+        assertEquals(1L, group("grpc").get("deliveries"));
+        assertEquals(1L, group("responses").get("push"), "the comet line only");
+        manager.abandon(stream);
+        assertEquals(0, group("grpc").get("open"));
+    }
+
+    @Test
     void oneCycleSnapshotsTheSubscribersOfEveryTransport() {
         List<String> order = new java.util.ArrayList<>();
         List<JsonNode> deliveries = new java.util.ArrayList<>();

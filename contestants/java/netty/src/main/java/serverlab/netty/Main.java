@@ -25,17 +25,23 @@ import serverlab.core.Stats;
 import serverlab.core.SyslogParsing;
 
 /**
- * java-netty: Netty NIO event loops, one per core, for HTTP and the syslog listener, on
- * 127.0.0.1 and the {@code --host} address when that is another. (The native epoll
+ * java-netty: Netty NIO event loops, one per core, for HTTP, gRPC (grpc-netty on the same
+ * loops) and the syslog listener, on 127.0.0.1 and the {@code --host} address when that is
+ * another. (The native epoll
  * transport's Linux jars are not served by the registry this project builds from.)
  */
 public final class Main {
     private Main() {
     }
 
-    /** A started server, for tests: its HTTP and syslog TLS ports (0: none), and a way to stop it. */
-    record Running(int port, int syslogTlsPort, EventLoopGroup boss, EventLoopGroup workers) {
+    /**
+     * A started server, for tests: its HTTP, syslog TLS and gRPC ports (0: none), and a way to
+     * stop it.
+     */
+    record Running(int port, int syslogTlsPort, int grpcPort, int grpcTlsPort, GrpcServers grpc,
+            EventLoopGroup boss, EventLoopGroup workers) {
         void stop() {
+            grpc.stop();
             boss.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
             workers.shutdownGracefully(0, 0, TimeUnit.SECONDS).syncUninterruptibly();
         }
@@ -47,7 +53,9 @@ public final class Main {
             Args args = new Args(argv);
             if (args.has("version")) {
                 System.out.println("java " + Runtime.version() + " (" + System.getProperty("java.vm.vendor") + "), netty "
-                        + Version.identify().get("netty-common").artifactVersion() + " (nio), jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION);
+                        + Version.identify().get("netty-common").artifactVersion() + " (nio), grpc-java "
+                        + io.grpc.netty.NettyServerBuilder.class.getPackage().getImplementationVersion() + " (grpc-netty), jackson "
+                        + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION);
                 return;
             }
             running = start(args);
@@ -63,7 +71,8 @@ public final class Main {
     /** Binds every listen address; {@code --port 0} takes a free port, the same on all of them. */
     static Running start(Args args) throws IOException, InterruptedException {
         Stats stats = new Stats("java-netty");
-        ControlApi control = new ControlApi(stats, new RequestManager(stats));
+        RequestManager manager = new RequestManager(stats);
+        ControlApi control = new ControlApi(stats, manager);
         DocRoot docRoot = new DocRoot(Path.of(args.string("docroot", ".")));
         List<String> addresses = ListenAddresses.of(args);
         int loops = args.integer("threads", 0);
@@ -71,6 +80,12 @@ public final class Main {
         EventLoopGroup workers = new NioEventLoopGroup(loops > 0 ? loops : Runtime.getRuntime().availableProcessors());
         // Syslog first: readiness is judged on the HTTP port, so it must open last.
         int syslogTlsPort = syslog(args, boss, workers, addresses, stats);
+        GrpcServers grpc = new GrpcServers(boss, workers, args.integer("backlog", 1024), stats, manager);
+        int grpcPort = args.has("grpc-port") ? grpc.listen(addresses, Integer.parseInt(args.required("grpc-port")), null) : 0;
+        int grpcTlsPort = args.has("grpc-tls-port")
+                ? grpc.listen(addresses, Integer.parseInt(args.required("grpc-tls-port")),
+                        Tls.grpcContext(args.required("tls-cert"), args.required("tls-key")))
+                : 0;
         ConnectionCounter counter = new ConnectionCounter(stats);
         Pipelines pipelines = new Pipelines(control, docRoot);
         // Spec §12-§14: TLS (HTTP/1.1 or h2 by ALPN) and h2c beside the HTTP port, bound
@@ -88,7 +103,7 @@ public final class Main {
         ServerBootstrap http = bootstrap(boss, workers, args, counter,
                 channel -> pipelines.http1(channel.pipeline(), false));
         int port = bindAll(http, addresses, Integer.parseInt(args.required("port")));
-        return new Running(port, syslogTlsPort, boss, workers);
+        return new Running(port, syslogTlsPort, grpcPort, grpcTlsPort, grpc, boss, workers);
     }
 
     /**
