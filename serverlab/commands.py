@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from serverlab.run.plan.live.server import LiveError, LiveServer
 from serverlab.run.plan.planner import plan_tests, suite_key_for
 from serverlab.run.plan.progress import Fanout, Progress
 from serverlab.run.plan.runner import RunOutcome, Session, run_suite
-from serverlab.run.plan.suite.file import Suite, SuiteError
+from serverlab.run.plan.suite.file import GROUP_KEY, Suite, SuiteError
 from serverlab.run.plan.suite.load import load_suite
 
 console = terminal.console(stderr=True)
@@ -154,6 +155,8 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
             planned.setdefault(json.dumps(bound, sort_keys=True), (plan, bound))
     verdicts = check_plans([bound for _, bound in planned.values()])
     for (plan, _), verdict in zip(planned.values(), verdicts, strict=True):
+        if not verdict.get("ok") and verdict.get("field") == GROUP_KEY:
+            raise _group_refusal(suite, plan, verdict["error"])
         if not verdict.get("ok"):
             key = suite_key_for(verdict.get("field"), plan.params, verdict["error"])
             value = plan.params.get(key)
@@ -161,6 +164,25 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
             raise suite.error(
                 plan.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
             )
+
+
+# The engine's refusal of one group: `groups[NAME]: why`.
+GROUP_REFUSAL = re.compile(r"groups\[([^\]]+)\]: (.*)", re.S)
+
+
+def _group_refusal(suite: Suite, plan: TestPlan, error: str) -> SuiteError:
+    """The engine's refusal of a client group, at the line of the group's key it names (of
+    the keys the group sets, the first the refusal mentions), else at the group's name."""
+    found = GROUP_REFUSAL.match(error)
+    if found is None:  # of the groups as a whole: their number, their names
+        return suite.group_error(
+            plan.scenario, None, GROUP_KEY, f"the engine refuses them: {error}"
+        )
+    name, why = found.groups()
+    group = next((g for g in plan.params.get(GROUP_KEY, ()) if g.get("name") == name), {})
+    key = next((k for k in group if k != "name" and re.search(rf"\b{k}\b", why)), "name")
+    said = f"{key} = {group[key]!r}: " if key != "name" else ""
+    return suite.group_error(plan.scenario, name, key, f"{said}the engine refuses it: {why}")
 
 
 def print_plans(planned: Planned) -> None:

@@ -62,7 +62,7 @@ def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
     """Why this machine's cap cannot hold the test, or None. `engines`: how many engine
     processes share its clients (1 locally, the generators under --ray on the virtual
     lab); None when they run on hosts whose cap is not known here."""
-    clients = int(plan.params.get("clients", 1))
+    clients = planned_clients(plan)
     processes = max(1, int(plan.tunables.get(PROCESSES_TUNABLE, 1)))
     server = _need(clients, processes)
     if server > cap:
@@ -78,6 +78,15 @@ def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
             f"{cap:,} (more generators: --ray lab)"
         )
     return None
+
+
+def planned_clients(plan: TestPlan) -> int:
+    """The connections the test holds at most: every client group's together (their
+    windows may overlap), else the test's clients."""
+    groups = plan.measured.get("groups")
+    if groups:
+        return sum(int(group["connections"]) for group in groups)
+    return int(plan.params.get("clients", 1))
 
 
 def _need(clients: int, processes: int) -> int:
