@@ -31,6 +31,7 @@ from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
+from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
 from serverlab.results.report.sections.glance import at_a_glance
 from serverlab.results.report.sections.history import history_section
@@ -63,6 +64,7 @@ class ScenarioSection:
     pushed: bool = False  # every test of it a push test: its figures are push figures
     tests: list[dict] = field(default_factory=list)
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
+    client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
 
 
 def build_report(
@@ -124,6 +126,9 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
         ],
         "not_run": refused.as_dict(),
         "time_to_steady": time_to_steady(tests),
+        "client_groups": [
+            {"scenario": s.label, **row.as_dict()} for s in sections for row in s.client_groups
+        ],
     }
 
 
@@ -242,6 +247,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 + warmup_chart(f"{anchor}-warmup", group),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
+                client_groups=group_rows(group),
             )
         )
     return sections

@@ -1,0 +1,68 @@
+"""A grouped test run for real (the engine, the reference server, SQLite): each group's
+figures stored apart from the other's and the test's totals, and the report's per-group
+table drawn from them."""
+
+import re
+
+from test_runner import run_in_process, write_suite
+
+from serverlab.results.report.builder import build_report, report_data
+
+# A fixed-rate keep-alive probe over the whole load, beside a closed loop of one request a
+# connection for its middle second: the two differ in every count they have.
+MIXED = """
+[[scenario]]
+name = "mixed"
+behaviour = "keepalive"
+clients = 2
+duration_s = 3
+
+[[scenario.groups]]
+name = "probe"
+pacer = "open"
+rate = 100
+path = "/perf"
+
+[[scenario.groups]]
+name = "fresh"
+behaviour = "new-connection"
+clients = 2
+start_s = 1
+stop_s = 2
+"""
+
+
+def test_two_groups_figures_are_kept_apart_in_the_store_and_the_report(contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    _, (test,), _ = run_in_process(write_suite(tmp_path, MIXED), db)
+    assert test.status == "ok"
+    probe, fresh = test.summary["groups"]["probe"], test.summary["groups"]["fresh"]
+    assert probe["window"] == {"start_s": 0.0, "stop_s": 3.0}
+    assert fresh["window"] == {"start_s": 1.0, "stop_s": 2.0}
+    # The probe's arrivals are its schedule's (100/s for 3 s) on its own two connections;
+    # the other group opened a connection for each of its requests, and many more of them.
+    assert probe["requests"] <= 301 and probe["connections_opened"] == 2
+    assert fresh["connections_opened"] >= fresh["answered"] > probe["requests"]
+    # The test's totals are the groups' added, and each interval line keeps them apart too.
+    assert test.summary["requests"] == probe["requests"] + fresh["requests"]
+    lines = [line.data["groups"] for line in test.intervals]
+    fresh_answers = [line["fresh"]["answered"] for line in lines]
+    # After its stop at most one late answer a connection (engine/README.md, interval line).
+    assert fresh_answers[0] == 0 and fresh_answers[1] > 100 and fresh_answers[2] <= 2
+    assert all(line["probe"]["answered"] > 0 for line in lines)
+
+    rows = report_data(db)["client_groups"]
+    assert [(r["group"], r["window"]) for r in rows] == [
+        ("probe", "0-3 s"),
+        ("fresh", "1-2 s"),
+        ("all groups", f"0-{test.summary['duration_s']:g} s"),
+    ]
+    assert [r["requests"] for r in rows] == [
+        f"{n:,}" for n in (probe["requests"], fresh["requests"], test.summary["requests"])
+    ]
+    assert rows[0]["p99_ms"] == f"{probe['latency_us']['p99'] / 1000:.3g}"
+    assert rows[1]["throughput"] == f"{fresh['answered'] / fresh['duration_s']:,.0f}"
+    html = build_report(db, out_path=tmp_path / "report.html").read_text()
+    table = re.search(r'<table class="client-groups">.*?</table>', html, re.S).group(0)
+    assert table.count("<tr>") == 4  # its head, two groups and the totals
+    assert "over its\n  window" in table
