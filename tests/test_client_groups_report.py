@@ -6,7 +6,15 @@ import re
 
 from test_runner import run_in_process, write_suite
 
+from serverlab.base.paths import REPO_ROOT
+from serverlab.contestant.manifest import find
 from serverlab.results.report.builder import build_report, report_data
+from serverlab.results.store import Store
+from serverlab.run.execution.executor import Environment
+from serverlab.run.host.machine import Pinning
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.runner import Session, run_suite
+from serverlab.run.plan.suite.load import load_suite
 
 # A fixed-rate keep-alive probe over the whole load, beside a closed loop of one request a
 # connection for its middle second: the two differ in every count they have.
@@ -66,3 +74,34 @@ def test_two_groups_figures_are_kept_apart_in_the_store_and_the_report(contestan
     table = re.search(r'<table class="client-groups">.*?</table>', html, re.S).group(0)
     assert table.count("<tr>") == 4  # its head, two groups and the totals
     assert "over its\n  window" in table
+
+
+def test_the_shipped_comet_fanout_suite_keeps_its_probe_apart_from_the_subscribers(
+    contestants_dir, tmp_path
+):
+    """suites/comet-fanout.toml's quick profile, on the reference server, with 50
+    subscribers instead of thousands."""
+    text = (REPO_ROOT / "suites" / "comet-fanout.toml").read_text()
+    text = re.sub(r"(?m)^contestants = .*$", 'contestants = ["reference"]', text)
+    path = tmp_path / "comet-fanout.toml"
+    path.write_text(text.replace("clients = [1000, 5000]", "clients = [50]"))
+    db = tmp_path / "lab.db"
+    suite = load_suite(path, profile="quick")
+    with Store(db) as store:
+        env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+        run_suite(Session(suite, plan_tests(suite, find), store, env))
+        tests = {t.scenario: store.load_details(t) for t in store.tests()}
+    grouped = tests["probe-beside-comet"]
+    assert grouped.status == "ok" and tests["probe-alone"].status == "ok"
+    probe, subscribers = (
+        grouped.summary["groups"]["probe"],
+        grouped.summary["groups"]["subscribers"],
+    )
+    # 500 arrivals a second for 6 s on the probe's 10 connections, no event among them;
+    # the events went to the subscribers, none lost.
+    assert 0 < probe["answered"] <= probe["requests"] <= 3001
+    assert probe["connections_opened"] == 10 and probe["events"]["received"] == 0
+    assert subscribers["events"]["received"] >= 50 * 3 and subscribers["events"]["lost"] == 0
+    rows = report_data(db)["client_groups"]
+    assert [r["group"] for r in rows] == ["subscribers", "probe", "all groups"]
+    assert {r["scenario"] for r in rows} == {"probe-beside-comet"}

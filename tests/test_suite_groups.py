@@ -148,3 +148,21 @@ def test_a_malformed_group_is_refused_at_its_line_naming_scenario_and_group(
         planned(tmp_path, text)
     assert reason in refused.value.reason
     assert refused.value.line == text.splitlines().index(line_of) + 1
+
+
+def test_a_grouped_plan_is_duration_bound_and_its_own_pacer_the_engines_default(
+    contestants_dir, tmp_path
+):
+    """A users pacer's plan lasts its ramp and hold, and the engine refuses it a duration;
+    a grouped plan needs one, and each group writes its own pacer anyway."""
+    text = GROUPED.replace("clients = 20\n", 'clients = 20\npacer = "users"\nramp_up_s = 2\n')
+    text = text.replace('name = "subscribers"\n', 'name = "subscribers"\npacer = "closed"\n')
+    suite, plans = planned(tmp_path, text)
+    measured = plans[0].measured
+    assert measured["pacer"] == {"kind": "closed"} and measured["duration_s"] == 12.0
+    assert measured["groups"][0]["stop_s"] == 12.0
+    check_engine_plans(suite, plans)
+    # A group cannot ramp users over its window: the engine says so, naming the group.
+    suite, plans = planned(tmp_path, text.replace('pacer = "closed"\n', ""))
+    with pytest.raises(SuiteError, match="group 'subscribers': the engine refuses it: users"):
+        check_engine_plans(suite, plans)

@@ -202,17 +202,23 @@ def engine_plan(p: dict[str, Any], tls: bool, search: SearchFacts | None) -> dic
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
     if GROUP_KEY in p:
-        stop = float(plan.get("duration_s", 0))
-        plan[GROUP_KEY] = [_group(p, group, stop) for group in p[GROUP_KEY]]
+        # A grouped run is duration-bound whatever its groups' pacers (a users pacer's plan
+        # is not), and each group writes its own pacer out: the plan's is the engine's default.
+        plan["pacer"] = {"kind": GROUPED_PLAN_PACER}
+        plan.setdefault("duration_s", float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0)))
+        plan[GROUP_KEY] = [_group(p, group, plan["duration_s"]) for group in p[GROUP_KEY]]
     return plan
 
 
+# The pacer of a grouped plan itself: every group names its own (`_group`).
+GROUPED_PLAN_PACER = "closed"
 # The method of a behaviour that has no own (the engine's default).
 PLAIN_METHOD = "GET"
 # A group's keys that set its behaviour, or its pacer: a group that names its own behaviour
 # (pacer) takes none of the scenario's settings of another.
 GROUP_BEHAVIOUR_KEYS = set(behaviour_suite_keys(FACTS))
-GROUP_PACER_KEYS = set(pacer_suite_keys(FACTS)) - {"clients", "duration_s", "ramp_up_s"}
+# Its ramp is a pacer's setting too: a group of another pacer does not ramp as the scenario's.
+GROUP_PACER_KEYS = set(pacer_suite_keys(FACTS)) - {"clients", "duration_s"}
 
 
 def _group(p: dict[str, Any], group: dict[str, Any], run_s: float) -> dict[str, Any]:
@@ -220,7 +226,7 @@ def _group(p: dict[str, Any], group: dict[str, Any], run_s: float) -> dict[str, 
     it says), and its clients' behaviour, pacer and count, made of its own keys over the
     scenario's as a test's are; its path, if it names one, as its only path."""
     start, stop = float(group.get("start_s", 0)), float(group.get("stop_s", run_s))
-    replaced = {"ramp_up_s", GROUP_KEY}  # the scenario's ramp is its own window's
+    replaced = {GROUP_KEY}
     if "behaviour" in group:
         replaced |= GROUP_BEHAVIOUR_KEYS
     if "pacer" in group:
