@@ -36,7 +36,7 @@ from serverlab.results.report.sections.warmup import print_time_to_steady
 from serverlab.results.store import Store, StoreError
 from serverlab.run.execution.engine import check_plans, engine_binary, engine_speaks_h2
 from serverlab.run.execution.executor import Environment
-from serverlab.run.execution.testplan import TestPlan, bind
+from serverlab.run.execution.testplan import TestPlan, bind, with_paths
 from serverlab.run.host import leftovers
 from serverlab.run.host import tune as tuning
 from serverlab.run.host.machine import Pinning
@@ -150,7 +150,7 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
             bound = bind(engine_plan, **_CHECK_WHERE)
             if plan.fileset and engine_plan is plan.measured:
                 # The executor adds the file set's paths where it runs; one stands for them.
-                bound["paths"] = _CHECK_PATHS
+                bound = with_paths(bound, _CHECK_PATHS)
             # Tests that differ only in contestant, tunables or repeat share a plan.
             planned.setdefault(json.dumps(bound, sort_keys=True), (plan, bound))
     verdicts = check_plans([bound for _, bound in planned.values()])

@@ -30,6 +30,7 @@ from serverlab.results.report.figures.figure import PUSH, REQUESTS
 from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.attacks import attack_rows
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
@@ -65,6 +66,7 @@ class ScenarioSection:
     tests: list[dict] = field(default_factory=list)
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
     client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
+    attacks: list[dict] = field(default_factory=list)  # a probe beside attacks: per attack
 
 
 def build_report(
@@ -129,6 +131,7 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
         "client_groups": [
             {"scenario": s.label, **row.as_dict()} for s in sections for row in s.client_groups
         ],
+        "attacks": [{"scenario": s.label, **row} for s in sections for row in s.attacks],
     }
 
 
@@ -248,6 +251,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
                 client_groups=group_rows(group),
+                attacks=[row.as_dict() for row in attack_rows(group)],
             )
         )
     return sections
