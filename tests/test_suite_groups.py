@@ -6,6 +6,7 @@ import pytest
 
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
+from serverlab.run.execution.testplan import with_paths
 from serverlab.run.plan import descriptors
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite.file import SuiteError
@@ -166,3 +167,25 @@ def test_a_grouped_plan_is_duration_bound_and_its_own_pacer_the_engines_default(
     suite, plans = planned(tmp_path, text.replace('pacer = "closed"\n', ""))
     with pytest.raises(SuiteError, match="group 'subscribers': the engine refuses it: users"):
         check_engine_plans(suite, plans)
+
+
+def test_a_file_sets_paths_go_to_the_groups_of_plain_requests_that_name_no_path():
+    files = [{"path": "/files/f0000.bin", "weight": 1.0}]
+    plan = {
+        "behaviour": {"kind": "keepalive"},
+        "groups": [
+            {"name": "probe", "paths": [{"path": "/perf", "weight": 1.0}]},
+            {"name": "readers", "behaviour": {"kind": "slow-reader"}},
+            {"name": "loris", "behaviour": {"kind": "slowloris"}},
+            {"name": "plain"},
+        ],
+    }
+    groups = with_paths(plan, files)["groups"]
+    assert [g.get("paths") for g in groups] == [
+        [{"path": "/perf", "weight": 1.0}],  # its own path stays
+        files,
+        None,  # the engine refuses paths to an attack
+        files,  # the plan's behaviour: plain requests
+    ]
+    assert "paths" not in with_paths(plan, files)
+    assert with_paths({"behaviour": {"kind": "keepalive"}}, files)["paths"] == files

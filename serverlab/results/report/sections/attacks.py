@@ -5,7 +5,8 @@ interval lines (engine), split at the attack's start and stop; its p50/p99 are r
 the interval histograms added (never averaged), its success rate is its OK answers over its
 completed attempts, its throughput its OK answers a second. The verdict: the server "holds
 up" when the probe's p99 during the attack stays within 2x its baseline (before the test's
-first attack) and at least 99 % of its attempts succeed; otherwise it names what broke
+first attack, less its first second when it has more: that one holds the probe's connects)
+and at least 99 % of its attempts succeed; otherwise it names what broke
 first, and when. Recovery: how long after the attack's stop the probe's interval lines are
 back within both bounds."""
 
@@ -94,7 +95,7 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
         return []
     lines = [(line.data.get("groups") or {}).get(PROBE) for line in test.intervals]
     probe = [line for line in lines if line]
-    baseline = _phase(probe, 0.0, attacks[0][2])
+    baseline = _baseline(probe, attacks[0][2])
     rows = []
     for index, (name, kind, start, stop) in enumerate(attacks):
         following = [a[2] for a in attacks[index + 1 :] if a[2] >= stop]
@@ -135,6 +136,14 @@ def _attacks(plan: dict) -> list[tuple[str, str, float, float]]:
         start, stop = float(group.get("start_s") or 0.0), float(group.get("stop_s") or run_s)
         found.append((str(group.get("name")), str(kind), start, stop))
     return sorted(found, key=lambda attack: (attack[2], attack[0]))
+
+
+def _baseline(lines: list[dict], first_attack_s: float) -> Phase | None:
+    """The probe before the test's first attack, less its first interval when another
+    follows it: that one holds its connections' opening (and TLS handshakes)."""
+    before = _within(lines, 0.0, first_attack_s)
+    start = _span(before[1])[0] if len(before) >= 2 else 0.0
+    return _phase(lines, start, first_attack_s)
 
 
 def _span(line: dict) -> tuple[float, float]:
