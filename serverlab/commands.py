@@ -16,6 +16,7 @@ from rich.table import Table
 
 from serverlab.base import interrupts, terminal
 from serverlab.base.netns import Namespace, enter
+from serverlab.base.paramtext import params_text
 from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.conformance.verify import VerifyReport, verify_contestant
@@ -203,7 +204,7 @@ def print_plan(planned: Planned) -> None:
     for column in ("#", "scenario", "contestant", "parameters", "tunables"):
         table.add_column(column, overflow="fold")
     for i, perm in enumerate(suite.permutations, 1):
-        params = " ".join(f"{k}={v}" for k, v in perm.params.items())
+        params = params_text(perm.params)
         tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
         cells = (perm.scenario, perm.contestant, params, tunables)
         table.add_row(str(i), *(literal(cell) for cell in cells))

@@ -77,6 +77,8 @@ def test_each_group_reaches_the_engine_plan_with_its_window_and_its_own_clients(
     check_engine_plans(suite, plans)  # the engine accepts it, or this raises
     # Both groups' connections may be open at once: the descriptor check counts them all.
     assert descriptors.planned_clients(plans[0]) == 24
+    # A line naming the test (a refusal, the progress, the dry run) names its groups.
+    assert "groups=subscribers,probe" in descriptors.Refused(plans[0], "why").line()
 
 
 def test_a_profile_scales_each_groups_window_as_it_scales_the_test(contestants_dir, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 import plotly.offline
 
+from serverlab.base.paramtext import param_text
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.cells.cell import Cell
@@ -241,7 +242,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 anchor=anchor,
                 label=labels[key],
                 params=", ".join(
-                    f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
+                    f"{k}={param_text(k, v)}"
+                    for k, v in sorted(permutation_params(group[0]).items())
                 ),
                 summary=summary_rows(group, names, scenarios=labels),
                 pushed=all(is_push(t) for t in group),

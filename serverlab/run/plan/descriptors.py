@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from serverlab.base.paramtext import params_text
 from serverlab.run.execution.testplan import TestPlan
-from serverlab.run.plan.suite.file import GROUP_KEY
 
 # Descriptors a process holds besides its connections: a JVM's jars, pipes and epoll, the
 # engine's timers and its output, a few libraries' own.
@@ -29,18 +29,10 @@ class Refused:
 
     def point(self) -> str:
         """The matrix point without what every test of a scenario shares."""
-        params = self.plan.params.items()
-        return " ".join(f"{k}={_text(k, v)}" for k, v in params if k not in SHARED_PARAMS)
+        return params_text(self.plan.params, leave_out=SHARED_PARAMS)
 
     def line(self) -> str:
         return f"{self.plan.scenario} x {self.plan.contestant} {self.point()}: {self.why}"
-
-
-def _text(key: str, value) -> str:
-    """A parameter as a refusal names it: client groups by their names."""
-    if key == GROUP_KEY and isinstance(value, list):
-        return ",".join(str(group.get("name")) for group in value)
-    return str(value)
 
 
 def stored(refused: list[Refused]) -> list[dict]:

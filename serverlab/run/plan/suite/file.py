@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from serverlab.base import tomltext
+from serverlab.base.paramtext import GROUPS_PARAM
 from serverlab.run.plan.suite.permutation import Permutation
 
 # The profile of a run that chooses none: the suite as written.
 FULL_PROFILE = "full"
-# A scenario's client groups: `[[scenario.groups]]` tables (serverlab.run.plan.suite.groups).
-GROUP_KEY = "groups"
+# A scenario's client groups: `[[scenario.groups]]` tables (serverlab.run.plan.suite.groups),
+# kept in the test's parameters under the same key.
+GROUP_KEY = GROUPS_PARAM
 GROUP_HEADER = "[[scenario.groups]]"
 
 
