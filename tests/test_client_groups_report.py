@@ -68,6 +68,7 @@ def test_two_groups_figures_are_kept_apart_in_the_store_and_the_report(contestan
     assert [r["requests"] for r in rows] == [
         f"{n:,}" for n in (probe["requests"], fresh["requests"], test.summary["requests"])
     ]
+    assert [r["clients"] for r in rows] == ["2", "2", "4"]
     assert rows[0]["p99_ms"] == f"{probe['latency_us']['p99'] / 1000:.3g}"
     assert rows[1]["throughput"] == f"{fresh['answered'] / fresh['duration_s']:,.0f}"
     html = build_report(db, out_path=tmp_path / "report.html").read_text()

@@ -31,6 +31,7 @@ from serverlab.base.netns import existing
 from serverlab.lab import manage
 from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
+from serverlab.results.report.builder import report_data
 from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_binary
@@ -260,6 +261,14 @@ def test_two_generators_groups_merge_exactly_group_by_group(lab, contestants_dir
     # The probe's arrivals are the whole rate's, interleaved: 200/s for 3 s, not twice.
     assert test.summary["groups"]["probe"]["requests"] <= 601
     assert test.summary["groups"]["burst"]["window"] == {"start_s": 1.0, "stop_s": 2.0}
+    # The report's clients are the whole plan's, not the one generator's part the merged
+    # summary's plan is.
+    rows = report_data(db)["client_groups"]
+    assert [(r["group"], r["clients"]) for r in rows] == [
+        ("probe", "2"),
+        ("burst", "4"),
+        ("all groups", "6"),
+    ]
 
 
 def test_a_generator_whose_engine_dies_makes_an_invalid_test_and_the_suite_goes_on(

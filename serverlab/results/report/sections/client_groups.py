@@ -46,20 +46,32 @@ def group_rows(tests: list[RecordedTest]) -> list[GroupRow]:
         groups = (test.summary or {}).get("groups")
         if not isinstance(groups, dict) or not groups:
             continue
-        for name, summary in sorted(groups.items(), key=_planned_order(test.summary)):
+        planned = _planned_clients(test)
+        for name, summary in sorted(groups.items(), key=lambda item: _order(planned, item[0])):
             window = summary.get("window") or {}
-            rows.append(_row(test, name, summary, window.get("start_s"), window.get("stop_s")))
-        rows.append(_row(test, TOTALS, test.summary, 0.0, number_at(test.summary, "duration_s")))
+            start, stop = window.get("start_s"), window.get("stop_s")
+            rows.append(_row(test, name, summary, start, stop, planned.get(name)))
+        whole = sum(planned.values()) if planned else None
+        duration = number_at(test.summary, "duration_s")
+        rows.append(_row(test, TOTALS, test.summary, 0.0, duration, whole))
     return rows
 
 
-def _planned_order(summary: dict):
+def _planned_clients(test: RecordedTest) -> dict[str, float]:
+    """Each group's clients, in the order the plan names them: the whole plan's (kept in
+    run_info), not a generator's part, which a spread test's merged summary holds."""
+    plan = test.run_info.get("engine_plan") or (test.summary or {}).get("plan") or {}
+    groups = [g for g in plan.get("groups") or [] if isinstance(g, dict)]
+    return {str(g.get("name")): number_at(g, "connections") or 0.0 for g in groups}
+
+
+def _order(planned: dict[str, float], name: str) -> tuple[int, str]:
     """Groups in the order the plan names them (the summary's are by name)."""
-    planned = [g.get("name") for g in (summary.get("plan") or {}).get("groups") or []]
-    return lambda item: (planned.index(item[0]) if item[0] in planned else len(planned), item[0])
+    names = list(planned)
+    return (names.index(name) if name in names else len(names), name)
 
 
-def _row(test: RecordedTest, name: str, summary: dict, start, stop) -> GroupRow:
+def _row(test, name: str, summary: dict, start, stop, clients: float | None) -> GroupRow:
     duration = number_at(summary, "duration_s")
     answered = number_at(summary, "answered")
     errors = summary.get("errors") or {}
@@ -68,7 +80,7 @@ def _row(test: RecordedTest, name: str, summary: dict, start, stop) -> GroupRow:
         tunables=tunable_text(test),
         group=name,
         window=_window(start, stop),
-        clients=_count(_clients(summary)),
+        clients=_count(clients),
         requests=_count(number_at(summary, "requests")),
         answered=_count(answered),
         throughput="-" if not duration or answered is None else f"{answered / duration:,.0f}",
@@ -77,15 +89,6 @@ def _row(test: RecordedTest, name: str, summary: dict, start, stop) -> GroupRow:
         errors=_count(sum(v for v in errors.values() if isinstance(v, int))),
         flags="; ".join(flag.text for flag in validity_flags(test)),
     )
-
-
-def _clients(summary: dict) -> float | None:
-    """A group's clients are its plan's; the totals', every group's."""
-    plan = summary.get("plan") or {}
-    groups = plan.get("groups")
-    if isinstance(groups, list) and groups:
-        return float(sum(number_at(g, "connections") or 0 for g in groups))
-    return number_at(plan, "connections")
 
 
 def _window(start, stop) -> str:
