@@ -10,7 +10,7 @@ from serverlab.base.paths import REPO_ROOT
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
 from serverlab.results.records import EngineInterval, RecordedTest
-from serverlab.results.report.builder import report_data
+from serverlab.results.report.builder import build_report, report_data
 from serverlab.results.report.figures.hdr import added, values_at_quantiles
 from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows
 from serverlab.run.plan import protocols
@@ -63,6 +63,9 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
         assert row[phase]["throughput"] == f"{ok / len(lines):,.0f}"
     # The knee's 300 ms is far past twice the probe's own p99 before it.
     assert probe[2]["latency_p99_us"] >= 300_000 > 2 * probe[1]["latency_p99_us"]
+    # The server's descriptors over the test are charted beside the table.
+    html = build_report(db, out_path=tmp_path / "report.html").read_text()
+    assert '<table class="attacks">' in html and "Server descriptors over time" in html
     assert row["verdict"].startswith("p99 ") and row["verdict"].endswith("first, at 1 s into it")
 
 

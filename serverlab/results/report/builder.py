@@ -21,6 +21,7 @@ from serverlab.results.report.cells.formatting import coverage_note
 from serverlab.results.report.cells.scenarios import permutation_params, scenario_labels
 from serverlab.results.report.charts.chart import (
     Chart,
+    descriptor_chart,
     scenario_charts,
     shared_template,
     test_label,
@@ -237,6 +238,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
     sections = []
     for index, (key, group) in enumerate(groups.items(), start=1):
         anchor = f"s{index}"
+        attacks = [row.as_dict() for row in attack_rows(group)]
         sections.append(
             ScenarioSection(
                 anchor=anchor,
@@ -248,12 +250,13 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 summary=summary_rows(group, names, scenarios=labels),
                 pushed=all(is_push(t) for t in group),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor)
+                + ([descriptor_chart(f"{anchor}-fds", group)] if attacks else [])
                 + signal_charts(f"{anchor}-", group)
                 + warmup_chart(f"{anchor}-warmup", group),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
                 client_groups=group_rows(group),
-                attacks=[row.as_dict() for row in attack_rows(group)],
+                attacks=attacks,
             )
         )
     return sections
