@@ -58,8 +58,9 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
         p50, p99 = values_at_quantiles(added(x["latency_histogram"] for x in lines), [0.5, 0.99])
         assert row[phase]["p50_ms"] == f"{p50 / 1000:.3g}"
         assert row[phase]["p99_ms"] == f"{p99 / 1000:.3g}"
-        ok, completed = sum(x["ok"] for x in lines), sum(x["completed"] for x in lines)
-        assert row[phase]["success"] == f"{100 * ok / completed:.1f} %"
+        # Success: OK answers over the arrivals the probe's 20/s had due.
+        ok = sum(x["ok"] for x in lines)
+        assert row[phase]["success"] == f"{100 * min(1, ok / (20 * len(lines))):.1f} %"
         assert row[phase]["throughput"] == f"{ok / len(lines):,.0f}"
     # The knee's 300 ms is far past twice the probe's own p99 before it.
     assert probe[2]["latency_p99_us"] >= 300_000 > 2 * probe[1]["latency_p99_us"]
@@ -83,12 +84,12 @@ def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict
     }
 
 
-def probe_test(probe: list[dict], status: str = "ok") -> RecordedTest:
+def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None) -> RecordedTest:
     plan = {
         "duration_s": float(len(probe)),
         "behaviour": {"kind": "keepalive"},
         "groups": [
-            {"name": "probe"},
+            {"name": "probe", **({"pacer": pacer} if pacer else {})},
             {"name": "slow", "behaviour": {"kind": "slowloris"}, "start_s": 2.0, "stop_s": 4.0},
         ],
     }
@@ -129,6 +130,16 @@ def test_what_broke_first_is_named_and_recovery_counts_from_the_attacks_stop():
     (row,) = attack_rows([probe_test(probe)])
     assert row.verdict == "success 90 % first, at 1 s into it"
     assert row.recovered == "1 s"
+
+
+def test_an_open_loop_probe_the_server_stalls_fails_on_the_requests_it_was_to_send():
+    """Ten answers, all OK, where a hundred a second were due: 10 %, not 100 %."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
+    probe += [line(t, [1500] * 10, 10, 10) for t in (3, 4)]
+    probe += [line(t, [1000] * 100, 100, 100) for t in (5, 6)]
+    (row,) = attack_rows([probe_test(probe, pacer={"kind": "open", "rate": 100.0})])
+    assert row.during.success == 0.1 and row.before.success == 1.0
+    assert row.verdict == "success 10 % first, at 1 s into it"
 
 
 def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():

@@ -2,8 +2,9 @@
 group named `probe`, every other group whose window is part of the test is an attack. The
 probe's figures before, during and after each attack come from the probe group's own
 interval lines (engine), split at the attack's start and stop; its p50/p99 are read from
-the interval histograms added (never averaged), its success rate is its OK answers over its
-completed attempts, its throughput its OK answers a second. The verdict: the server "holds
+the interval histograms added (never averaged), its success rate is its OK answers over the
+requests it was to send (an open-loop probe's rate times the seconds; a closed loop's, its
+completed attempts), its throughput its OK answers a second. The verdict: the server "holds
 up" when the probe's p99 during the attack stays within 2x its baseline (before the test's
 first attack, less its first second when it has more: that one holds the probe's connects)
 and at least 99 % of its attempts succeed; otherwise it names what broke
@@ -36,12 +37,13 @@ class Phase:
     stop_s: float
     completed: int
     ok: int
+    scheduled: float | None  # an open-loop probe's arrivals due in the phase
     p50_us: int | None
     p99_us: int | None
 
     @property
     def success(self) -> float | None:
-        return self.ok / self.completed if self.completed else None
+        return _success(self.ok, self.completed, self.scheduled)
 
     @property
     def throughput(self) -> float | None:
@@ -93,8 +95,9 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
     attacks = _attacks(plan)
     if PROBE not in {g.get("name") for g in plan.get("groups") or []} or not attacks:
         return []
+    rate = _probe_rate(plan)
     lines = [(line.data.get("groups") or {}).get(PROBE) for line in test.intervals]
-    probe = [line for line in lines if line]
+    probe = [_scheduled(line, rate) for line in lines if line]
     baseline = _baseline(probe, attacks[0][2])
     rows = []
     for index, (name, kind, start, stop) in enumerate(attacks):
@@ -123,6 +126,30 @@ def _plan(test: RecordedTest) -> dict:
     server that crashed may have cost it one)."""
     plan = test.run_info.get("engine_plan") or (test.summary or {}).get("plan")
     return plan if isinstance(plan, dict) else {}
+
+
+def _probe_rate(plan: dict) -> float | None:
+    """The probe's arrivals a second when its pacer is an open loop at a fixed rate."""
+    probe = next((g for g in plan.get("groups") or [] if g.get("name") == PROBE), {})
+    pacer = probe.get("pacer") or plan.get("pacer") or {}
+    if pacer.get("kind") != "open" or pacer.get("ramp_to_rate") is not None:
+        return None
+    return float(pacer["rate"]) if isinstance(pacer.get("rate"), int | float) else None
+
+
+def _scheduled(line: dict, rate: float | None) -> dict:
+    """The probe's interval line with the arrivals its pacer had due in it."""
+    if rate is None:
+        return line
+    return {**line, "scheduled": rate * float(line.get("interval_s") or 0.0)}
+
+
+def _success(ok: int, completed: int, scheduled: float | None) -> float | None:
+    """OK answers over the requests due (at most all of them), else over those completed:
+    a probe the server stalls completes few, all of them perhaps OK."""
+    if scheduled:
+        return min(1.0, ok / scheduled)
+    return ok / completed if completed else None
 
 
 def _attacks(plan: dict) -> list[tuple[str, str, float, float]]:
@@ -170,6 +197,7 @@ def _phase(lines: list[dict], start: float, stop: float) -> Phase | None:
         stop_s=_span(mine[-1])[1],
         completed=sum(int(line.get("completed") or 0) for line in mine),
         ok=sum(int(line.get("ok") or 0) for line in mine),
+        scheduled=sum(line["scheduled"] for line in mine) if "scheduled" in mine[0] else None,
         p50_us=p50,
         p99_us=p99,
     )
@@ -182,8 +210,9 @@ def _broken(line: dict, baseline: Phase) -> list[str]:
     if baseline.p99_us and p99 is not None and p99 > P99_FACTOR * baseline.p99_us:
         broke.append(f"p99 {p99 / baseline.p99_us:.1f}x its baseline")
     completed, ok = int(line.get("completed") or 0), int(line.get("ok") or 0)
-    if not completed or ok / completed < LEAST_SUCCESS:
-        rate = f"{100 * ok / completed:.0f} %" if completed else "no attempt completed"
+    success = _success(ok, completed, line.get("scheduled"))
+    if success is None or success < LEAST_SUCCESS:
+        rate = "no attempt completed" if success is None else f"{100 * success:.0f} %"
         broke.append(f"success {rate}")
     return broke
 
