@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from serverlab.base import interrupts, terminal
 from serverlab.base.netns import Namespace, enter
+from serverlab.base.paramtext import params_text
 from serverlab.base.progress import Tally
 from serverlab.base.terminal import literal
 from serverlab.conformance.verify import VerifyReport, verify_contestant
@@ -35,7 +37,7 @@ from serverlab.results.report.sections.warmup import print_time_to_steady
 from serverlab.results.store import Store, StoreError
 from serverlab.run.execution.engine import check_plans, engine_binary, engine_speaks_h2
 from serverlab.run.execution.executor import Environment
-from serverlab.run.execution.testplan import TestPlan, bind
+from serverlab.run.execution.testplan import TestPlan, bind, with_paths
 from serverlab.run.host import leftovers
 from serverlab.run.host import tune as tuning
 from serverlab.run.host.machine import Pinning
@@ -47,7 +49,7 @@ from serverlab.run.plan.live.server import LiveError, LiveServer
 from serverlab.run.plan.planner import plan_tests, suite_key_for
 from serverlab.run.plan.progress import Fanout, Progress
 from serverlab.run.plan.runner import RunOutcome, Session, run_suite
-from serverlab.run.plan.suite.file import Suite, SuiteError
+from serverlab.run.plan.suite.file import GROUP_KEY, Suite, SuiteError
 from serverlab.run.plan.suite.load import load_suite
 
 console = terminal.console(stderr=True)
@@ -149,11 +151,13 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
             bound = bind(engine_plan, **_CHECK_WHERE)
             if plan.fileset and engine_plan is plan.measured:
                 # The executor adds the file set's paths where it runs; one stands for them.
-                bound["paths"] = _CHECK_PATHS
+                bound = with_paths(bound, _CHECK_PATHS)
             # Tests that differ only in contestant, tunables or repeat share a plan.
             planned.setdefault(json.dumps(bound, sort_keys=True), (plan, bound))
     verdicts = check_plans([bound for _, bound in planned.values()])
     for (plan, _), verdict in zip(planned.values(), verdicts, strict=True):
+        if not verdict.get("ok") and verdict.get("field") == GROUP_KEY:
+            raise _group_refusal(suite, plan, verdict["error"])
         if not verdict.get("ok"):
             key = suite_key_for(verdict.get("field"), plan.params, verdict["error"])
             value = plan.params.get(key)
@@ -161,6 +165,25 @@ def check_engine_plans(suite: Suite, plans: list[TestPlan]) -> None:
             raise suite.error(
                 plan.scenario, key, f"{said}: the engine refuses it: {verdict['error']}"
             )
+
+
+# The engine's refusal of one group: `groups[NAME]: why`.
+GROUP_REFUSAL = re.compile(r"groups\[([^\]]+)\]: (.*)", re.S)
+
+
+def _group_refusal(suite: Suite, plan: TestPlan, error: str) -> SuiteError:
+    """The engine's refusal of a client group, at the line of the group's key it names (of
+    the keys the group sets, the first the refusal mentions), else at the group's name."""
+    found = GROUP_REFUSAL.match(error)
+    if found is None:  # of the groups as a whole: their number, their names
+        return suite.group_error(
+            plan.scenario, None, GROUP_KEY, f"the engine refuses them: {error}"
+        )
+    name, why = found.groups()
+    group = next((g for g in plan.params.get(GROUP_KEY, ()) if g.get("name") == name), {})
+    key = next((k for k in group if k != "name" and re.search(rf"\b{k}\b", why)), "name")
+    said = f"{key} = {group[key]!r}: " if key != "name" else ""
+    return suite.group_error(plan.scenario, name, key, f"{said}the engine refuses it: {why}")
 
 
 def print_plans(planned: Planned) -> None:
@@ -181,7 +204,7 @@ def print_plan(planned: Planned) -> None:
     for column in ("#", "scenario", "contestant", "parameters", "tunables"):
         table.add_column(column, overflow="fold")
     for i, perm in enumerate(suite.permutations, 1):
-        params = " ".join(f"{k}={v}" for k, v in perm.params.items())
+        params = params_text(perm.params)
         tunables = " ".join(f"{k}={v}" for k, v in perm.tunables.items())
         cells = (perm.scenario, perm.contestant, params, tunables)
         table.add_row(str(i), *(literal(cell) for cell in cells))

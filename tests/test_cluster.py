@@ -31,6 +31,7 @@ from serverlab.base.netns import existing
 from serverlab.lab import manage
 from serverlab.lab.topology import LabError
 from serverlab.results.report import build_report
+from serverlab.results.report.builder import report_data
 from serverlab.results.report.flags.validity import validity_flags
 from serverlab.results.store import Store
 from serverlab.run.execution.engine import engine_binary
@@ -217,6 +218,57 @@ def test_two_generators_merge_exactly_and_the_server_saw_the_total(lab, contesta
     for generator in lab.generators:
         assert generator.address in html, "a row per generator"
     assert "clock offset" in html
+
+
+GROUPED = """
+[[scenario]]
+name = "grouped"
+behaviour = "keepalive"
+clients = 4
+duration_s = 3
+
+[[scenario.groups]]
+name = "probe"
+pacer = "open"
+rate = 200
+clients = 2
+path = "/perf"
+
+[[scenario.groups]]
+name = "burst"
+start_s = 1
+stop_s = 2
+"""
+
+
+def test_two_generators_groups_merge_exactly_group_by_group(lab, contestants_dir, tmp_path):
+    db = tmp_path / "lab.db"
+    out = finish(start_run(suite(tmp_path, GROUPED), db, contestants_dir))
+    (test,), _ = stored(db)
+    assert test.status == "ok", (out, test.validity)
+    generators = [g["summary"]["groups"] for g in test.run_info["generators"]]
+    assert len(generators) == 2
+    for name in ("probe", "burst"):
+        merged, parts = test.summary["groups"][name], [g[name] for g in generators]
+        assert all(part["answered"] > 20 for part in parts), "both generators ran the group"
+        for count in ("requests", "answered", "connections_opened"):
+            assert merged[count] == sum(part[count] for part in parts), (name, count)
+        # One histogram holding both generators' samples of the group, added by Python.
+        whole = decoded(parts[0]["histogram"])
+        whole.add(decoded(parts[1]["histogram"]))
+        for key, quantile in (("p50", 0.5), ("p99", 0.99)):
+            assert merged["latency_us"][key] == at_quantile(whole, quantile), (name, key)
+    # The probe's arrivals are the whole rate's, interleaved: 200/s for 3 s, not twice.
+    assert test.summary["groups"]["probe"]["requests"] <= 601
+    assert test.summary["groups"]["burst"]["window"] == {"start_s": 1.0, "stop_s": 2.0}
+    # The report's clients are the whole plan's, not the one generator's part the merged
+    # summary's plan is.
+    rows = report_data(db)["client_groups"]
+    assert [(r["group"], r["clients"]) for r in rows] == [
+        ("probe", "2"),
+        ("burst", "4"),
+        ("all groups", "6"),
+    ]
 
 
 def test_a_generator_whose_engine_dies_makes_an_invalid_test_and_the_suite_goes_on(

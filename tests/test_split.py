@@ -104,3 +104,46 @@ def test_options_the_engine_prints_as_null_count_as_not_given():
     parts = split(plan, 2)
     assert [p["connections"] for p in parts] == [2, 2]
     assert all("requests" not in p for p in parts)
+
+
+GROUPED = {
+    "target": TARGET,
+    "duration_s": 10.0,
+    "connections": 7,
+    "pacer": {"kind": "closed"},
+    "behaviour": {"kind": "keepalive"},
+    "groups": [
+        {
+            "name": "probe",
+            "pacer": {"kind": "open", "rate": 100.0},
+            "connections": 3,
+            "paths": [{"path": "/perf", "weight": 1.0}],
+        },
+        {"name": "slow", "behaviour": {"kind": "slowloris"}, "start_s": 2.0, "stop_s": 8.0},
+    ],
+}
+
+
+def test_each_group_is_split_as_its_own_plan_and_every_generator_runs_every_group():
+    parts = split(GROUPED, 2)
+    assert [[g["name"] for g in p["groups"]] for p in parts] == [["probe", "slow"]] * 2
+    probes = [p["groups"][0] for p in parts]
+    # The probe's arrivals interleave into its own rate, its pool shared out.
+    assert [(g["pacer"]["rate"], g["pacer"]["offset_s"]) for g in probes] == [
+        (50.0, 0.0),
+        (50.0, 0.01),
+    ]
+    assert [g["connections"] for g in probes] == [2, 1]
+    assert all(g["paths"] == [{"path": "/perf", "weight": 1.0}] for g in probes)
+    # A group that names no clients takes the plan's, shared out like the plan's own.
+    slows = [p["groups"][1] for p in parts]
+    assert [g["connections"] for g in slows] == [4, 3] == [p["connections"] for p in parts]
+    assert all((g["start_s"], g["stop_s"]) == (2.0, 8.0) for g in slows)
+    assert all(g["behaviour"] == {"kind": "slowloris"} for g in slows)
+
+
+def test_a_grouped_plan_runs_on_as_many_generators_as_its_smallest_group_keeps_busy():
+    plan = {**GROUPED, "groups": [*GROUPED["groups"], {"name": "one", "connections": 1}]}
+    parts = split(plan, 3)
+    assert parts[1:] == [None, None]
+    assert [g["connections"] for g in parts[0]["groups"]] == [3, 7, 1]

@@ -6,6 +6,12 @@ identical bursts; syslog numbering in disjoint ranges, so that loss stays exact.
 A plan with fewer clients than generators (one sequential connection, three users over
 four generators) runs on as many generators as it has clients; the others get no plan,
 None in their place.
+
+Client groups (the plan's `groups`) are split each as a plan of its own is: each generator
+runs every group, with its share of the group's clients and arrivals, so that the engine's
+`--merge` adds every generator's figures group by group (it refuses outputs whose groups
+differ). A grouped plan therefore runs on as many generators as its smallest group keeps
+busy.
 """
 
 from __future__ import annotations
@@ -28,8 +34,33 @@ def split(plan: dict[str, Any], n: int) -> list[dict[str, Any] | None]:
         raise SplitError(f"cannot split a plan over {n} generators")
     # The engine prints absent options as null (`--print-plan`); null means "not given".
     plan = {key: value for key, value in plan.items() if value is not None}
-    used = min(n, _clients(plan))
-    return [_part(plan, used, i) if i < used else None for i in range(n)]
+    groups = [(_group_plan(plan, group), group) for group in plan.get(GROUPS, ())]
+    used = min(n, _clients(plan), *(_clients(whole) for whole, _ in groups))
+    parts = [_part(plan, used, i) if i < used else None for i in range(n)]
+    for i, part in enumerate(parts[:used]):
+        if groups:
+            part[GROUPS] = [_group_part(whole, group, used, i) for whole, group in groups]
+    return parts
+
+
+GROUPS = "groups"
+# What a group says of its clients, beyond the plan's (engine/README.md, "groups").
+GROUP_OWN = ("name", "start_s", "stop_s", "method", "paths")
+
+
+def _group_plan(plan: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
+    """The plan a group runs: its own settings over the plan's."""
+    whole = {k: v for k, v in plan.items() if k != GROUPS}
+    whole.update({k: v for k, v in group.items() if v is not None})
+    return whole
+
+
+def _group_part(whole: dict[str, Any], group: dict[str, Any], n: int, i: int) -> dict:
+    """Generator i's share of one group, split as its plan would be."""
+    part = _part(whole, n, i)
+    mine = {k: group[k] for k in GROUP_OWN if group.get(k) is not None}
+    mine.update({k: part[k] for k in ("behaviour", "pacer", "connections") if k in part})
+    return mine
 
 
 def _clients(plan: dict[str, Any]) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 import plotly.offline
 
+from serverlab.base.paramtext import param_text
 from serverlab.results import stats
 from serverlab.results.records import RecordedTest, Run, StoredSuite
 from serverlab.results.report.cells.cell import Cell
@@ -20,6 +21,7 @@ from serverlab.results.report.cells.formatting import coverage_note
 from serverlab.results.report.cells.scenarios import permutation_params, scenario_labels
 from serverlab.results.report.charts.chart import (
     Chart,
+    descriptor_chart,
     scenario_charts,
     shared_template,
     test_label,
@@ -30,7 +32,9 @@ from serverlab.results.report.figures.figure import PUSH, REQUESTS
 from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.attacks import attack_rows
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
+from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
 from serverlab.results.report.sections.glance import at_a_glance
 from serverlab.results.report.sections.history import history_section
@@ -63,6 +67,8 @@ class ScenarioSection:
     pushed: bool = False  # every test of it a push test: its figures are push figures
     tests: list[dict] = field(default_factory=list)
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
+    client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
+    attacks: list[dict] = field(default_factory=list)  # a probe beside attacks: per attack
 
 
 def build_report(
@@ -124,6 +130,10 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
         ],
         "not_run": refused.as_dict(),
         "time_to_steady": time_to_steady(tests),
+        "client_groups": [
+            {"scenario": s.label, **row.as_dict()} for s in sections for row in s.client_groups
+        ],
+        "attacks": [{"scenario": s.label, **row} for s in sections for row in s.attacks],
     }
 
 
@@ -228,20 +238,25 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
     sections = []
     for index, (key, group) in enumerate(groups.items(), start=1):
         anchor = f"s{index}"
+        attacks = [row.as_dict() for row in attack_rows(group)]
         sections.append(
             ScenarioSection(
                 anchor=anchor,
                 label=labels[key],
                 params=", ".join(
-                    f"{k}={v}" for k, v in sorted(permutation_params(group[0]).items())
+                    f"{k}={param_text(k, v)}"
+                    for k, v in sorted(permutation_params(group[0]).items())
                 ),
                 summary=summary_rows(group, names, scenarios=labels),
                 pushed=all(is_push(t) for t in group),
                 charts=scenario_charts(group, METRICS_BY_NAME, anchor)
+                + ([descriptor_chart(f"{anchor}-fds", group)] if attacks else [])
                 + signal_charts(f"{anchor}-", group)
                 + warmup_chart(f"{anchor}-warmup", group),
                 tests=[_test_view(t) for t in group],
                 generators=[row for t in group for row in _generator_rows(t)],
+                client_groups=group_rows(group),
+                attacks=attacks,
             )
         )
     return sections

@@ -44,7 +44,13 @@ from serverlab.run.execution.monitor import ENGINE_SUMMARY, Monitor
 from serverlab.run.execution.receiver import ReceiverWatch, put_receiver_figures
 from serverlab.run.execution.records import put_load
 from serverlab.run.execution.signals import read_signals
-from serverlab.run.execution.testplan import CLIENTS_LEVEL, ControlCall, TestPlan, bind
+from serverlab.run.execution.testplan import (
+    CLIENTS_LEVEL,
+    ControlCall,
+    TestPlan,
+    bind,
+    with_paths,
+)
 from serverlab.run.execution.timed import CALL_TIMEOUT_S, TimedCalls, failures
 from serverlab.run.execution.traffic import Load, LoadResult, LocalLoad
 from serverlab.run.execution.validity import assess
@@ -239,7 +245,7 @@ class _Measurement:
         }
         measured = bind(plan.measured, **self.where)
         if paths:
-            measured["paths"] = paths
+            measured = with_paths(measured, paths)
         # A warm-up phase inside the measured run needs a load whose engine can be told
         # when to measure; elsewhere the warm-up runs apart, before (docs/warmup.md).
         self.warms_in_run = "warmup_max_s" in measured and self.load.live_measure

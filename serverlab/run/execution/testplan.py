@@ -194,3 +194,27 @@ def bind(engine_plan: dict[str, Any], **where: Any) -> dict[str, Any]:
     if tls and tls.get("ca_file"):
         bound["tls"] = {**tls, "ca_file": tls["ca_file"].format(**where)}
     return bound
+
+
+# The behaviours whose requests go to weighted paths (engine/README.md, `paths`).
+PATHED_BEHAVIOURS = ("keepalive", "new-connection", "slow-reader")
+
+
+def with_paths(engine_plan: dict[str, Any], paths: list[dict]) -> dict[str, Any]:
+    """The plan with a file set's paths: its own, or in a plan of client groups each group's
+    of plain requests that names no path of its own (an attack's clients, which the engine
+    refuses paths, and a probe's own path keep theirs)."""
+    groups = engine_plan.get("groups")
+    if not groups:
+        return {**engine_plan, "paths": paths}
+    return {
+        **engine_plan,
+        "groups": [
+            {**group, "paths": paths}
+            if "paths" not in group
+            and (group.get("behaviour") or engine_plan.get("behaviour", {})).get("kind")
+            in PATHED_BEHAVIOURS
+            else group
+            for group in groups
+        ],
+    }

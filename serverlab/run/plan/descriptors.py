@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from serverlab.base.paramtext import params_text
 from serverlab.run.execution.testplan import TestPlan
 
 # Descriptors a process holds besides its connections: a JVM's jars, pipes and epoll, the
@@ -28,8 +29,7 @@ class Refused:
 
     def point(self) -> str:
         """The matrix point without what every test of a scenario shares."""
-        params = self.plan.params.items()
-        return " ".join(f"{k}={v}" for k, v in params if k not in SHARED_PARAMS)
+        return params_text(self.plan.params, leave_out=SHARED_PARAMS)
 
     def line(self) -> str:
         return f"{self.plan.scenario} x {self.plan.contestant} {self.point()}: {self.why}"
@@ -62,7 +62,7 @@ def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
     """Why this machine's cap cannot hold the test, or None. `engines`: how many engine
     processes share its clients (1 locally, the generators under --ray on the virtual
     lab); None when they run on hosts whose cap is not known here."""
-    clients = int(plan.params.get("clients", 1))
+    clients = planned_clients(plan)
     processes = max(1, int(plan.tunables.get(PROCESSES_TUNABLE, 1)))
     server = _need(clients, processes)
     if server > cap:
@@ -78,6 +78,15 @@ def refusal(plan: TestPlan, cap: int, engines: int | None) -> str | None:
             f"{cap:,} (more generators: --ray lab)"
         )
     return None
+
+
+def planned_clients(plan: TestPlan) -> int:
+    """The connections the test holds at most: every client group's together (their
+    windows may overlap), else the test's clients."""
+    groups = plan.measured.get("groups")
+    if groups:
+        return sum(int(group["connections"]) for group in groups)
+    return int(plan.params.get("clients", 1))
 
 
 def _need(clients: int, processes: int) -> int:

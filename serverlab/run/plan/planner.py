@@ -35,6 +35,7 @@ from serverlab.run.execution.testplan import (
 )
 from serverlab.run.execution.warmup import WARMUP_INTERVAL_MS
 from serverlab.run.plan.suite.file import Suite
+from serverlab.run.plan.suite.groups import GROUP_KEY
 from serverlab.run.plan.suite.matrix import BEHAVIOURS, OWN_H2_FRAMES, REQUEST_SEARCH_PACER
 from serverlab.run.plan.suite.permutation import (
     CLEAR,
@@ -204,7 +205,51 @@ def engine_plan(p: dict[str, Any], tls: bool, search: SearchFacts | None) -> dic
     if p.get("transport") in HTTP2_TRANSPORTS and p["behaviour"] not in OWN_H2_FRAMES:
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
+    if GROUP_KEY in p:
+        # A grouped run is duration-bound whatever its groups' pacers (a users pacer's plan
+        # is not), and each group writes its own pacer out: the plan's is the engine's default.
+        plan["pacer"] = {"kind": GROUPED_PLAN_PACER}
+        plan.setdefault("duration_s", float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0)))
+        plan[GROUP_KEY] = [_group(p, group, plan["duration_s"]) for group in p[GROUP_KEY]]
     return plan
+
+
+# The pacer of a grouped plan itself: every group names its own (`_group`).
+GROUPED_PLAN_PACER = "closed"
+# The method of a behaviour that has no own (the engine's default).
+PLAIN_METHOD = "GET"
+# A group's keys that set its behaviour, or its pacer: a group that names its own behaviour
+# (pacer) takes none of the scenario's settings of another.
+GROUP_BEHAVIOUR_KEYS = set(behaviour_suite_keys(FACTS))
+# Its ramp is a pacer's setting too: a group of another pacer does not ramp as the scenario's.
+GROUP_PACER_KEYS = set(pacer_suite_keys(FACTS)) - {"clients", "duration_s"}
+
+
+def _group(p: dict[str, Any], group: dict[str, Any], run_s: float) -> dict[str, Any]:
+    """One client group of the engine's plan: its name, its window (the whole load unless
+    it says), and its clients' behaviour, pacer and count, made of its own keys over the
+    scenario's as a test's are; its path, if it names one, as its only path."""
+    start, stop = float(group.get("start_s", 0)), float(group.get("stop_s", run_s))
+    replaced = {GROUP_KEY}
+    if "behaviour" in group:
+        replaced |= GROUP_BEHAVIOUR_KEYS
+    if "pacer" in group:
+        replaced |= GROUP_PACER_KEYS
+    own = {**{k: v for k, v in p.items() if k not in replaced}, **group}
+    own["duration_s"] = stop - start - float(own.get("ramp_up_s", 0))
+    entry: dict[str, Any] = {
+        "name": group["name"],
+        "start_s": start,
+        "stop_s": stop,
+        "behaviour": _behaviour(own),
+        "pacer": _pacer(own, None),
+        "connections": _clients(own, None),
+    }
+    # Written always: a method left out would be the plan's (a long poll's POST).
+    entry["method"] = OWN_METHODS.get(own["behaviour"], PLAIN_METHOD)
+    if "path" in group:
+        entry["paths"] = [{"path": group["path"], "weight": 1.0}]
+    return entry
 
 
 def measured_plan(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -> dict[str, Any]:
@@ -231,6 +276,7 @@ def warms_in_run(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -
         and facts.search is None
         and not int(p.get("priming_runs", 0))
         and not (controlled and facts.emit_window_s)
+        and GROUP_KEY not in p  # the engine warms no grouped run (engine/README.md)
     )
 
 

@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 from serverlab.base import terminal
+from serverlab.base.paramtext import params_text
 from serverlab.base.progress import clock
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.run.execution.testplan import TestPlan
@@ -54,7 +55,7 @@ class Progress:
 
     def test_started(self, index: int, plan: TestPlan) -> None:
         self.index = index
-        dims = " ".join(f"{k}={v}" for k, v in plan.params.items() if k != "pacer")
+        dims = params_text(plan.params, leave_out=("pacer",))
         # Printed without markup (`_say`, a Text when live): only control characters to hide.
         label = f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
         self.label = terminal.literal(label, markup=False)

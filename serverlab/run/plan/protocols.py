@@ -12,10 +12,19 @@ from collections.abc import Callable
 from serverlab.contestant.manifest import Manifest
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.plan.descriptors import Refused
+from serverlab.run.plan.suite.file import GROUP_KEY
 from serverlab.run.plan.suite.permutation import HTTP2_TRANSPORTS, SYSLOG_TLS
 
 # transport -> the spec part a contestant must claim to be sent it (spec §12).
 TRANSPORT_PARTS = {"tls": "tls", "h2": "h2", "h2c": "h2c"}
+# Attacks -> the spec part whose endpoint they attack (a slow POST needs POST /upload, the
+# WebSocket attacks an upgrade of /ws): a server without it cannot receive them (issue 35).
+ATTACK_PARTS = {
+    "slow-upload": "upload",
+    "ws-oversized": "websocket",
+    "ws-fragments": "websocket",
+    "ws-ping-flood": "websocket",
+}
 HTTP2 = HTTP2_TRANSPORTS
 
 
@@ -33,7 +42,17 @@ def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
         part = "syslog-tls"
     if part and part not in manifest.implements:
         return f"{plan.contestant} does not claim the spec part `{part}`"
+    for behaviour in _behaviours(p):
+        part = ATTACK_PARTS.get(behaviour)
+        if part and part not in manifest.implements:
+            return f"{plan.contestant} does not claim the spec part `{part}` ({behaviour})"
     return None
+
+
+def _behaviours(p: dict) -> list[str]:
+    """The test's behaviour and each of its client groups'."""
+    groups = p.get(GROUP_KEY) or []
+    return [p.get("behaviour", ""), *(g["behaviour"] for g in groups if "behaviour" in g)]
 
 
 def refuse(

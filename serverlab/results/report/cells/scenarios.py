@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from serverlab.base.paramtext import param_text
 from serverlab.results.records import RecordedTest
 
 RUN_SPECIFIC_PARAMS = ("engine_plan",)
@@ -69,7 +70,7 @@ def scenario_labels(tests: list[RecordedTest], with_arm: bool = True) -> dict[st
     for name, by_key in params_by_name.items():
         varying = _varying_keys(list(by_key.values()))
         for key, params in by_key.items():
-            detail = ", ".join(f"{k}={params[k]}" for k in varying if k in params)
+            detail = ", ".join(f"{k}={param_text(k, params[k])}" for k in varying if k in params)
             label = f"{name or 'unnamed'} ({detail})" if detail else name or "unnamed"
             labels[key] = f"{label}, {arms[key]}" if arms[key] else label
     return labels

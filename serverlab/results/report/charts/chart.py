@@ -506,6 +506,25 @@ def _deliveries_by_cycle(test: RecordedTest) -> tuple[list[float], list[float]]:
     return [float(c) for c in cycles], [float(counts[c]) for c in cycles]
 
 
+def fds_points(test: RecordedTest) -> tuple[list[float], list[float]]:
+    samples = [s for s in test.samples if s.fds is not None]
+    return [s.t for s in samples], [float(s.fds) for s in samples]
+
+
+def descriptor_chart(key: str, tests: list[RecordedTest]) -> Chart:
+    """The server's open descriptors over time: what idle and slow clients hold (issue 35)."""
+    return time_series(
+        key,
+        tests,
+        "Server descriptors over time",
+        "open descriptors",
+        fds_points,
+        "Descriptors open in the server's whole process tree, sampled by the monitor "
+        "(seconds from its start, as the CPU and memory charts).",
+        "no monitor samples",
+    )
+
+
 def scenario_charts(tests: list[RecordedTest], metrics: dict[str, Figure], prefix: str):
     """Every chart of one scenario, in reading order."""
     keyed = f"{prefix}-"

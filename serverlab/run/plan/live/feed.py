@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from serverlab.base.paramtext import params_text
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.results.records import RecordedTest
 from serverlab.results.report.cells.scenarios import scenario_labels
@@ -182,7 +183,7 @@ def _sample_time(test: RecordedTest, sample) -> float:
 
 
 def _label(plan: TestPlan) -> str:
-    dims = " ".join(f"{k}={v}" for k, v in plan.params.items() if k != "pacer")
+    dims = params_text(plan.params, leave_out=("pacer",))
     return f"{plan.scenario} {plan.contestant} {dims} r{plan.repeat + 1}".strip()
 
 

@@ -13,10 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from serverlab.base import tomltext
+from serverlab.base.paramtext import GROUPS_PARAM
 from serverlab.run.plan.suite.permutation import Permutation
 
 # The profile of a run that chooses none: the suite as written.
 FULL_PROFILE = "full"
+# A scenario's client groups: `[[scenario.groups]]` tables (serverlab.run.plan.suite.groups),
+# kept in the test's parameters under the same key.
+GROUP_KEY = GROUPS_PARAM
+GROUP_HEADER = "[[scenario.groups]]"
 
 
 class SuiteError(ValueError):
@@ -60,6 +65,13 @@ class Suite:
         line = self.lines.of(key, index) if self.lines and index is not None else None
         return SuiteError(self.path, line, f"scenario {scenario!r}: {reason}")
 
+    def group_error(self, scenario: str, group: str | None, key: str, reason: str) -> SuiteError:
+        """A SuiteError at the line of `key` in the named group of the named scenario."""
+        index = self.scenario_index.get(scenario)
+        line = self.lines.of_group(index, group, key) if self.lines and index is not None else None
+        named = f", group {group!r}" if group else ""
+        return SuiteError(self.path, line, f"scenario {scenario!r}{named}: {reason}")
+
     def tests(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repeat index) in run order: repeats interleaved, so that a
         slow drift of the machine spreads over all contestants rather than one."""
@@ -92,6 +104,24 @@ class Lines:
                     return i + 1
         return lo + 1 if scenario_index is not None else None
 
+    def of_group(self, index: int, name: str | None, key: str = "name") -> int | None:
+        """The line of `key` in the group called `name` of the index-th scenario (its
+        header when the group does not set `key`), else the scenario's `groups`."""
+        lo, hi = self._span(index)
+        headers = [i for i in range(lo, hi) if self.lines[i].strip() == GROUP_HEADER]
+        for n, start in enumerate(headers):
+            body = self.lines[start : headers[n + 1] if n + 1 < len(headers) else hi]
+            if name is not None and any(_sets(line, "name", f'"{name}"') for line in body):
+                found = next((start + j for j, line in enumerate(body) if _sets(line, key)), start)
+                return found + 1
+        return headers[0] + 1 if headers else self.of(GROUP_KEY, index)
+
+    def _span(self, index: int) -> tuple[int, int]:
+        if index >= len(self.starts):
+            return 0, len(self.lines)
+        nxt = self.starts[index + 1 : index + 2]
+        return self.starts[index], nxt[0] if nxt else len(self.lines)
+
     def in_table(self, header: str, key: str | None = None) -> int | None:
         """The line of `key` inside the `[header]` table (or of the header itself)."""
         heading = re.compile(rf"^\s*\[\s*{re.escape(header)}\s*\]")
@@ -107,6 +137,10 @@ class Lines:
             if pattern.search(self.lines[i]):
                 return i + 1
         return start + 1
+
+
+def _sets(line: str, key: str, value: str = "") -> bool:
+    return re.match(rf"\s*{re.escape(key)}\s*=\s*{re.escape(value)}", line) is not None
 
 
 def read(path: Path) -> tuple[bytes, dict, Lines]:

@@ -27,6 +27,7 @@ from serverlab.contestant.manifest import SYSLOG_MODES
 from serverlab.contestant.tunables import TunableValueError
 from serverlab.run.execution.testplan import CLIENTS_LEVEL, RATE_LEVEL
 from serverlab.run.plan.suite.file import Lines, Suite, SuiteError, check_keys
+from serverlab.run.plan.suite.groups import GROUP_KEY, GroupTables, scaled_groups
 from serverlab.run.plan.suite.permutation import (
     CAPACITY,
     CLEAR,
@@ -82,6 +83,7 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "repeats": ((int,), False),
     "contestants": ((list,), False),
     "tunables": ((dict,), False),
+    GROUP_KEY: ((list,), False),
 }
 SCENARIO_FIELDS.update({key: (types, True) for key, types in behaviour_suite_keys(FACTS).items()})
 SCENARIO_FIELDS.update({key: (types, True) for key, types in pacer_suite_keys(FACTS).items()})
@@ -101,6 +103,8 @@ PUSH_CAPACITY_SETS = ("clients", "priming_runs")
 # Keys of one use of the search only.
 REQUEST_SEARCH_KEYS = ("start_rate", "max_rate", "step_s")
 PUSH_SEARCH_KEYS = ("start_clients", "max_clients")
+# A scenario's keys that are not matrix dimensions.
+NOT_DIMENSIONS = ("name", "description", "contestants", "tunables", "repeats", GROUP_KEY)
 TLS_CHOICES = {"tls_key": KEY_TYPES, "tls_resume": ("on", "off"), "tls_group": ("x25519", "p256")}
 
 
@@ -122,9 +126,10 @@ class ScenarioMatrix:
             raise self.fail("[[scenario]]", "a scenario needs a name")
         if "behaviour" not in scenario:
             raise self.fail("name", f"scenario {scenario['name']!r} needs a behaviour")
+        groups = self._groups(scenario)
         dims: dict[str, list] = {}
         for key, value in scenario.items():
-            if key in ("name", "description", "contestants", "tunables", "repeats"):
+            if key in NOT_DIMENSIONS:
                 continue
             if key == "priming_runs":
                 self._priming_runs(value)
@@ -142,6 +147,8 @@ class ScenarioMatrix:
             for written in _product(dims):
                 params = scaled(written, self.suite.scale, self.suite.count_scale)
                 params = held_for_cycles(params, self.suite.cycles)
+                if groups:
+                    params[GROUP_KEY] = scaled_groups(groups, self.suite.scale)
                 self._check_combination(params)
                 params = with_tls_defaults(params)
                 if self._cannot_run(scenario["name"], contestant, params):
@@ -156,7 +163,7 @@ class ScenarioMatrix:
         dims = [
             len(v) if isinstance(v, list) else 1
             for k, v in scenario.items()
-            if k not in ("name", "description", "contestants", "tunables", "repeats")
+            if k not in NOT_DIMENSIONS
         ]
         contestants = scenario.get("contestants", default_contestants)
         tunables = scenario.get("tunables", {})
@@ -169,6 +176,19 @@ class ScenarioMatrix:
             sizes = [len(v) if isinstance(v, list) else 1 for v in merged.values()]
             total += math.prod(dims) * math.prod(sizes)
         return total
+
+    def _groups(self, scenario: dict) -> list[dict[str, Any]]:
+        """The scenario's client groups, checked; none for a scenario of one group."""
+        if GROUP_KEY not in scenario:
+            return []
+        tables = GroupTables(self.path, self.lines, self.index, scenario["name"])
+        groups = tables.checked(scenario[GROUP_KEY])
+        if scenario.get("kind", TEST_KIND) != TEST_KIND:
+            raise self.fail(
+                "kind",
+                f"scenario {scenario['name']!r}: a capacity search steps one load, no groups",
+            )
+        return groups
 
     def _priming_runs(self, value: Any) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

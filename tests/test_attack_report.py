@@ -1,0 +1,170 @@
+"""The probe before, during and after an attack, and the verdict (issue 35): a real run of a
+probe group beside an attack group against the reference server, whose planted knee (the
+`slow_above_rate` fault: GET /perf answers 300 ms late while more than 150 arrived in the
+last second) the attack crosses; and the verdict's rules on interval lines made by hand."""
+
+from hdrh.histogram import HdrHistogram
+from test_runner import run_in_process, write_suite
+
+from serverlab.base.paths import REPO_ROOT
+from serverlab.commands import check_engine_plans
+from serverlab.contestant.manifest import find
+from serverlab.results.records import EngineInterval, RecordedTest
+from serverlab.results.report.builder import build_report, report_data
+from serverlab.results.report.figures.hdr import added, values_at_quantiles
+from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows
+from serverlab.run.plan import protocols
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite.load import load_suite
+
+# 100 keep-alive clients back to back from second 2 to 4: past the planted knee, while the
+# probe alone (20/s) stays under it.
+KNEE = """
+[[scenario]]
+name = "knee"
+behaviour = "keepalive"
+clients = 4
+duration_s = 7
+tunables.reference = { fault = "slow_above_rate" }
+
+[[scenario.groups]]
+name = "probe"
+pacer = "open"
+rate = 20
+clients = 10
+path = "/perf"
+
+[[scenario.groups]]
+name = "flood"
+clients = 100
+path = "/perf"
+start_s = 2
+stop_s = 4
+"""
+
+
+def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_says_when(
+    contestants_dir, tmp_path
+):
+    db = tmp_path / "lab.db"
+    _, (test,), _ = run_in_process(write_suite(tmp_path, KNEE), db)
+    assert test.status == "ok", test.validity
+    (row,) = report_data(db)["attacks"]
+    assert (row["attack"], row["window"]) == ("flood (keepalive)", "2-4 s")
+    probe = [line.data["groups"]["probe"] for line in test.intervals]
+    # Each phase is the probe's own interval lines, their histograms added.
+    # The baseline leaves out the probe's first second, which holds its connects.
+    for phase, lines in (("before", probe[1:2]), ("during", probe[2:4])):
+        p50, p99 = values_at_quantiles(added(x["latency_histogram"] for x in lines), [0.5, 0.99])
+        assert row[phase]["p50_ms"] == f"{p50 / 1000:.3g}"
+        assert row[phase]["p99_ms"] == f"{p99 / 1000:.3g}"
+        # Success: OK answers over the arrivals the probe's 20/s had due.
+        ok = sum(x["ok"] for x in lines)
+        assert row[phase]["success"] == f"{100 * min(1, ok / (20 * len(lines))):.1f} %"
+        assert row[phase]["throughput"] == f"{ok / len(lines):,.0f}"
+    # The knee's 300 ms is far past twice the probe's own p99 before it.
+    assert probe[2]["latency_p99_us"] >= 300_000 > 2 * probe[1]["latency_p99_us"]
+    # The server's descriptors over the test are charted beside the table.
+    html = build_report(db, out_path=tmp_path / "report.html").read_text()
+    assert '<table class="attacks">' in html and "Server descriptors over time" in html
+    assert row["verdict"].startswith("p99 ") and row["verdict"].endswith("first, at 1 s into it")
+
+
+def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict:
+    histogram = HdrHistogram(1, 60_000_000, 3)
+    for value in latencies_us:
+        histogram.record_value(value)
+    return {
+        "elapsed_s": float(elapsed),
+        "interval_s": 1.0,
+        "completed": completed,
+        "ok": ok,
+        "latency_p99_us": max(latencies_us),
+        "latency_histogram": histogram.encode().decode(),
+    }
+
+
+def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None) -> RecordedTest:
+    plan = {
+        "duration_s": float(len(probe)),
+        "behaviour": {"kind": "keepalive"},
+        "groups": [
+            {"name": "probe", **({"pacer": pacer} if pacer else {})},
+            {"name": "slow", "behaviour": {"kind": "slowloris"}, "start_s": 2.0, "stop_s": 4.0},
+        ],
+    }
+    return RecordedTest(
+        run_id=1,
+        permutation_key="abuse",
+        contestant="c",
+        repeat_index=0,
+        status=status,
+        started_at=0.0,
+        ended_at=len(probe),
+        scenario="abuse",
+        run_info={"engine_plan": plan},
+        intervals=[
+            EngineInterval(seq=i, t=float(i), data={"groups": {"probe": data}})
+            for i, data in enumerate(probe)
+        ],
+    )
+
+
+def test_a_probe_within_twice_its_baseline_and_99_percent_success_holds_up():
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
+    probe += [line(t, [1900] * 100, 100, 100) for t in (3, 4)]
+    probe += [line(t, [1000] * 100, 100, 100) for t in (5, 6)]
+    (row,) = attack_rows([probe_test(probe)])
+    assert row.verdict == HOLDS_UP and row.recovered == "0 s"
+    # The baseline leaves out the probe's first second (its connects) when it has more.
+    assert (row.before.completed, row.during.completed, row.after.completed) == (100, 200, 200)
+    assert (row.before.start_s, row.before.stop_s) == (1.0, 2.0)
+
+
+def test_what_broke_first_is_named_and_recovery_counts_from_the_attacks_stop():
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
+    probe.append(line(3, [1000] * 100, 90, 100))  # 90 % success in the attack's first second
+    probe.append(line(4, [5000] * 100, 100, 100))
+    probe.append(line(5, [4000] * 100, 100, 100))  # still slow in the first second after it
+    probe.append(line(6, [1000] * 100, 100, 100))
+    (row,) = attack_rows([probe_test(probe)])
+    assert row.verdict == "success 90 % first, at 1 s into it"
+    assert row.recovered == "1 s"
+
+
+def test_an_open_loop_probe_the_server_stalls_fails_on_the_requests_it_was_to_send():
+    """Ten answers, all OK, where a hundred a second were due: 10 %, not 100 %."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
+    probe += [line(t, [1500] * 10, 10, 10) for t in (3, 4)]
+    probe += [line(t, [1000] * 100, 100, 100) for t in (5, 6)]
+    (row,) = attack_rows([probe_test(probe, pacer={"kind": "open", "rate": 100.0})])
+    assert row.during.success == 0.1 and row.before.success == 1.0
+    assert row.verdict == "success 10 % first, at 1 s into it"
+
+
+def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3)]
+    (row,) = attack_rows([probe_test(probe, status="crashed")])
+    assert row.verdict == "crashed"
+
+
+def test_the_abuse_suite_is_accepted_by_the_engine_and_sends_no_attack_a_server_cannot_take():
+    suite = load_suite(REPO_ROOT / "suites" / "abuse.toml", profile="quick")
+    plans = plan_tests(suite, find)
+    check_engine_plans(suite, plans)  # raises, naming the group, if the engine refuses one
+    kept, refused = protocols.refuse(plans, find, engine_h2=True)
+    assert sorted((r.plan.scenario, r.plan.contestant, r.why) for r in refused) == [
+        ("http2", "ruby-eventmachine", "ruby-eventmachine does not claim the spec part `h2`"),
+        ("http2", "rust-zhtta", "rust-zhtta does not claim the spec part `h2`"),
+        ("slow-post", "nginx", "nginx does not claim the spec part `upload` (slow-upload)"),
+        (
+            "websocket",
+            "nginx",
+            "nginx does not claim the spec part `websocket` (ws-oversized)",
+        ),
+    ]
+    # Every contestant, nginx included, keeps its HTTP/1.1 and TLS attacks.
+    everyone = {p.contestant for p in suite.permutations}
+    assert len(everyone) == 9 and "nginx" in everyone
+    for scenario in ("http1", "tls"):
+        assert {p.contestant for p in kept if p.scenario == scenario} == everyone
