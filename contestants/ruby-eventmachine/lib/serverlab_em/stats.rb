@@ -4,7 +4,7 @@ module ServerlabEM
   # Counters behind GET /stats. The reactor is single-threaded, so plain
   # integers need no locking.
   class Stats
-    SPEC_VERSION = "3.3"
+    SPEC_VERSION = "3.4"
 
     attr_accessor :connections_open, :connections_total, :requests_total,
                   :responses_total, :responses_push, :responses_timeouts,
