@@ -331,14 +331,16 @@ def _judge_malformed(what: str, answer: str, outcome: Outcome) -> None:
 
 
 def h2_continuation(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
-    """A valid request whose header block is split over HEADERS and CONTINUATION (RFC 9113
-    §6.10): served as any other."""
+    """A valid request whose header block is split over HEADERS and two CONTINUATION
+    frames (RFC 9113 §6.10: any split is valid, a small non-final piece too): served as any
+    other."""
     with h2_wire(ctx, params["transport"]) as wire:
         block = wire.header_block("GET", ctx.probe_target)
-        half = len(block) // 2
+        third = len(block) // 3
         wire.send(
-            h2wire.raw_frame(h2wire.HEADERS, h2wire.END_STREAM, 1, block[:half])
-            + h2wire.raw_frame(h2wire.CONTINUATION, h2wire.END_HEADERS, 1, block[half:])
+            _headers(1, block[:third], h2wire.END_STREAM)
+            + h2wire.raw_frame(h2wire.CONTINUATION, 0, 1, block[third : 2 * third])
+            + h2wire.raw_frame(h2wire.CONTINUATION, h2wire.END_HEADERS, 1, block[2 * third :])
         )
         answer = _answer_on_stream_1(wire, time.monotonic() + ctx.timeout_s + ctx.give_up_s)
     outcome.observed.append(answer)
