@@ -415,10 +415,12 @@ def h2_stream_error(ctx: VerifyContext, params: dict, outcome: Outcome) -> None:
 
 
 def _error_on_stream_1(wire: h2wire.H2Wire, deadline: float) -> str:
-    """The error the server answered with (frames of the request's answer skipped)."""
+    """The error the server answered with. The request's answer is skipped, and so is a
+    RST_STREAM NO_ERROR after it: RFC 9113 §8.1 lets a server that has answered stop the
+    rest of the request's body so (Tomcat does, now and then before it reads the frame)."""
     while True:
         answer = _answer_on_stream_1(wire, deadline)
-        if not answer.startswith("status"):
+        if not answer.startswith("status") and answer != "RST_STREAM NO_ERROR":
             return answer
 
 
