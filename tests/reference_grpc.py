@@ -113,7 +113,7 @@ class Hub:
 
     def stats(self) -> dict:
         grpc = {"calls": self.calls, "open": self.open, "deliveries": self.deliveries}
-        return {"spec_version": "3.3", "server": "reference-grpc", "grpc": grpc}
+        return {"spec_version": "3.4", "server": "reference-grpc", "grpc": grpc}
 
 
 class Call:

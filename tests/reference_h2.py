@@ -1,11 +1,13 @@
 """A small HTTP/2 server with prior knowledge (h2c) on the `h2` library, for the tests of
 verify's HTTP/2 checks (spec §13, §14): `--mode good` ends a connection that breaks RFC
-9113 with GOAWAY PROTOCOL_ERROR and a close, and resets a malformed request's stream with
-PROTOCOL_ERROR; `--mode silent` ignores what it cannot parse, leaving the connection and
-the malformed request's stream open; `--mode lax` serves a malformed request; `--mode
-strict` ends the connection (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame, PING ACK
-or SETTINGS frame naming a setting twice, which RFC 9113 allows; so that the checks are
-seen to fail.
+9113 or RFC 7541 with GOAWAY and the code the RFC names, and a close, and resets a
+malformed request's stream with PROTOCOL_ERROR; `--mode silent` ignores what it cannot
+parse, leaving the connection and the malformed request's stream open, and never resets a
+stream; `--mode lax` serves a malformed request; `--mode hold` answers it 400 and leaves
+its stream open; `--mode strict` ends the connection
+(GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame, PING ACK, SETTINGS frame naming a setting
+twice or frame of an unknown type, which RFC 9113 allows; so that the checks are seen to
+fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
 opens no window holds its streams open. The cleartext `--port` only accepts connections
@@ -22,12 +24,53 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack.exceptions
+import hyperframe.exceptions
 
 BODY = b"hello over h2c\n"
 MAX_STREAMS = 100
 # RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
 PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
-PREFACE_SIZE, SETTINGS, PING, CONTINUATION, ACK = 24, 0x4, 0x6, 0x9, 0x1
+# RFC 9113 §8.2.2: connection-specific fields make a request malformed.
+CONNECTION_FIELDS = {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding"}
+PREFACE_SIZE, RST_STREAM, SETTINGS, PING, CONTINUATION, ACK = 24, 0x3, 0x4, 0x6, 0x9, 0x1
+
+
+def _malformed(headers: list[tuple[bytes, bytes]]) -> bool:
+    """RFC 9113 §8.1.1: a request missing a pseudo-header field or naming one twice
+    (§8.3), with one after a regular field (§8.3), an uppercase name (§8.2.1) or a
+    connection-specific field (§8.2.2)."""
+    names = [name for name, _value in headers]
+    pseudo = [name for name in names if name.startswith(b":")]
+    return (
+        not PSEUDO_HEADERS.issubset(pseudo)
+        or len(set(pseudo)) < len(pseudo)
+        or names[: len(pseudo)] != pseudo
+        or any(name != name.lower() or name in CONNECTION_FIELDS for name in names)
+    )
+
+
+def _error_code(error: h2.exceptions.ProtocolError) -> int:
+    """The code RFC 9113 names where the h2 library's own is vaguer: COMPRESSION_ERROR for
+    a field block that does not decode (§4.3), FRAME_SIZE_ERROR for a SETTINGS ACK with a
+    payload (§6.5)."""
+    cause = error.__cause__ or error.__context__
+    if isinstance(cause, hpack.exceptions.HPACKError | IndexError):
+        return h2.errors.ErrorCodes.COMPRESSION_ERROR
+    if isinstance(cause, hyperframe.exceptions.InvalidDataError) and "ack" in str(cause):
+        return h2.errors.ErrorCodes.FRAME_SIZE_ERROR
+    return error.error_code
+
+
+def _without_resets(data: bytes) -> bytes:
+    """The frames to send but RST_STREAM (mode silent resets no stream)."""
+    kept, at = [], 0
+    while at < len(data):
+        end = at + 9 + int.from_bytes(data[at : at + 3], "big")
+        if data[at + 3] != RST_STREAM:
+            kept.append(data[at:end])
+        at = end
+    return b"".join(kept)
 
 
 def _duplicates(payload: bytes) -> bool:
@@ -45,15 +88,15 @@ class Connection:
         self.inbound, self.past_preface = b"", False
 
     def refused(self, data: bytes) -> bool:
-        """Mode strict: True once a CONTINUATION frame, a PING ACK or a SETTINGS frame
-        naming a setting twice has come (read from the raw bytes: the h2 library hides
-        CONTINUATION and merges settings)."""
+        """Mode strict: True once a CONTINUATION frame, a PING ACK, a SETTINGS frame naming
+        a setting twice or a frame of an unknown type has come (read from the raw bytes: the
+        h2 library hides CONTINUATION and unknown frames, and merges settings)."""
         self.inbound += data
         if not self.past_preface and len(self.inbound) >= PREFACE_SIZE:
             self.inbound, self.past_preface = self.inbound[PREFACE_SIZE:], True
         while self.past_preface and len(self.inbound) >= 9:
             kind, flags = self.inbound[3], self.inbound[4]
-            if kind == CONTINUATION or (kind == PING and flags & ACK):
+            if kind >= CONTINUATION or (kind == PING and flags & ACK):
                 return True
             end = 9 + int.from_bytes(self.inbound[:3], "big")
             if len(self.inbound) < end:
@@ -76,7 +119,7 @@ class Connection:
                 if self.mode == "silent":
                     await self.reader.read()  # hold the connection until the client goes
                     return
-                self.h2.close_connection(error_code=error.error_code)
+                self.h2.close_connection(error_code=_error_code(error))
                 self.flush()
                 return
             for event in events:
@@ -91,9 +134,11 @@ class Connection:
             return
         if self.h2.streams.get(event.stream_id) is None or self.h2.streams[event.stream_id].closed:
             return  # reset by the client in the same read (a Rapid Reset): nothing to answer
-        if not PSEUDO_HEADERS.issubset(name for name, _value in event.headers):
+        if _malformed(event.headers):
             if self.mode == "good":
                 self.h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+            if self.mode == "hold":
+                self.h2.send_headers(event.stream_id, [(":status", "400")])
             if self.mode != "lax":
                 return
         headers = [(":status", "200"), ("content-type", "text/plain")]
@@ -112,7 +157,8 @@ class Connection:
                 del self.pending[stream_id]
 
     def flush(self) -> None:
-        self.writer.write(self.h2.data_to_send())
+        data = self.h2.data_to_send()
+        self.writer.write(_without_resets(data) if self.mode == "silent" else data)
 
 
 async def main(port: int, h2c_port: int, host: str, mode: str) -> None:
@@ -136,7 +182,9 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--h2c-port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--mode", choices=("good", "silent", "lax", "strict"), default="good")
+    parser.add_argument(
+        "--mode", choices=("good", "silent", "lax", "hold", "strict"), default="good"
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main(args.port, args.h2c_port, args.host, args.mode))

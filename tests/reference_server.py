@@ -36,7 +36,7 @@ from websockets.headers import build_extension, parse_extension
 from websockets.protocol import Protocol, Side, State
 from websockets.utils import accept_key
 
-SPEC_VERSION = "3.3"
+SPEC_VERSION = "3.4"
 LOOPBACK = "127.0.0.1"
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 MAX_JSON_BODY = 64 * 1024

@@ -37,7 +37,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent", "lax", "strict"]
+words = ["good", "silent", "lax", "hold", "strict"]
 """
 
 
@@ -173,15 +173,48 @@ H2C_CASES = [
         {"transport": "h2c", "frame": "window_overflow", "code": "FLOW_CONTROL_ERROR"},
     ),
 ]
+# Each new RFC 9113 / RFC 7541 case's frame, and the code the RFC names for it.
+CONFORMANCE = [
+    ("h2_bad_frame", {"transport": "h2c", "frame": frame, "code": code})
+    for frame, code in (
+        ("data_idle", "PROTOCOL_ERROR"),
+        ("window_update_zero", "PROTOCOL_ERROR"),
+        ("initial_window_too_big", "FLOW_CONTROL_ERROR"),
+        ("settings_ack_payload", "FRAME_SIZE_ERROR"),
+        ("ping_length", "FRAME_SIZE_ERROR"),
+        ("continuation_interleaved", "PROTOCOL_ERROR"),
+        ("hpack_bad_index", "COMPRESSION_ERROR"),
+        ("hpack_table_size", "COMPRESSION_ERROR"),
+        ("hpack_huffman_eos", "COMPRESSION_ERROR"),
+    )
+] + [
+    ("h2_stream_error", {"transport": "h2c", "frame": frame, "code": code})
+    for frame, code in (
+        ("oversized_data", "FRAME_SIZE_ERROR"),
+        ("data_after_end_stream", "STREAM_CLOSED"),
+    )
+]
 MALFORMED = [
     ("h2_malformed", {"transport": "h2c", "missing": missing})
     for missing in (":method", ":path", ":scheme")
+] + [
+    ("h2_malformed", {"transport": "h2c", "fault": fault})
+    for fault in ("duplicate_path", "uppercase_name", "connection_header", "pseudo_after_regular")
 ]
 STRICT = [
     ("h2_continuation", {"transport": "h2c"}),
     ("h2_allowed_frame", {"transport": "h2c", "frame": "ping_ack"}),
     ("h2_allowed_frame", {"transport": "h2c", "frame": "settings_duplicates"}),
+    ("h2_allowed_frame", {"transport": "h2c", "frame": "unknown_type"}),
 ]
+
+
+# What each kind says of a server that lets the frame or the request go unanswered.
+SILENT_REASONS = {
+    "h2_bad_frame": "neither a GOAWAY nor a close",
+    "h2_stream_error": "no RST_STREAM, GOAWAY or close",
+    "h2_malformed": "got no answer",
+}
 
 
 def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
@@ -192,21 +225,20 @@ def test_exchanges_carried_over_h2c_are_judged_as_in_cleartext(transports_dir):
     assert "perf.get: Content-Length 15, expected 84" in outcome.reason
 
 
-@pytest.mark.parametrize(("kind", "params"), H2C_CASES + MALFORMED)
+@pytest.mark.parametrize(("kind", "params"), H2C_CASES + CONFORMANCE + MALFORMED)
 def test_an_h2c_server_that_ignores_broken_input_fails_the_check(transports_dir, kind, params):
     with ContestantServer(find("reference-h2c"), settings={"mode": "silent"}) as server:
-        assert run_check(server, kind, params).status == FAIL
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL
+    assert SILENT_REASONS.get(kind, "") in outcome.reason
 
 
 @pytest.mark.parametrize(
     ("case", "status"),
-    list(
-        zip(
-            H2C_CASES + MALFORMED + STRICT,
-            (PASS, PASS, WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
-            strict=True,
-        )
-    ),
+    [
+        *zip(H2C_CASES, (PASS, PASS, WARN, PASS, PASS, PASS), strict=True),
+        *((case, PASS) for case in CONFORMANCE + MALFORMED + STRICT),
+    ],
 )
 def test_an_h2c_server_that_ends_broken_connections_passes_and_a_goaway_for_excess_warns(
     transports_dir, case, status
@@ -226,6 +258,15 @@ def test_an_h2c_server_that_serves_a_request_missing_a_pseudo_header_fails(
     with ContestantServer(find("reference-h2c"), settings={"mode": "lax"}) as server:
         outcome = run_check(server, kind, params)
     assert outcome.status == FAIL and outcome.observed == ["status 200"]
+
+
+@pytest.mark.parametrize(("kind", "params"), MALFORMED)
+def test_an_h2c_server_that_answers_a_malformed_request_400_but_leaves_its_stream_open_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "hold"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL and outcome.observed == ["status 400, then no answer"]
 
 
 @pytest.mark.parametrize(("kind", "params"), STRICT)

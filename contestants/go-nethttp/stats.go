@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-const specVersion = "3.3"
+const specVersion = "3.4"
 
 // stats holds the counters of GET /stats; all are atomics so that no request takes a lock
 // to count itself.

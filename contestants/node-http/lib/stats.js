@@ -1,7 +1,7 @@
 'use strict';
 // Counters behind GET /stats (spec §5). Plain numeric fields: the hot path only does `++`.
 
-const SPEC_VERSION = '3.3';
+const SPEC_VERSION = '3.4';
 // How syslog messages are taken (spec §7.1): 'count' or 'parse', fixed at start.
 const settings = { syslogMode: 'count' };
 

@@ -42,7 +42,7 @@ test('POST /logging toggles one stderr line per request', async () => {
 
 test('GET /stats counts connections, requests and responses', async () => {
   const first = await stats(server.port);
-  assert.equal(first.spec_version, '3.3');
+  assert.equal(first.spec_version, '3.4');
   assert.equal(first.server, 'node-http');
   await request(server.port, 'GET', '/perf');
   const second = await stats(server.port);

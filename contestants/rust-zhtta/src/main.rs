@@ -32,7 +32,7 @@ use std::time::Instant;
 use threads::ThreadBudget;
 
 pub const NAME: &str = "rust-zhtta";
-pub const SPEC_VERSION: &str = "3.3";
+pub const SPEC_VERSION: &str = "3.4";
 /// Deep enough for a connect burst of 10,000 clients (seed 003); the kernel caps it at
 /// net.core.somaxconn.
 const LISTEN_BACKLOG: i32 = 65_535;

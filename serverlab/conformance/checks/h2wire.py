@@ -17,17 +17,24 @@ from serverlab.conformance.checks.receive import End, receive
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x6, 0x7
 WINDOW_UPDATE, CONTINUATION = 0x8, 0x9
+UNKNOWN_TYPE = 0x20  # no frame type of RFC 9113 nor of a registered extension
 END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+DEFAULT_MAX_FRAME_SIZE, LARGEST_FRAME_SIZE = 2**14, 2**24 - 1  # RFC 9113 §4.2, §6.5.2
 ERROR_NAMES = {
     0x0: "NO_ERROR",
     0x1: "PROTOCOL_ERROR",
     0x2: "INTERNAL_ERROR",
     0x3: "FLOW_CONTROL_ERROR",
+    0x4: "SETTINGS_TIMEOUT",
+    0x5: "STREAM_CLOSED",
     0x6: "FRAME_SIZE_ERROR",
     0x7: "REFUSED_STREAM",
     0x8: "CANCEL",
     0x9: "COMPRESSION_ERROR",
+    0xA: "CONNECT_ERROR",
     0xB: "ENHANCE_YOUR_CALM",
+    0xC: "INADEQUATE_SECURITY",
+    0xD: "HTTP_1_1_REQUIRED",
 }
 CLOSED = "closed"
 

@@ -5,7 +5,7 @@ module ServerlabEM
   # integers need no locking; grpc_calls is the one counter written by
   # another thread, the gRPC server's call loop (its only writer).
   class Stats
-    SPEC_VERSION = "3.3"
+    SPEC_VERSION = "3.4"
 
     attr_accessor :connections_open, :connections_total, :requests_total,
                   :responses_total, :responses_push, :responses_timeouts,

@@ -11,7 +11,7 @@ import java.util.function.ToIntFunction;
  * contention; the sums are only read when {@code /stats} is asked.
  */
 public final class Stats {
-    public static final String SPEC_VERSION = "3.3";
+    public static final String SPEC_VERSION = "3.4";
 
     private final String serverName;
     private final long startedNanos = System.nanoTime();

@@ -47,6 +47,11 @@ final class SecureProtocols {
         Http2Protocol http2 = new Http2Protocol();
         http2.setMaxConcurrentStreams(MAX_STREAMS);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
+        // Spec §13: a header block split over CONTINUATION frames is served, however small
+        // its pieces (RFC 9113 §6.10). Tomcat counts a non-final CONTINUATION under 1024
+        // bytes as overhead and answers GOAWAY ENHANCE_YOUR_CALM at once for a short one;
+        // 0 turns that count off. maxHeaderSize and maxHeaderCount still bound the block.
+        http2.setOverheadContinuationThreshold(0);
         return http2;
     }
 
