@@ -18,12 +18,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Sleep;
+use tonic::codegen::BoxFuture;
 use tonic::codegen::tokio_stream::Stream;
 use tonic::codegen::{Service, http};
 use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
-use tonic::codegen::BoxFuture;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 /// The largest request message served (spec §16: 4 MiB, encoded); a larger one is
@@ -34,8 +34,7 @@ const GRPC_MESSAGE: &str = "grpc-message";
 const OUT_OF_RANGE: &[u8] = b"11";
 const UNIMPLEMENTED: &[u8] = b"12";
 /// gRPC's percent-encoding of `grpc-message`: everything but printable ASCII, and `%`.
-const GRPC_MESSAGE_ESCAPES: &percent_encoding::AsciiSet =
-    &percent_encoding::CONTROLS.add(b'%');
+const GRPC_MESSAGE_ESCAPES: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
 
 /// The gRPC ports' listeners, bound before the HTTP port takes connections.
 pub struct GrpcListeners {
@@ -82,7 +81,8 @@ fn worker_threads() -> usize {
 
 fn tls_server(cert: &Path, key: &Path) -> io::Result<Server> {
     let read = |path: &Path| {
-        std::fs::read(path).map_err(|error| io::Error::other(format!("{}: {error}", path.display())))
+        std::fs::read(path)
+            .map_err(|error| io::Error::other(format!("{}: {error}", path.display())))
     };
     let identity = Identity::from_pem(read(cert)?, read(key)?);
     Server::builder()
@@ -149,7 +149,10 @@ where
 fn conform_head(head: &mut http::HeaderMap, path: &str) {
     let code = head.get(GRPC_STATUS).map(|value| value.as_bytes());
     if code == Some(OUT_OF_RANGE) {
-        head.insert(GRPC_STATUS, http::HeaderValue::from(Code::ResourceExhausted as i32));
+        head.insert(
+            GRPC_STATUS,
+            http::HeaderValue::from(Code::ResourceExhausted as i32),
+        );
     } else if code == Some(UNIMPLEMENTED) && !head.contains_key(GRPC_MESSAGE) {
         let message = format!("unknown method {path}");
         let message = percent_encoding::utf8_percent_encode(&message, GRPC_MESSAGE_ESCAPES);
@@ -212,7 +215,10 @@ impl Lab for LabService {
         request: Request<Streaming<EchoMessage>>,
     ) -> Result<Response<Self::ChatStream>, Status> {
         let deadline = deadline(request.metadata());
-        Ok(Response::new(Deadlined::new(request.into_inner(), deadline)))
+        Ok(Response::new(Deadlined::new(
+            request.into_inner(),
+            deadline,
+        )))
     }
 }
 
@@ -316,7 +322,10 @@ mod tests {
         assert_eq!(parse_timeout("2S"), Some(Duration::from_secs(2)));
         assert_eq!(parse_timeout("1500m"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_timeout("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_timeout("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        assert_eq!(
+            parse_timeout("99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
         for bad in ["", "S", "123456789S", "5x", "-1S", "1.5S"] {
             assert_eq!(parse_timeout(bad), None, "{bad}");
         }

@@ -108,7 +108,10 @@ fn run(config: Config) -> std::io::Result<()> {
         logging: AtomicBool::new(false),
         started: Instant::now(),
     }));
-    let tls_files = config.tls.as_ref().map(|t| (t.cert.as_path(), t.key.as_path()));
+    let tls_files = config
+        .tls
+        .as_ref()
+        .map(|t| (t.cert.as_path(), t.key.as_path()));
     grpc::start(app, grpc_listeners, tls_files)?;
     server::accept_loops(app, listeners)
 }

@@ -42,7 +42,10 @@ impl GrpcQueue {
             sent: 0, // stamped by the stream's task, right before it is written
             total: emit.total as i64,
             place: place as i64,
-            data: emit.data.map(|data| data.get().to_owned()).unwrap_or_default(),
+            data: emit
+                .data
+                .map(|data| data.get().to_owned())
+                .unwrap_or_default(),
         };
         match self.sender.try_send(delivery) {
             Ok(()) => true,

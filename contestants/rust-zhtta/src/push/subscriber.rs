@@ -200,7 +200,10 @@ impl Subscriber {
 
     /// The sink of a subscriber that writes to a socket; its connection thread asks.
     pub fn sink(&self) -> MutexGuard<'_, Sink> {
-        lock(self.socket().expect("only a socket's subscriber asks for its sink"))
+        lock(
+            self.socket()
+                .expect("only a socket's subscriber asks for its sink"),
+        )
     }
 
     fn answer<R: Serialize>(&self, response: R, stats: &Stats) -> Vec<u8> {
