@@ -26,8 +26,8 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tonic::{Code, Request, Response, Status, Streaming};
 
-/// The largest request message served (spec §16: 4 MiB, encoded); a larger one is
-/// answered RESOURCE_EXHAUSTED by tonic, which keeps the connection.
+/// The largest request message served (spec §16: 4 MiB, encoded); tonic refuses a larger
+/// one and keeps the connection (its status mended by `conform_head`).
 const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 const GRPC_STATUS: &str = "grpc-status";
 const GRPC_MESSAGE: &str = "grpc-message";
@@ -59,7 +59,8 @@ pub fn start(
         Some((cert, key)) if !listeners.tls.is_empty() => Some(tls_server(cert, key)?),
         _ => None,
     };
-    let _entered = runtime.enter();
+    // Listeners join the runtime's reactor as they are converted.
+    let entered = runtime.enter();
     for listener in listeners.plain {
         runtime.spawn(serve(app, Server::builder(), tokio_listener(listener)?));
     }
@@ -67,7 +68,7 @@ pub fn start(
         let server = tls.clone().expect("TLS listeners come with their files");
         runtime.spawn(serve(app, server, tokio_listener(listener)?));
     }
-    drop(_entered);
+    drop(entered);
     Box::leak(Box::new(runtime));
     Ok(())
 }

@@ -294,7 +294,7 @@ fn a_cancelled_subscribe_stream_leaves_the_lists_at_once() {
 }
 
 #[test]
-fn chat_echoes_every_message_in_order_and_ends_ok_after_the_client() {
+fn chat_echoes_every_message_in_order_ends_ok_after_the_client_and_refuses_one_over_the_limit() {
     let server = Server::start("grpc-chat", &[]);
     run(async {
         let mut send = connect(&server).await;
@@ -314,6 +314,11 @@ fn chat_echoes_every_message_in_order_and_ends_ok_after_the_client() {
         body.send_data(Bytes::new(), true).unwrap();
         let (rest, code, _) = answer.unwrap().finish().await;
         assert_eq!((rest.len(), code.as_str()), (0, "0"));
+        // A message over the limit ends its call RESOURCE_EXHAUSTED, as Echo's does.
+        let (response, mut body) = start(&mut send, "/serverlab.v1.Lab/Chat", None);
+        body.send_data(echo(vec![1; LIMIT]), true).unwrap();
+        let (rest, code, _) = Answer::read(response).await.finish().await;
+        assert_eq!((rest.len(), code.as_str()), (0, "8"));
     });
 }
 
