@@ -17,15 +17,27 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 /// without bound. A delivery counts once it is in this queue (spec §6, "What counts").
 pub const BACKLOG: usize = 1024;
 
+/// What every delivery of one emit cycle shares; a queued delivery is this and its place,
+/// so that a held stream's queue stays small and a cycle is copied once, not per stream.
+pub struct GrpcCycle {
+    name: String,
+    seq: i64,
+    created: i64,
+    total: i64,
+    data: String,
+}
+
+type Queued = (Arc<GrpcCycle>, u64);
+
 /// The emitters' end of a stream's queue.
 pub struct GrpcQueue {
-    sender: mpsc::Sender<Delivery>,
+    sender: mpsc::Sender<Queued>,
     behind: Arc<AtomicBool>,
 }
 
 /// The stream's end: its deliveries, then, once it fell too far behind, `Behind`.
 pub struct GrpcDeliveries {
-    receiver: mpsc::Receiver<Delivery>,
+    receiver: mpsc::Receiver<Queued>,
     behind: Arc<AtomicBool>,
 }
 
@@ -35,19 +47,19 @@ pub struct Behind;
 impl GrpcQueue {
     /// Queues one emit; false if the stream is gone or too far behind to take it.
     pub fn put(&self, emit: &Emit, place: u64) -> bool {
-        let delivery = Delivery {
-            name: emit.name.to_owned(),
-            seq: emit.seq as i64,
-            created: emit.created_ms as i64,
-            sent: 0, // stamped by the stream's task, right before it is written
-            total: emit.total as i64,
-            place: place as i64,
-            data: emit
-                .data
-                .map(|data| data.get().to_owned())
-                .unwrap_or_default(),
-        };
-        match self.sender.try_send(delivery) {
+        let cycle = emit.grpc.get_or_init(|| {
+            Arc::new(GrpcCycle {
+                name: emit.name.to_owned(),
+                seq: emit.seq as i64,
+                created: emit.created_ms as i64,
+                total: emit.total as i64,
+                data: emit
+                    .data
+                    .map(|data| data.get().to_owned())
+                    .unwrap_or_default(),
+            })
+        });
+        match self.sender.try_send((Arc::clone(cycle), place)) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 self.behind.store(true, Ordering::Release);
@@ -65,10 +77,15 @@ impl GrpcDeliveries {
             return Poll::Ready(Err(Behind));
         }
         match self.receiver.poll_recv(cx) {
-            Poll::Ready(Some(mut delivery)) => {
-                delivery.sent = now_ms() as i64;
-                Poll::Ready(Ok(delivery))
-            }
+            Poll::Ready(Some((cycle, place))) => Poll::Ready(Ok(Delivery {
+                name: cycle.name.clone(),
+                seq: cycle.seq,
+                created: cycle.created,
+                sent: now_ms() as i64,
+                total: cycle.total,
+                place: place as i64,
+                data: cycle.data.clone(),
+            })),
             // The sender lives in the subscriber, which the stream's registration holds.
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
         }

@@ -4,13 +4,14 @@
 //! decides, exactly once, which answer ends a long poll, and keeps an SSE stream's
 //! position; a gRPC stream's socket belongs to tonic, so its deliveries go to its queue.
 
-use super::grpc::GrpcQueue;
+use super::grpc::{GrpcCycle, GrpcQueue};
 use crate::clock::{lock, now_ms};
 use crate::http::{Length, write_head};
 use crate::stats::{Stats, bump, read};
 use crate::stream::Stream;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::cell::OnceCell;
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +46,8 @@ pub struct Emit<'a> {
     pub data: Option<&'a RawValue>,
     /// An SSE replay (spec §10).
     pub replayed: bool,
+    /// The cycle as gRPC streams queue it, made once for the whole snapshot.
+    pub grpc: OnceCell<Arc<GrpcCycle>>,
 }
 
 #[derive(Serialize)]
