@@ -1,18 +1,35 @@
-//! Records the compiler and the locked library versions for `--version`, so that every
-//! benchmark run can say exactly what it measured.
+//! Generates the gRPC service (spec §16) from the spec's committed .proto, and records the
+//! compiler and the locked library versions for `--version`, so that every benchmark run
+//! can say exactly what it measured.
 
 use std::process::Command;
 
-const LIBRARIES: [&str; 6] = [
+const LIBRARIES: [&str; 9] = [
     "httparse",
     "rustls",
     "sha2",
     "serde_json",
     "socket2",
     "tungstenite",
+    "tonic",
+    "prost",
+    "tokio",
 ];
 
+/// The service of spec §16, shared by every contestant, verify and the engine.
+const PROTO: &str = "../../spec/grpc/serverlab.proto";
+const PROTO_DIR: &str = "../../spec/grpc";
+
 fn main() {
+    // Server code only: protoc (Debian's protobuf-compiler) reads the file, prost and
+    // tonic write the messages and the service into OUT_DIR.
+    if let Err(error) = tonic_prost_build::configure()
+        .build_client(false)
+        .build_transport(false)
+        .compile_protos(&[PROTO], &[PROTO_DIR])
+    {
+        panic!("generating the gRPC service from {PROTO}: {error}");
+    }
     println!("cargo:rerun-if-changed=Cargo.lock");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let compiler = Command::new(rustc)

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 pub const USAGE: &str = "usage: rust-zhtta --port N --docroot DIR [--host ADDR] [--syslog-port N] \
 [--read whole|chunked] [--chunk-size BYTES] [--responders N] [--schedule fifo|spt] \
 [--cache off|MB] [--cache-policy lru|fifo] [--connection-threads auto|N] [--syslog-mode count|parse] \
-[--tls-port N] [--syslog-tls-port N] [--tls-cert PEM --tls-key PEM] | --version";
+[--tls-port N] [--syslog-tls-port N] [--grpc-port N] [--grpc-tls-port N] \
+[--tls-cert PEM --tls-key PEM] | --version";
 
 const MIN_CHUNK: usize = 1024;
 const MAX_CHUNK: usize = 512 * 1024 * 1024;
@@ -60,7 +61,9 @@ pub struct Config {
     pub cache: Option<CacheConfig>,
     /// `None`: as many as the machine's limits allow.
     pub connection_threads: Option<usize>,
-    /// HTTPS and RFC 5425 syslog, when a TLS port is given.
+    /// The gRPC port with prior knowledge (spec §16, tonic's own listener).
+    pub grpc_port: Option<u16>,
+    /// HTTPS, RFC 5425 syslog and gRPC over TLS, when a TLS port is given.
     pub tls: Option<TlsConfig>,
 }
 
@@ -69,6 +72,8 @@ pub struct Config {
 pub struct TlsConfig {
     pub port: Option<u16>,
     pub syslog_port: Option<u16>,
+    /// gRPC over TLS by ALPN h2 (spec §16).
+    pub grpc_port: Option<u16>,
     pub cert: PathBuf,
     pub key: PathBuf,
 }
@@ -118,6 +123,7 @@ impl Default for Options {
             schedule: Schedule::Fifo,
             cache: None,
             connection_threads: None,
+            grpc_port: None,
             tls: None,
         };
         Options {
@@ -154,6 +160,8 @@ impl Options {
             "--connection-threads" => config.connection_threads = parse_connection_threads(&value)?,
             "--tls-port" => self.tls.port = Some(parse_port(&value)?),
             "--syslog-tls-port" => self.tls.syslog_port = Some(parse_port(&value)?),
+            "--grpc-port" => config.grpc_port = Some(parse_port(&value)?),
+            "--grpc-tls-port" => self.tls.grpc_port = Some(parse_port(&value)?),
             "--tls-cert" => self.tls.cert = PathBuf::from(value),
             "--tls-key" => self.tls.key = PathBuf::from(value),
             _ => return Err(format!("unknown option {flag}")),
@@ -164,7 +172,7 @@ impl Options {
     fn finish(self) -> Result<Config, String> {
         let tls = self.tls;
         let has_files = !tls.cert.as_os_str().is_empty() && !tls.key.as_os_str().is_empty();
-        let has_port = tls.port.is_some() || tls.syslog_port.is_some();
+        let has_port = tls.port.is_some() || tls.syslog_port.is_some() || tls.grpc_port.is_some();
         if has_port && !has_files {
             return Err("a TLS port needs --tls-cert and --tls-key".into());
         }
@@ -347,7 +355,7 @@ mod tests {
         let base = ["--port", "1", "--docroot", "/"];
         assert_eq!(parse(&base).unwrap().tls, None);
         let files = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
-        for port in ["--tls-port", "--syslog-tls-port"] {
+        for port in ["--tls-port", "--syslog-tls-port", "--grpc-tls-port"] {
             assert!(parse(&[&base[..], &[port, "2"]].concat()).is_err());
             let without_key = [&base[..], &[port, "2"], &files[..2]].concat();
             assert!(parse(&without_key).is_err());

@@ -120,6 +120,11 @@ pub fn stats(app: &App, conn: &mut Conn, keep_alive: bool) -> io::Result<Sent> {
             "echoes": read(&s.ws_echoes),
             "publishes": read(&s.ws_publishes),
         },
+        "grpc": {
+            "calls": read(&s.grpc_calls),
+            "open": read(&s.grpc_open),
+            "deliveries": read(&s.grpc_deliveries),
+        },
     });
     conn.send_json(200, &body, keep_alive)
 }

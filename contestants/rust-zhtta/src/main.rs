@@ -5,7 +5,9 @@ mod clock;
 mod config;
 mod control;
 mod files;
+mod grpc;
 mod http;
+mod lab;
 mod push;
 mod server;
 #[cfg(test)]
@@ -85,6 +87,7 @@ fn run(config: Config) -> std::io::Result<()> {
             syslog::start_tls(listen(address, port)?, &tls.syslog, stats, threads)?;
         }
     }
+    let grpc_listeners = grpc_listeners(&config)?;
     let listeners = http_listeners(&config, tls.as_ref())?;
     eprintln!(
         "{NAME}: {:?} port {}, read {:?}, {} responder(s), {:?} queue, up to {} connection threads",
@@ -105,6 +108,11 @@ fn run(config: Config) -> std::io::Result<()> {
         logging: AtomicBool::new(false),
         started: Instant::now(),
     }));
+    let tls_files = config
+        .tls
+        .as_ref()
+        .map(|t| (t.cert.as_path(), t.key.as_path()));
+    grpc::start(app, grpc_listeners, tls_files)?;
     server::accept_loops(app, listeners)
 }
 
@@ -121,6 +129,23 @@ fn http_listeners(
             let tcp = listen(address, port)?;
             let tls = Some(std::sync::Arc::clone(&tls.https));
             listeners.push(Listener { tcp, tls });
+        }
+    }
+    Ok(listeners)
+}
+
+/// tonic's ports on every address (spec §16): prior knowledge, and TLS when it is on.
+fn grpc_listeners(config: &Config) -> std::io::Result<grpc::GrpcListeners> {
+    let mut listeners = grpc::GrpcListeners {
+        plain: Vec::new(),
+        tls: Vec::new(),
+    };
+    for &address in &config.addresses {
+        if let Some(port) = config.grpc_port {
+            listeners.plain.push(listen(address, port)?);
+        }
+        if let Some(port) = config.tls.as_ref().and_then(|t| t.grpc_port) {
+            listeners.tls.push(listen(address, port)?);
         }
     }
     Ok(listeners)

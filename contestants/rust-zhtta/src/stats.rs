@@ -37,6 +37,11 @@ pub struct Stats {
     pub ws_deliveries: AtomicU64,
     pub ws_echoes: AtomicU64,
     pub ws_publishes: AtomicU64,
+    /// Spec §16: gRPC calls started (any method), `Subscribe` streams open, and their
+    /// deliveries.
+    pub grpc_calls: AtomicU64,
+    pub grpc_open: AtomicU64,
+    pub grpc_deliveries: AtomicU64,
 }
 
 pub fn bump(counter: &AtomicU64) {

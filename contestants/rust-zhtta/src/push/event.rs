@@ -6,6 +6,7 @@ use crate::clock::{lock, now_ms};
 use crate::stats::{Stats, add, bump, read};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -234,6 +235,7 @@ impl Event {
         };
         bump(&self.counters.emits);
         let emit = Emit {
+            grpc: OnceCell::new(),
             name: &self.name,
             seq,
             created_ms,

@@ -2,7 +2,7 @@
 //! subscribers of any transport with their events.
 
 use super::event::{Event, EventStats, History, StopSignal};
-use super::subscriber::{Sink, Subscriber, Transport};
+use super::subscriber::{Outlet, Sink, Subscriber, Transport};
 use crate::clock::lock;
 use crate::stats::{GaugeGuard, Stats};
 use serde_json::value::RawValue;
@@ -105,8 +105,8 @@ impl PushHub {
     }
 
     /// Registers a subscriber with each of its events.
-    pub fn subscribe(&self, subscription: Subscription, sink: Arc<Mutex<Sink>>) -> Registration {
-        let registration = self.register(subscription, sink);
+    pub fn subscribe(&self, subscription: Subscription, outlet: Outlet) -> Registration {
+        let registration = self.register(subscription, outlet);
         for event in &registration.events {
             event.subscribe(&registration.subscriber);
         }
@@ -123,7 +123,7 @@ impl PushHub {
         sink: Arc<Mutex<Sink>>,
         first: impl FnOnce(&Subscriber, &mut Sink, &[History]),
     ) -> Registration {
-        let registration = self.register(subscription, sink);
+        let registration = self.register(subscription, Outlet::Socket(sink));
         let subscriber = &registration.subscriber;
         let mut sink = subscriber.sink();
         let histories: Vec<History> = registration
@@ -136,11 +136,12 @@ impl PushHub {
         registration
     }
 
-    fn register(&self, subscription: Subscription, sink: Arc<Mutex<Sink>>) -> Registration {
+    fn register(&self, subscription: Subscription, outlet: Outlet) -> Registration {
         let gauge = match subscription.transport {
             Transport::LongPoll | Transport::Comet => &self.stats.open_push,
             Transport::Sse => &self.stats.sse_open,
             Transport::WebSocket => &self.stats.ws_subscribers,
+            Transport::Grpc => &self.stats.grpc_open,
         };
         let (open, start_connections) = GaugeGuard::raise(&self.stats.subscribers);
         let (transport_open, _) = GaugeGuard::raise(gauge);
@@ -150,7 +151,7 @@ impl PushHub {
             id,
             subscription.transport,
             subscription.request,
-            sink,
+            outlet,
             subscription.keep_alive,
             start_connections,
         ));

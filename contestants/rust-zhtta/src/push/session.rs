@@ -3,7 +3,7 @@
 
 use super::hub::{PushHub, Registration, Subscription};
 use super::request::{Mode, PushRequest};
-use super::subscriber::{Sink, SinkState, Subscriber, Transport};
+use super::subscriber::{Outlet, Sink, SinkState, Subscriber, Transport};
 use crate::http::{Conn, Length, MAX_HEAD, Sent};
 use std::io::{self, ErrorKind};
 use std::sync::Arc;
@@ -35,7 +35,10 @@ pub fn serve(
         request: request.echo,
         keep_alive,
     };
-    let registration = hub.subscribe(subscription, Sink::new(Arc::clone(&conn.stream)));
+    let registration = hub.subscribe(
+        subscription,
+        Outlet::Socket(Sink::new(Arc::clone(&conn.stream))),
+    );
     let subscriber = &registration.subscriber;
     let ending = match watch(conn, subscriber, deadline) {
         Watched::Due => subscriber.time_out(hub.stats()),

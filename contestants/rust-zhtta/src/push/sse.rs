@@ -13,6 +13,7 @@ use crate::http::{Conn, Length, Request, Sent};
 use crate::stats::{Stats, bump};
 use percent_encoding::percent_decode_str;
 use serde_json::json;
+use std::cell::OnceCell;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,6 +120,7 @@ fn resume(
     }
     for cycle in replays {
         let emit = Emit {
+            grpc: OnceCell::new(),
             name,
             seq: cycle.seq,
             created_ms: cycle.created_ms,

@@ -1,14 +1,17 @@
 //! One subscriber of any transport: a held `/push` request (long poll or comet stream), an
-//! SSE stream, or a subscribed WebSocket. Emitter threads write deliveries straight to its
-//! socket, under a per-connection lock (the sink) that also decides, exactly once, which
-//! answer ends a long poll, and keeps an SSE stream's position.
+//! SSE stream, a subscribed WebSocket, or a gRPC `Subscribe` stream. Emitter threads write
+//! deliveries straight to a socket, under a per-connection lock (the sink) that also
+//! decides, exactly once, which answer ends a long poll, and keeps an SSE stream's
+//! position; a gRPC stream's socket belongs to tonic, so its deliveries go to its queue.
 
+use super::grpc::{GrpcCycle, GrpcQueue};
 use crate::clock::{lock, now_ms};
 use crate::http::{Length, write_head};
 use crate::stats::{Stats, bump, read};
 use crate::stream::Stream;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::cell::OnceCell;
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +25,15 @@ pub enum Transport {
     Comet,
     Sse,
     WebSocket,
+    Grpc,
+}
+
+/// Where a subscriber's deliveries go.
+pub enum Outlet {
+    /// A socket that emitter threads write to (every HTTP/1.1 transport).
+    Socket(Arc<Mutex<Sink>>),
+    /// A gRPC stream's bounded queue, emptied by its task on the gRPC runtime.
+    Queue(GrpcQueue),
 }
 
 /// What one emit cycle (or, for an SSE replay, one buffered cycle) tells a delivery.
@@ -34,6 +46,8 @@ pub struct Emit<'a> {
     pub data: Option<&'a RawValue>,
     /// An SSE replay (spec §10).
     pub replayed: bool,
+    /// The cycle as gRPC streams queue it, made once for the whole snapshot.
+    pub grpc: OnceCell<Arc<GrpcCycle>>,
 }
 
 #[derive(Serialize)]
@@ -151,7 +165,7 @@ pub struct Subscriber {
     keep_alive: bool,
     /// Mirrors `state != Open` so that an emitter can skip it without taking the lock.
     done: AtomicBool,
-    sink: Arc<Mutex<Sink>>,
+    outlet: Outlet,
 }
 
 impl Subscriber {
@@ -159,7 +173,7 @@ impl Subscriber {
         id: u64,
         transport: Transport,
         request: Box<RawValue>,
-        sink: Arc<Mutex<Sink>>,
+        outlet: Outlet,
         keep_alive: bool,
         start_connections: u64,
     ) -> Subscriber {
@@ -171,7 +185,7 @@ impl Subscriber {
             start_connections,
             keep_alive,
             done: AtomicBool::new(false),
-            sink,
+            outlet,
         }
     }
 
@@ -179,8 +193,20 @@ impl Subscriber {
         self.done.load(Ordering::Acquire)
     }
 
+    /// The socket's sink, which only the HTTP/1.1 transports have.
+    fn socket(&self) -> Option<&Arc<Mutex<Sink>>> {
+        match &self.outlet {
+            Outlet::Socket(sink) => Some(sink),
+            Outlet::Queue(_) => None,
+        }
+    }
+
+    /// The sink of a subscriber that writes to a socket; its connection thread asks.
     pub fn sink(&self) -> MutexGuard<'_, Sink> {
-        lock(&self.sink)
+        lock(
+            self.socket()
+                .expect("only a socket's subscriber asks for its sink"),
+        )
     }
 
     fn answer<R: Serialize>(&self, response: R, stats: &Stats) -> Vec<u8> {
@@ -225,7 +251,11 @@ impl Subscriber {
     /// Delivers one emit; false if this subscriber was already done or the write failed.
     /// A delivery is counted once the socket took all of it.
     pub fn deliver(&self, emit: &Emit, place: u64, stats: &Stats) -> bool {
-        let mut sink = lock(&self.sink);
+        let sink = match &self.outlet {
+            Outlet::Socket(sink) => sink,
+            Outlet::Queue(queue) => return self.enqueue(queue, emit, place, stats),
+        };
+        let mut sink = lock(sink);
         if sink.state != SinkState::Open {
             return false;
         }
@@ -251,10 +281,24 @@ impl Subscriber {
         written
     }
 
+    /// Queues one emit for a gRPC stream; a stream too far behind to take it is done.
+    fn enqueue(&self, queue: &GrpcQueue, emit: &Emit, place: u64, stats: &Stats) -> bool {
+        if self.is_done() {
+            return false;
+        }
+        let queued = queue.put(emit, place);
+        if queued {
+            bump(&stats.grpc_deliveries);
+        } else {
+            self.done.store(true, Ordering::Release);
+        }
+        queued
+    }
+
     /// Ends the request with its timeout answer unless something answered it first.
     /// Returns how the request ended.
     pub fn time_out(&self, stats: &Stats) -> SinkState {
-        let mut sink = lock(&self.sink);
+        let mut sink = self.sink();
         if sink.state == SinkState::Open {
             let body = self.answer(TimeoutResponse { timeout: true }, stats);
             let (written, counter) = if self.transport == Transport::Sse {
@@ -275,7 +319,7 @@ impl Subscriber {
 
     /// An SSE heartbeat comment, unless the stream ended.
     pub fn heartbeat(&self, stats: &Stats) {
-        let mut sink = lock(&self.sink);
+        let mut sink = self.sink();
         if sink.state == SinkState::Open && sink.write(&chunk(b": heartbeat\n\n", false)) {
             bump(&stats.sse_heartbeats);
         }
@@ -285,7 +329,11 @@ impl Subscriber {
     /// Marks the subscriber gone (its client left, or broke the protocol), so that
     /// emitters skip it.
     pub fn abandon(&self) {
-        let mut sink = lock(&self.sink);
+        let Some(sink) = self.socket() else {
+            self.done.store(true, Ordering::Release);
+            return;
+        };
+        let mut sink = lock(sink);
         if sink.state == SinkState::Open {
             sink.state = SinkState::Broken;
         }

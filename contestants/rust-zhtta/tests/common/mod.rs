@@ -23,6 +23,9 @@ pub struct Server {
     /// HTTPS (spec §12) and RFC 5425 syslog (spec §15), with the certificate below.
     pub tls_port: u16,
     pub syslog_tls_port: u16,
+    /// tonic's ports (spec §16): gRPC with prior knowledge, and over TLS by ALPN h2.
+    pub grpc_port: u16,
+    pub grpc_tls_port: u16,
     pub docroot: PathBuf,
     /// The server's self-signed certificate, the only one its TLS clients trust.
     pub certificate: CertificateDer<'static>,
@@ -56,8 +59,15 @@ impl Server {
         std::fs::write(docroot.join("big.bin"), big_file()).unwrap();
         std::fs::write(docroot.join("small.txt"), b"small\n").unwrap();
         let certificate = write_certificate(&base);
-        let ports = [free_port(), free_port(), free_port(), free_port()];
-        let [port, syslog_port, tls_port, syslog_tls_port] = ports.map(|p| p.to_string());
+        let ports = [0; 6].map(|_| free_port());
+        let [
+            port,
+            syslog_port,
+            tls_port,
+            syslog_tls_port,
+            grpc_port,
+            grpc_tls_port,
+        ] = ports.map(|p| p.to_string());
         let child = Command::new(env!("CARGO_BIN_EXE_rust-zhtta"))
             .args(["--port", &port, "--syslog-port", &syslog_port])
             .args([
@@ -66,6 +76,7 @@ impl Server {
                 "--syslog-tls-port",
                 &syslog_tls_port,
             ])
+            .args(["--grpc-port", &grpc_port, "--grpc-tls-port", &grpc_tls_port])
             .arg("--tls-cert")
             .arg(base.join("server.pem"))
             .arg("--tls-key")
@@ -82,6 +93,8 @@ impl Server {
             syslog_port: ports[1],
             tls_port: ports[2],
             syslog_tls_port: ports[3],
+            grpc_port: ports[4],
+            grpc_tls_port: ports[5],
             docroot,
             certificate,
         };
