@@ -82,12 +82,6 @@ def test_each_contestant_that_claims_grpc_passes_every_grpc_case_where_it_serves
     assert len(report.results) == 16 and not failed and not unchecked and not report.error
 
 
-def test_rust_zhtta_passes_every_grpc_case_on_tonics_own_ports_in_cleartext_and_tls():
-    report = verify_contestant(find("rust-zhtta"), pattern="grpc.*")
-    failed = [(r.case_id, r.status, r.reason) for r in report.results if r.status != PASS]
-    assert report.results and not failed and not report.error
-
-
 @pytest.mark.parametrize("check", sorted({kind for kind, _params, _fault in BROKEN}))
 def test_a_reference_server_that_keeps_the_rules_passes_each_grpc_check(grpc_dir, check):
     params = next(params for kind, params, _fault in BROKEN if kind == check)
