@@ -19,7 +19,7 @@ up_to_date() {
         [[ -f $jar ]] || return 1
     done
     # Any source or pom newer than the last successful build means a rebuild.
-    [[ -z $(find pom.xml ./*/pom.xml ./*/src -newer "$STAMP" -print -quit) ]]
+    [[ -z $(find pom.xml ./*/pom.xml ./*/src ../../spec/grpc -newer "$STAMP" -print -quit) ]]
 }
 
 exec 9>"${TMPDIR:-/tmp}/serverlab-java-build.lock"

@@ -49,6 +49,21 @@ public final class Delivery {
     }
 
     /**
+     * The delivery's fields with {@code sent} taken now, for a transport that frames them
+     * itself (gRPC's {@code Delivery} message, §16): call it right before the write, once,
+     * instead of {@link #body()}. It also raises the cycle's emit duration to this {@code sent}.
+     */
+    public Fields fields() {
+        long sent = cycle.stamp();
+        EventChannel.Cycle made = cycle.cycle;
+        return new Fields(event, made.seq(), made.created(), sent, total, place, made.dataJson());
+    }
+
+    /** One delivery as §6 defines it; {@code dataJson} is a publish cycle's data, else null. */
+    public record Fields(String event, long seq, long created, long sent, int total, int place, String dataJson) {
+    }
+
+    /**
      * One emit cycle as its deliveries see it while they are written: the latest {@code sent}
      * so far ({@code created} before the first), which each new later stamp raises, and the
      * channel whose emit durations follow it.

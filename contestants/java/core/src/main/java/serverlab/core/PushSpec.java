@@ -64,6 +64,19 @@ public final class PushSpec {
         return List.copyOf(names);
     }
 
+    /**
+     * A gRPC {@code Subscribe} request's events (§16): 1 to 16 distinct names of §6's
+     * pattern, as SSE and WebSocket subscribers name them; anything else is refused.
+     */
+    public static PushSpec grpcSubscribe(List<String> names) {
+        for (String name : names) {
+            EventName.require(name);
+        }
+        List<String> events = distinctNames(names);
+        String requestJson = Json.MAPPER.createObjectNode().set("events", Json.MAPPER.valueToTree(events)).toString();
+        return new PushSpec(Transport.GRPC, events, null, requestJson);
+    }
+
     public Transport transport() {
         return transport;
     }

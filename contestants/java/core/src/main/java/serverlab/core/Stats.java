@@ -35,6 +35,10 @@ public final class Stats {
     private final LongAdder webSocketDeliveries = new LongAdder();
     private final LongAdder webSocketEchoes = new LongAdder();
     private final LongAdder webSocketPublishes = new LongAdder();
+    private final LongAdder grpcCalls = new LongAdder();
+    private final LongAdder grpcDeliveries = new LongAdder();
+    /** Spec §5: group {@code grpc} is shown by a server that serves part {@code grpc} only. */
+    private volatile boolean grpcServed;
     /** Spec §7.1: set on a syslog-parse server, whose /stats then shows its mode and parse counts. */
     private volatile SyslogParsing syslogParsing;
     private volatile LongSupplier openConnections = () -> connectionsTotal.sum() - connectionsClosed.sum();
@@ -73,6 +77,7 @@ public final class Stats {
         switch (transport) {
             case SSE -> sseDeliveries.increment();
             case WEBSOCKET -> webSocketDeliveries.increment();
+            case GRPC -> grpcDeliveries.increment();
             default -> pushResponses.increment();
         }
     }
@@ -120,6 +125,16 @@ public final class Stats {
         webSocketPublishes.increment();
     }
 
+    /** This server serves part {@code grpc} (§16): {@code /stats} shows group {@code grpc}. */
+    public void serveGrpc() {
+        grpcServed = true;
+    }
+
+    /** A gRPC call started: an HTTP/2 request with a gRPC content-type, whatever its method. */
+    public void grpcCall() {
+        grpcCalls.increment();
+    }
+
     public void syslogMessage(int length) {
         syslogReceived.increment();
         syslogBytes.add(length);
@@ -162,6 +177,10 @@ public final class Stats {
         doc.put("websocket", Map.of("open", webSocketsOpen.sum(), "total", webSocketsTotal.sum(),
                 "subscribers", open.applyAsInt(Transport.WEBSOCKET), "deliveries", webSocketDeliveries.sum(),
                 "echoes", webSocketEchoes.sum(), "publishes", webSocketPublishes.sum()));
+        if (grpcServed) {
+            doc.put("grpc", Map.of("calls", grpcCalls.sum(), "open", open.applyAsInt(Transport.GRPC),
+                    "deliveries", grpcDeliveries.sum()));
+        }
         return doc;
     }
 }

@@ -1,7 +1,7 @@
 package serverlab.core;
 
 /**
- * How a subscriber takes its deliveries (spec §6, §10, §11). One emit cycle snapshots the
+ * How a subscriber takes its deliveries (spec §6, §10, §11, §16). One emit cycle snapshots the
  * subscribers of every transport together; only the framing and the counters differ.
  */
 public enum Transport {
@@ -12,5 +12,7 @@ public enum Transport {
     /** {@code GET /sse}: one Server-Sent Events message per delivery. */
     SSE,
     /** A subscribed {@code GET /ws} connection: one text message per delivery. */
-    WEBSOCKET
+    WEBSOCKET,
+    /** A gRPC {@code Subscribe} stream (§16): one {@code Delivery} message per delivery. */
+    GRPC
 }

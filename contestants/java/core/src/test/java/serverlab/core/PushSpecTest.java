@@ -38,6 +38,22 @@ class PushSpecTest {
     }
 
     @Test
+    void aGrpcSubscribeTakesOneToSixteenDistinctNamesOfTheRule() {
+        List<String> sixteen = java.util.stream.IntStream.rangeClosed(1, 16).mapToObj(i -> "e" + i).toList();
+        PushSpec spec = PushSpec.grpcSubscribe(sixteen);
+        assertEquals(Transport.GRPC, spec.transport());
+        assertEquals(sixteen, spec.events());
+        assertNull(spec.durationMs());
+        List<String> seventeen = new java.util.ArrayList<>(sixteen);
+        seventeen.add("e17");
+        for (List<String> bad : List.of(List.<String>of(), List.of("bad name"), List.of("twice", "twice"), seventeen,
+                List.of("x".repeat(65)))) {
+            assertEquals(400, assertThrows(ApiException.class, () -> PushSpec.grpcSubscribe(bad)).status(),
+                    bad.toString());
+        }
+    }
+
+    @Test
     void oversizeBodiesAre413() {
         assertEquals(413, assertThrows(ApiException.class, () -> Json.checkDeclaredLength(64 * 1024 + 1)).status());
     }

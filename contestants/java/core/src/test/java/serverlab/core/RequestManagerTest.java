@@ -217,4 +217,39 @@ class RequestManagerTest {
         assertEquals(List.of(last[1], last[1], last[1]), List.of(after.get("last_emit_duration_ms"),
                 after.get("max_emit_duration_ms"), after.get("total_emit_duration_ms")));
     }
+
+    /**
+     * A gRPC Subscribe stream is a subscriber beside the other transports (spec §16): one
+     * cycle's snapshot counts it with a long poll, its delivery's fields carry the cycle, and
+     * /stats group grpc counts it open and its deliveries, on a server that serves gRPC only.
+     */
+    @Test
+    void aGrpcStreamSharesTheCycleSnapshotAndIsCountedInStatsGrpc() throws InterruptedException {
+        assertNull(Json.MAPPER.valueToTree(stats.snapshot(manager::open, Map.of())).get("grpc"),
+                "no grpc group before the server serves gRPC");
+        stats.serveGrpc();
+        BlockingQueue<Delivery.Fields> stream = new LinkedBlockingQueue<>();
+        Subscriber grpc = manager.register(PushSpec.grpcSubscribe(List.of("e")), delivery -> stream.offer(delivery.fields()));
+        BlockingQueue<byte[]> poll = new LinkedBlockingQueue<>();
+        manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"),
+                delivery -> poll.offer(delivery.body()));
+        assertEquals(1, grpcStats().path("open").asInt());
+        long before = System.currentTimeMillis();
+        RequestManager.Published cycle = manager.publish("e", "{\"k\":1}");
+        Delivery.Fields fields = stream.poll(5, TimeUnit.SECONDS);
+        assertNotNull(fields, "no delivery");
+        JsonNode polled = next(poll).path("response").path("event");
+        assertEquals(List.of("e", cycle.seq(), 2, 1, "{\"k\":1}"),
+                List.of(fields.event(), fields.seq(), fields.total(), fields.place(), fields.dataJson()));
+        assertEquals(List.of(cycle.seq(), 2, 2), List.of(polled.path("seq").asLong(),
+                polled.path("connections").path("total").asInt(), polled.path("connections").path("place").asInt()));
+        assertTrue(before <= fields.created() && fields.created() <= fields.sent(), fields.toString());
+        assertEquals(1, grpcStats().path("deliveries").asLong());
+        manager.abandon(grpc);
+        assertEquals(0, grpcStats().path("open").asInt());
+    }
+
+    private JsonNode grpcStats() {
+        return Json.MAPPER.valueToTree(stats.snapshot(manager::open, Map.of())).path("grpc");
+    }
 }

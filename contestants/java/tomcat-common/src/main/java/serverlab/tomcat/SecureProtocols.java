@@ -47,6 +47,14 @@ final class SecureProtocols {
         Http2Protocol http2 = new Http2Protocol();
         http2.setMaxConcurrentStreams(MAX_STREAMS);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
+        // gRPC clients return a received message's bytes to the connection's flow-control
+        // window at once, in WINDOW_UPDATEs as small as the message (grpcio sends one of a few
+        // bytes on its first Perf call). Tomcat's check of small WINDOW_UPDATEs (overheadWindowUpdateThreshold,
+        // 1024 by default) counts one such frame as ~250 overhead frames and ends the connection
+        // with ENHANCE_YOUR_CALM before the first call completes (spec §16). That check alone is
+        // turned off; SETTINGS, PING, PRIORITY, RST_STREAM, small DATA and CONTINUATION frames
+        // still count as overhead.
+        http2.setOverheadWindowUpdateThreshold(0);
         return http2;
     }
 
