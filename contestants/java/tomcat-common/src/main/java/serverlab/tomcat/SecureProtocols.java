@@ -47,13 +47,16 @@ final class SecureProtocols {
         Http2Protocol http2 = new Http2Protocol();
         http2.setMaxConcurrentStreams(MAX_STREAMS);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
-        // gRPC clients return a received message's bytes to the connection's flow-control
-        // window at once, in WINDOW_UPDATEs as small as the message (grpcio sends one of a few
-        // bytes on its first Perf call). Tomcat's check of small WINDOW_UPDATEs (overheadWindowUpdateThreshold,
-        // 1024 by default) counts one such frame as ~250 overhead frames and ends the connection
-        // with ENHANCE_YOUR_CALM before the first call completes (spec §16). That check alone is
-        // turned off; SETTINGS, PING, PRIORITY, RST_STREAM, small DATA and CONTINUATION frames
-        // still count as overhead.
+        // gRPC (§16) sends each message in a DATA frame of its own, often of a few bytes and
+        // not the stream's last (every Chat message; a unary request whose END_STREAM follows in
+        // an empty frame, as grpc-java's client does under load), and gRPC clients return a
+        // received message's bytes to the window at once, in WINDOW_UPDATEs as small (grpcio
+        // sends one of a few bytes on its first call). Tomcat counts a non-final DATA frame or a
+        // WINDOW_UPDATE under 1 KiB as up to 1024 overhead frames (overheadDataThreshold,
+        // overheadWindowUpdateThreshold) and ends the connection with ENHANCE_YOUR_CALM within
+        // a call or two. Those two checks are off; SETTINGS, PING, PRIORITY, RST_STREAM and
+        // small CONTINUATION frames still count as overhead.
+        http2.setOverheadDataThreshold(0);
         http2.setOverheadWindowUpdateThreshold(0);
         return http2;
     }
