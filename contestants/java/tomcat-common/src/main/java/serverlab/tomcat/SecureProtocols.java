@@ -55,7 +55,7 @@ final class SecureProtocols {
         // WINDOW_UPDATE under 1 KiB as up to 1024 overhead frames (overheadDataThreshold,
         // overheadWindowUpdateThreshold) and ends the connection with ENHANCE_YOUR_CALM within
         // a call or two. Those two checks are off; SETTINGS, PING, PRIORITY, RST_STREAM and
-        // small CONTINUATION frames still count as overhead.
+        // small CONTINUATION frames still count as overhead (see the README's known limits).
         http2.setOverheadDataThreshold(0);
         http2.setOverheadWindowUpdateThreshold(0);
         return http2;
