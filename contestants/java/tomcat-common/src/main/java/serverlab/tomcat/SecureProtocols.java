@@ -48,8 +48,8 @@ final class SecureProtocols {
         http2.setMaxConcurrentStreams(MAX_STREAMS);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
         // gRPC (§16) sends each message in a DATA frame of its own, often of a few bytes and
-        // not the stream's last (every Chat message; a unary request whose END_STREAM follows in
-        // an empty frame, as grpc-java's client does under load), and gRPC clients return a
+        // not the stream's last (every Chat message; a unary request's message whenever its
+        // END_STREAM follows in an empty frame of its own), and gRPC clients return a
         // received message's bytes to the window at once, in WINDOW_UPDATEs as small (grpcio
         // sends one of a few bytes on its first call). Tomcat counts a non-final DATA frame or a
         // WINDOW_UPDATE under 1 KiB as up to 1024 overhead frames (overheadDataThreshold,
