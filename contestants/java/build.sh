@@ -19,7 +19,7 @@ up_to_date() {
         [[ -f $jar ]] || return 1
     done
     # Any source or pom newer than the last successful build means a rebuild.
-    # The gRPC proto (spec §16) is generated into java-netty at build time.
+    # The gRPC proto (spec §16) is generated into grpc-service and netty at build time.
     [[ -z $(find pom.xml ./*/pom.xml ./*/src ../../spec/grpc -newer "$STAMP" -print -quit) ]]
 }
 

@@ -50,16 +50,16 @@ public final class Delivery {
 
     /**
      * The delivery's fields with {@code sent} taken now, for a transport that encodes them
-     * itself (a gRPC {@code Delivery}, spec §16): call it right before writing, once, as
-     * {@link #body()}. {@code dataJson} is a publish's data, null for a timed emit.
+     * itself (gRPC's {@code Delivery} message, spec §16): call it right before the write, once,
+     * instead of {@link #body()}. It also raises the cycle's emit duration to this {@code sent}.
      */
     public Stamped stamped() {
         long sent = cycle.stamp();
-        EventChannel.Cycle c = cycle.cycle;
-        return new Stamped(event, c.seq(), c.created(), sent, total, place, c.dataJson());
+        EventChannel.Cycle made = cycle.cycle;
+        return new Stamped(event, made.seq(), made.created(), sent, total, place, made.dataJson());
     }
 
-    /** See {@link #stamped()}. */
+    /** One delivery as §6 defines it; {@code dataJson} is a publish cycle's data, else null. */
     public record Stamped(String event, long seq, long created, long sent, int total, int place, String dataJson) {
     }
 

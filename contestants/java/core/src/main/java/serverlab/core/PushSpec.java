@@ -65,16 +65,17 @@ public final class PushSpec {
     }
 
     /**
-     * A gRPC {@code Subscribe} request's events (spec §16): 1 to 16 distinct names of the
-     * event-name pattern; anything else is a 400, which the gRPC server answers INVALID_ARGUMENT.
+     * A gRPC {@code Subscribe} request's events (spec §16): 1 to 16 distinct names of §6's
+     * pattern, as SSE and WebSocket subscribers name them; anything else is a 400, which the
+     * gRPC service answers INVALID_ARGUMENT.
      */
     public static PushSpec grpc(List<String> names) {
         for (String name : names) {
             EventName.require(name);
         }
         List<String> events = distinctNames(names);
-        return new PushSpec(Transport.GRPC, events, null, Json.MAPPER.createObjectNode()
-                .set("events", Json.MAPPER.valueToTree(events)).toString());
+        String requestJson = Json.MAPPER.createObjectNode().set("events", Json.MAPPER.valueToTree(events)).toString();
+        return new PushSpec(Transport.GRPC, events, null, requestJson);
     }
 
     public Transport transport() {

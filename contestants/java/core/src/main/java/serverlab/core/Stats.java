@@ -37,6 +37,8 @@ public final class Stats {
     private final LongAdder webSocketPublishes = new LongAdder();
     private final LongAdder grpcCalls = new LongAdder();
     private final LongAdder grpcDeliveries = new LongAdder();
+    /** Spec §5: group {@code grpc} is shown by a server that serves part {@code grpc} only. */
+    private volatile boolean grpcServed;
     /** Spec §7.1: set on a syslog-parse server, whose /stats then shows its mode and parse counts. */
     private volatile SyslogParsing syslogParsing;
     private volatile LongSupplier openConnections = () -> connectionsTotal.sum() - connectionsClosed.sum();
@@ -123,10 +125,18 @@ public final class Stats {
         webSocketPublishes.increment();
     }
 
-    /** A gRPC call started (spec §16), whatever its method; it is an HTTP/2 request too. */
+    /** This server serves part {@code grpc} (§16): {@code /stats} shows group {@code grpc}. */
+    public void serveGrpc() {
+        grpcServed = true;
+    }
+
+    /**
+     * A gRPC call started: an HTTP/2 request with a gRPC content-type, whatever its method.
+     * It counts in {@code grpc.calls} only: its request is counted in {@code requests.total}
+     * by whatever reads requests on its listener ({@link #requestRead}), as every other's.
+     */
     public void grpcCall() {
         grpcCalls.increment();
-        requests.increment();
     }
 
     public void syslogMessage(int length) {
@@ -171,9 +181,10 @@ public final class Stats {
         doc.put("websocket", Map.of("open", webSocketsOpen.sum(), "total", webSocketsTotal.sum(),
                 "subscribers", open.applyAsInt(Transport.WEBSOCKET), "deliveries", webSocketDeliveries.sum(),
                 "echoes", webSocketEchoes.sum(), "publishes", webSocketPublishes.sum()));
-        // Spec §5: required of a grpc server, ignored on the others.
-        doc.put("grpc", Map.of("calls", grpcCalls.sum(), "open", open.applyAsInt(Transport.GRPC),
-                "deliveries", grpcDeliveries.sum()));
+        if (grpcServed) {
+            doc.put("grpc", Map.of("calls", grpcCalls.sum(), "open", open.applyAsInt(Transport.GRPC),
+                    "deliveries", grpcDeliveries.sum()));
+        }
         return doc;
     }
 }

@@ -2,7 +2,7 @@ package serverlab.core;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 
-/** One registered subscriber: a long poll, a comet stream, an SSE stream or a WebSocket. */
+/** One registered subscriber: a long poll, a comet stream, an SSE stream, a WebSocket or a gRPC stream. */
 public final class Subscriber {
     private final PushSpec spec;
     private final PushSink sink;

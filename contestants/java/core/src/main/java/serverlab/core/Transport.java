@@ -1,7 +1,7 @@
 package serverlab.core;
 
 /**
- * How a subscriber takes its deliveries (spec §6, §10, §11). One emit cycle snapshots the
+ * How a subscriber takes its deliveries (spec §6, §10, §11, §16). One emit cycle snapshots the
  * subscribers of every transport together; only the framing and the counters differ.
  */
 public enum Transport {

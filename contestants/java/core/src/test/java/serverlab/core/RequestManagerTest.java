@@ -101,23 +101,6 @@ class RequestManagerTest {
     }
 
     @Test
-    void aGrpcStreamTakesItsPlaceInTheCycleAndItsDeliveryCountsInGroupGrpc() {
-        List<Delivery.Stamped> stamped = new java.util.ArrayList<>();
-        manager.register(spec("{\"type\":\"comet\",\"events\":[\"g\"]}"), delivery -> true);
-        Subscriber stream = manager.register(PushSpec.grpc(List.of("g")), delivery -> stamped.add(delivery.stamped()));
-        assertEquals(1, group("grpc").get("open"));
-        manager.publish("g", "{\"n\":2}");
-        Delivery.Stamped delivery = stamped.get(0);
-        assertEquals(List.of("g", 1L, 2, 2, "{\"n\":2}"), List.of(delivery.event(), delivery.seq(), delivery.total(),
-                delivery.place(), delivery.dataJson()));
-        assertTrue(delivery.created() > 0 && delivery.created() <= delivery.sent());
-        assertEquals(1L, group("grpc").get("deliveries"));
-        assertEquals(1L, group("responses").get("push"), "the comet line only");
-        manager.abandon(stream);
-        assertEquals(0, group("grpc").get("open"));
-    }
-
-    @Test
     void oneCycleSnapshotsTheSubscribersOfEveryTransport() {
         List<String> order = new java.util.ArrayList<>();
         List<JsonNode> deliveries = new java.util.ArrayList<>();
@@ -233,5 +216,41 @@ class RequestManagerTest {
         Map<String, Object> after = (Map<String, Object>) manager.eventStats().get("e");
         assertEquals(List.of(last[1], last[1], last[1]), List.of(after.get("last_emit_duration_ms"),
                 after.get("max_emit_duration_ms"), after.get("total_emit_duration_ms")));
+    }
+
+    /**
+     * A gRPC Subscribe stream is a subscriber beside the other transports (spec §16): one
+     * cycle's snapshot counts it with a long poll, its delivery's fields carry the cycle, and
+     * /stats group grpc counts it open and its deliveries, on a server that serves gRPC only.
+     */
+    @Test
+    void aGrpcStreamSharesTheCycleSnapshotAndIsCountedInStatsGrpc() throws InterruptedException {
+        assertNull(Json.MAPPER.valueToTree(stats.snapshot(manager::open, Map.of())).get("grpc"),
+                "no grpc group before the server serves gRPC");
+        stats.serveGrpc();
+        BlockingQueue<Delivery.Stamped> stream = new LinkedBlockingQueue<>();
+        Subscriber grpc = manager.register(PushSpec.grpc(List.of("e")), delivery -> stream.offer(delivery.stamped()));
+        BlockingQueue<byte[]> poll = new LinkedBlockingQueue<>();
+        manager.register(spec("{\"type\":\"longpoll\",\"events\":[\"e\"],\"duration_ms\":60000}"),
+                delivery -> poll.offer(delivery.body()));
+        assertEquals(1, grpcStats().path("open").asInt());
+        long before = System.currentTimeMillis();
+        RequestManager.Published cycle = manager.publish("e", "{\"k\":1}");
+        Delivery.Stamped fields = stream.poll(5, TimeUnit.SECONDS);
+        assertNotNull(fields, "no delivery");
+        JsonNode polled = next(poll).path("response").path("event");
+        assertEquals(List.of("e", cycle.seq(), 2, 1, "{\"k\":1}"),
+                List.of(fields.event(), fields.seq(), fields.total(), fields.place(), fields.dataJson()));
+        assertEquals(List.of(cycle.seq(), 2, 2), List.of(polled.path("seq").asLong(),
+                polled.path("connections").path("total").asInt(), polled.path("connections").path("place").asInt()));
+        assertTrue(before <= fields.created() && fields.created() <= fields.sent(), fields.toString());
+        assertEquals(1, grpcStats().path("deliveries").asLong());
+        assertEquals(1L, group("responses").get("push"), "the long poll's answer only");
+        manager.abandon(grpc);
+        assertEquals(0, grpcStats().path("open").asInt());
+    }
+
+    private JsonNode grpcStats() {
+        return Json.MAPPER.valueToTree(stats.snapshot(manager::open, Map.of())).path("grpc");
     }
 }

@@ -48,6 +48,7 @@ final class GrpcServers {
      * others), with TLS when {@code tls} is not null; returns the port.
      */
     int listen(List<String> addresses, int port, SslContext tls) throws IOException {
+        stats.serveGrpc();
         int bound = port;
         for (String address : addresses) {
             Server server = builder(new InetSocketAddress(address, bound), tls).build().start();
@@ -78,10 +79,14 @@ final class GrpcServers {
         return tls == null ? builder : builder.sslContext(tls);
     }
 
-    /** {@code /stats} grpc.calls: every call that reached the server, whatever its method. */
+    /**
+     * {@code /stats} grpc.calls: every call that reached the server, whatever its method; and
+     * requests.total, as a call is an HTTP/2 request (§5) that no HTTP handler here reads.
+     */
     private final class CallCounter extends ServerStreamTracer.Factory {
         @Override
         public ServerStreamTracer newServerStreamTracer(String fullMethodName, Metadata headers) {
+            stats.requestRead();
             stats.grpcCall();
             return new ServerStreamTracer() {
             };

@@ -6,7 +6,7 @@ import serverlab.tomcat.TomcatServer;
 public final class Main {
     /** The async push and SSE servlets on a pool of platform threads. */
     public static final TomcatServer.Model MODEL = new TomcatServer.Model(AsyncPushServlet::new,
-            AsyncSseServlet::new, TomcatServer::platformThreads);
+            AsyncSseServlet::new, TomcatServer::platformThreads, TomcatServer::callsInContainerThread);
 
     private Main() {
     }

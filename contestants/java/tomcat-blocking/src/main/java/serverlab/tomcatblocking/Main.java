@@ -6,7 +6,7 @@ import serverlab.tomcat.TomcatServer;
 public final class Main {
     /** The blocking push and SSE servlets on a pool of platform threads. */
     public static final TomcatServer.Model MODEL = new TomcatServer.Model(BlockingPushServlet::new,
-            BlockingSseServlet::new, TomcatServer::platformThreads);
+            BlockingSseServlet::new, TomcatServer::platformThreads, TomcatServer::callsOnPool);
 
     private Main() {
     }

@@ -48,10 +48,20 @@ final class SecureProtocols {
         http2.setMaxConcurrentStreams(MAX_STREAMS);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
         // Spec §13: a header block split over CONTINUATION frames is served, however small
-        // its pieces (RFC 9113 §6.10). Tomcat counts a non-final CONTINUATION under 1024
-        // bytes as overhead and answers GOAWAY ENHANCE_YOUR_CALM at once for a short one;
-        // 0 turns that count off. maxHeaderSize and maxHeaderCount still bound the block.
+        // its pieces (RFC 9113 §6.10). gRPC (§16) sends each message in a DATA frame of its
+        // own, often of a few bytes and not the stream's last (every Chat message; a unary
+        // request's message whenever its END_STREAM follows in an empty frame of its own), and
+        // gRPC clients return a received message's bytes to the window at once, in
+        // WINDOW_UPDATEs as small (grpcio sends one of a few bytes on its first call). Tomcat
+        // counts a non-final CONTINUATION or DATA frame, or a WINDOW_UPDATE, under 1 KiB as
+        // overhead (overheadContinuationThreshold, overheadDataThreshold,
+        // overheadWindowUpdateThreshold) and answers GOAWAY ENHANCE_YOUR_CALM within a call or
+        // two (at once for a short CONTINUATION); 0 turns each of those three counts off.
+        // maxHeaderSize and maxHeaderCount still bound a header block; SETTINGS, PING,
+        // PRIORITY and RST_STREAM still count as overhead (see the README's known limits).
         http2.setOverheadContinuationThreshold(0);
+        http2.setOverheadDataThreshold(0);
+        http2.setOverheadWindowUpdateThreshold(0);
         return http2;
     }
 

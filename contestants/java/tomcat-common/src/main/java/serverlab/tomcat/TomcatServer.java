@@ -1,5 +1,6 @@
 package serverlab.tomcat;
 
+import com.google.common.util.concurrent.MoreExecutors;
 import jakarta.servlet.Servlet;
 import java.io.File;
 import java.io.IOException;
@@ -22,6 +23,8 @@ import org.apache.catalina.core.StandardThreadExecutor;
 import org.apache.catalina.core.StandardVirtualThreadExecutor;
 import org.apache.catalina.startup.Tomcat;
 import org.apache.catalina.util.ServerInfo;
+import org.apache.tomcat.util.descriptor.web.FilterDef;
+import org.apache.tomcat.util.descriptor.web.FilterMap;
 import org.apache.tomcat.websocket.server.WsSci;
 import serverlab.core.Args;
 import serverlab.core.ControlApi;
@@ -73,8 +76,20 @@ public final class TomcatServer {
         Executor create(Args args);
     }
 
-    /** What differs between the Tomcat contestants: how a push or SSE request waits, and the threads. */
-    public record Model(ServletFactory push, ServletFactory sse, ExecutorFactory threads) {
+    /**
+     * Where grpc-java runs a gRPC call's handlers and listeners (its ServerBuilder's
+     * {@code executor}), given the pool that runs requests on every connector.
+     */
+    @FunctionalInterface
+    public interface CallExecutorFactory {
+        java.util.concurrent.Executor create(Executor threads);
+    }
+
+    /**
+     * What differs between the Tomcat contestants: how a push or SSE request waits, the
+     * threads, and where gRPC calls run.
+     */
+    public record Model(ServletFactory push, ServletFactory sse, ExecutorFactory threads, CallExecutorFactory grpcCalls) {
     }
 
     /** A started server, for tests: its ports (-1 for one not asked for), and a way to stop it. */
@@ -94,7 +109,8 @@ public final class TomcatServer {
     /** The {@code version} line: the JVM that runs it and the library versions. */
     public static String versionLine() {
         return "java " + Runtime.version() + " (" + System.getProperty("java.vm.vendor") + "), tomcat "
-                + ServerInfo.getServerNumber() + ", jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION;
+                + ServerInfo.getServerNumber() + ", jackson " + com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION
+                + ", grpc-servlet-jakarta " + io.grpc.servlet.jakarta.ServletAdapter.class.getPackage().getImplementationVersion();
     }
 
     /** A pool of platform threads of {@code --threads} at most, like a connector's own. */
@@ -113,6 +129,19 @@ public final class TomcatServer {
         executor.setName("http");
         executor.setNamePrefix("http-virt-");
         return executor;
+    }
+
+    /**
+     * gRPC calls run on the container thread that read their message (grpc-java's direct
+     * executor): no handler of the service blocks, so no hand-off to another pool is needed.
+     */
+    public static java.util.concurrent.Executor callsInContainerThread(Executor threads) {
+        return MoreExecutors.directExecutor();
+    }
+
+    /** gRPC calls run on the connectors' own pool, each task on a thread of it. */
+    public static java.util.concurrent.Executor callsOnPool(Executor threads) {
+        return threads;
     }
 
     /** Starts Tomcat and blocks until the JVM is told to stop (SIGTERM ends it at once). */
@@ -150,6 +179,7 @@ public final class TomcatServer {
         Context context = tomcat.addContext("", null);
         context.addServletContainerInitializer(new WsSci(), null);
         addServlets(context, model);
+        addGrpc(context, model.grpcCalls().create(threads));
         control.counters().openConnectionsFrom(
                 () -> protocols.stream().mapToLong(CountingNioProtocol::getConnectionCount).sum());
         // Initialising binds the loopback connectors, so a port of 0 is known before the
@@ -233,6 +263,19 @@ public final class TomcatServer {
         add(context, Endpoint.SSE.path(), model.sse().create(control));
         add(context, Endpoint.WEBSOCKET.path(), new WebSocketServlet(control));
         add(context, "/", new NotFoundServlet());
+    }
+
+    /** Spec §16: gRPC calls, on the h2c port and the TLS port's h2, ahead of every servlet. */
+    private void addGrpc(Context context, java.util.concurrent.Executor calls) {
+        FilterDef filter = new FilterDef();
+        filter.setFilterName("grpc");
+        filter.setFilter(new GrpcFilter(control, calls));
+        filter.setAsyncSupported("true");
+        context.addFilterDef(filter);
+        FilterMap everyPath = new FilterMap();
+        everyPath.setFilterName("grpc");
+        everyPath.addURLPatternDecoded("/*");
+        context.addFilterMap(everyPath);
     }
 
     private static void add(Context context, String pattern, Servlet servlet) {

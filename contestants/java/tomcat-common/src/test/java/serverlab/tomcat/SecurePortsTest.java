@@ -37,7 +37,7 @@ import serverlab.core.Perf;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class SecurePortsTest {
     private static final TomcatServer.Model MODEL = new TomcatServer.Model(control -> new NotFoundServlet(),
-            control -> new NotFoundServlet(), TomcatServer::platformThreads);
+            control -> new NotFoundServlet(), TomcatServer::platformThreads, TomcatServer::callsInContainerThread);
     private static final Duration WAIT = Duration.ofSeconds(10);
     private static final byte[] PREFACE = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final int SETTINGS = 0x4;

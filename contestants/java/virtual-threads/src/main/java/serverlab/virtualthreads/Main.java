@@ -12,7 +12,7 @@ import serverlab.tomcatblocking.BlockingSseServlet;
 public final class Main {
     /** The blocking push and SSE servlets on a new virtual thread per task. */
     public static final TomcatServer.Model MODEL = new TomcatServer.Model(BlockingPushServlet::new,
-            BlockingSseServlet::new, TomcatServer::virtualThreads);
+            BlockingSseServlet::new, TomcatServer::virtualThreads, TomcatServer::callsOnPool);
 
     private Main() {
     }
