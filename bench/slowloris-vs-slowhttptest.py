@@ -17,7 +17,7 @@ connections at different paces (slowhttptest RATE per second, the engine all at 
 the first seconds differ by design; the comparison is of what holds after.
 
 Usage: .venv/bin/python bench/slowloris-vs-slowhttptest.py   (env: SERVERS, CONNS=400,
-RATE=200, INTERVAL=5, LENGTH=30, PROBE_S=3, GEN_CPU=0, SERVER_CPU=1)
+RATE=200, INTERVAL=5, LENGTH=30, PROBE_S=3, GEN_CPU=0, SERVER_CPU=1, SET=k=v,...)
 Needs: slowhttptest (`make bench` installs it), the contestants built (make build).
 """
 
@@ -47,6 +47,9 @@ LENGTH = int(os.environ.get("LENGTH", "30"))
 PROBE_S = int(os.environ.get("PROBE_S", "3"))
 GEN_CPU = os.environ.get("GEN_CPU", "0")
 SERVER_CPU = os.environ.get("SERVER_CPU", "1")
+# Tunables for every server, "k=v,k=v": e.g. SET=max_connections=300 caps Tomcat's
+# connections below the attack's, to see both tools agree on a server that falls.
+SETTINGS = dict(pair.split("=", 1) for pair in os.environ.get("SET", "").split(",") if pair)
 
 
 class FdSampler(threading.Thread):
@@ -115,7 +118,7 @@ def run_engine(server: ContestantServer, work: Path) -> dict:
 def measure(name: str, tool) -> dict:
     with (
         tempfile.TemporaryDirectory(prefix="serverlab-slowloris-") as folder,
-        ContestantServer(find(name), cpus=SERVER_CPU) as server,
+        ContestantServer(find(name), cpus=SERVER_CPU, settings=SETTINGS) as server,
     ):
         sampler = FdSampler(server_pid(server))
         sampler.start()

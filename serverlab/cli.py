@@ -115,6 +115,15 @@ def cli(contestants_dir):
         os.environ[CONTESTANTS_ENV] = os.path.abspath(contestants_dir)
 
 
+def _reasons_not_claimed(name: str, parts: list[str]) -> dict[str, str]:
+    """Why the contestant does not claim each part verify left unchecked, where it says."""
+    try:
+        reasons = find(name).not_claimed
+    except (ManifestError, UnknownContestantError):
+        return {}
+    return {part: reasons[part] for part in parts if part in reasons}
+
+
 @cli.command()
 def contestants():
     """List the contestants: language, architecture, version, built or not."""
@@ -364,6 +373,8 @@ def _verify_one(name, pattern, settings, as_json):
         click.secho(f"CRASH {_plain(crash)}", fg="red", err=as_json)
     if report.not_claimed:
         click.echo(f"not claimed (not checked): {', '.join(report.not_claimed)}", err=as_json)
+    for part, why in _reasons_not_claimed(name, report.not_claimed).items():
+        click.echo(f"  {part}: {_plain(why)}", err=as_json)
     summary = _plain(report.summary())
     click.secho(summary, fg="green" if report.ok else "red", bold=True, err=as_json)
     return report

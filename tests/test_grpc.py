@@ -6,8 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 from conftest import TESTS, run_check, write_manifest
 
+from serverlab.cli import cli
 from serverlab.conformance.checks import grpcwire
 from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
@@ -204,3 +206,9 @@ def test_a_grpc_server_on_its_own_port_is_checked_there_and_not_over_tls(contest
 def test_a_shared_grpc_server_is_called_on_its_h2c_port(grpc_dir):
     with ContestantServer(find("reference-grpc")) as server:
         assert server.grpc_port == server.h2c_port and server.grpc_tls_port is None
+
+
+def test_verify_says_why_a_contestant_does_not_claim_grpc():
+    result = CliRunner().invoke(cli, ["verify", "nginx", "--case", "grpc.*"])
+    assert "not claimed (not checked): grpc" in result.output
+    assert f"  grpc: {find('nginx').not_claimed['grpc']}" in result.output

@@ -282,3 +282,30 @@ def test_a_grpc_server_on_its_own_listener_needs_no_h2c_and_gets_its_own_ports(t
     manifest = load(tmp_path, text)
     assert manifest.grpc_own_ports() == ("grpc_port", "grpc_tls_port")
     assert {"grpc_port", "grpc_tls_port"} <= manifest.placeholder_names()
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ('{ nope = "why" }', "not_claimed.nope", "unknown spec part"),
+        ('{ syslog = "why" }', "not_claimed.syslog", "cannot be both claimed and not"),
+        ('{ grpc = " " }', "not_claimed.grpc", "expected the reason"),
+    ],
+)
+def test_a_part_not_claimed_is_a_known_unclaimed_part_with_its_reason(
+    tmp_path, table, key, message
+):
+    with pytest.raises(ManifestError, match=f"key '{key}': .*{re.escape(message)}"):
+        load(tmp_path, good_with(not_claimed=table))
+
+
+def test_every_contestant_claims_grpc_or_says_why_not():
+    """Issue 36: each contestant that does not serve gRPC says why in its manifest."""
+    silent = [
+        entry.name
+        for entry in discover()
+        if isinstance(entry, Manifest)
+        and "grpc" not in entry.implements
+        and "grpc" not in entry.not_claimed
+    ]
+    assert not silent

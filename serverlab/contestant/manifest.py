@@ -90,6 +90,7 @@ _OPTIONAL = {
     "framing_limits": dict,
     "protocol_limits": dict,
     "grpc_listener": str,
+    "not_claimed": dict,
 }
 _LIST_OF_STRINGS = ("implements", "debian_packages", "artifacts")
 _TUNABLE_KEYS = {"default", "help", "type", "words", "min", "max", "write"}
@@ -128,6 +129,9 @@ class Manifest:
     framing_limits: dict[str, str] = field(default_factory=dict)
     protocol_limits: dict[str, str] = field(default_factory=dict)
     grpc_listener: str = "shared"
+    # Parts it does not claim, each with why: what its stack lacks (issue 36: a contestant
+    # without gRPC says why). verify prints the reason beside the parts it does not check.
+    not_claimed: dict[str, str] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -203,6 +207,7 @@ def _validate(path: Path, raw: dict) -> Manifest:
     tunables = _tunables(raw.get("tunables", {}), fail)
     for table in ("framing_limits", "protocol_limits"):
         _check_limits(table, raw.get(table, {}), fail)
+    _check_not_claimed(raw.get("not_claimed", {}), raw.get("implements", []), fail)
     plain = {key: value for key, value in raw.items() if key != "tunables"}
     for key in _LIST_OF_STRINGS:
         if key in plain:
@@ -220,6 +225,17 @@ def _check_limits(name: str, table: dict, fail) -> None:
         key = f"{name}.{case_id}"
         if not CASE_ID.match(case_id):
             raise fail(key, "expected a case id such as http.framing_chunk_ext_ctl")
+        if not isinstance(reason, str) or not reason.strip():
+            raise fail(key, "expected the reason, a non-empty string")
+
+
+def _check_not_claimed(table: dict, implements: list, fail) -> None:
+    for part, reason in table.items():
+        key = f"not_claimed.{part}"
+        if part not in SPEC_PARTS:
+            raise fail(key, f"unknown spec part (known: {', '.join(SPEC_PARTS)})")
+        if part in implements:
+            raise fail(key, "the part is in implements: it cannot be both claimed and not")
         if not isinstance(reason, str) or not reason.strip():
             raise fail(key, "expected the reason, a non-empty string")
 
