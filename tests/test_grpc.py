@@ -27,6 +27,8 @@ FAULTS = [
     "seq_gap",
     "no_validation",
     "unavailable",
+    "refuse_streams",
+    "cut_streams",
 ]
 GRPC_MANIFEST = f"""
 name = "reference-grpc"

@@ -396,8 +396,9 @@ impl Opened {
     pub async fn read_with_trailers(
         self,
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+        on_head: &mut impl FnMut(u16),
     ) -> Result<Finished, ErrorKind> {
-        self.read_parts(sink, &mut |_| {}, true).await
+        self.read_parts(sink, on_head, true).await
     }
 
     async fn read_parts(

@@ -284,7 +284,17 @@ impl Plan {
     /// Every rule an HTTP/2 plan breaks, in one refusal.
     fn check_http2(&self, target: &Target) -> Result<(), PlanError> {
         let Some(spec) = &self.http2 else {
-            return Ok(());
+            return match self.behaviour.kind().needs_http2() {
+                true => Err(PlanError::Contradiction(
+                    "http2",
+                    format!(
+                        "{} runs on HTTP/2 alone: give an http2 setting (--h2c for an http:// \
+                         target, --h2 for https://)",
+                        self.behaviour.name()
+                    ),
+                )),
+                false => Ok(()),
+            };
         };
         let problems = spec.problems(self, target.tls);
         match problems.is_empty() {

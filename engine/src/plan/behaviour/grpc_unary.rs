@@ -43,6 +43,9 @@ impl Kind for GrpcUnarySpec {
     fn http2_refusal(&self) -> Option<&'static str> {
         None
     }
+    fn needs_http2(&self) -> bool {
+        true
+    }
     fn path(&self) -> Option<&'static str> {
         Some(self.method_path())
     }

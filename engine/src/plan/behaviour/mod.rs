@@ -103,6 +103,10 @@ pub trait Kind {
     fn writes_h2_frames(&self) -> bool {
         false
     }
+    /// Runs on HTTP/2 alone (gRPC): a plan without an `http2` setting is refused.
+    fn needs_http2(&self) -> bool {
+        false
+    }
 }
 
 /// A behaviour's command-line flags (clap's, flattened into the engine's own) and the spec
@@ -246,12 +250,23 @@ macro_rules! with_kinds {
             WsPingFlood(WsPingFloodSpec, WsPingFloodFlags) in ws_ping_flood,
             /// gRPC unary calls (spec §16) on HTTP/2: `Perf`, or `Echo` of `echo_bytes`.
             GrpcUnary(GrpcUnarySpec, GrpcUnaryFlags) in grpc_unary,
+            /// gRPC `Subscribe` streams (spec §16) on HTTP/2, held, of `events`; with
+            /// `duration_ms`, each stream's deadline.
+            GrpcStream(GrpcStreamSpec, GrpcStreamFlags) in grpc_stream,
         }
     };
 }
 pub(crate) use with_kinds;
 
 with_kinds!(kinds);
+
+impl BehaviourSpec {
+    /// The behaviour's name as plans, suites and summaries spell it (`grpc-unary`).
+    pub fn name(&self) -> String {
+        let tagged = serde_json::to_value(self).unwrap_or_default();
+        tagged["kind"].as_str().unwrap_or_default().to_string()
+    }
+}
 
 impl Default for BehaviourSpec {
     fn default() -> Self {
@@ -300,7 +315,9 @@ fn check_events(events: &[String], errors: &mut Vec<PlanError>) {
 /// SSE and WebSocket subscriptions name at least one event (the spec's 1 to 16), each once.
 fn check_stream_events(events: &[String], errors: &mut Vec<PlanError>) {
     if events.is_empty() {
-        errors.push(refuse("sse and websocket subscribe to 1 to 16 events"));
+        errors.push(refuse(
+            "sse, websocket and grpc-stream subscribe to 1 to 16 events",
+        ));
     }
     if events
         .iter()
