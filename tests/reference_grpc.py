@@ -11,7 +11,8 @@ only after the client ends its side, last first), `no_deadline` (grpc-timeout ig
 `no_validation` (any event list subscribed), `unavailable` (Perf answered UNAVAILABLE, as a
 server shedding load: for the engine's count of errors by gRPC status). For the engine's
 `grpc-stream`: `refuse_streams` (Subscribe answered trailers-only, UNAVAILABLE),
-`cut_streams` (a stream's connection closed inside its third delivery).
+`cut_streams` (a stream's connection closed inside its third delivery); for `grpc-chat`:
+`chat_garbled` (each echo's last byte changed).
 """
 
 import argparse
@@ -203,6 +204,8 @@ class Call:
         elif method == "Echo":
             self.send_message(message)
         elif method == "Chat":
+            if self.connection.hub.fault == "chat_garbled" and message:
+                message = message[:-1] + bytes([message[-1] ^ 1])
             if self.connection.hub.fault == "chat_late":
                 self.chat.insert(0, message)
             else:

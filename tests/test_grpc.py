@@ -29,6 +29,7 @@ FAULTS = [
     "unavailable",
     "refuse_streams",
     "cut_streams",
+    "chat_garbled",
 ]
 GRPC_MANIFEST = f"""
 name = "reference-grpc"

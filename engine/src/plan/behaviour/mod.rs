@@ -253,6 +253,9 @@ macro_rules! with_kinds {
             /// gRPC `Subscribe` streams (spec §16) on HTTP/2, held, of `events`; with
             /// `duration_ms`, each stream's deadline.
             GrpcStream(GrpcStreamSpec, GrpcStreamFlags) in grpc_stream,
+            /// gRPC `Chat` (spec §16) on HTTP/2: one held stream per client, a message of
+            /// `echo_bytes` bytes of data per exchange, timed to its echo.
+            GrpcChat(GrpcChatSpec, GrpcChatFlags) in grpc_chat,
         }
     };
 }
