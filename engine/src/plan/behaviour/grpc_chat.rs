@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{refuse, Kind, PlanError};
+use super::{refuse, Kind, PlanError, SuiteKey};
 
 /// The most data a chat message carries: its echo stays within the 1 MiB the engine takes
 /// in one message (the data field's tag and length take 4 bytes at that size).
@@ -36,8 +36,15 @@ impl Kind for GrpcChatSpec {
     fn needs_http2(&self) -> bool {
         true
     }
+    fn pooled_in_open_loop(&self) -> bool {
+        true
+    }
     fn path(&self) -> Option<&'static str> {
         Some("/serverlab.v1.Lab/Chat")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("grpc_echo_bytes", "echo_bytes")];
+        KEYS
     }
 }
 

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_stream_events, refuse, Kind, PlanError};
+use super::{check_stream_events, refuse, Kind, PlanError, SuiteKey};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +46,10 @@ impl Kind for GrpcStreamSpec {
     }
     fn path(&self) -> Option<&'static str> {
         Some("/serverlab.v1.Lab/Subscribe")
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("grpc_stream_duration_ms", "duration_ms")];
+        KEYS
     }
 }
 

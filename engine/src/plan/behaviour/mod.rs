@@ -36,6 +36,12 @@ pub trait Kind {
     fn new_connection_each(&self) -> bool {
         false
     }
+    /// In open loop, arrivals are spread over a pool of kept-alive clients (wrk2 style)
+    /// rather than each being a client of its own: bare requests on kept-alive connections,
+    /// and gRPC's calls and chat messages on their held streams.
+    fn pooled_in_open_loop(&self) -> bool {
+        self.is_bare_request() && !self.new_connection_each()
+    }
     /// The engine closes a connection of one request once its answer is complete, rather
     /// than asking the server to (`new-connection`'s `close = "client"`).
     fn client_closes(&self) -> bool {
