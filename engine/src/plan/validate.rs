@@ -737,6 +737,27 @@ mod tests {
     }
 
     #[test]
+    fn a_grpc_plan_without_an_http2_setting_is_refused_naming_its_behaviour() {
+        for behaviour in [
+            json!({"kind": "grpc-unary"}),
+            json!({"kind": "grpc-stream", "events": ["e1"]}),
+            json!({"kind": "grpc-chat"}),
+        ] {
+            let name = behaviour["kind"].as_str().unwrap_or_default().to_string();
+            let bare = json!({"target": "http://127.0.0.1:1/", "duration_s": 1.0,
+                "behaviour": behaviour.clone()});
+            let refused = plan(bare).unwrap_err();
+            assert_eq!(refused.field(), "http2");
+            assert!(refused
+                .to_string()
+                .contains(&format!("{name} runs on HTTP/2 alone")));
+            let carried = json!({"target": "http://127.0.0.1:1/", "duration_s": 1.0,
+                "behaviour": behaviour, "http2": {"mode": "h2c"}});
+            assert!(plan(carried).is_ok(), "{name} over h2c");
+        }
+    }
+
+    #[test]
     fn a_handshake_flood_needs_a_tls_target_whose_sessions_do_not_resume() {
         let flood = |target: &str, tls: serde_json::Value| {
             let mut json = json!({"target": target, "duration_s": 1.0,
