@@ -84,11 +84,13 @@ demo-lab: build
 	$(SERVERLAB) report --db results/lab-demo.db -o results/lab-demo.html
 	@echo "report: $(CURDIR)/results/lab-demo.html   database: $(CURDIR)/results/lab-demo.db"
 
-# serverlab-load beside wrk, h2load and ab on one nginx, pinned apart (see bench/README.md).
+# serverlab-load beside wrk, h2load and ab on one nginx, and beside ghz and h2load on
+# go-nethttp's gRPC, pinned apart (see bench/README.md).
 bench: deps engine contestants
 	@scripts/apt-ensure $(BENCH_PACKAGES)
 	bench/engine-vs-peers.sh
 	bench/tls-vs-peers.sh
+	bench/grpc-vs-peers.sh
 	bench/push-memory.sh
 	bench/push-cpu.sh
 	$(PY) bench/monitor-cost.py

@@ -9,7 +9,10 @@ methods answered OK), `perf_short` (Perf's body cut to 83 bytes), `chat_late` (C
 only after the client ends its side, last first), `no_deadline` (grpc-timeout ignored),
 `keeps_gone` (a cancelled Subscribe stays counted open), `seq_gap` (seq rises by two),
 `no_validation` (any event list subscribed), `unavailable` (Perf answered UNAVAILABLE, as a
-server shedding load: for the engine's count of errors by gRPC status).
+server shedding load: for the engine's count of errors by gRPC status). For the engine's
+`grpc-stream`: `refuse_streams` (Subscribe answered trailers-only, UNAVAILABLE),
+`cut_streams` (a stream's connection closed inside its third delivery); for `grpc-chat`:
+`chat_garbled` (each echo's last byte changed).
 """
 
 import argparse
@@ -125,6 +128,7 @@ class Call:
         self.buffer = b""
         self.started = self.done = False
         self.chat: list[bytes] = []
+        self.sent = 0
         self.watch: asyncio.Task | None = None
 
     def send_headers(self, extra=()) -> None:
@@ -135,6 +139,10 @@ class Call:
 
     def send_message(self, message: bytes) -> None:
         if self.done:
+            return
+        self.sent += 1
+        if self.connection.hub.fault == "cut_streams" and self.sent == 3:
+            self.connection.cut(self.stream_id, prefixed(message)[:4])
             return
         if self.connection.hub.fault == "status_in_headers" and not self.started:
             self.send_headers([("grpc-status", "0")])
@@ -150,6 +158,14 @@ class Call:
             self.send_headers()
             trailers = [("grpc-status", str(code))] + ([("grpc-message", text)] if code else [])
             self.connection.send_trailers(self.stream_id, trailers)
+        self.ended()
+
+    def refuse(self, code: int, text: str) -> None:
+        """A trailers-only answer: one HEADERS frame with the status, ending the stream."""
+        headers = [(":status", "200"), ("content-type", "application/grpc")]
+        headers += [("grpc-status", str(code)), ("grpc-message", text)]
+        self.connection.h2.send_headers(self.stream_id, headers, end_stream=True)
+        self.started = True
         self.ended()
 
     def ended(self) -> None:
@@ -188,6 +204,8 @@ class Call:
         elif method == "Echo":
             self.send_message(message)
         elif method == "Chat":
+            if self.connection.hub.fault == "chat_garbled" and message:
+                message = message[:-1] + bytes([message[-1] ^ 1])
             if self.connection.hub.fault == "chat_late":
                 self.chat.insert(0, message)
             else:
@@ -205,6 +223,9 @@ class Call:
 
     def subscribe(self, names: list[str]) -> None:
         hub = self.connection.hub
+        if hub.fault == "refuse_streams":
+            self.refuse(UNAVAILABLE, "not now")
+            return
         good = 1 <= len(names) <= 16 and len(set(names)) == len(names)
         good = good and all(0 < len(name) <= 64 and set(name) <= NAME_CHARS for name in names)
         if not good and hub.fault != "no_validation":
@@ -264,6 +285,13 @@ class Connection:
                 call.on_end()
         elif isinstance(event, h2.events.StreamReset) and event.stream_id in self.calls:
             self.calls.pop(event.stream_id).ended()
+
+    def cut(self, stream_id: int, data: bytes) -> None:
+        """Sends `data` (a message's first bytes) on the stream, then drops the connection."""
+        self.drain()
+        self.h2.send_data(stream_id, data)
+        self.flush()
+        self.writer.close()
 
     def send(self, stream_id: int, data: bytes, end: bool = False) -> None:
         self.queue(stream_id, ("data", data, end))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import write_manifest
+from conftest import TESTS, write_manifest
 from hdrh.histogram import HdrHistogram
 from test_live import page_url, stream_until_end
 
@@ -518,6 +518,46 @@ def test_a_flood_from_two_generators_counts_each_sender_and_says_capacity(
     html = build_report(db, None, tmp_path / "r.html").read_text()
     section = html[html.index('id="seed-002"') :]
     assert "capacity figures, not speed figures" in section[: section.index("</section>")]
+
+
+GRPC_SUBSCRIBE = """
+[[scenario]]
+name = "grpc-subscribe"
+behaviour = "grpc-stream"
+pacer = "users"
+clients = 4
+ramp_up_s = 0.5
+duration_s = 3
+emit_interval_ms = 100
+transport = "h2c"
+"""
+
+
+def test_grpc_subscribe_streams_from_two_generators_merge_exactly(lab, contestants_dir, tmp_path):
+    """A grpc-stream test against go-nethttp's grpc-go server split over the lab's two
+    generators (issue 36): the merged counts are the sums of each generator's, and its
+    delivery delays the percentiles of one histogram of every generator's samples (Python's
+    HdrHistogram, not the engine's merge)."""
+    (contestants_dir / "go-nethttp").symlink_to(TESTS.parent / "contestants" / "go-nethttp")
+    db = tmp_path / "lab.db"
+    path = tmp_path / "suite.toml"
+    path.write_text('name = "g"\ncontestants = ["go-nethttp"]\n' + GRPC_SUBSCRIBE)
+    out = finish(start_run(path, db, contestants_dir))
+    (test,), _ = stored(db)
+    assert test.status == "ok", (out, test.validity)
+    summaries = [g["summary"] for g in test.run_info["generators"]]
+    assert len(summaries) == 2
+    assert all(s["events"]["received"] > 10 for s in summaries), "both generators subscribed"
+    for count in ("received", "lost", "duplicated", "reconnects"):
+        assert test.summary["events"][count] == sum(s["events"][count] for s in summaries)
+    assert test.summary["errors"] == {
+        kind: sum(s["errors"][kind] for s in summaries) for kind in test.summary["errors"]
+    }
+    whole = decoded(summaries[0]["event_delay_histogram"])
+    whole.add(decoded(summaries[1]["event_delay_histogram"]))
+    for key, quantile in (("p50", 0.5), ("p99", 0.99)):
+        assert test.summary["event_delay_us"][key] == at_quantile(whole, quantile)
+    assert test.server_stats[-1].stats["grpc"]["calls"] >= 4
 
 
 def test_a_lab_run_leaves_no_temporary_folder(lab, contestants_dir, tmp_path):

@@ -32,6 +32,9 @@ FAULTS = [
     "seq_gap",
     "no_validation",
     "unavailable",
+    "refuse_streams",
+    "cut_streams",
+    "chat_garbled",
 ]
 GRPC_MANIFEST = f"""
 name = "reference-grpc"

@@ -101,7 +101,8 @@ pub struct Args {
     /// Each behaviour's own flags, from its spec file
     #[command(flatten)]
     pub behaviours: BehaviourFlags,
-    /// Push request duration_ms (long poll timeout; comet and SSE stream length)
+    /// Push request duration_ms (long poll timeout; comet and SSE stream length; a gRPC
+    /// Subscribe stream's deadline)
     #[arg(long)]
     pub push_ms: Option<u64>,
     /// TLS (https://, wss://, tls:// targets): trust only the CA certificates of this PEM file

@@ -29,6 +29,8 @@ pub enum ParseError {
     BadChunk,
     #[error("body larger than the client accepts")]
     BodyTooLarge,
+    #[error("a gRPC message compressed unasked, or one that does not decode")]
+    BadMessage,
 }
 
 /// Builds the bytes of one request to the target's path. `close` asks the server to close

@@ -230,7 +230,8 @@ tally! {
         /// SSE heartbeats (comment lines) received.
         #[serde(default)]
         heartbeats: Heartbeats,
-        /// SSE streams opened again with `Last-Event-ID` after one ended or failed.
+        /// Streams opened again after one ended or failed: SSE's with `Last-Event-ID`, and
+        /// gRPC Subscribe streams.
         #[serde(default)]
         reconnects: Reconnects,
         /// SSE deliveries the server replayed after a reconnect (`replayed: true`); also in `received`.
@@ -254,6 +255,11 @@ tally! {
         /// WebSocket pongs received (`ws-ping-flood`).
         #[serde(default)]
         pongs: Pongs,
+        /// gRPC Subscribe streams (`grpc-stream`) the server ended DEADLINE_EXCEEDED at the
+        /// deadline the plan gave them (`duration_ms`, sent as `grpc-timeout`): their
+        /// planned end, as `sse_timeout_messages` is an SSE stream's; not an error.
+        #[serde(default)]
+        grpc_deadlines: GrpcDeadlines,
     }
 }
 

@@ -396,8 +396,9 @@ impl Opened {
     pub async fn read_with_trailers(
         self,
         sink: &mut impl FnMut(&[u8]) -> Result<(), ParseError>,
+        on_head: &mut impl FnMut(u16),
     ) -> Result<Finished, ErrorKind> {
-        self.read_parts(sink, &mut |_| {}, true).await
+        self.read_parts(sink, on_head, true).await
     }
 
     async fn read_parts(
@@ -429,6 +430,86 @@ impl Opened {
                 first_byte,
             },
             headers: head.headers,
+            trailers,
+        })
+    }
+}
+
+/// A stream whose request stays open (gRPC's bidirectional calls): its messages go out one
+/// by one while its answer's body is read as it comes.
+pub struct Duplex {
+    held: Held,
+    out: h2::SendStream<Bytes>,
+    answer: Option<ResponseFuture>,
+    head: Option<(u16, HeaderMap)>,
+    body: Option<h2::RecvStream>,
+}
+
+/// Opens a stream on `held`'s connection with `request`'s HEADERS, its body left open.
+pub async fn open_duplex(held: Held, request: Request<()>) -> Result<Duplex, ErrorKind> {
+    let opened = async {
+        let mut send = held.link.send.clone().ready().await?;
+        send.send_request(request, false)
+    };
+    match opened.await {
+        Ok((answer, out)) => Ok(Duplex {
+            held,
+            out,
+            answer: Some(answer),
+            head: None,
+            body: None,
+        }),
+        Err(e) => Err(held.failed(&e)),
+    }
+}
+
+impl Duplex {
+    /// Sends `data` as DATA on the stream (h2 queues what the window does not yet allow).
+    pub fn send(&mut self, data: Bytes) -> Result<(), ErrorKind> {
+        self.out
+            .send_data(data, false)
+            .map_err(|e| self.held.failed(&e))
+    }
+
+    /// The answer's next DATA, its HEADERS awaited first; `None` once its body has ended.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, ErrorKind> {
+        if let Some(answer) = self.answer.take() {
+            let (head, body) = answer.await.map_err(|e| self.held.failed(&e))?.into_parts();
+            self.head = Some((head.status.as_u16(), head.headers));
+            self.body = Some(body);
+        }
+        let Some(body) = &mut self.body else {
+            return Ok(None);
+        };
+        match body.data().await {
+            Some(Ok(chunk)) => {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                Ok(Some(chunk))
+            }
+            Some(Err(e)) => Err(self.held.failed(&e)),
+            None => Ok(None),
+        }
+    }
+
+    /// The answer's status, once its HEADERS came.
+    pub fn status(&self) -> Option<u16> {
+        self.head.as_ref().map(|(status, _)| *status)
+    }
+
+    /// The answer as it ended (after `next` said `None`): its header fields and trailers.
+    pub async fn finish(mut self) -> Result<Finished, ErrorKind> {
+        let trailers = match &mut self.body {
+            Some(body) => body.trailers().await.map_err(|e| self.held.failed(&e))?,
+            None => None,
+        };
+        let (status, headers) = self.head.take().unwrap_or_default();
+        Ok(Finished {
+            answer: Answer {
+                status,
+                close: false,
+                first_byte: Instant::now(),
+            },
+            headers,
             trailers,
         })
     }

@@ -8,29 +8,14 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Uri};
-use prost::Message;
 
+use super::grpcwire::{length_prefixed, status, status_kind, CallHead, EchoMessage, PerfRequest};
 use super::{Attempt, Behaviour};
 use crate::client::Client;
 use crate::http::ParseError;
-use crate::mux::{h2_headers, open, Finished, Groups, Seat};
+use crate::mux::{open, Finished, Groups, Seat};
 use crate::plan::{GrpcUnarySpec, ValidPlan};
 use crate::stats::ErrorKind;
-
-/// The service's messages (spec/grpc/serverlab.proto), by prost's derive: the two the
-/// unary calls send, field for field as the committed `.proto` has them.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct PerfRequest {}
-
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct EchoMessage {
-    #[prost(bytes = "vec", tag = "1")]
-    pub data: Vec<u8>,
-}
-
-/// `grpc-timeout` takes at most 8 digits (gRPC's PROTOCOL-HTTP2).
-const MOST_TIMEOUT_MS: u64 = 99_999_999;
 
 impl super::Loop for GrpcUnarySpec {
     fn build<R: super::Runner>(&self, plan: &ValidPlan, _worker: usize, runner: R) -> R::Out {
@@ -39,55 +24,26 @@ impl super::Loop for GrpcUnarySpec {
 }
 
 pub(crate) struct GrpcUnary {
-    uri: Uri,
-    headers: HeaderMap,
+    head: CallHead,
     body: Bytes,
     timeout: Duration,
     groups: Groups,
 }
 
-/// A message as gRPC frames it: uncompressed, its length in 4 bytes big-endian.
-pub(crate) fn length_prefixed(message: &impl Message) -> Vec<u8> {
-    let encoded = message.encode_to_vec();
-    let mut framed = Vec::with_capacity(5 + encoded.len());
-    framed.push(0);
-    framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
-    framed.extend_from_slice(&encoded);
-    framed
-}
-
 impl GrpcUnary {
     pub fn new(plan: &ValidPlan, spec: &GrpcUnarySpec) -> GrpcUnary {
-        let scheme = if plan.target.tls { "https" } else { "http" };
-        let text = format!("{scheme}://{}{}", plan.target.authority, spec.method_path());
         let body = match spec.echo_bytes {
             Some(n) => length_prefixed(&EchoMessage {
                 data: (0..n).map(|i| (i % 251) as u8).collect(),
             }),
             None => length_prefixed(&PerfRequest {}),
         };
-        let mut headers = h2_headers(plan.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
-        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
-        headers.insert("te", HeaderValue::from_static("trailers"));
-        let deadline = format!("{}m", plan.plan.timeout_ms.min(MOST_TIMEOUT_MS));
-        if let Ok(value) = HeaderValue::from_str(&deadline) {
-            headers.insert("grpc-timeout", value);
-        }
         GrpcUnary {
-            uri: text.parse().unwrap_or_else(|_| Uri::from_static("/")),
-            headers,
+            head: CallHead::new(plan, spec.method_path(), Some(plan.plan.timeout_ms)),
             body: Bytes::from(body),
             timeout: Duration::from_millis(plan.plan.timeout_ms),
             groups: Groups::new(plan.plan.streams()),
         }
-    }
-
-    fn request(&self) -> Request<()> {
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = self.headers.clone();
-        request
     }
 }
 
@@ -106,10 +62,10 @@ impl Behaviour for GrpcUnary {
     ) -> Result<(), ErrorKind> {
         let sent = Instant::now();
         let held = self.groups.held(c, seat).await?;
-        let stream = open(held, self.request(), self.body.clone()).await?;
+        let stream = open(held, self.head.request(), self.body.clone()).await?;
         let mut reply = Reply::default();
         let finished = stream
-            .read_with_trailers(&mut |piece| reply.take(piece))
+            .read_with_trailers(&mut |piece| reply.take(piece), &mut |_| {})
             .await?;
         c.record_answer(attempt.intended, sent, &finished.answer);
         if finished.answer.status < 400 {
@@ -150,36 +106,13 @@ impl Reply {
     }
 }
 
-/// The error a finished call counts as, `None` for OK with one whole message. The status
-/// is the trailers', or the headers' in an answer of headers alone (trailers-only); a
-/// message followed by no trailers has none.
+/// The error a finished call counts as, `None` for OK with one whole message; a message
+/// followed by no trailers has no status.
 fn call_error(finished: &Finished, reply: &Reply) -> Option<ErrorKind> {
-    let fields = match (&finished.trailers, reply.bytes) {
-        (Some(trailers), _) => trailers,
-        (None, 0) => &finished.headers,
-        (None, _) => return Some(ErrorKind::GrpcNoStatus),
-    };
-    let whole = reply.whole();
-    let status = fields
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u32>().ok());
-    match status {
-        Some(0) if whole => None,
+    match status(finished, reply.bytes > 0) {
+        Some(0) if reply.whole() => None,
         Some(0) | None => Some(ErrorKind::GrpcNoStatus),
         Some(code) => Some(status_kind(code)),
-    }
-}
-
-/// gRPC's status codes (grpc/grpc doc/statuscodes.md) as the engine counts them.
-pub(crate) fn status_kind(code: u32) -> ErrorKind {
-    match code {
-        4 => ErrorKind::GrpcDeadlineExceeded,
-        8 => ErrorKind::GrpcResourceExhausted,
-        12 => ErrorKind::GrpcUnimplemented,
-        13 => ErrorKind::GrpcInternal,
-        14 => ErrorKind::GrpcUnavailable,
-        _ => ErrorKind::GrpcOther,
     }
 }
 
@@ -207,12 +140,5 @@ mod tests {
         assert!(reply.whole());
         reply.take(b"d").unwrap();
         assert!(!reply.whole(), "one byte over");
-    }
-
-    #[test]
-    fn each_named_status_has_its_kind_and_the_rest_share_one() {
-        assert_eq!(status_kind(4), ErrorKind::GrpcDeadlineExceeded);
-        assert_eq!(status_kind(14), ErrorKind::GrpcUnavailable);
-        assert_eq!(status_kind(2), ErrorKind::GrpcOther);
     }
 }

@@ -6,6 +6,7 @@
 //! for that spec; the module list and `build` are made from the plan's one list of
 //! behaviours (`crate::plan::with_kinds!`), so this file names no behaviour.
 
+mod grpcwire;
 mod h2plain;
 mod h2push;
 mod held;

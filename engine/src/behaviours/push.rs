@@ -68,6 +68,23 @@ struct EventPlace {
     place: u64,
 }
 
+impl<'a> PushEvent<'a> {
+    /// A delivery that came as a message of its own (a gRPC `Delivery`) rather than as
+    /// JSON; `place` is `(place, total)` when the server said.
+    pub fn new(name: &'a str, seq: u64, created: u64, place: Option<(u64, u64)>) -> Self {
+        PushEvent {
+            name: Cow::Borrowed(name),
+            seq,
+            timings: EventTimings {
+                created,
+                duration: 0,
+            },
+            connections: place.map(|(place, total)| EventPlace { total, place }),
+            replayed: false,
+        }
+    }
+}
+
 impl PushEvent<'_> {
     /// The delivery as the emit log keeps it; `arrival` as `Ledger::event` measured it.
     fn delivery(&self, arrival: Arrival) -> Delivery<'_> {

@@ -244,8 +244,7 @@ impl Plan {
     /// An open loop whose arrivals are spread over a pool of `connections` kept-alive
     /// connections (wrk2 style), rather than each opening its own.
     pub fn is_pooled(&self) -> bool {
-        let kind = self.behaviour.kind();
-        self.pacer.pace().is_open() && kind.is_bare_request() && !kind.new_connection_each()
+        self.pacer.pace().is_open() && self.behaviour.kind().pooled_in_open_loop()
     }
 
     /// How many clients run at once; `None` when each open-loop arrival is a client of its

@@ -284,7 +284,17 @@ impl Plan {
     /// Every rule an HTTP/2 plan breaks, in one refusal.
     fn check_http2(&self, target: &Target) -> Result<(), PlanError> {
         let Some(spec) = &self.http2 else {
-            return Ok(());
+            return match self.behaviour.kind().needs_http2() {
+                true => Err(PlanError::Contradiction(
+                    "http2",
+                    format!(
+                        "{} runs on HTTP/2 alone: give an http2 setting (--h2c for an http:// \
+                         target, --h2 for https://)",
+                        self.behaviour.name()
+                    ),
+                )),
+                false => Ok(()),
+            };
         };
         let problems = spec.problems(self, target.tls);
         match problems.is_empty() {
@@ -724,6 +734,27 @@ mod tests {
         let over = json!({"kind": "rapid-reset", "streams_per_s": 2_000_000});
         let refused = attack("http://127.0.0.1:1/", lasting, over).unwrap_err();
         assert_eq!(refused.field(), "behaviour");
+    }
+
+    #[test]
+    fn a_grpc_plan_without_an_http2_setting_is_refused_naming_its_behaviour() {
+        for behaviour in [
+            json!({"kind": "grpc-unary"}),
+            json!({"kind": "grpc-stream", "events": ["e1"]}),
+            json!({"kind": "grpc-chat"}),
+        ] {
+            let name = behaviour["kind"].as_str().unwrap_or_default().to_string();
+            let bare = json!({"target": "http://127.0.0.1:1/", "duration_s": 1.0,
+                "behaviour": behaviour.clone()});
+            let refused = plan(bare).unwrap_err();
+            assert_eq!(refused.field(), "http2");
+            assert!(refused
+                .to_string()
+                .contains(&format!("{name} runs on HTTP/2 alone")));
+            let carried = json!({"target": "http://127.0.0.1:1/", "duration_s": 1.0,
+                "behaviour": behaviour, "http2": {"mode": "h2c"}});
+            assert!(plan(carried).is_ok(), "{name} over h2c");
+        }
     }
 
     #[test]

@@ -46,5 +46,6 @@ pub use types::{GroupWindow, IntervalLine, MeasureLine, WarmupEnd};
 /// `cycles_unlisted`, so that a reader follows cycles as they happen.
 /// 10: the summary's `streams_opened` (the HTTP/2 attacks' streams, issue 35).
 /// 11: a plan's warm-up phase (`warmup_max_s`): the `measure` line and the summary's `warmup`.
-/// 12: errors by gRPC status (`grpc_deadline_exceeded` ... `grpc_no_status`, issue 36).
+/// 12: errors by gRPC status (`grpc_deadline_exceeded` ... `grpc_no_status`, issue 36), and
+///     `events.grpc_deadlines` (read as 0 where absent).
 pub const OUTPUT_VERSION: u32 = 12;

@@ -35,9 +35,10 @@ from serverlab.results.report.figures import hdr
 # From 10 on, the summary counts the streams the HTTP/2 attacks open (`streams_opened`).
 # From 11 on, a plan with a warm-up phase prints a `measure` line where its measured window
 # begins, and the summary's `warmup` says how it ended.
-# From 12 on, errors hold the gRPC statuses of `grpc-unary` calls (`grpc_deadline_exceeded`,
-# `grpc_resource_exhausted`, `grpc_unimplemented`, `grpc_internal`, `grpc_unavailable`,
-# `grpc_other`, `grpc_no_status`).
+# From 12 on, errors hold the gRPC statuses of `grpc-unary` calls and `grpc-stream` streams
+# (`grpc_deadline_exceeded`, `grpc_resource_exhausted`, `grpc_unimplemented`,
+# `grpc_internal`, `grpc_unavailable`, `grpc_other`, `grpc_no_status`), and events
+# `grpc_deadlines` (Subscribe streams ended at their planned deadline; 0 where absent).
 OUTPUT_VERSION = 12
 # Sampled places an emit line holds at most (the engine's `emits::MAX_PLACES`).
 MAX_PLACES = 200

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{refuse, Kind, PlanError};
+use super::{refuse, Kind, PlanError, SuiteKey};
 
 /// The largest Echo data whose request message stays within spec §16's 4 MiB (the data
 /// field's tag and length take 5 bytes at that size).
@@ -43,8 +43,18 @@ impl Kind for GrpcUnarySpec {
     fn http2_refusal(&self) -> Option<&'static str> {
         None
     }
+    fn needs_http2(&self) -> bool {
+        true
+    }
+    fn pooled_in_open_loop(&self) -> bool {
+        true
+    }
     fn path(&self) -> Option<&'static str> {
         Some(self.method_path())
+    }
+    fn suite_keys(&self) -> &'static [SuiteKey] {
+        const KEYS: &[SuiteKey] = &[SuiteKey::same("grpc_echo_bytes", "echo_bytes")];
+        KEYS
     }
 }
 

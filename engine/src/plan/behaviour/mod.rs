@@ -36,6 +36,12 @@ pub trait Kind {
     fn new_connection_each(&self) -> bool {
         false
     }
+    /// In open loop, arrivals are spread over a pool of kept-alive clients (wrk2 style)
+    /// rather than each being a client of its own: bare requests on kept-alive connections,
+    /// and gRPC's calls and chat messages on their held streams.
+    fn pooled_in_open_loop(&self) -> bool {
+        self.is_bare_request() && !self.new_connection_each()
+    }
     /// The engine closes a connection of one request once its answer is complete, rather
     /// than asking the server to (`new-connection`'s `close = "client"`).
     fn client_closes(&self) -> bool {
@@ -101,6 +107,10 @@ pub trait Kind {
     /// Writes HTTP/2 frames of its own (no `http2` setting: h2c with prior knowledge on an
     /// `http://` target, ALPN `h2` over TLS).
     fn writes_h2_frames(&self) -> bool {
+        false
+    }
+    /// Runs on HTTP/2 alone (gRPC): a plan without an `http2` setting is refused.
+    fn needs_http2(&self) -> bool {
         false
     }
 }
@@ -246,12 +256,26 @@ macro_rules! with_kinds {
             WsPingFlood(WsPingFloodSpec, WsPingFloodFlags) in ws_ping_flood,
             /// gRPC unary calls (spec §16) on HTTP/2: `Perf`, or `Echo` of `echo_bytes`.
             GrpcUnary(GrpcUnarySpec, GrpcUnaryFlags) in grpc_unary,
+            /// gRPC `Subscribe` streams (spec §16) on HTTP/2, held, of `events`; with
+            /// `duration_ms`, each stream's deadline.
+            GrpcStream(GrpcStreamSpec, GrpcStreamFlags) in grpc_stream,
+            /// gRPC `Chat` (spec §16) on HTTP/2: one held stream per client, a message of
+            /// `echo_bytes` bytes of data per exchange, timed to its echo.
+            GrpcChat(GrpcChatSpec, GrpcChatFlags) in grpc_chat,
         }
     };
 }
 pub(crate) use with_kinds;
 
 with_kinds!(kinds);
+
+impl BehaviourSpec {
+    /// The behaviour's name as plans, suites and summaries spell it (`grpc-unary`).
+    pub fn name(&self) -> String {
+        let tagged = serde_json::to_value(self).unwrap_or_default();
+        tagged["kind"].as_str().unwrap_or_default().to_string()
+    }
+}
 
 impl Default for BehaviourSpec {
     fn default() -> Self {
@@ -300,7 +324,9 @@ fn check_events(events: &[String], errors: &mut Vec<PlanError>) {
 /// SSE and WebSocket subscriptions name at least one event (the spec's 1 to 16), each once.
 fn check_stream_events(events: &[String], errors: &mut Vec<PlanError>) {
     if events.is_empty() {
-        errors.push(refuse("sse and websocket subscribe to 1 to 16 events"));
+        errors.push(refuse(
+            "sse, websocket and grpc-stream subscribe to 1 to 16 events",
+        ));
     }
     if events
         .iter()
