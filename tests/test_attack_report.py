@@ -18,11 +18,13 @@ from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite.load import load_suite
 
 # 100 keep-alive clients back to back from second 2 to 4: past the planted knee, while the
-# probe alone (20/s) stays under it.
+# probe alone (20/s) stays under it. The server is warmed apart first (1-2 s).
 KNEE = """
 [[scenario]]
 name = "knee"
 behaviour = "keepalive"
+warmup_s = 1
+warmup_max_s = 2
 clients = 4
 duration_s = 7
 tunables.reference = { fault = "slow_above_rate" }
@@ -51,6 +53,10 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
     assert test.status == "ok", test.validity
     (row,) = report_data(db)["attacks"]
     assert (row["attack"], row["window"]) == ("flood (keepalive)", "2-4 s")
+    # The baseline column names its window and the warm-up run apart before the test.
+    warmup = test.run_info["warmup"]
+    steady = "steady" if warmup["steady"] else "not steady at its cap"
+    assert row["baseline"] == f"1-2 s, after a {warmup['ran_s']:g} s warm-up ({steady})"
     probe = [line.data["groups"]["probe"] for line in test.intervals]
     # Each phase is the probe's own interval lines, their histograms added.
     # The baseline leaves out the probe's first second, which holds its connects.
@@ -119,6 +125,12 @@ def test_a_probe_within_twice_its_baseline_and_99_percent_success_holds_up():
     # The baseline leaves out the probe's first second (its connects) when it has more.
     assert (row.before.completed, row.during.completed, row.after.completed) == (100, 200, 200)
     assert (row.before.start_s, row.before.stop_s) == (1.0, 2.0)
+
+
+def test_a_test_without_a_warm_up_says_its_baseline_was_a_cold_servers():
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3, 4)]
+    (row,) = attack_rows([probe_test(probe)])
+    assert row.baseline == "1-2 s, cold: no warm-up before the test"
 
 
 def test_what_broke_first_is_named_and_recovery_counts_from_the_attacks_stop():

@@ -57,6 +57,7 @@ class AttackRow:
     tunables: str
     attack: str  # the group's name and its behaviour
     window: str
+    baseline: str  # which window the baseline is, and how warm the server was
     before: Phase | None  # the baseline: before the test's first attack
     during: Phase | None
     after: Phase | None
@@ -110,6 +111,7 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
                 tunables=tunable_text(test),
                 attack=f"{name} ({kind})",
                 window=f"{start:g}-{stop:g} s",
+                baseline=_baseline_text(test, baseline),
                 before=baseline,
                 during=during,
                 after=after,
@@ -171,6 +173,19 @@ def _baseline(lines: list[dict], first_attack_s: float) -> Phase | None:
     before = _within(lines, 0.0, first_attack_s)
     start = _span(before[1])[0] if len(before) >= 2 else 0.0
     return _phase(lines, start, first_attack_s)
+
+
+def _baseline_text(test: RecordedTest, baseline: Phase | None) -> str:
+    """The baseline's window and the warm-up before the test (run_info["warmup"]): a
+    JVM's first seconds are its JIT's, so a cold baseline is said to be one."""
+    window = "-" if baseline is None else f"{baseline.start_s:g}-{baseline.stop_s:g} s"
+    warmup = test.run_info.get("warmup")
+    if not isinstance(warmup, dict):
+        return f"{window}, cold: no warm-up before the test"
+    ran = warmup.get("ran_s")
+    length = "a" if ran is None else f"a {ran:g} s"
+    steady = "steady" if warmup.get("steady") else "not steady at its cap"
+    return f"{window}, after {length} warm-up ({steady})"
 
 
 def _span(line: dict) -> tuple[float, float]:
