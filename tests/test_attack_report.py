@@ -12,7 +12,7 @@ from serverlab.contestant.manifest import find
 from serverlab.results.records import EngineInterval, RecordedTest
 from serverlab.results.report.builder import build_report, report_data
 from serverlab.results.report.figures.hdr import added, values_at_quantiles
-from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows
+from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows, verdict_rows
 from serverlab.run.plan import protocols
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite.load import load_suite
@@ -90,7 +90,13 @@ def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict
     }
 
 
-def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None) -> RecordedTest:
+def probe_test(
+    probe: list[dict],
+    status: str = "ok",
+    pacer: dict | None = None,
+    contestant: str = "c",
+    tunables: dict | None = None,
+) -> RecordedTest:
     plan = {
         "duration_s": float(len(probe)),
         "behaviour": {"kind": "keepalive"},
@@ -102,7 +108,8 @@ def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None)
     return RecordedTest(
         run_id=1,
         permutation_key="abuse",
-        contestant="c",
+        contestant=contestant,
+        tunables=tunables or {},
         repeat_index=0,
         status=status,
         started_at=0.0,
@@ -154,6 +161,33 @@ def test_an_open_loop_probe_the_server_stalls_fails_on_the_requests_it_was_to_se
     assert row.verdict == "success 10 % first, at 1 s into it"
 
 
+def test_the_verdict_as_shipped_stands_beside_the_hardened_one_of_the_same_attack():
+    calm = [line(t, [1000] * 100, 100, 100) for t in range(1, 7)]
+    stalled = calm[:2] + [line(t, [9000] * 100, 100, 100) for t in (3, 4)] + calm[4:]
+    tests = [
+        probe_test(stalled, contestant="a"),
+        probe_test(calm, contestant="a", tunables={"header_timeout_s": "2"}),
+        probe_test(stalled, contestant="b"),
+    ]
+    rows = [row.as_dict() for row in verdict_rows(attack_rows(tests))]
+    assert rows == [
+        {
+            "test": "a r1",
+            "attack": "slow (slowloris)",
+            "shipped": "p99 9.0x its baseline first, at 1 s into it",
+            "hardened": HOLDS_UP,
+            "hardening": "header_timeout_s=2",
+        },
+        {
+            "test": "b r1",
+            "attack": "slow (slowloris)",
+            "shipped": "p99 9.0x its baseline first, at 1 s into it",
+            "hardened": "-",
+            "hardening": "no mitigation set",
+        },
+    ]
+
+
 def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():
     probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3)]
     (row,) = attack_rows([probe_test(probe, status="crashed")])
@@ -180,3 +214,7 @@ def test_the_abuse_suite_is_accepted_by_the_engine_and_sends_no_attack_a_server_
     assert len(everyone) == 9 and "nginx" in everyone
     for scenario in ("http1", "tls"):
         assert {p.contestant for p in kept if p.scenario == scenario} == everyone
+    # Every hardened test has its twin as shipped (no tunables), all else the same.
+    hardened = [p for p in kept if p.tunables]
+    shipped = {(p.scenario, p.contestant) for p in kept if not p.tunables}
+    assert len(hardened) == 9 and {(p.scenario, p.contestant) for p in hardened} <= shipped

@@ -32,7 +32,7 @@ from serverlab.results.report.figures.figure import PUSH, REQUESTS
 from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
-from serverlab.results.report.sections.attacks import attack_rows
+from serverlab.results.report.sections.attacks import attack_rows, verdict_rows
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
@@ -69,6 +69,7 @@ class ScenarioSection:
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
     client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
     attacks: list[dict] = field(default_factory=list)  # a probe beside attacks: per attack
+    verdicts: list[dict] = field(default_factory=list)  # per attack: shipped beside hardened
 
 
 def build_report(
@@ -134,6 +135,7 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
             {"scenario": s.label, **row.as_dict()} for s in sections for row in s.client_groups
         ],
         "attacks": [{"scenario": s.label, **row} for s in sections for row in s.attacks],
+        "verdicts": [{"scenario": s.label, **row} for s in sections for row in s.verdicts],
     }
 
 
@@ -238,7 +240,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
     sections = []
     for index, (key, group) in enumerate(groups.items(), start=1):
         anchor = f"s{index}"
-        attacks = [row.as_dict() for row in attack_rows(group)]
+        rows = attack_rows(group)
+        attacks = [row.as_dict() for row in rows]
         sections.append(
             ScenarioSection(
                 anchor=anchor,
@@ -257,6 +260,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 generators=[row for t in group for row in _generator_rows(t)],
                 client_groups=group_rows(group),
                 attacks=attacks,
+                verdicts=[row.as_dict() for row in verdict_rows(rows)],
             )
         )
     return sections

@@ -73,6 +73,40 @@ class AttackRow:
         }
 
 
+@dataclass(frozen=True)
+class VerdictRow:
+    """One test's verdict on one attack as shipped beside it hardened (suites/abuse.toml
+    runs a contestant's mitigations as a second tunable set; a test with no tunables set is
+    the contestant as shipped)."""
+
+    test: str
+    attack: str
+    shipped: str
+    hardened: str
+    hardening: str  # the tunables of the hardened run
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def verdict_rows(rows: list[AttackRow]) -> list[VerdictRow]:
+    """Each (test, attack) once, its shipped verdict beside each hardened one ("-" where a
+    side did not run)."""
+    shipped = {(r.test, r.attack): r.verdict for r in rows if not r.tunables}
+    hardened = [r for r in rows if r.tunables]
+    paired = {(r.test, r.attack) for r in hardened}
+    out = [
+        VerdictRow(r.test, r.attack, shipped.get((r.test, r.attack), "-"), r.verdict, r.tunables)
+        for r in hardened
+    ]
+    out += [
+        VerdictRow(test, attack, verdict, "-", "no mitigation set")
+        for (test, attack), verdict in shipped.items()
+        if (test, attack) not in paired
+    ]
+    return sorted(out, key=lambda row: (row.test, row.attack))
+
+
 def _phase_text(phase: Phase | None) -> dict[str, str]:
     """A phase as the report writes it: its span, p50/p99 (ms), success and throughput."""
     if phase is None:
