@@ -9,9 +9,10 @@ from test_runner import run_in_process, write_suite
 from serverlab.base.paths import REPO_ROOT
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
-from serverlab.results.records import EngineInterval, RecordedTest
+from serverlab.results.records import EngineInterval, MonitorSample, RecordedTest
 from serverlab.results.report.builder import build_report, report_data
 from serverlab.results.report.figures.hdr import added, values_at_quantiles
+from serverlab.results.report.sections.amplification import amplification_rows
 from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows, verdict_rows
 from serverlab.run.plan import protocols
 from serverlab.run.plan.planner import plan_tests
@@ -74,6 +75,13 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
     html = build_report(db, out_path=tmp_path / "report.html").read_text()
     assert '<table class="attacks">' in html and "Server descriptors over time" in html
     assert row["verdict"].startswith("p99 ") and row["verdict"].endswith("first, at 1 s into it")
+    # Its amplification: the flood group's own connections from the engine's summary of that
+    # group, and the server's CPU over the window from the monitor's samples.
+    (cost,) = report_data(db)["amplification"]
+    flood = test.summary["groups"]["flood"]
+    assert flood["connections_opened"] == 100 and cost["connections"] == "100"
+    assert cost["kib_written"] == f"{flood['bytes_written'] / 1024:,.0f}"
+    assert cost["server_cpu_s"] != "-" and cost["fds"] != "-"
 
 
 def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict:
@@ -186,6 +194,32 @@ def test_the_verdict_as_shipped_stands_beside_the_hardened_one_of_the_same_attac
             "hardening": "no mitigation set",
         },
     ]
+
+
+def test_amplification_is_the_attacks_cost_above_the_probes_rate_per_unit_of_the_clients():
+    """Samples every 0.5 s from the load's start at monitor second 3: the server uses 10 %
+    of a core before the attack (2-4 s) and 60 % in it, the engine 5 % and 30 %; the
+    server's RSS and descriptors climb in it."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in range(1, 7)]
+    test = probe_test(probe)
+    test.run_info["load_started_s"] = 3.0
+    test.summary = {"groups": {"slow": {"connections_opened": 50, "bytes_written": 10240}}}
+    attack = lambda t: 5.0 < t <= 7.0  # noqa: E731 (seconds 2-4 of the load)
+    test.samples = [
+        MonitorSample(
+            t=t,
+            cpu_percent=60.0 if attack(t) else 10.0,
+            engine_cpu_percent=30.0 if attack(t) else 5.0,
+            rss_bytes=100 * 2**20 + (2**20 * int(2 * (t - 5)) if attack(t) else 0),
+            fds=20 + (50 if attack(t) else 0),
+        )
+        for t in [3.0 + 0.5 * i for i in range(13)]
+    ]
+    (row,) = [r.as_dict() for r in amplification_rows([test])]
+    assert (row["server_cpu_s"], row["client_cpu_s"], row["cpu_ratio"]) == ("1.000", "0.500", "2")
+    assert (row["rss_mib"], row["fds"], row["connections"]) == ("+4.0", "+50", "50")
+    assert (row["kib_written"], row["streams"]) == ("10", "-")
+    assert (row["cpu_ms_per_connection"], row["rss_kib_per_connection"]) == ("20", "81.9")
 
 
 def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():

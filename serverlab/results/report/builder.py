@@ -32,6 +32,7 @@ from serverlab.results.report.figures.figure import PUSH, REQUESTS
 from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
+from serverlab.results.report.sections.amplification import amplification_rows
 from serverlab.results.report.sections.attacks import attack_rows, verdict_rows
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.sections.client_groups import GroupRow, group_rows
@@ -70,6 +71,7 @@ class ScenarioSection:
     client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
     attacks: list[dict] = field(default_factory=list)  # a probe beside attacks: per attack
     verdicts: list[dict] = field(default_factory=list)  # per attack: shipped beside hardened
+    amplification: list[dict] = field(default_factory=list)  # per attack: server cost per client's
 
 
 def build_report(
@@ -136,6 +138,9 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
         ],
         "attacks": [{"scenario": s.label, **row} for s in sections for row in s.attacks],
         "verdicts": [{"scenario": s.label, **row} for s in sections for row in s.verdicts],
+        "amplification": [
+            {"scenario": s.label, **row} for s in sections for row in s.amplification
+        ],
     }
 
 
@@ -261,6 +266,7 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 client_groups=group_rows(group),
                 attacks=attacks,
                 verdicts=[row.as_dict() for row in verdict_rows(rows)],
+                amplification=[row.as_dict() for row in amplification_rows(group)],
             )
         )
     return sections

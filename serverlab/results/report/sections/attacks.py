@@ -157,6 +157,15 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
     return rows
 
 
+def attack_windows(test: RecordedTest) -> list[tuple[str, str, float, float]]:
+    """(name, behaviour, start, stop) of each attack of a test beside a probe, by start;
+    none for any other test."""
+    plan = _plan(test)
+    if PROBE not in {g.get("name") for g in plan.get("groups") or []}:
+        return []
+    return _attacks(plan)
+
+
 def _plan(test: RecordedTest) -> dict:
     """The engine plan the test ran (kept whether or not the engine wrote a summary: a
     server that crashed may have cost it one)."""
