@@ -220,6 +220,16 @@ def test_amplification_is_the_attacks_cost_above_the_probes_rate_per_unit_of_the
     assert (row["rss_mib"], row["fds"], row["connections"]) == ("+4.0", "+50", "50")
     assert (row["kib_written"], row["streams"]) == ("10", "-")
     assert (row["cpu_ms_per_connection"], row["rss_kib_per_connection"]) == ("20", "81.9")
+    # A server busier before the attack than in it (a JIT compiling through the baseline)
+    # keeps its signed figure and states no ratio.
+    for sample in test.samples:
+        sample.cpu_percent = 5.0 if attack(sample.t) else 10.0
+    (row,) = [r.as_dict() for r in amplification_rows([test])]
+    assert (row["server_cpu_s"], row["cpu_ratio"], row["cpu_ms_per_connection"]) == (
+        "-0.100",
+        "-",
+        "-",
+    )
 
 
 def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():

@@ -154,7 +154,9 @@ def _number(value, form: str) -> str:
 
 
 def _ratio(top: float | None, bottom: float | int | None, form: str) -> str:
-    """top / bottom, or "-" where either is missing or the client spent nothing."""
-    if top is None or not bottom or bottom <= 0:
+    """top / bottom, or "-" where either is missing or not above zero: a server whose CPU
+    over the attack was not above its rate before (a JIT still compiling through the
+    baseline, the machine's noise) has no cost per unit to state."""
+    if top is None or top <= 0 or not bottom or bottom <= 0:
         return "-"
     return form.format(top / bottom)
