@@ -9,20 +9,23 @@ from test_runner import run_in_process, write_suite
 from serverlab.base.paths import REPO_ROOT
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
-from serverlab.results.records import EngineInterval, RecordedTest
+from serverlab.results.records import EngineInterval, MonitorSample, RecordedTest
 from serverlab.results.report.builder import build_report, report_data
 from serverlab.results.report.figures.hdr import added, values_at_quantiles
-from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows
+from serverlab.results.report.sections.amplification import amplification_rows
+from serverlab.results.report.sections.attacks import HOLDS_UP, attack_rows, verdict_rows
 from serverlab.run.plan import protocols
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite.load import load_suite
 
 # 100 keep-alive clients back to back from second 2 to 4: past the planted knee, while the
-# probe alone (20/s) stays under it.
+# probe alone (20/s) stays under it. The server is warmed apart first (1-2 s).
 KNEE = """
 [[scenario]]
 name = "knee"
 behaviour = "keepalive"
+warmup_s = 1
+warmup_max_s = 2
 clients = 4
 duration_s = 7
 tunables.reference = { fault = "slow_above_rate" }
@@ -51,6 +54,10 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
     assert test.status == "ok", test.validity
     (row,) = report_data(db)["attacks"]
     assert (row["attack"], row["window"]) == ("flood (keepalive)", "2-4 s")
+    # The baseline column names its window and the warm-up run apart before the test.
+    warmup = test.run_info["warmup"]
+    steady = "steady" if warmup["steady"] else "not steady at its cap"
+    assert row["baseline"] == f"1-2 s, after a {warmup['ran_s']:g} s warm-up ({steady})"
     probe = [line.data["groups"]["probe"] for line in test.intervals]
     # Each phase is the probe's own interval lines, their histograms added.
     # The baseline leaves out the probe's first second, which holds its connects.
@@ -68,6 +75,13 @@ def test_an_attack_past_the_servers_knee_breaks_the_probes_p99_and_the_report_sa
     html = build_report(db, out_path=tmp_path / "report.html").read_text()
     assert '<table class="attacks">' in html and "Server descriptors over time" in html
     assert row["verdict"].startswith("p99 ") and row["verdict"].endswith("first, at 1 s into it")
+    # Its amplification: the flood group's own connections from the engine's summary of that
+    # group, and the server's CPU over the window from the monitor's samples.
+    (cost,) = report_data(db)["amplification"]
+    flood = test.summary["groups"]["flood"]
+    assert flood["connections_opened"] == 100 and cost["connections"] == "100"
+    assert cost["kib_written"] == f"{flood['bytes_written'] / 1024:,.0f}"
+    assert cost["server_cpu_s"] != "-" and cost["fds"] != "-"
 
 
 def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict:
@@ -84,7 +98,13 @@ def line(elapsed: int, latencies_us: list[int], ok: int, completed: int) -> dict
     }
 
 
-def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None) -> RecordedTest:
+def probe_test(
+    probe: list[dict],
+    status: str = "ok",
+    pacer: dict | None = None,
+    contestant: str = "c",
+    tunables: dict | None = None,
+) -> RecordedTest:
     plan = {
         "duration_s": float(len(probe)),
         "behaviour": {"kind": "keepalive"},
@@ -96,7 +116,8 @@ def probe_test(probe: list[dict], status: str = "ok", pacer: dict | None = None)
     return RecordedTest(
         run_id=1,
         permutation_key="abuse",
-        contestant="c",
+        contestant=contestant,
+        tunables=tunables or {},
         repeat_index=0,
         status=status,
         started_at=0.0,
@@ -121,6 +142,12 @@ def test_a_probe_within_twice_its_baseline_and_99_percent_success_holds_up():
     assert (row.before.start_s, row.before.stop_s) == (1.0, 2.0)
 
 
+def test_a_test_without_a_warm_up_says_its_baseline_was_a_cold_servers():
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3, 4)]
+    (row,) = attack_rows([probe_test(probe)])
+    assert row.baseline == "1-2 s, cold: no warm-up before the test"
+
+
 def test_what_broke_first_is_named_and_recovery_counts_from_the_attacks_stop():
     probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
     probe.append(line(3, [1000] * 100, 90, 100))  # 90 % success in the attack's first second
@@ -140,6 +167,69 @@ def test_an_open_loop_probe_the_server_stalls_fails_on_the_requests_it_was_to_se
     (row,) = attack_rows([probe_test(probe, pacer={"kind": "open", "rate": 100.0})])
     assert row.during.success == 0.1 and row.before.success == 1.0
     assert row.verdict == "success 10 % first, at 1 s into it"
+
+
+def test_the_verdict_as_shipped_stands_beside_the_hardened_one_of_the_same_attack():
+    calm = [line(t, [1000] * 100, 100, 100) for t in range(1, 7)]
+    stalled = calm[:2] + [line(t, [9000] * 100, 100, 100) for t in (3, 4)] + calm[4:]
+    tests = [
+        probe_test(stalled, contestant="a"),
+        probe_test(calm, contestant="a", tunables={"header_timeout_s": "2"}),
+        probe_test(stalled, contestant="b"),
+    ]
+    rows = [row.as_dict() for row in verdict_rows(attack_rows(tests))]
+    assert rows == [
+        {
+            "test": "a r1",
+            "attack": "slow (slowloris)",
+            "shipped": "p99 9.0x its baseline first, at 1 s into it",
+            "hardened": HOLDS_UP,
+            "hardening": "header_timeout_s=2",
+        },
+        {
+            "test": "b r1",
+            "attack": "slow (slowloris)",
+            "shipped": "p99 9.0x its baseline first, at 1 s into it",
+            "hardened": "-",
+            "hardening": "no mitigation set",
+        },
+    ]
+
+
+def test_amplification_is_the_attacks_cost_above_the_probes_rate_per_unit_of_the_clients():
+    """Samples every 0.5 s from the load's start at monitor second 3: the server uses 10 %
+    of a core before the attack (2-4 s) and 60 % in it, the engine 5 % and 30 %; the
+    server's RSS and descriptors climb in it."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in range(1, 7)]
+    test = probe_test(probe)
+    test.run_info["load_started_s"] = 3.0
+    test.summary = {"groups": {"slow": {"connections_opened": 50, "bytes_written": 10240}}}
+    attack = lambda t: 5.0 < t <= 7.0  # noqa: E731 (seconds 2-4 of the load)
+    test.samples = [
+        MonitorSample(
+            t=t,
+            cpu_percent=60.0 if attack(t) else 10.0,
+            engine_cpu_percent=30.0 if attack(t) else 5.0,
+            rss_bytes=100 * 2**20 + (2**20 * int(2 * (t - 5)) if attack(t) else 0),
+            fds=20 + (50 if attack(t) else 0),
+        )
+        for t in [3.0 + 0.5 * i for i in range(13)]
+    ]
+    (row,) = [r.as_dict() for r in amplification_rows([test])]
+    assert (row["server_cpu_s"], row["client_cpu_s"], row["cpu_ratio"]) == ("1.000", "0.500", "2")
+    assert (row["rss_mib"], row["fds"], row["connections"]) == ("+4.0", "+50", "50")
+    assert (row["kib_written"], row["streams"]) == ("10", "-")
+    assert (row["cpu_ms_per_connection"], row["rss_kib_per_connection"]) == ("20", "81.9")
+    # A server busier before the attack than in it (a JIT compiling through the baseline)
+    # keeps its signed figure and states no ratio.
+    for sample in test.samples:
+        sample.cpu_percent = 5.0 if attack(sample.t) else 10.0
+    (row,) = [r.as_dict() for r in amplification_rows([test])]
+    assert (row["server_cpu_s"], row["cpu_ratio"], row["cpu_ms_per_connection"]) == (
+        "-0.100",
+        "-",
+        "-",
+    )
 
 
 def test_a_crashed_server_is_the_verdict_whatever_the_probe_said():
@@ -168,3 +258,7 @@ def test_the_abuse_suite_is_accepted_by_the_engine_and_sends_no_attack_a_server_
     assert len(everyone) == 9 and "nginx" in everyone
     for scenario in ("http1", "tls"):
         assert {p.contestant for p in kept if p.scenario == scenario} == everyone
+    # Every hardened test has its twin as shipped (no tunables), all else the same.
+    hardened = [p for p in kept if p.tunables]
+    shipped = {(p.scenario, p.contestant) for p in kept if not p.tunables}
+    assert len(hardened) == 9 and {(p.scenario, p.contestant) for p in hardened} <= shipped

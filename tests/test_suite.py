@@ -47,6 +47,33 @@ threads = [200, 2000]
     assert len({p.key for p in suite.permutations}) == 36
 
 
+def test_a_list_of_tunable_tables_makes_one_set_each_not_their_product(tmp_path):
+    """As shipped ({}) and hardened: two sets, whatever each names, beside "*"'s tunables."""
+    path = write(
+        tmp_path,
+        """
+contestants = ["node-http", "go-nethttp"]
+[[scenario]]
+name = "abuse"
+behaviour = "keepalive"
+duration_s = 5
+tunables."*" = { gomaxprocs = 0 }
+tunables.go-nethttp = [{}, { read_header_timeout_s = 2, h2_max_streams = [100, 200] }]
+""",
+    )
+    with pytest.raises(SuiteError, match="node-http has no tunable 'gomaxprocs'"):
+        load_suite(path, known_contestants=KNOWN)
+    path.write_text(path.read_text().replace('tunables."*" = { gomaxprocs = 0 }\n', ""))
+    suite = load_suite(path, known_contestants=KNOWN)
+    go = [p.tunables for p in suite.permutations if p.contestant == "go-nethttp"]
+    assert go == [
+        {},
+        {"read_header_timeout_s": "2", "h2_max_streams": "100"},
+        {"read_header_timeout_s": "2", "h2_max_streams": "200"},
+    ]
+    assert [p.tunables for p in suite.permutations if p.contestant == "node-http"] == [{}]
+
+
 def test_scale_shortens_durations_only(tmp_path):
     path = write(
         tmp_path,
@@ -401,12 +428,23 @@ duration_s = 5
             ("duration_s = 5", "duration_s = 5\ntunables.node-http = { threads = 4 }"),
             8,
             r"node-http has no tunable 'threads' "
-            r"\(known: backlog, max_header_kb, syslog_mode, workers\)",
+            r"\(known: backlog, h2_max_streams, headers_timeout_s, max_header_kb, syslog_mode, "
+            r"workers\)",
         ),
         (
             ("duration_s = 5", 'duration_s = 5\ntunables.node-http = { backlog = "$(touch M)" }'),
             8,
             r"node-http: backlog = '\$\(touch M\)': expected an integer in 1\.\.",
+        ),
+        (
+            ("duration_s = 5", "duration_s = 5\ntunables.node-http = [{}, 2]"),
+            8,
+            r"tunables\.node-http must be a table or a list of tables",
+        ),
+        (
+            ("duration_s = 5", "duration_s = 5\ntunables.node-http = [{}, { workers = 0 }]"),
+            8,
+            "workers = '0': expected an integer",
         ),
         (
             ("duration_s = 5", "duration_s = 5\ntunables = { workers = 2 }"),

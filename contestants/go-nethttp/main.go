@@ -95,8 +95,8 @@ func run(hosts []string, port, syslogPort int, docroot, syslogMode string, extra
 	if err != nil {
 		return err
 	}
-	httpServer := withHTTP2Settings(newHTTPServer(srv))
-	h2cServer := withHTTP2Settings(newH2CServer(srv))
+	httpServer := hardened(withHTTP2Settings(newHTTPServer(srv)))
+	h2cServer := hardened(withHTTP2Settings(newH2CServer(srv)))
 	go exitOnSignal(httpServer, h2cServer)
 	served := make(chan error, 3*len(listeners))
 	for _, ln := range listeners {

@@ -1,16 +1,16 @@
 #!/bin/sh
 # Writes nginx.conf for this run into the workdir and runs nginx in the foreground.
 # Usage: start.sh PORT DOCROOT WORKDIR WORKER_PROCESSES WORKER_CONNECTIONS HOST \
-#                 TLS_PORT TLS_CERT TLS_KEY H2C_PORT
+#                 TLS_PORT TLS_CERT TLS_KEY H2C_PORT HEADER_TIMEOUT_S H2_STREAMS
 # nginx listens on 127.0.0.1 and also on HOST when it is another address: HTTP/1.1 on
 # PORT, TLS with ALPN h2 or http/1.1 on TLS_PORT, HTTP/2 with prior knowledge on H2C_PORT.
 set -eu
-if [ $# -ne 10 ]; then
-    echo "usage: start.sh PORT DOCROOT WORKDIR WORKER_PROCESSES WORKER_CONNECTIONS HOST TLS_PORT TLS_CERT TLS_KEY H2C_PORT" >&2
+if [ $# -ne 12 ]; then
+    echo "usage: start.sh PORT DOCROOT WORKDIR WORKER_PROCESSES WORKER_CONNECTIONS HOST TLS_PORT TLS_CERT TLS_KEY H2C_PORT HEADER_TIMEOUT_S H2_STREAMS" >&2
     exit 2
 fi
 port=$1 docroot=$2 workdir=$3 worker_processes=$4 worker_connections=$5 host=$6
-tls_port=$7 tls_cert=$8 tls_key=$9 h2c_port=${10}
+tls_port=$7 tls_cert=$8 tls_key=$9 h2c_port=${10} header_timeout_s=${11} h2_streams=${12}
 here=$(cd "$(dirname "$0")" && pwd)
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
@@ -26,9 +26,9 @@ user_directive=""
 case $host in
     '' | *[!0-9A-Fa-f.:]*) echo "start.sh: host '$host' is not an IP address" >&2; exit 2 ;;
 esac
-for value in "$port" "$tls_port" "$h2c_port"; do
+for value in "$port" "$tls_port" "$h2c_port" "$header_timeout_s" "$h2_streams"; do
     case $value in
-        '' | *[!0-9]*) echo "start.sh: port '$value' is not a number" >&2; exit 2 ;;
+        '' | *[!0-9]*) echo "start.sh: '$value' is not a number" >&2; exit 2 ;;
     esac
 done
 # The key and certificate paths go into nginx.conf too: no character that ends a directive.
@@ -63,6 +63,8 @@ sed -e "s|@LISTEN@|$(sed_escape "$listen")|g" \
     -e "s|@TLS_CERT@|$(sed_escape "$tls_cert")|g" \
     -e "s|@TLS_KEY@|$(sed_escape "$tls_key")|g" \
     -e "s|@USER_DIRECTIVE@|$user_directive|g" \
+    -e "s|@HEADER_TIMEOUT_S@|$header_timeout_s|g" \
+    -e "s|@H2_STREAMS@|$h2_streams|g" \
     "$here/nginx.conf.template" > "$workdir/nginx.conf"
 
 # 20,000 concurrent clients need descriptors: take the hard limit, which workers inherit.

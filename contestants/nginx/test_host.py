@@ -93,13 +93,16 @@ def client_context(cert: Path, version: ssl.TLSVersion | None = None) -> ssl.SSL
 
 
 class HostTest(unittest.TestCase):
-    def start(self, work: Path, host: str, key_type: str = "ecdsa") -> subprocess.Popen:
+    def start(
+        self, work: Path, host: str, key_type: str = "ecdsa", header_timeout_s: int = 60
+    ) -> subprocess.Popen:
         """nginx from start.sh; its ports go in self.ports, its certificate in self.cert."""
         (work / "docroot").mkdir(exist_ok=True)
         self.ports = {"http": free_port(), "tls": free_port(), "h2c": free_port()}
         self.cert, key = make_certificate(work, key_type)
         command = [HERE / "start.sh", self.ports["http"], work / "docroot", work / "run", 1, 64,
-                   host, self.ports["tls"], self.cert, key, self.ports["h2c"]]  # fmt: skip
+                   host, self.ports["tls"], self.cert, key, self.ports["h2c"],
+                   header_timeout_s, 128]  # fmt: skip
         return subprocess.Popen([str(part) for part in command], stderr=subprocess.PIPE, text=True)
 
     def stop(self, nginx: subprocess.Popen) -> None:
@@ -129,6 +132,20 @@ class HostTest(unittest.TestCase):
                 raw = retried(lambda: socket.create_connection(address, timeout=2))
                 with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
                     self.assertRegex(sock.cipher()[0], r"^ECDHE-RSA-(AES\d+-GCM|CHACHA20)")
+            finally:
+                self.stop(nginx)
+
+    def test_a_connection_that_sends_no_header_is_closed_at_the_header_timeout(self):
+        """The header_timeout_s tunable is nginx's client_header_timeout: a connection
+        opened and left (the abuse suite's idle attack) is closed after it."""
+        with tempfile.TemporaryDirectory() as work:
+            nginx = self.start(Path(work), "127.0.0.1", header_timeout_s=1)
+            try:
+                address = ("127.0.0.1", self.ports["http"])
+                sock = retried(lambda: socket.create_connection(address, timeout=30))
+                with sock:
+                    sock.sendall(b"GET /perf HTTP/1.1\r\n")  # and never the rest
+                    self.assertEqual(sock.recv(1024), b"")  # closed, no answer
             finally:
                 self.stop(nginx)
 

@@ -11,6 +11,7 @@ const SERVER_NAME = 'node-http';
 const USAGE =
   'usage: node server.js --port N [--syslog-port N] [--docroot DIR] [--host ADDRESS] ' +
   '[--max-header-kb N] [--backlog N] [--workers N] [--signals-file PATH] ' +
+  '[--headers-timeout-s N] [--h2-max-streams N] ' +
   '[--syslog-mode count|parse] [--tls-port N --tls-cert FILE --tls-key FILE] [--h2c-port N] ' +
   '[--syslog-tls-port N --tls-cert FILE --tls-key FILE]';
 
@@ -34,12 +35,16 @@ function parseOptions(argv) {
       'syslog-tls-port': { type: 'string' },
       'grpc-port': { type: 'string' },
       'grpc-tls-port': { type: 'string' },
+      'headers-timeout-s': { type: 'string', default: '60' },
+      'h2-max-streams': { type: 'string', default: '250' },
     },
   });
   const port = Number(values.port);
   const maxHeaderKb = Number(values['max-header-kb']);
   const backlog = Number(values.backlog);
   const workers = Number(values.workers);
+  const headersTimeoutS = Number(values['headers-timeout-s']);
+  const h2MaxStreams = Number(values['h2-max-streams']);
   const optionalPort = (name) => (values[name] === undefined ? null : Number(values[name]));
   const syslogPort = optionalPort('syslog-port');
   const tlsPort = optionalPort('tls-port');
@@ -66,6 +71,12 @@ function parseOptions(argv) {
   }
   if (!(Number.isInteger(backlog) && backlog > 0)) throw new Error('--backlog must be positive');
   if (!(Number.isInteger(workers) && workers > 0)) throw new Error('--workers must be positive');
+  if (!(Number.isInteger(headersTimeoutS) && headersTimeoutS > 0)) {
+    throw new Error('--headers-timeout-s must be a positive integer');
+  }
+  if (!(Number.isInteger(h2MaxStreams) && h2MaxStreams > 0)) {
+    throw new Error('--h2-max-streams must be a positive integer');
+  }
   if (!isAddress(values.host)) throw new Error('--host must be an IP address');
   const syslogMode = values['syslog-mode'];
   if (syslogMode !== 'count' && syslogMode !== 'parse') {
@@ -90,6 +101,8 @@ function parseOptions(argv) {
     workers,
     signalsFile,
     syslogMode,
+    headersTimeoutS,
+    h2MaxStreams,
   };
 }
 

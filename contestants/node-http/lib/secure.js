@@ -21,8 +21,11 @@ const AEAD_CIPHERS = [
   'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
 
-// Node announces no stream limit unless told; the spec wants one from 100 to 1000 (§13).
-const H2_SETTINGS = { maxConcurrentStreams: 250 };
+// Node announces no stream limit unless told; the spec wants one from 100 to 1000 (§13):
+// --h2-max-streams, 250 as shipped; fewer caps what one connection's streams cost.
+function h2Settings(options) {
+  return { maxConcurrentStreams: options.h2MaxStreams };
+}
 
 // A session broken by bad frames ends by itself (GOAWAY); it must not take the server.
 function quietSessions(server) {
@@ -47,7 +50,7 @@ function createTlsServer(handlers, options, serveHttp1) {
     {
       ...tlsOptions(options),
       allowHTTP1: true,
-      settings: H2_SETTINGS,
+      settings: h2Settings(options),
       maxHeaderSize: options.maxHeaderKb * 1024,
     },
     handlers.onRequest,
@@ -57,8 +60,8 @@ function createTlsServer(handlers, options, serveHttp1) {
   return quietSessions(serveHttp1(server, handlers));
 }
 
-function createH2cServer(handlers) {
-  const server = http2.createServer({ settings: H2_SETTINGS }, handlers.onRequest);
+function createH2cServer(handlers, options) {
+  const server = http2.createServer({ settings: h2Settings(options) }, handlers.onRequest);
   trackConnections(server);
   return quietSessions(server);
 }

@@ -32,7 +32,8 @@ from serverlab.results.report.figures.figure import PUSH, REQUESTS
 from serverlab.results.report.figures.push import is_push
 from serverlab.results.report.figures.table import METRICS, METRICS_BY_NAME
 from serverlab.results.report.flags.validity import validity_flags
-from serverlab.results.report.sections.attacks import attack_rows
+from serverlab.results.report.sections.amplification import amplification_rows
+from serverlab.results.report.sections.attacks import attack_rows, verdict_rows
 from serverlab.results.report.sections.capacity import capacity_groups, is_capacity_search
 from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
@@ -69,6 +70,8 @@ class ScenarioSection:
     generators: list[dict] = field(default_factory=list)  # spread tests: one row each
     client_groups: list[GroupRow] = field(default_factory=list)  # grouped tests: per group
     attacks: list[dict] = field(default_factory=list)  # a probe beside attacks: per attack
+    verdicts: list[dict] = field(default_factory=list)  # per attack: shipped beside hardened
+    amplification: list[dict] = field(default_factory=list)  # per attack: server cost per client's
 
 
 def build_report(
@@ -134,6 +137,10 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
             {"scenario": s.label, **row.as_dict()} for s in sections for row in s.client_groups
         ],
         "attacks": [{"scenario": s.label, **row} for s in sections for row in s.attacks],
+        "verdicts": [{"scenario": s.label, **row} for s in sections for row in s.verdicts],
+        "amplification": [
+            {"scenario": s.label, **row} for s in sections for row in s.amplification
+        ],
     }
 
 
@@ -238,7 +245,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
     sections = []
     for index, (key, group) in enumerate(groups.items(), start=1):
         anchor = f"s{index}"
-        attacks = [row.as_dict() for row in attack_rows(group)]
+        rows = attack_rows(group)
+        attacks = [row.as_dict() for row in rows]
         sections.append(
             ScenarioSection(
                 anchor=anchor,
@@ -257,6 +265,8 @@ def _sections(tests: list[RecordedTest], names: dict[str, str]) -> list[Scenario
                 generators=[row for t in group for row in _generator_rows(t)],
                 client_groups=group_rows(group),
                 attacks=attacks,
+                verdicts=[row.as_dict() for row in verdict_rows(rows)],
+                amplification=[row.as_dict() for row in amplification_rows(group)],
             )
         )
     return sections

@@ -421,6 +421,9 @@ class _Measurement:
             phases.running = running
         if monitor is not None:
             monitor.load_starts(running.starts_at)  # the sockets are read once it has begun
+            # Where the load's clock (its interval lines' elapsed_s) starts on the samples':
+            # the report lays an attack group's window on the server's CPU, RSS and fds.
+            self.test.run_info["load_started_s"] = monitor.clock(running.starts_at)
             if running.local_pid is not None:
                 monitor.watch_engine(running.local_pid)
         crash = None

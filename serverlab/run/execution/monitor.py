@@ -353,6 +353,10 @@ class Monitor:
             if self._window_open.is_set():
                 self._sockets_due = max(at, time.monotonic()) + SOCKETS_FIRST_S
 
+    def clock(self, at: float) -> float:
+        """An instant of time.monotonic() on the samples' clock: seconds since the start."""
+        return round(at - self._t0, 3)
+
     def close_window(self, on: str = ENGINE_EXIT) -> dict:
         """As the engine's load ends: the window's figures (also in `window.figures`), with
         what closed it (`on`). The first call closes it; later ones return what it read."""

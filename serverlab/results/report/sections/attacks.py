@@ -57,6 +57,7 @@ class AttackRow:
     tunables: str
     attack: str  # the group's name and its behaviour
     window: str
+    baseline: str  # which window the baseline is, and how warm the server was
     before: Phase | None  # the baseline: before the test's first attack
     during: Phase | None
     after: Phase | None
@@ -70,6 +71,40 @@ class AttackRow:
             **{k: v for k, v in self.__dict__.items() if k not in phases},
             **{name: _phase_text(phase) for name, phase in phases.items()},
         }
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One test's verdict on one attack as shipped beside it hardened (suites/abuse.toml
+    runs a contestant's mitigations as a second tunable set; a test with no tunables set is
+    the contestant as shipped)."""
+
+    test: str
+    attack: str
+    shipped: str
+    hardened: str
+    hardening: str  # the tunables of the hardened run
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def verdict_rows(rows: list[AttackRow]) -> list[VerdictRow]:
+    """Each (test, attack) once, its shipped verdict beside each hardened one ("-" where a
+    side did not run)."""
+    shipped = {(r.test, r.attack): r.verdict for r in rows if not r.tunables}
+    hardened = [r for r in rows if r.tunables]
+    paired = {(r.test, r.attack) for r in hardened}
+    out = [
+        VerdictRow(r.test, r.attack, shipped.get((r.test, r.attack), "-"), r.verdict, r.tunables)
+        for r in hardened
+    ]
+    out += [
+        VerdictRow(test, attack, verdict, "-", "no mitigation set")
+        for (test, attack), verdict in shipped.items()
+        if (test, attack) not in paired
+    ]
+    return sorted(out, key=lambda row: (row.test, row.attack))
 
 
 def _phase_text(phase: Phase | None) -> dict[str, str]:
@@ -110,6 +145,7 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
                 tunables=tunable_text(test),
                 attack=f"{name} ({kind})",
                 window=f"{start:g}-{stop:g} s",
+                baseline=_baseline_text(test, baseline),
                 before=baseline,
                 during=during,
                 after=after,
@@ -119,6 +155,15 @@ def _rows(test: RecordedTest) -> list[AttackRow]:
             )
         )
     return rows
+
+
+def attack_windows(test: RecordedTest) -> list[tuple[str, str, float, float]]:
+    """(name, behaviour, start, stop) of each attack of a test beside a probe, by start;
+    none for any other test."""
+    plan = _plan(test)
+    if PROBE not in {g.get("name") for g in plan.get("groups") or []}:
+        return []
+    return _attacks(plan)
 
 
 def _plan(test: RecordedTest) -> dict:
@@ -171,6 +216,19 @@ def _baseline(lines: list[dict], first_attack_s: float) -> Phase | None:
     before = _within(lines, 0.0, first_attack_s)
     start = _span(before[1])[0] if len(before) >= 2 else 0.0
     return _phase(lines, start, first_attack_s)
+
+
+def _baseline_text(test: RecordedTest, baseline: Phase | None) -> str:
+    """The baseline's window and the warm-up before the test (run_info["warmup"]): a
+    JVM's first seconds are its JIT's, so a cold baseline is said to be one."""
+    window = "-" if baseline is None else f"{baseline.start_s:g}-{baseline.stop_s:g} s"
+    warmup = test.run_info.get("warmup")
+    if not isinstance(warmup, dict):
+        return f"{window}, cold: no warm-up before the test"
+    ran = warmup.get("ran_s")
+    length = "a" if ran is None else f"a {ran:g} s"
+    steady = "steady" if warmup.get("steady") else "not steady at its cap"
+    return f"{window}, after {length} warm-up ({steady})"
 
 
 def _span(line: dict) -> tuple[float, float]:

@@ -153,7 +153,7 @@ class ScenarioMatrix:
                 params = with_tls_defaults(params)
                 if self._cannot_run(scenario["name"], contestant, params):
                     continue
-                for tuned in _product(self._tunable_dims(tunables, contestant)):
+                for tuned in self._tuned(tunables, contestant):
                     yield Permutation(scenario["name"], contestant, params, tuned), written
 
     def count(self, scenario: Any, default_contestants: list) -> int:
@@ -169,12 +169,14 @@ class ScenarioMatrix:
         tunables = scenario.get("tunables", {})
         total = 0
         for contestant in contestants if isinstance(contestants, list) else []:
-            merged = {}
-            for scope in ("*", contestant):
-                table = tunables.get(scope, {}) if isinstance(tunables, dict) else {}
-                merged.update(table if isinstance(table, dict) else {})
-            sizes = [len(v) if isinstance(v, list) else 1 for v in merged.values()]
-            total += math.prod(dims) * math.prod(sizes)
+            star = tunables.get("*", {}) if isinstance(tunables, dict) else {}
+            own = tunables.get(contestant, {}) if isinstance(tunables, dict) else {}
+            for table in _sets(own):
+                if not isinstance(table, dict):
+                    continue  # expand refuses it, with its line
+                merged = {**(star if isinstance(star, dict) else {}), **table}
+                sizes = [len(v) if isinstance(v, list) else 1 for v in merged.values()]
+                total += math.prod(dims) * math.prod(sizes)
         return total
 
     def _groups(self, scenario: dict) -> list[dict[str, Any]]:
@@ -221,15 +223,23 @@ class ScenarioMatrix:
                     f'write tunables.CONTESTANT = {{ ... }} or tunables."*" = {{ ... }}',
                 )
 
-    def _tunable_dims(self, tunables: dict, contestant: str) -> dict[str, list]:
+    def _tuned(self, tunables: Any, contestant: str):
+        """The contestant's tunable points: the product of its table's lists, or, when its
+        scope is a list of tables (`[{}, { header_timeout_s = 5 }]`: as shipped, hardened),
+        each table one set of its own, every set's lists a product of their own."""
         if not isinstance(tunables, dict):
             raise self.fail("tunables", "tunables must be a table of contestant tables")
-        merged: dict[str, Any] = {}
-        for scope in ("*", contestant):
-            table = tunables.get(scope, {})
-            if not isinstance(table, dict):
-                raise self.fail("tunables", f"tunables.{scope} must be a table")
-            merged.update(table)
+        star, own = tunables.get("*", {}), tunables.get(contestant, {})
+        if not isinstance(star, dict):
+            raise self.fail("tunables", 'tunables."*" must be a table')
+        if not _sets(own) or not all(isinstance(table, dict) for table in _sets(own)):
+            raise self.fail(
+                "tunables", f"tunables.{contestant} must be a table or a list of tables"
+            )
+        for table in _sets(own):
+            yield from _product(self._tunable_dims({**star, **table}, contestant))
+
+    def _tunable_dims(self, merged: dict[str, Any], contestant: str) -> dict[str, list]:
         dims = {}
         for key, value in merged.items():
             values = value if isinstance(value, list) else [value]
@@ -380,6 +390,11 @@ class ScenarioMatrix:
             known = ", ".join(sorted(tables)) or "none"
             table = "links" if key == "link" else "filesets"
             raise self.fail(key, f"{key} {p[key]!r} is not a [{table}.NAME] table ({known})")
+
+
+def _sets(scope: Any) -> list:
+    """A contestant's tunables scope as its sets: a list of tables is one set per table."""
+    return scope if isinstance(scope, list) else [scope]
 
 
 def _product(dims: dict[str, list]):

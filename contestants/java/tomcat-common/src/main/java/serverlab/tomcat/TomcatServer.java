@@ -220,6 +220,10 @@ public final class TomcatServer {
         // Benchmarks keep connections alive; Tomcat's default closes one after 100 requests.
         connector.setProperty("maxKeepAliveRequests", "-1");
         connector.setProperty("server", "serverlab");
+        // How long a connection may take to send its request line and headers, and its first
+        // byte (Tomcat's connectionTimeout; 60 s, the embedded default, as shipped): shorter
+        // frees a thread per request that a slowloris or idle client holds.
+        connector.setProperty("connectionTimeout", args.string("connection-timeout-ms", "60000"));
         // A raw backslash in the target: HTTP/2 streams refuse it before the container with a
         // bare 400 (no Content-Type, no body, not counted). Let through the parser, it reaches
         // the adapter, whose 400 goes through the valves and gets the JSON error body, as on
