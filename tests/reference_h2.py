@@ -10,8 +10,9 @@ twice or frame of an unknown type, which RFC 9113 allows; so that the checks are
 fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
-opens no window holds its streams open. The cleartext `--port` only accepts connections
-(serverlab's readiness probe).
+opens no window holds its streams open. The cleartext `--port` answers any HTTP/1.1
+request 404 and closes: serverlab's readiness probe, and verify's check that a server
+still answers after a bad-input case.
 """
 
 import argparse
@@ -28,6 +29,7 @@ import hpack.exceptions
 import hyperframe.exceptions
 
 BODY = b"hello over h2c\n"
+NOT_FOUND = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 MAX_STREAMS = 100
 # RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
 PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
@@ -168,6 +170,10 @@ async def main(port: int, h2c_port: int, host: str, mode: str) -> None:
         writer.close()
 
     async def on_plain(reader, writer):
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(NOT_FOUND)
+            await writer.drain()
         writer.close()
 
     hosts = sorted({"127.0.0.1", host})
