@@ -37,7 +37,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent", "lax", "hold", "strict"]
+words = ["good", "silent", "lax", "hold", "strict", "late"]
 """
 
 
@@ -278,6 +278,16 @@ def test_an_h2c_server_that_ends_the_connection_on_continuation_or_a_ping_ack_fa
     assert outcome.status == FAIL and outcome.observed == ["GOAWAY PROTOCOL_ERROR"]
 
 
+@pytest.mark.parametrize(("kind", "params"), STRICT[1:])
+def test_an_h2c_server_that_ends_the_connection_just_after_serving_an_allowed_frame_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "late"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL
+    assert outcome.observed == ["status 200, then GOAWAY INTERNAL_ERROR"]
+
+
 def test_a_protocol_limit_turns_its_failure_into_a_warning_that_names_it(contestants_dir):
     limits = '"h2c.continuation" = "its HTTP/2 stack refuses CONTINUATION"\n'
     write_manifest(
@@ -322,7 +332,8 @@ def test_a_protocol_limit_must_name_a_tls_or_http2_case_of_its_own(contestants_d
         contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
     )
     report = verify_contestant(find("reference-h2c"), pattern="h2c.over_perf")
-    assert "protocol_limits names 'h2c.over_perf', not a TLS, HTTP/2 or syslog-over-TLS case" in report.error
+    named = "protocol_limits names 'h2c.over_perf', not a TLS, HTTP/2 or syslog-over-TLS case"
+    assert named in report.error
     assert report.results == [] and not report.ok
 
 

@@ -296,9 +296,10 @@ def _answer_on_stream(
     status_ends: bool = False,
     stream: int = 1,
 ) -> str:
-    """The server's answer on the stream (1 unless named): "status <code>", "RST_STREAM <code>", "GOAWAY
-    <code>", "closed" or "no answer"; with until_end, "ended" once the answer ends instead
-    of its status; with status_ends, "status <code>, ended" for a status that ends it."""
+    """The server's answer on the stream (1 unless named): "status <code>", "RST_STREAM
+    <code>", "GOAWAY <code>", "closed" or "no answer"; with until_end, "ended" once the
+    answer ends instead of its status; with status_ends, "status <code>, ended" for a status
+    that ends it."""
     while True:
         frame = wire.read_frame(deadline)
         if frame is None:
