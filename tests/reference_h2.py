@@ -6,12 +6,14 @@ parse, leaving the connection and the malformed request's stream open, and never
 stream; `--mode lax` serves a malformed request; `--mode hold` answers it 400 and leaves
 its stream open; `--mode strict` ends the connection
 (GOAWAY PROTOCOL_ERROR) on any CONTINUATION frame, PING ACK, SETTINGS frame naming a setting
-twice or frame of an unknown type, which RFC 9113 allows; so that the checks are seen to
-fail.
+twice or frame of an unknown type, which RFC 9113 allows; `--mode late` serves what came
+with such a frame, then ends the connection (GOAWAY INTERNAL_ERROR), as Node's http2 does
+on a PING ACK once its destroy waits a turn; so that the checks are seen to fail.
 
 Every request gets `200` and a short body, sent as flow control allows: a client that
-opens no window holds its streams open. The cleartext `--port` only accepts connections
-(serverlab's readiness probe).
+opens no window holds its streams open. The cleartext `--port` answers any HTTP/1.1
+request 404 and closes: serverlab's readiness probe, and verify's check that a server
+still answers after a bad-input case.
 """
 
 import argparse
@@ -28,6 +30,7 @@ import hpack.exceptions
 import hyperframe.exceptions
 
 BODY = b"hello over h2c\n"
+NOT_FOUND = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 MAX_STREAMS = 100
 # RFC 9113 §8.3.1: a request without one of these is malformed (§8.1.1).
 PSEUDO_HEADERS = {b":method", b":scheme", b":path"}
@@ -85,7 +88,7 @@ class Connection:
         config = h2.config.H2Configuration(client_side=False, validate_inbound_headers=False)
         self.h2 = h2.connection.H2Connection(config)
         self.pending: dict[int, bytes] = {}
-        self.inbound, self.past_preface = b"", False
+        self.inbound, self.past_preface, self.late = b"", False, False
 
     def refused(self, data: bytes) -> bool:
         """Mode strict: True once a CONTINUATION frame, a PING ACK, a SETTINGS frame naming
@@ -111,6 +114,9 @@ class Connection:
         self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS})
         self.flush()
         while data := await self.reader.read(65536):
+            # Mode late: the connection ends after the first request served once such a
+            # frame has come, whether or not it came in the same read.
+            self.late = self.late or (self.mode == "late" and self.refused(data))
             try:
                 if self.mode == "strict" and self.refused(data):
                     raise h2.exceptions.ProtocolError("refused by mode strict")
@@ -125,7 +131,12 @@ class Connection:
             for event in events:
                 self.on_event(event)
             self.send_pending()
+            ending = self.late and any(isinstance(e, h2.events.RequestReceived) for e in events)
+            if ending:
+                self.h2.close_connection(error_code=h2.errors.ErrorCodes.INTERNAL_ERROR)
             self.flush()
+            if ending:
+                return
 
     def on_event(self, event) -> None:
         if isinstance(event, h2.events.StreamReset):
@@ -168,6 +179,10 @@ async def main(port: int, h2c_port: int, host: str, mode: str) -> None:
         writer.close()
 
     async def on_plain(reader, writer):
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(NOT_FOUND)
+            await writer.drain()
         writer.close()
 
     hosts = sorted({"127.0.0.1", host})
@@ -183,7 +198,7 @@ if __name__ == "__main__":
     parser.add_argument("--h2c-port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
-        "--mode", choices=("good", "silent", "lax", "hold", "strict"), default="good"
+        "--mode", choices=("good", "silent", "lax", "hold", "strict", "late"), default="good"
     )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):

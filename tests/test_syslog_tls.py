@@ -127,3 +127,13 @@ def test_each_syslog_tls_fault_fails_exactly_its_cases(
     found = {r.case_id.removeprefix("syslog-tls."): r.status for r in report.results}
     assert {case for case, status in found.items() if status == FAIL} == failing
     assert {case for case, status in found.items() if status == WARN} == warned
+
+
+def test_a_protocol_limit_may_name_a_syslog_tls_case_and_then_names_its_warning(contestants_dir):
+    limits = '[protocol_limits]\n"syslog-tls.close_notify" = "its TLS driver sends no bye"\n'
+    write_manifest(contestants_dir, "reference-syslog-tls", SYSLOG_TLS_MANIFEST + "\n" + limits)
+    report = verify("no_close_notify", "syslog-tls.close_notify")
+    assert report.error == ""
+    [result] = report.results
+    assert result.status == WARN
+    assert result.reason.startswith("protocol limit: its TLS driver sends no bye [")

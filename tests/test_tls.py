@@ -37,7 +37,7 @@ ready_timeout_s = 15
 [tunables.mode]
 default = "good"
 type = "word"
-words = ["good", "silent", "lax", "hold", "strict"]
+words = ["good", "silent", "lax", "hold", "strict", "late"]
 """
 
 
@@ -278,6 +278,16 @@ def test_an_h2c_server_that_ends_the_connection_on_continuation_or_a_ping_ack_fa
     assert outcome.status == FAIL and outcome.observed == ["GOAWAY PROTOCOL_ERROR"]
 
 
+@pytest.mark.parametrize(("kind", "params"), STRICT[1:])
+def test_an_h2c_server_that_ends_the_connection_just_after_serving_an_allowed_frame_fails(
+    transports_dir, kind, params
+):
+    with ContestantServer(find("reference-h2c"), settings={"mode": "late"}) as server:
+        outcome = run_check(server, kind, params)
+    assert outcome.status == FAIL
+    assert outcome.observed == ["status 200, then GOAWAY INTERNAL_ERROR"]
+
+
 def test_a_protocol_limit_turns_its_failure_into_a_warning_that_names_it(contestants_dir):
     limits = '"h2c.continuation" = "its HTTP/2 stack refuses CONTINUATION"\n'
     write_manifest(
@@ -293,13 +303,37 @@ def test_a_protocol_limit_turns_its_failure_into_a_warning_that_names_it(contest
     assert by_case["h2c.unsolicited_ping_ack"].status == FAIL
 
 
+def test_a_protocol_limit_names_a_warning_too_and_warns_of_an_entry_that_passes(contestants_dir):
+    # Mode good refuses the stream beyond the limit with GOAWAY (a WARN) and ends a
+    # connection with a short PING as the RFC asks (a PASS).
+    limits = (
+        '"h2c.excess_streams" = "its stack ends the connection past the limit"\n'
+        '"h2c.ping_length" = "its stack once kept the connection open"\n'
+    )
+    write_manifest(
+        contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
+    )
+    report = verify_contestant(find("reference-h2c"), pattern="h2c.[ep][xi]*")
+    by_case = {result.case_id: result for result in report.results}
+    assert set(by_case) == {"h2c.excess_streams", "h2c.ping_length"}
+    limited, stale = by_case["h2c.excess_streams"], by_case["h2c.ping_length"]
+    assert limited.status == WARN
+    assert limited.reason.startswith(
+        "protocol limit: its stack ends the connection past the limit "
+        "[the stream beyond the limit got GOAWAY PROTOCOL_ERROR; "
+    )
+    assert stale.status == WARN
+    assert stale.reason == "passes, yet the manifest's protocol_limits lists it: drop the entry"
+
+
 def test_a_protocol_limit_must_name_a_tls_or_http2_case_of_its_own(contestants_dir):
     limits = '"h2c.over_perf" = "no waiver for carried exchanges"\n'
     write_manifest(
         contestants_dir, "reference-h2c", H2C_MANIFEST + "\n[protocol_limits]\n" + limits
     )
     report = verify_contestant(find("reference-h2c"), pattern="h2c.over_perf")
-    assert "protocol_limits names 'h2c.over_perf', not a TLS or HTTP/2 case" in report.error
+    named = "protocol_limits names 'h2c.over_perf', not a TLS, HTTP/2 or syslog-over-TLS case"
+    assert named in report.error
     assert report.results == [] and not report.ok
 
 

@@ -1,16 +1,19 @@
 """Known holes a contestant's manifest records (contestants/README.md): `framing_limits`
-for framing cases (spec §1.1), `protocol_limits` for TLS and HTTP/2 cases (spec §12-§14).
-A listed case's failure shows as a WARN naming the limit and its reason."""
+for framing cases (spec §1.1), `protocol_limits` for TLS and HTTP/2 cases (spec §12-§14)
+and those of syslog over TLS (spec §15). A listed case's failure or warning shows as one
+WARN naming the limit and its reason."""
 
 from serverlab.conformance.cases import Case
 from serverlab.contestant.manifest import Manifest
+
+PROTOCOL_PARTS = ("tls", "h2", "h2c", "syslog-tls")
 
 # Each table, the cases it may name, and how verify says what a listed case is.
 TABLES = {
     "framing_limits": (lambda case: case.check == "framing", "a framing case", "framing limit"),
     "protocol_limits": (
-        lambda case: case.part in ("tls", "h2", "h2c") and case.check != "carried",
-        "a TLS or HTTP/2 case of its own (not one carrying another part)",
+        lambda case: case.part in PROTOCOL_PARTS and case.check != "carried",
+        "a TLS, HTTP/2 or syslog-over-TLS case of its own (not one carrying another part)",
         "protocol limit",
     ),
 }

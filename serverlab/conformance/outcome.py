@@ -39,13 +39,14 @@ class Outcome:
         self.failures = []
 
     def excuse(self, table: str, label: str, reason: str) -> None:
-        """A failure the contestant's manifest explains (`framing_limits`, `protocol_limits`)
-        is a warning that gives the reason; passing anyway is a warning that the entry is
-        stale."""
-        if not self.failures:
+        """A failure or warning the contestant's manifest explains (`framing_limits`,
+        `protocol_limits`) is one warning that gives the reason, then what the check saw;
+        passing anyway is a warning that the entry is stale."""
+        deviations = self.failures + self.warnings
+        if not deviations:
             self.warn(f"passes, yet the manifest's {table} lists it: drop the entry")
             return
-        self.warnings.insert(0, f"{label}: {reason} [{'; '.join(self.failures)}]")
+        self.warnings = [f"{label}: {reason} [{'; '.join(deviations)}]"]
         self.failures = []
 
     @property

@@ -67,7 +67,7 @@ SYSLOG_MODES = ("count", "parse")
 # `own`: its gRPC server owns whole connections, on {grpc_port} (and {grpc_tls_port}).
 GRPC_LISTENERS = ("shared", "own")
 TUNABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-CASE_ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9_]+$")
+CASE_ID = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9_]+$")  # part (syslog-tls has a hyphen), then case
 
 _REQUIRED = {
     "name": str,

@@ -30,7 +30,25 @@ function h2Settings(options) {
 // A session broken by bad frames ends by itself (GOAWAY); it must not take the server.
 function quietSessions(server) {
   server.on('sessionError', () => {});
+  server.on('session', deferLibraryErrors);
   return server;
+}
+
+// A frame nghttp2 finds invalid (a WINDOW_UPDATE of 0, HEADERS on an even stream, ...)
+// reaches Node's on_invalid_frame callback, which destroys the session at once, and
+// destroy() with an error and no code sends GOAWAY INTERNAL_ERROR (lib/internal/http2/
+// core.js). Right after that callback nghttp2 queues its own GOAWAY with the code RFC 9113
+// names (PROTOCOL_ERROR, FLOW_CONTROL_ERROR): destroying one turn later lets that GOAWAY
+// go first, and the close still follows (the later GOAWAY is a no-op in nghttp2).
+function deferLibraryErrors(session) {
+  const destroy = session.destroy;
+  session.destroy = function destroyAfterLibraryGoaway(error, code) {
+    if (error && error.code === 'ERR_HTTP2_ERROR' && code === undefined) {
+      setImmediate(() => destroy.call(session, error));
+      return;
+    }
+    destroy.call(session, error, code);
+  };
 }
 
 // serveHttp1: listen.js's set-up of an HTTP/1.1 server (client errors, upgrades, counts),
