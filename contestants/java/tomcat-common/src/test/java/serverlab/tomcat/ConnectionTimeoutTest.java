@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
  */
 class ConnectionTimeoutTest {
     private static final TomcatServer.Model MODEL = new TomcatServer.Model(control -> new NotFoundServlet(),
-            control -> new NotFoundServlet(), TomcatServer::platformThreads);
+            control -> new NotFoundServlet(), TomcatServer::platformThreads, TomcatServer::callsInContainerThread);
 
     @Test
     void aHeaderNeverFinishedIsCutOffAtTheConnectionTimeout() throws Exception {
