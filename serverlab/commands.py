@@ -137,6 +137,8 @@ _CHECK_WHERE = {
     "tls_port": 8443,
     "h2c_port": 8081,
     "syslog_tls_port": 6514,
+    "grpc_port": 8082,
+    "grpc_tls_port": 8444,
     "tls_ca": "/nonexistent/ca.pem",  # --check reads no file
 }
 _CHECK_PATHS = [{"path": "/files/f0000.bin", "weight": 1.0}]

@@ -1,6 +1,7 @@
 """A small gRPC face of spec §16 on the `h2` library, for the tests of verify's gRPC checks:
 the service serverlab.v1.Lab on `--h2c-port`, and on `--port` just enough HTTP/1.1 control
-for them (`POST /event/set`, `POST /event/clear`, `GET /stats` with its `grpc` group).
+for them (`POST /event/set`, `POST /event/clear`, `GET /stats` with its `grpc` group) and
+`GET /perf` for the lab's smoke check.
 
 `--fault none` keeps every rule; each other fault breaks one, so that a check is seen to
 fail: `status_in_headers` (grpc-status sent in the response headers, before the messages,
@@ -12,7 +13,9 @@ only after the client ends its side, last first), `no_deadline` (grpc-timeout ig
 server shedding load: for the engine's count of errors by gRPC status). For the engine's
 `grpc-stream`: `refuse_streams` (Subscribe answered trailers-only, UNAVAILABLE),
 `cut_streams` (a stream's connection closed inside its third delivery); for `grpc-chat`:
-`chat_garbled` (each echo's last byte changed).
+`chat_garbled` (each echo's last byte changed). For a capacity search of `grpc-unary`:
+`slow_above_rate` (Perf answered 300 ms late while more than 150 calls arrived in the last
+second: the planted knee of reference_server.py's GET /perf, on gRPC).
 """
 
 import argparse
@@ -27,6 +30,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+from reference_server import KNEE_DELAY_S, KNEE_RATE, ArrivalRate
 
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 LIMIT = 4 * 1024 * 1024
@@ -92,6 +96,7 @@ class Hub:
         self.emitters: dict[str, asyncio.Task] = {}
         self.streams: list = []  # (call, names) of open Subscribe streams
         self.calls = self.open = self.deliveries = 0
+        self.perf_rate = ArrivalRate()
 
     def set(self, name: str, interval_ms: int) -> None:
         self.clear(name)
@@ -129,6 +134,7 @@ class Call:
         self.started = self.done = False
         self.chat: list[bytes] = []
         self.sent = 0
+        self.late = False  # a Perf answered later (slow_above_rate): its end does not finish it
         self.watch: asyncio.Task | None = None
 
     def send_headers(self, extra=()) -> None:
@@ -198,9 +204,11 @@ class Call:
         method = self.path.rsplit("/", 1)[-1]
         if method == "Perf" and self.connection.hub.fault == "unavailable":
             self.finish(UNAVAILABLE, "shedding load")
+        elif method == "Perf" and self.over_knee():
+            self.late = True
+            asyncio.get_running_loop().call_later(KNEE_DELAY_S, self.answer_perf)
         elif method == "Perf":
-            body = PERF_BODY[:83] if self.connection.hub.fault == "perf_short" else PERF_BODY
-            self.send_message(field(1, body))
+            self.answer_perf()
         elif method == "Echo":
             self.send_message(message)
         elif method == "Chat":
@@ -213,12 +221,22 @@ class Call:
         elif method == "Subscribe":
             self.subscribe([name.decode() for name in strings(message)])
 
+    def over_knee(self) -> bool:
+        hub = self.connection.hub
+        return hub.fault == "slow_above_rate" and hub.perf_rate.over(KNEE_RATE)
+
+    def answer_perf(self) -> None:
+        body = PERF_BODY[:83] if self.connection.hub.fault == "perf_short" else PERF_BODY
+        self.send_message(field(1, body))
+        if self.late:
+            self.finish(OK)
+
     def on_end(self) -> None:
         method = self.path.rsplit("/", 1)[-1]
         if method == "Chat":
             for message in self.chat:
                 self.send_message(message)
-        if method != "Subscribe":
+        if method != "Subscribe" and not self.late:
             self.finish(OK)
 
     def subscribe(self, names: list[str]) -> None:
@@ -347,8 +365,13 @@ async def control(reader, writer, hub: Hub) -> None:
     elif target == "/event/clear":
         hub.clear(body["name"])
     answer = json.dumps(hub.stats() if target == "/stats" else {"ok": True}).encode()
+    kind = b"application/json"
+    if target == "/perf":  # the lab's smoke check of every test (the manifest claims perf)
+        answer, kind = PERF_BODY, b"text/plain"
     writer.write(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Type: "
+        + kind
+        + b"\r\nConnection: close\r\n"
         + f"Content-Length: {len(answer)}\r\n\r\n".encode()
         + answer
     )

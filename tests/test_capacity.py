@@ -1,10 +1,13 @@
 """A capacity search against a real server: the reference server with a planted knee (GET
 /perf answers 300 ms late while more than 150 arrived in the last second; or a push cycle to
-more than 50 subscribers written 300 ms late) is found within the search's tolerance, one
-server for the whole search, every step stored with the test."""
+more than 50 subscribers written 300 ms late; or, on its gRPC face, Perf calls answered late
+above the same rate) is found within the search's tolerance, one server for the whole search,
+every step stored with the test."""
 
 import pytest
+from conftest import write_manifest
 from reference_server import KNEE_RATE, KNEE_SUBSCRIBERS
+from test_grpc import GRPC_MANIFEST
 
 from serverlab.base.capacity import TOLERANCE
 from serverlab.contestant.manifest import find
@@ -128,3 +131,50 @@ def test_a_search_over_subscribers_finds_the_push_knee_planted_in_the_reference_
     assert max(c.received for c in test.cycles) == found["knee"]
     clears = [c for c in test.run_info["control_calls"] if c["path"] == "/event/clear"]
     assert len([c for c in clears if c["phase"] == "during"]) == 1
+
+
+GRPC_SUITE = """name = "grpc-knee"
+contestants = ["reference-grpc"]
+
+[[scenario]]
+name = "capacity-grpc"
+kind = "capacity"
+behaviour = "grpc-unary"
+transport = "h2c"
+clients = 4
+streams = 4
+warmup_s = 0.5
+warmup_max_s = 2
+start_rate = 40
+max_rate = 1000
+step_s = 1.5
+p99_bound_ms = 150
+tunables.reference-grpc = { fault = "slow_above_rate" }
+"""
+
+
+# Latency at a bound is judged: other tests beside it would make their own knee.
+@pytest.mark.alone
+def test_a_capacity_search_of_grpc_unary_calls_finds_the_knee_planted_in_the_grpc_server(
+    contestants_dir, tmp_path
+):
+    write_manifest(contestants_dir, "reference-grpc", GRPC_MANIFEST)
+    path = tmp_path / "suite.toml"
+    path.write_text(GRPC_SUITE)
+    (plan,) = plan_tests(load_suite(path), find)
+    assert plan.warmup["behaviour"]["kind"] == "grpc-unary", (
+        "warmed by its own calls, not GET /perf"
+    )
+    env = Environment(manifest_of=find, pinning=Pinning.default(), workdir=tmp_path / "work")
+    test = execute(TestPlan.from_json(plan.to_json()), env)
+    assert test.status == "ok", test.validity
+    found = test.run_info["capacity"]
+    steps = found["steps"]
+    assert [s["level"] for s in steps[:3]] == [40, 80, 160], steps
+    assert [s["sustained"] for s in steps[:3]] == [True, True, False], steps[:3]
+    assert "p99" in steps[2]["reason"]
+    assert found["stop"] == "bisected"
+    assert abs(found["knee"] - KNEE_RATE) <= TOLERANCE * KNEE_RATE, steps
+    for step in steps:
+        assert step["answered"] > 0 and step["cpu_us_per_request"] > 0, step
+    assert test.summary["intended_rate"] == found["knee"]

@@ -66,7 +66,9 @@ def test_the_pacer_tables_python_uses_are_made_of_the_engines_printed_facts():
         matrix.PUSH_SEARCH_PACER,
     )
     bare = engine_facts.bare_request_behaviours(printed)
-    assert bare == matrix.CAPACITY_BEHAVIOURS == planner.BARE_REQUESTS
+    assert bare == planner.BARE_REQUESTS
+    searchable = engine_facts.rate_searchable_behaviours(printed)
+    assert searchable == matrix.CAPACITY_BEHAVIOURS == planner.OWN_WARMUPS
     keys = engine_facts.pacer_suite_keys(printed)
     assert {k: matrix.SCENARIO_FIELDS[k] for k in keys} == {k: (t, True) for k, t in keys.items()}
     assert planner.PLAN_FIELD_TO_SUITE_KEYS["pacer"] == (*keys, "pacer")

@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import TESTS, run_check, write_manifest
 
+from serverlab.base.paths import REPO_ROOT
 from serverlab.cli import cli
+from serverlab.commands import plan_suite
 from serverlab.conformance.checks import grpcwire
 from serverlab.conformance.outcome import FAIL, PASS
 from serverlab.conformance.verify import verify_contestant
@@ -35,6 +37,7 @@ FAULTS = [
     "refuse_streams",
     "cut_streams",
     "chat_garbled",
+    "slow_above_rate",
 ]
 GRPC_MANIFEST = f"""
 name = "reference-grpc"
@@ -215,3 +218,16 @@ def test_verify_says_why_a_contestant_does_not_claim_grpc():
     result = CliRunner().invoke(cli, ["verify", "nginx", "--case", "grpc.*"])
     assert "not claimed (not checked): grpc" in result.output
     assert f"  grpc: {find('nginx').not_claimed['grpc']}" in result.output
+
+
+def test_the_grpc_suite_plans_every_grpc_test_of_a_server_with_its_own_grpc_listener():
+    # rust-zhtta and ruby-eventmachine serve gRPC on listeners of their own, with no HTTP/2
+    # face: only their h2c GET /perf is refused, and every plan passes the engine's check.
+    planned = plan_suite(str(REPO_ROOT / "suites" / "grpc.toml"), 1.0, None, None, "quick")
+    refused = sorted(refused.line() for refused in planned.refused)
+    assert len(refused) == 2 and all("perf-rate" in line for line in refused), refused
+    assert all("does not claim the spec part `h2c`" in line for line in refused)
+    ran = {(p.scenario, p.contestant) for p in planned.plans}
+    for name in ("rust-zhtta", "ruby-eventmachine"):
+        assert {("unary-rate", name), ("stream", name), ("perf-rate", name)} <= ran
+    assert {plan.contestant for plan in planned.plans} == set(GRPC_CONTESTANTS)

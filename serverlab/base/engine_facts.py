@@ -92,6 +92,13 @@ def bare_request_behaviours(facts: dict[str, Any]) -> tuple[str, ...]:
     return tuple(b["name"] for b in facts["behaviours"] if b["bare"])
 
 
+def rate_searchable_behaviours(facts: dict[str, Any]) -> tuple[str, ...]:
+    """The behaviours of one request and its answer per arrival, timed from the arrival (bare
+    requests and gRPC unary calls): what a request capacity search offers at a stepped rate,
+    and what warms a server for it."""
+    return tuple(b["name"] for b in facts["behaviours"] if b["searchable"])
+
+
 def pacer_settings(facts: dict[str, Any]) -> dict[str, tuple[SuiteKey, ...]]:
     """Pacer -> the suite keys that set its settings, the one a refusal most likely means
     first (the cluster's own settings, set by no suite key, left out)."""

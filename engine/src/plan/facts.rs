@@ -46,6 +46,7 @@ fn behaviour(spec: BehaviourSpec, schema: &Value) -> Value {
         "streams": h2 && !kind.new_connection_each(),
         "own_h2_frames": kind.writes_h2_frames(),
         "bare": kind.is_bare_request(),
+        "searchable": kind.is_rate_searchable(),
         "keys": keys,
     })
 }
@@ -192,6 +193,12 @@ mod tests {
         assert_eq!(named(behaviours, "keepalive")["streams"], true);
         assert_eq!(named(behaviours, "new-connection")["bare"], true);
         assert_eq!(named(behaviours, "slow-reader")["bare"], false);
+        // A capacity search steps the rate of bare requests and of gRPC unary calls only.
+        let searchable: Vec<&str> = (behaviours.as_array().unwrap().iter())
+            .filter(|b| b["searchable"] == json!(true))
+            .filter_map(|b| b["name"].as_str())
+            .collect();
+        assert_eq!(searchable, ["keepalive", "new-connection", "grpc-unary"]);
     }
 
     /// Each pacer is named as plans name it, with its flag and its keys' types, defaults

@@ -38,6 +38,7 @@ from serverlab.results.report.sections.capacity import capacity_groups, is_capac
 from serverlab.results.report.sections.client_groups import GroupRow, group_rows
 from serverlab.results.report.sections.findings import Finding
 from serverlab.results.report.sections.glance import at_a_glance
+from serverlab.results.report.sections.grpc import grpc_section
 from serverlab.results.report.sections.history import history_section
 from serverlab.results.report.sections.not_run import NotRun
 from serverlab.results.report.sections.seeds import seed_sections
@@ -141,7 +142,14 @@ def cells_data(tests: list[RecordedTest], labels: dict[str, str], refused: NotRu
         "amplification": [
             {"scenario": s.label, **row} for s in sections for row in s.amplification
         ],
+        **_grpc_data(tests),
     }
+
+
+def _grpc_data(tests: list[RecordedTest]) -> dict:
+    """The gRPC section's data under "grpc", where a gRPC test was recorded."""
+    section = grpc_section(tests)
+    return {} if section is None else {"grpc": section.as_dict()}
 
 
 def section_findings(sections: list[ScenarioSection]) -> list[Finding]:
@@ -177,6 +185,7 @@ def render_report(
     charts += tls.charts if tls else []
     capacity = capacity_groups(tests)
     charts += [group.chart for group in capacity]
+    grpc = grpc_section(tests)
     seeds = seed_sections(tests, runs, suites)
     charts += [c for seed in seeds for block in seed.slow_links for c in block.charts]
     figures = {c.key: c.figure for c in charts if c.figure is not None}
@@ -193,6 +202,7 @@ def render_report(
         transports=transports,
         tls=tls,
         capacity=capacity,
+        grpc=grpc,
         history=history,
         transport_figures=FIGURES,
         figures=figures,

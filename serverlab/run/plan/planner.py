@@ -18,6 +18,7 @@ from serverlab.base.engine_facts import (
     pacer_settings,
     pacer_suite_keys,
     passed_behaviour_keys,
+    rate_searchable_behaviours,
     search_settings,
 )
 from serverlab.base.spec import PUSH_BEHAVIOURS
@@ -282,10 +283,11 @@ def warms_in_run(p: dict[str, Any], facts: PermutationFacts, controlled: bool) -
 
 def warmup_plan(p: dict[str, Any], facts: PermutationFacts) -> dict[str, Any]:
     """An unrecorded load before the measurement, so that JIT compilers and caches are
-    warm: the scenario's own requests when they are plain requests, else keep-alive
-    GET /perf. It runs for the warm-up's cap with an interval line every 0.5 s, and the
-    executor stops it once its rate is steady (serverlab.run.execution.warmup)."""
-    plain = p["behaviour"] in BARE_REQUESTS
+    warm: the scenario's own requests when they are plain requests or gRPC unary calls
+    (what a capacity search steps), else keep-alive GET /perf. It runs for the warm-up's cap
+    with an interval line every 0.5 s, and the executor stops it once its rate is steady
+    (serverlab.run.execution.warmup)."""
+    plain = p["behaviour"] in OWN_WARMUPS
     warm = {
         "behaviour": p["behaviour"] if plain else "keepalive",
         "clients": min(_clients(p, facts.search), 50),
@@ -324,6 +326,8 @@ OWN_METHODS = own_methods(FACTS)
 # Behaviours whose requests are bare (a request and its answer, nothing paced or held), as the
 # engine says: a test of them warms the server with its own requests.
 BARE_REQUESTS = bare_request_behaviours(FACTS)
+# Behaviours whose own requests warm the server (a gRPC search warms gRPC's code, not /perf's).
+OWN_WARMUPS = rate_searchable_behaviours(FACTS)
 # Reads of 1 KiB paced to the wanted rate model a client on a slow link.
 SLOW_READ_BYTES = 1024
 

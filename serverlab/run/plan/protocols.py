@@ -26,6 +26,9 @@ ATTACK_PARTS = {
     "ws-ping-flood": "websocket",
 }
 HTTP2 = HTTP2_TRANSPORTS
+# A gRPC behaviour's transport -> the spec parts it needs: gRPC goes to the server's gRPC
+# listener (its own, or its h2c and TLS ports when shared, spec §16), not to its HTTP/2 face.
+GRPC_PARTS = {"h2c": ("grpc",), "h2": ("grpc", "tls")}
 
 
 def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
@@ -37,16 +40,25 @@ def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
             f"transport {transport} needs HTTP/2 in the load engine (--h2/--h2c), which "
             "this engine does not have yet"
         )
-    part = TRANSPORT_PARTS.get(transport or "")
-    if p.get("behaviour") == "syslog" and p.get("syslog_transport") == SYSLOG_TLS:
-        part = "syslog-tls"
-    if part and part not in manifest.implements:
-        return f"{plan.contestant} does not claim the spec part `{part}`"
+    for part in _parts(p):
+        if part not in manifest.implements:
+            return f"{plan.contestant} does not claim the spec part `{part}`"
     for behaviour in _behaviours(p):
         part = ATTACK_PARTS.get(behaviour)
         if part and part not in manifest.implements:
             return f"{plan.contestant} does not claim the spec part `{part}` ({behaviour})"
     return None
+
+
+def _parts(p: dict) -> tuple[str, ...]:
+    """The spec parts the test's transport needs of the server."""
+    transport = p.get("transport") or ""
+    if str(p.get("behaviour", "")).startswith("grpc-"):
+        return GRPC_PARTS.get(transport, ("grpc",))
+    if p.get("behaviour") == "syslog" and p.get("syslog_transport") == SYSLOG_TLS:
+        return ("syslog-tls",)
+    part = TRANSPORT_PARTS.get(transport)
+    return (part,) if part else ()
 
 
 def _behaviours(p: dict) -> list[str]:

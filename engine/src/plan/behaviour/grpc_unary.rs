@@ -49,6 +49,9 @@ impl Kind for GrpcUnarySpec {
     fn pooled_in_open_loop(&self) -> bool {
         true
     }
+    fn is_rate_searchable(&self) -> bool {
+        true
+    }
     fn path(&self) -> Option<&'static str> {
         Some(self.method_path())
     }

@@ -32,6 +32,11 @@ pub trait Kind {
     fn is_bare_request(&self) -> bool {
         false
     }
+    /// One request and its answer per arrival, timed from the arrival: a bare request or a
+    /// gRPC unary call. What a capacity search offers at a stepped open-loop rate.
+    fn is_rate_searchable(&self) -> bool {
+        self.is_bare_request()
+    }
     /// A new connection per request.
     fn new_connection_each(&self) -> bool {
         false

@@ -14,11 +14,11 @@ from typing import Any
 
 from serverlab.base.engine_facts import (
     FACTS,
-    bare_request_behaviours,
     behaviour_paths,
     behaviour_suite_keys,
     own_h2_frame_behaviours,
     pacer_suite_keys,
+    rate_searchable_behaviours,
     search_pacers,
 )
 from serverlab.base.spec import PUSH_BEHAVIOURS
@@ -88,8 +88,9 @@ SCENARIO_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 SCENARIO_FIELDS.update({key: (types, True) for key, types in behaviour_suite_keys(FACTS).items()})
 SCENARIO_FIELDS.update({key: (types, True) for key, types in pacer_suite_keys(FACTS).items()})
 CAPACITY_KEYS = ("start_rate", "max_rate", "step_s", "start_clients", "max_clients", "p99_bound_ms")
-# A request search offers bare requests (nothing paced or held), as the engine says.
-CAPACITY_BEHAVIOURS = bare_request_behaviours(FACTS)
+# A request search offers one request (or gRPC unary call) and its answer per arrival, as
+# the engine says.
+CAPACITY_BEHAVIOURS = rate_searchable_behaviours(FACTS)
 # The pacer each search steps, as the engine says: an offered rate (requests), or clients
 # ramped and held (push).
 REQUEST_SEARCH_PACER = search_pacers(FACTS)[RATE_LEVEL]
