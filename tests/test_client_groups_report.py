@@ -17,13 +17,15 @@ from serverlab.run.plan.runner import Session, run_suite
 from serverlab.run.plan.suite.load import load_suite
 
 # A fixed-rate keep-alive probe over the whole load, beside a closed loop of one request a
-# connection for its middle second: the two differ in every count they have.
+# connection for a second in its middle, half a second off the 1 s lines: a line counts what
+# was counted when its tick came, and a tick may come late on a busy machine, so a start or
+# a stop on a line's edge would leave the line's share to the machine's load.
 MIXED = """
 [[scenario]]
 name = "mixed"
 behaviour = "keepalive"
 clients = 2
-duration_s = 3
+duration_s = 4
 
 [[scenario.groups]]
 name = "probe"
@@ -35,8 +37,8 @@ path = "/perf"
 name = "fresh"
 behaviour = "new-connection"
 clients = 2
-start_s = 1
-stop_s = 2
+start_s = 1.5
+stop_s = 2.5
 """
 
 
@@ -45,24 +47,26 @@ def test_two_groups_figures_are_kept_apart_in_the_store_and_the_report(contestan
     _, (test,), _ = run_in_process(write_suite(tmp_path, MIXED), db)
     assert test.status == "ok"
     probe, fresh = test.summary["groups"]["probe"], test.summary["groups"]["fresh"]
-    assert probe["window"] == {"start_s": 0.0, "stop_s": 3.0}
-    assert fresh["window"] == {"start_s": 1.0, "stop_s": 2.0}
+    assert probe["window"] == {"start_s": 0.0, "stop_s": 4.0}
+    assert fresh["window"] == {"start_s": 1.5, "stop_s": 2.5}
     # The probe's arrivals are its schedule's (100/s for 3 s) on its own two connections;
     # the other group opened a connection for each of its requests, and many more of them.
-    assert probe["requests"] <= 301 and probe["connections_opened"] == 2
+    assert probe["requests"] <= 401 and probe["connections_opened"] == 2
     assert fresh["connections_opened"] >= fresh["answered"] > probe["requests"]
     # The test's totals are the groups' added, and each interval line keeps them apart too.
     assert test.summary["requests"] == probe["requests"] + fresh["requests"]
     lines = [line.data["groups"] for line in test.intervals]
     fresh_answers = [line["fresh"]["answered"] for line in lines]
-    # After its stop at most one late answer a connection (engine/README.md, interval line).
-    assert fresh_answers[0] == 0 and fresh_answers[1] > 100 and fresh_answers[2] <= 2
+    # Nothing before its start; after its stop at most one late answer a connection
+    # (engine/README.md, interval line).
+    assert fresh_answers[0] == 0 and fresh_answers[1] > 50 and fresh_answers[2] > 50
+    assert fresh_answers[3] <= 2
     assert all(line["probe"]["answered"] > 0 for line in lines)
 
     rows = report_data(db)["client_groups"]
     assert [(r["group"], r["window"]) for r in rows] == [
-        ("probe", "0-3 s"),
-        ("fresh", "1-2 s"),
+        ("probe", "0-4 s"),
+        ("fresh", "1.5-2.5 s"),
         ("all groups", f"0-{test.summary['duration_s']:g} s"),
     ]
     assert [r["requests"] for r in rows] == [
