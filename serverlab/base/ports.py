@@ -1,20 +1,55 @@
-"""Free loopback ports chosen by the OS, so that parallel runs never collide."""
+"""Free loopback ports for servers, chosen where no client's connection will take them."""
 
+import random
 import socket
 from collections.abc import Container
+from pathlib import Path
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# Server ports come from below the ephemeral range: a port the kernel also hands out as a
+# connection's source port can be taken, between its choosing and the server's bind, by any
+# client on the machine (CI: a JVM's TLS port, once, beside tests opening thousands of
+# connections). Below that range no connect() is given it. The lowest is above Ray's
+# default worker ports (10002-19999), which the lab's nodes bind as they start workers.
+LOWEST_SERVER_PORT = 20000
+# Room enough below the ephemeral range to choose at random; a run that widened the range
+# to the bottom leaves none, and then the kernel's own choice is taken.
+MIN_ROOM = 1000
 
 
 def free_port(also_udp: bool = False, avoid: Container[int] = ()) -> int:
     """A TCP port on 127.0.0.1 free right now (and free for UDP too if asked), none of
     `avoid`: the kernel may hand out the port it just gave the last caller, who has not
     bound it yet."""
+    room = _server_range()
     for _attempt in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("127.0.0.1", 0))
-            port = tcp.getsockname()[1]
-            if port not in avoid and (not also_udp or _udp_free(port)):
-                return port
+        port = random.choice(room) if room else _kernel_port()
+        if port not in avoid and _tcp_free(port) and (not also_udp or _udp_free(port)):
+            return port
     raise OSError("no free loopback port found")
+
+
+def _server_range() -> range:
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(LOWEST_SERVER_PORT, low) if low - LOWEST_SERVER_PORT >= MIN_ROOM else range(0)
+
+
+def _kernel_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        tcp.bind(("127.0.0.1", 0))
+        return tcp.getsockname()[1]
+
+
+def _tcp_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        try:
+            tcp.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _udp_free(port: int) -> bool:
