@@ -9,6 +9,16 @@ use common::{perf_server, read_request, run_plan, serve, ServerStats, TestServer
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
+/// The server's count of accepted connections once it reaches `want`, or after 5 s.
+fn accepted(server: &TestServer, want: u64) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let count = || ServerStats::get(&server.stats.connections);
+    while count() < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    count()
+}
+
 #[test]
 fn keepalive_makes_exactly_n_requests() {
     for io in BACKENDS {
@@ -22,7 +32,9 @@ fn keepalive_makes_exactly_n_requests() {
         assert_eq!(s.attempts.ok, 1003);
         assert_eq!(s.errors.total(), 0);
         assert_eq!(ServerStats::get(&server.stats.requests), 1003);
-        assert_eq!(ServerStats::get(&server.stats.connections), 7);
+        // The server counts a connection in the task its accept spawns, which a loaded
+        // machine may run after the engine is done: wait for it, then the count is exact.
+        assert_eq!(accepted(&server, 7), 7);
         assert_eq!(
             s.traffic.bytes_read % 1003,
             0,
@@ -44,7 +56,7 @@ fn new_connection_opens_one_connection_per_request() {
         assert_eq!(s.io_backend, io);
         assert_eq!((s.attempts.requests, s.attempts.ok), (200, 200));
         assert_eq!(s.traffic.connections_opened, 200);
-        assert_eq!(ServerStats::get(&server.stats.connections), 200);
+        assert_eq!(accepted(&server, 200), 200);
         assert_eq!(s.timings.connect_us.count, 200);
     }
 }
@@ -69,7 +81,7 @@ fn sequential_is_one_connection_at_a_time() {
         "auto takes the ring for sequential plans"
     );
     assert_eq!(s.attempts.requests, 60);
-    assert_eq!(ServerStats::get(&server.stats.connections), 60);
+    assert_eq!(accepted(&server, 60), 60);
     assert_eq!(server.stats.max_open.load(SeqCst), 1);
 }
 
@@ -133,7 +145,7 @@ fn a_sequential_attempt_is_timed_at_its_answer_and_ends_at_the_servers_close() {
             "{io}: a latency-bound plan is stamped"
         );
     }
-    assert_eq!(ServerStats::get(&server.stats.connections), 10);
+    assert_eq!(accepted(&server, 10), 10);
     assert_eq!(server.stats.max_open.load(SeqCst), 1);
 }
 
@@ -172,7 +184,7 @@ fn open_loop_holds_its_rate_on_a_keepalive_pool() {
         s.achieved_rate
     );
     assert_eq!(s.timings.lag_us.count, s.attempts.requests);
-    assert_eq!(ServerStats::get(&server.stats.connections), 10);
+    assert_eq!(accepted(&server, 10), 10);
 }
 
 #[test]
@@ -183,7 +195,7 @@ fn open_loop_per_arrival_makes_k_calls_per_connection() {
         "behaviour": {"kind": "new-connection"}}));
     assert_eq!(s.attempts.requests, 100);
     assert_eq!(ServerStats::get(&server.stats.requests), 100);
-    assert_eq!(ServerStats::get(&server.stats.connections), 50);
+    assert_eq!(accepted(&server, 50), 50);
     // 50 arrivals at 400/s take about 0.125 s.
     assert!(s.duration_s > 0.1 && s.duration_s < 1.0, "{}", s.duration_s);
 }
@@ -212,7 +224,7 @@ fn users_ramp_up_then_hold() {
         "{} requests",
         s.attempts.requests
     );
-    assert_eq!(ServerStats::get(&server.stats.connections), 6);
+    assert_eq!(accepted(&server, 6), 6);
     assert!((s.duration_s - 1.0).abs() < 0.1, "{}", s.duration_s);
 }
 
