@@ -79,6 +79,13 @@ class Watch:
         return {"other": (machine - ours) * scale, "hog": hog * scale, "hog_ticks": hog}
 
 
+def kernel_of(test) -> dict:
+    """The test's kernel window; a test that never reached its load has none, and then its
+    status and validity say why (CI once saw a repeat beside the hog without one)."""
+    assert "kernel" in test.run_info, (test.status, test.validity, test.crash)
+    return test.run_info["kernel"]
+
+
 def start_hog(cpu: int) -> int:
     """A busy loop pinned to one CPU, started through a shell that exits at once: its
     parent is not this process, so it is no part of serverlab's own tree. At nice -10 where
@@ -136,7 +143,7 @@ def test_a_run_beside_a_cpu_hog_is_flagged_machine_busy_and_run_again(contestant
         if procfs.cpu_ticks(hog) is not None:
             stop_hog()
     first, rerun = runs
-    kernel = first.run_info["kernel"]
+    kernel = kernel_of(first)
     seen = watch.inside(kernel)
     assert seen["hog"] > MACHINE_BUSY_PERCENT, f"the hog itself got too little CPU: {seen}"
     # The hog is what made the window's other CPU pass the threshold. Not tick for tick:
@@ -164,7 +171,7 @@ def test_serverlabs_own_processes_are_not_the_machines_other_load(contestants_di
     and the flag follows the figure."""
     watch = Watch()
     outcome, (test,), _ = run(tmp_path, watch, rerun_busy=0)
-    kernel = test.run_info["kernel"]
+    kernel = kernel_of(test)
     seen = watch.inside(kernel)
     own = 100 * kernel["serverlab_cpu_ticks"] / procfs.TICKS_PER_S / kernel["window_s"]
     # Were serverlab's processes counted as other load, the figure would be `own` higher
@@ -185,7 +192,7 @@ def test_resume_with_rerun_busy_runs_a_kept_busy_repeat_again_once(contestants_d
         _, (first,), db = run(tmp_path, Watch(hog=hog), rerun_busy=0)
     finally:
         os.kill(hog, signal.SIGKILL)
-    assert "machine_busy" in first.validity, first.run_info["kernel"]
+    assert "machine_busy" in first.validity, kernel_of(first)
     outcome, (again,), _ = run(tmp_path, Watch(), rerun_busy=1, resume=True)
     assert outcome.rerun == 1 and outcome.skipped == 0
     outcome, later, _ = run(tmp_path, Watch(), rerun_busy=1, resume=True)
