@@ -75,13 +75,23 @@ function createTlsServer(handlers, options, serveHttp1) {
   );
   // Spec §12: a renegotiation started by the client is refused (Node allows 3 in 10 min).
   server.on('secureConnection', (socket) => socket.disableRenegotiation());
-  return quietSessions(serveHttp1(server, handlers));
+  return quietSessions(serveHttp1(withoutNagle(server), handlers));
 }
 
 function createH2cServer(handlers, options) {
   const server = http2.createServer({ settings: h2Settings(options) }, handlers.onRequest);
   trackConnections(server);
-  return quietSessions(server);
+  return quietSessions(withoutNagle(server));
+}
+
+// Node's HTTP/1.1 server turns Nagle's algorithm off on each connection (its `noDelay`,
+// true by default); its HTTP/2 servers, which serve the TLS and h2c ports, leave it on. Then
+// an answer written behind the unacknowledged session tickets waited for the client's
+// delayed ACK: 40 ms more for a new TLS connection from CPython's client, not from the
+// engine's (tests/test_tls_new_connections.py).
+function withoutNagle(server) {
+  server.on('connection', (socket) => socket.setNoDelay(true));
+  return server;
 }
 
 module.exports = { AEAD_CIPHERS, createTlsServer, createH2cServer, tlsOptions };
