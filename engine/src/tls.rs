@@ -81,6 +81,7 @@ impl Tls {
             outgoing: Vec::new(),
             peer_closed: false,
             eof: false,
+            emptied: false,
         }));
         tls.process(&mut [])?;
         Ok(tls)
@@ -103,6 +104,8 @@ pub struct Session {
     peer_closed: bool,
     /// The socket reached its end (a read of 0 bytes).
     eof: bool,
+    /// The last read left the socket empty: it took less than the room it was given.
+    emptied: bool,
 }
 
 impl Session {
@@ -216,6 +219,14 @@ impl Session {
         Ok(n)
     }
 
+    /// Whether everything the socket held at the last read was taken and read: no record is
+    /// waiting in the socket or here, so after a complete answer the read readiness may be
+    /// dropped (`Conn::expect_silence`) and the next read waits for the kernel's edge, not
+    /// for a read that finds nothing (one system call a request on a kept-alive connection).
+    pub fn caught_up(&self) -> bool {
+        self.emptied && self.pending.is_empty() && self.plain.is_empty()
+    }
+
     /// The protocol the server picked by ALPN (`h2` for HTTP/2), if any.
     pub fn alpn(&self) -> Option<&[u8]> {
         self.session.alpn_protocol()
@@ -287,8 +298,10 @@ impl Session {
                 buf.resize(kept + READ_ROOM, 0);
             }
             buf[..kept].copy_from_slice(&self.pending);
+            let room = buf.len() - kept;
             let n = (&*socket).read(&mut buf[kept..])?;
             self.eof |= n == 0;
+            self.emptied = n < room;
             let filled = kept + n;
             let (used, outcome) = match self.process(&mut buf[..filled]) {
                 Ok(used) => (used, Ok(n)),
@@ -652,5 +665,47 @@ mod tests {
             assert!(tls.peer_closed, "the stream ended by close_notify");
         });
         assert_eq!(serving.join().unwrap(), b"GET /sse\nmore\n");
+    }
+
+    #[test]
+    fn only_a_read_that_empties_the_socket_lets_the_readiness_go() {
+        let (addr, client, serving) = server();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let ledger = Ledger::new(Arc::new(Counters::default()), 0.0);
+            let options = ConnOptions {
+                source: None,
+                recv_buffer: None,
+                no_delay: true,
+            };
+            let conn = Conn::connect(addr, &options, &ledger).await.unwrap();
+            let mut tls = Tls::new(&client).unwrap();
+            tls.handshake(&conn).await.unwrap();
+            tls.write_all(&conn, b"GET /sse\n").await.unwrap();
+            tls.readable(&conn).await.unwrap();
+            assert!(!tls.caught_up(), "the event is there, not yet read");
+            let mut event = [0u8; 64];
+            tls.read_now(&mut event).unwrap();
+            assert!(tls.caught_up(), "the small event's read emptied the socket");
+            tls.write_all(&conn, b"more\n").await.unwrap();
+            // The server's large answer and its close_notify all wait in the socket, more
+            // than one read's room: the first read is cut short.
+            let lines = std::thread::spawn(move || serving.join().unwrap());
+            while !lines.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            tls.readable(&conn).await.unwrap();
+            tls.drop_plain();
+            assert!(!tls.caught_up(), "records are left in the socket");
+            let rest = read_all(&mut tls, &conn).await;
+            assert!(
+                rest.len() < LARGE,
+                "the first read's bytes were dropped above"
+            );
+            assert!(tls.peer_closed);
+        });
     }
 }
