@@ -40,7 +40,15 @@ thread_local! {
     /// This worker's buffer for records being sealed; what the socket does not take at once
     /// is copied to the connection's own `outgoing`.
     static SEALED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A decrypted-bytes buffer a connection gave back once it read them all, for the next
+    /// one that decrypts: a kept-alive connection then allocates none per answer, and a
+    /// held one still owns none between records.
+    static PLAIN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The largest decrypted-bytes buffer given back to the worker (larger ones are freed): one
+/// read's records, with room to spare.
+const PLAIN_KEPT: usize = 64 * 1024;
 
 /// Where processing the records at hand stopped.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,7 +103,7 @@ pub struct Session {
     /// a handshake message not yet whole. Empty, and unallocated, between whole records.
     pending: Vec<u8>,
     /// Decrypted bytes not yet read, and how many of them were (a reader's buffer may be
-    /// smaller than a record). Freed once read.
+    /// smaller than a record). Given back to the worker once read.
     plain: Vec<u8>,
     plain_read: usize,
     /// Records the socket has not taken yet. Freed once written.
@@ -383,6 +391,9 @@ impl Session {
                     match record {
                         Ok(record) => {
                             discard += record.discard;
+                            if self.plain.capacity() == 0 {
+                                self.plain = PLAIN.take();
+                            }
                             self.plain.extend_from_slice(record.payload);
                         }
                         Err(e) => return (discard, Err(e)),
@@ -503,10 +514,18 @@ impl Session {
         }
     }
 
-    /// Forgets the decrypted bytes held, freeing their buffer.
+    /// Forgets the decrypted bytes held; their buffer goes back to the worker.
     fn drop_plain(&mut self) {
-        self.plain = Vec::new();
+        let mut plain = std::mem::take(&mut self.plain);
         self.plain_read = 0;
+        if plain.capacity() <= PLAIN_KEPT {
+            plain.clear();
+            PLAIN.with_borrow_mut(|spare| {
+                if spare.capacity() < plain.capacity() {
+                    *spare = plain;
+                }
+            });
+        }
     }
 }
 
