@@ -75,9 +75,9 @@ fn report(step: &str) {
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     let total: usize = sizes.iter().sum();
     println!(
-        "{step:<44} {total:>6} B in {:>3} blocks; largest {:?}",
+        "{step:<44} {total:>6} B in {:>3} blocks: {:?}",
         sizes.len(),
-        &sizes[..sizes.len().min(8)]
+        sizes
     );
 }
 

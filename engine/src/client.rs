@@ -341,9 +341,11 @@ impl Client {
     /// Ends an exchange: keeps the connection for the next one or closes it.
     pub fn finish(&mut self, answer: &Answer, keep: bool) {
         match (&self.conn, keep && !answer.close) {
-            // Over TLS the socket may hold records rustls has not taken yet: no edge would
-            // come for them, so the readiness is kept.
-            (Some(conn), true) if self.inbox.is_drained() && self.tls.is_none() => {
+            // Over TLS the socket may hold records rustls has not taken yet (a read cut
+            // short by its room): no edge would come for them, so the readiness is kept.
+            (Some(conn), true)
+                if self.inbox.is_drained() && self.tls.as_ref().is_none_or(|t| t.caught_up()) =>
+            {
                 conn.expect_silence()
             }
             (Some(_), true) => {}

@@ -40,7 +40,15 @@ thread_local! {
     /// This worker's buffer for records being sealed; what the socket does not take at once
     /// is copied to the connection's own `outgoing`.
     static SEALED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A decrypted-bytes buffer a connection gave back once it read them all, for the next
+    /// one that decrypts: a kept-alive connection then allocates none per answer, and a
+    /// held one still owns none between records.
+    static PLAIN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The largest decrypted-bytes buffer given back to the worker (larger ones are freed): one
+/// read's records, with room to spare.
+const PLAIN_KEPT: usize = 64 * 1024;
 
 /// Where processing the records at hand stopped.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +89,7 @@ impl Tls {
             outgoing: Vec::new(),
             peer_closed: false,
             eof: false,
+            emptied: false,
         }));
         tls.process(&mut [])?;
         Ok(tls)
@@ -94,7 +103,7 @@ pub struct Session {
     /// a handshake message not yet whole. Empty, and unallocated, between whole records.
     pending: Vec<u8>,
     /// Decrypted bytes not yet read, and how many of them were (a reader's buffer may be
-    /// smaller than a record). Freed once read.
+    /// smaller than a record). Given back to the worker once read.
     plain: Vec<u8>,
     plain_read: usize,
     /// Records the socket has not taken yet. Freed once written.
@@ -103,6 +112,8 @@ pub struct Session {
     peer_closed: bool,
     /// The socket reached its end (a read of 0 bytes).
     eof: bool,
+    /// The last read left the socket empty: it took less than the room it was given.
+    emptied: bool,
 }
 
 impl Session {
@@ -216,6 +227,14 @@ impl Session {
         Ok(n)
     }
 
+    /// Whether everything the socket held at the last read was taken and read: no record is
+    /// waiting in the socket or here, so after a complete answer the read readiness may be
+    /// dropped (`Conn::expect_silence`) and the next read waits for the kernel's edge, not
+    /// for a read that finds nothing (one system call a request on a kept-alive connection).
+    pub fn caught_up(&self) -> bool {
+        self.emptied && self.pending.is_empty() && self.plain.is_empty()
+    }
+
     /// The protocol the server picked by ALPN (`h2` for HTTP/2), if any.
     pub fn alpn(&self) -> Option<&[u8]> {
         self.session.alpn_protocol()
@@ -287,8 +306,10 @@ impl Session {
                 buf.resize(kept + READ_ROOM, 0);
             }
             buf[..kept].copy_from_slice(&self.pending);
+            let room = buf.len() - kept;
             let n = (&*socket).read(&mut buf[kept..])?;
             self.eof |= n == 0;
+            self.emptied = n < room;
             let filled = kept + n;
             let (used, outcome) = match self.process(&mut buf[..filled]) {
                 Ok(used) => (used, Ok(n)),
@@ -370,6 +391,9 @@ impl Session {
                     match record {
                         Ok(record) => {
                             discard += record.discard;
+                            if self.plain.capacity() == 0 {
+                                self.plain = PLAIN.take();
+                            }
                             self.plain.extend_from_slice(record.payload);
                         }
                         Err(e) => return (discard, Err(e)),
@@ -490,10 +514,18 @@ impl Session {
         }
     }
 
-    /// Forgets the decrypted bytes held, freeing their buffer.
+    /// Forgets the decrypted bytes held; their buffer goes back to the worker.
     fn drop_plain(&mut self) {
-        self.plain = Vec::new();
+        let mut plain = std::mem::take(&mut self.plain);
         self.plain_read = 0;
+        if plain.capacity() <= PLAIN_KEPT {
+            plain.clear();
+            PLAIN.with_borrow_mut(|spare| {
+                if spare.capacity() < plain.capacity() {
+                    *spare = plain;
+                }
+            });
+        }
     }
 }
 
@@ -652,5 +684,47 @@ mod tests {
             assert!(tls.peer_closed, "the stream ended by close_notify");
         });
         assert_eq!(serving.join().unwrap(), b"GET /sse\nmore\n");
+    }
+
+    #[test]
+    fn only_a_read_that_empties_the_socket_lets_the_readiness_go() {
+        let (addr, client, serving) = server();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let ledger = Ledger::new(Arc::new(Counters::default()), 0.0);
+            let options = ConnOptions {
+                source: None,
+                recv_buffer: None,
+                no_delay: true,
+            };
+            let conn = Conn::connect(addr, &options, &ledger).await.unwrap();
+            let mut tls = Tls::new(&client).unwrap();
+            tls.handshake(&conn).await.unwrap();
+            tls.write_all(&conn, b"GET /sse\n").await.unwrap();
+            tls.readable(&conn).await.unwrap();
+            assert!(!tls.caught_up(), "the event is there, not yet read");
+            let mut event = [0u8; 64];
+            tls.read_now(&mut event).unwrap();
+            assert!(tls.caught_up(), "the small event's read emptied the socket");
+            tls.write_all(&conn, b"more\n").await.unwrap();
+            // The server's large answer and its close_notify all wait in the socket, more
+            // than one read's room: the first read is cut short.
+            let lines = std::thread::spawn(move || serving.join().unwrap());
+            while !lines.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            tls.readable(&conn).await.unwrap();
+            tls.drop_plain();
+            assert!(!tls.caught_up(), "records are left in the socket");
+            let rest = read_all(&mut tls, &conn).await;
+            assert!(
+                rest.len() < LARGE,
+                "the first read's bytes were dropped above"
+            );
+            assert!(tls.peer_closed);
+        });
     }
 }

@@ -212,6 +212,35 @@ fn kept_alive_and_new_connections_run_over_tls_1_2_and_1_3() {
     }
 }
 
+/// An answer of several full records (each read takes at most one record's room), so that a
+/// read is cut short with records still waiting in the socket.
+fn large(_head: &str) -> Vec<u8> {
+    let body = "x".repeat(LARGE_BODY);
+    format!("HTTP/1.1 200 OK\r\nContent-Length: {LARGE_BODY}\r\n\r\n{body}").into_bytes()
+}
+const LARGE_BODY: usize = 50_000;
+
+#[test]
+fn kept_alive_answers_larger_than_one_read_arrive_whole_over_tls_1_2_and_1_3() {
+    let keys = keys();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let server = tls_server(&keys, version, large);
+        let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "keepalive"})));
+        assert_eq!(
+            (s.attempts.ok, s.errors.total()),
+            (40, 0),
+            "{version:?} {:?}",
+            s.errors
+        );
+        assert_eq!(
+            s.traffic.bytes_read,
+            40 * large("").len() as u64,
+            "{version:?}: every answer whole, nothing more"
+        );
+        assert_eq!(server.counts.requests.load(SeqCst), 40);
+    }
+}
+
 #[test]
 fn resumed_handshakes_are_counted_and_resumption_can_be_turned_off() {
     let keys = keys();
