@@ -289,3 +289,16 @@ def test_an_attack_is_judged_by_the_probe_on_its_own_port():
     assert set(rows) == {"flood (keepalive)", "slow (slowloris)"}, "a probe is no attack"
     assert rows["flood (keepalive)"].verdict == "p99 9.0x its baseline first, at 1 s into it"
     assert rows["slow (slowloris)"].verdict == HOLDS_UP
+
+
+def test_a_crash_in_a_later_attack_leaves_the_verdicts_of_those_before_it():
+    """Two attacks in one test; the server dies in the second (the probe's lines end at
+    5 s): the first, measured through and after its stop, keeps its verdict."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3, 4, 5)]
+    test = probe_test(probe, status="crashed")
+    test.run_info["engine_plan"]["duration_s"] = 8.0
+    test.run_info["engine_plan"]["groups"].append(
+        {"name": "late", "behaviour": {"kind": "idle"}, "start_s": 5.0, "stop_s": 7.0}
+    )
+    rows = {row.attack: row.verdict for row in attack_rows([test])}
+    assert rows == {"slow (slowloris)": HOLDS_UP, "late (idle)": "crashed"}

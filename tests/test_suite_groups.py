@@ -311,9 +311,7 @@ def test_a_group_the_contestant_cannot_receive_is_left_out_and_listed(tmp_path):
         ("tuned", '"no"', "tuned must be bool, got 'no'"),
     ],
 )
-def test_a_groups_transport_and_tuned_keys_are_checked_at_their_line(
-    tmp_path, key, value, reason
-):
+def test_a_groups_transport_and_tuned_keys_are_checked_at_their_line(tmp_path, key, value, reason):
     text = TRANSPORTS.replace('name = "probe"\n', f'name = "probe"\n{key} = {value}\n')
     with pytest.raises(SuiteError, match="group 'probe'") as refused:
         planned(tmp_path, text)

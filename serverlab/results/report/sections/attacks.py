@@ -9,8 +9,9 @@ requests it was to send (an open-loop probe's rate times the seconds; a closed l
 completed attempts), its throughput its OK answers a second. The verdict: the server "holds
 up" when the probe's p99 during the attack stays within 2x its baseline (before the test's
 first attack, less its first second when it has more: that one holds the probe's connects)
-and at least 99 % of its attempts succeed; otherwise it names what broke
-first, and when. Recovery: how long after the attack's stop the probe's interval lines are
+and at least 99 % of its attempts succeed; otherwise it names what broke first, and when;
+"crashed" for the attack under way when the server died and every one after it (the probe's
+lines end there). Recovery: how long after the attack's stop the probe's interval lines are
 back within both bounds."""
 
 from __future__ import annotations
@@ -306,7 +307,10 @@ def _broken(line: dict, baseline: Phase) -> list[str]:
 
 
 def _verdict(test, lines, baseline, during, start: float, stop: float) -> str:
-    if test.status == "crashed":
+    # A server that crashed in a later attack was measured through this one (the probe's
+    # lines go past its stop): it keeps its verdict; the attack under way and those after
+    # it read "crashed".
+    if test.status == "crashed" and not any(_span(line)[1] > stop for line in lines):
         at = test.crash.time if test.crash else None
         return "crashed" + (f", {at:g} s into the test" if at is not None else "")
     if baseline is None or baseline.p99_us is None:
