@@ -261,7 +261,7 @@ def test_the_abuse_suite_is_accepted_by_the_engine_and_sends_no_attack_a_server_
     # Every hardened test has its twin as shipped, and runs only the attacks its tunables
     # concern, its load cut after the last of them.
     hardened = [p for p in kept if p.tunables]
-    assert len(hardened) == 6
+    assert len(hardened) == 7
     for plan in hardened:
         names = [g["name"] for g in plan.measured["groups"]]
         assert names == ["probe", "probe-tls", "slowloris", "idle", "rapid-reset"], names
