@@ -122,11 +122,13 @@ def _check_budget(planned: Planned) -> None:
     )
 
 
-def print_refused(planned: Planned) -> None:
-    """Every refused test, with its reason, before anything runs."""
-    out = terminal.console(stderr=True)
+def print_refused(planned: Planned, out=None) -> None:
+    """Every refused test, and every test's groups left out, with the reason, before
+    anything runs."""
+    out = out or terminal.console(stderr=True)
     for refused in planned.refused:
-        out.print(literal(f"refused, not run: {refused.line()}"))
+        what = "groups left out" if refused.groups else "refused, not run"
+        out.print(literal(f"{what}: {refused.line()}"))
 
 
 # Any place does for --check: it opens no socket.
@@ -216,14 +218,14 @@ def print_plan(planned: Planned) -> None:
     for scenario, why in suite.left_out:
         if scenario in kept:  # not a scenario the profile leaves out anyway
             out.print(literal(f"left out: {why}"))
-    for refused in planned.refused:
-        out.print(literal(f"refused, not run: {refused.line()}"))
+    print_refused(planned, out)
     counts = (
         f"{len(suite.permutations)} permutations x {suite.repeats} repeats = "
         f"{len(suite.tests())} tests"
     )
-    if planned.refused:
-        counts += f", {len(planned.refused)} refused: {len(planned.plans)} to run"
+    whole = [one for one in planned.refused if not one.groups]
+    if whole:
+        counts += f", {len(whole)} refused: {len(planned.plans)} to run"
     budget = "" if suite.budget_h is None else f" of machine time (budget {suite.budget_h:g} h)"
     out.print(f"{counts}, about {_duration(planned.planned_s())}{budget}")
 

@@ -243,22 +243,62 @@ def test_the_abuse_suite_is_accepted_by_the_engine_and_sends_no_attack_a_server_
     plans = plan_tests(suite, find)
     check_engine_plans(suite, plans)  # raises, naming the group, if the engine refuses one
     kept, refused = protocols.refuse(plans, find, engine_h2=True)
-    assert sorted((r.plan.scenario, r.plan.contestant, r.why) for r in refused) == [
-        ("http2", "ruby-eventmachine", "ruby-eventmachine does not claim the spec part `h2`"),
-        ("http2", "rust-zhtta", "rust-zhtta does not claim the spec part `h2`"),
-        ("slow-post", "nginx", "nginx does not claim the spec part `upload` (slow-upload)"),
-        (
-            "websocket",
-            "nginx",
-            "nginx does not claim the spec part `websocket` (ws-oversized)",
-        ),
+    # No test is refused: each runs without the groups its contestant cannot receive.
+    assert len(kept) == len(plans) and all(r.groups for r in refused)
+    assert sorted((r.plan.contestant, r.groups) for r in refused) == [
+        ("nginx", ("slow-upload", "ws-oversized", "ws-fragments", "ws-ping-flood")),
+        ("ruby-eventmachine", ("rapid-reset", "continuation-flood", "hpack-bomb")),
+        ("rust-zhtta", ("rapid-reset", "continuation-flood", "hpack-bomb")),
     ]
-    # Every contestant, nginx included, keeps its HTTP/1.1 and TLS attacks.
-    everyone = {p.contestant for p in suite.permutations}
-    assert len(everyone) == 9 and "nginx" in everyone
-    for scenario in ("http1", "tls"):
-        assert {p.contestant for p in kept if p.scenario == scenario} == everyone
-    # Every hardened test has its twin as shipped (no tunables), all else the same.
+    # Every contestant, nginx included, is sent every attack it can take, in one test each
+    # as shipped (a server started and warmed once, not once per transport).
+    shipped = [p for p in kept if not p.tunables]
+    ran = {p.contestant: {g["name"] for g in p.measured["groups"]} for p in shipped}
+    assert "ws-oversized" not in ran["nginx"] and "rapid-reset" not in ran["rust-zhtta"]
+    assert sorted(p.contestant for p in shipped) == sorted({p.contestant for p in plans})
+    assert len(shipped) == 9
+    assert all({"slowloris", "handshake-flood"} <= names for names in ran.values())
+    # Every hardened test has its twin as shipped, and runs only the attacks its tunables
+    # concern, its load cut after the last of them.
     hardened = [p for p in kept if p.tunables]
-    shipped = {(p.scenario, p.contestant) for p in kept if not p.tunables}
-    assert len(hardened) == 9 and {(p.scenario, p.contestant) for p in hardened} <= shipped
+    assert len(hardened) == 7
+    for plan in hardened:
+        names = [g["name"] for g in plan.measured["groups"]]
+        assert names == ["probe", "probe-tls", "slowloris", "idle", "rapid-reset"], names
+        assert plan.measured["duration_s"] == 11.0 < shipped[0].measured["duration_s"]
+
+
+def test_an_attack_is_judged_by_the_probe_on_its_own_port():
+    """An attack over TLS beside a probe in clear and one over TLS: the TLS probe's lines
+    decide its verdict, the clear one's stay out of it."""
+    clear = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3, 4)]
+    tls = [line(t, [1000] * 100, 100, 100) for t in (1, 2)]
+    tls += [line(t, [9000] * 100, 100, 100) for t in (3, 4)]  # only the TLS probe suffers
+    test = probe_test(clear)
+    plan = test.run_info["engine_plan"]
+    plan["target"] = "http://127.0.0.1:1000/perf"
+    plan["groups"] = [
+        {"name": "probe"},
+        {"name": "probe-tls", "target": "https://127.0.0.1:2000/perf"},
+        {"name": "flood", "target": "https://127.0.0.1:2000/", "start_s": 2.0, "stop_s": 4.0},
+        {"name": "slow", "behaviour": {"kind": "slowloris"}, "start_s": 2.0, "stop_s": 4.0},
+    ]
+    for interval, a, b in zip(test.intervals, clear, tls, strict=True):
+        interval.data["groups"] = {"probe": a, "probe-tls": b}
+    rows = {row.attack: row for row in attack_rows([test])}
+    assert set(rows) == {"flood (keepalive)", "slow (slowloris)"}, "a probe is no attack"
+    assert rows["flood (keepalive)"].verdict == "p99 9.0x its baseline first, at 1 s into it"
+    assert rows["slow (slowloris)"].verdict == HOLDS_UP
+
+
+def test_a_crash_in_a_later_attack_leaves_the_verdicts_of_those_before_it():
+    """Two attacks in one test; the server dies in the second (the probe's lines end at
+    5 s): the first, measured through and after its stop, keeps its verdict."""
+    probe = [line(t, [1000] * 100, 100, 100) for t in (1, 2, 3, 4, 5)]
+    test = probe_test(probe, status="crashed")
+    test.run_info["engine_plan"]["duration_s"] = 8.0
+    test.run_info["engine_plan"]["groups"].append(
+        {"name": "late", "behaviour": {"kind": "idle"}, "start_s": 5.0, "stop_s": 7.0}
+    )
+    rows = {row.attack: row.verdict for row in attack_rows([test])}
+    assert rows == {"slow (slowloris)": HOLDS_UP, "late (idle)": "crashed"}

@@ -6,8 +6,8 @@ import pytest
 
 from serverlab.commands import check_engine_plans
 from serverlab.contestant.manifest import find
-from serverlab.run.execution.testplan import with_paths
-from serverlab.run.plan import descriptors
+from serverlab.run.execution.testplan import bind, with_paths
+from serverlab.run.plan import descriptors, protocols
 from serverlab.run.plan.planner import plan_tests
 from serverlab.run.plan.suite.file import SuiteError
 from serverlab.run.plan.suite.load import load_suite
@@ -191,3 +191,129 @@ def test_a_file_sets_paths_go_to_the_groups_of_plain_requests_that_name_no_path(
     ]
     assert "paths" not in with_paths(plan, files)
     assert with_paths({"behaviour": {"kind": "keepalive"}}, files)["paths"] == files
+
+
+# Two probes, one in clear and one over TLS, beside a handshake flood over TLS without
+# resumption, an idle attack and a WebSocket one in clear; the last two only as shipped.
+TRANSPORTS = """\
+name = "transports"
+contestants = ["go-nethttp", "nginx"]
+
+[[scenario]]
+name = "both"
+behaviour = "keepalive"
+clients = 10
+duration_s = 20
+warmup_s = 1
+warmup_max_s = 4
+tunables.go-nethttp = [{}, { read_header_timeout_s = 2 }]
+
+[[scenario.groups]]
+name = "probe"
+pacer = "open"
+rate = 50
+
+[[scenario.groups]]
+name = "probe-tls"
+transport = "tls"
+pacer = "open"
+rate = 50
+
+[[scenario.groups]]
+name = "flood"
+behaviour = "handshake-flood"
+transport = "tls"
+tls_resume = "off"
+pacer = "open"
+rate = 10
+start_s = 2
+stop_s = 4
+
+[[scenario.groups]]
+name = "idle"
+behaviour = "idle"
+start_s = 5
+stop_s = 7
+tuned = false
+
+[[scenario.groups]]
+name = "ws"
+behaviour = "ws-ping-flood"
+ws_pings_per_s = 10
+start_s = 8
+stop_s = 10
+tuned = false
+"""
+
+
+def test_a_group_over_a_transport_of_its_own_connects_to_that_port_with_its_tls(tmp_path):
+    suite, plans = planned(tmp_path, TRANSPORTS)
+    check_engine_plans(suite, plans)  # the engine takes each group's own target
+    go = next(p for p in plans if p.contestant == "go-nethttp" and not p.tunables)
+    groups = {g["name"]: g for g in go.measured["groups"]}
+    assert go.measured["target"] == "http://{host}:{port}/perf" and "tls" not in go.measured
+    assert "target" not in groups["probe"] and "target" not in groups["idle"]
+    assert groups["probe-tls"]["target"].startswith("https://{host}:{tls_port}/")
+    assert groups["probe-tls"]["tls"]["resume"] is True
+    assert groups["flood"]["tls"]["resume"] is False
+    # The server is given TLS, and each probe's transport is warmed, the clients shared.
+    assert go.tls_key is not None
+    warm = {g["name"]: g for g in go.warmup["groups"]}
+    assert set(warm) == {"warm-clear", "warm-tls"}
+    assert warm["warm-tls"]["target"].startswith("https://") and warm["warm-tls"]["tls"]
+    assert warm["warm-clear"]["connections"] == warm["warm-tls"]["connections"] == 5
+    bound = bind(go.measured, host="127.0.0.1", port=1, tls_port=2, tls_ca="/ca.pem")
+    assert bound["groups"][1]["target"] == "https://127.0.0.1:2/perf"
+    assert bound["groups"][1]["tls"]["ca_file"] == "/ca.pem"
+
+
+def test_a_tuned_test_runs_without_its_untuned_groups_and_ends_where_they_would_start(
+    tmp_path,
+):
+    _, plans = planned(tmp_path, TRANSPORTS)
+    tuned = next(p for p in plans if p.tunables)
+    assert [g["name"] for g in tuned.measured["groups"]] == ["probe", "probe-tls", "flood"]
+    assert tuned.measured["duration_s"] == 5.0  # the idle attack's start
+    assert tuned.measured["groups"][0]["stop_s"] == 5.0
+    assert tuned.estimate_s < next(p for p in plans if not p.tunables).estimate_s
+    # The permutation's parameters stay whole: shipped and tuned share the report's section.
+    assert tuned.params["groups"] == plans[0].params["groups"]
+
+
+def test_a_group_the_contestant_cannot_receive_is_left_out_and_listed(tmp_path):
+    _, plans = planned(tmp_path, TRANSPORTS)
+    nginx = next(p for p in plans if p.contestant == "nginx")
+    assert "ws" not in {g["name"] for g in nginx.measured["groups"]}
+    kept, refused = protocols.refuse(plans, find, engine_h2=True)
+    assert kept == plans
+    (one,) = refused
+    assert (one.plan.contestant, one.groups, one.key.endswith("|without ws")) == (
+        "nginx",
+        ("ws",),
+        True,
+    )
+    assert "nginx does not claim the spec part `websocket`" in one.why
+    # A test none of whose groups the contestant can receive is refused whole.
+    only_ws = TRANSPORTS.split("[[scenario.groups]]")[0] + (
+        '[[scenario.groups]]\nname = "ws"\nbehaviour = "ws-ping-flood"\nws_pings_per_s = 10\n'
+    )
+    _, plans = planned(tmp_path, only_ws)
+    kept, refused = protocols.refuse(plans, find, engine_h2=True)
+    assert {p.contestant for p in kept} == {"go-nethttp"}
+    assert [(r.plan.contestant, r.groups) for r in refused] == [("nginx", ())]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("transport", '"quic"', "transport must be one of clear, tls, h2, h2c, not 'quic'"),
+        ("tls_resume", '"maybe"', "tls_resume must be one of on, off, not 'maybe'"),
+        ("tuned", '"no"', "tuned must be bool, got 'no'"),
+    ],
+)
+def test_a_groups_transport_and_tuned_keys_are_checked_at_their_line(tmp_path, key, value, reason):
+    text = TRANSPORTS.replace('name = "probe"\n', f'name = "probe"\n{key} = {value}\n')
+    with pytest.raises(SuiteError, match="group 'probe'") as refused:
+        planned(tmp_path, text)
+    assert reason in refused.value.reason
+    assert refused.value.line == text.splitlines().index(f"{key} = {value}") + 1

@@ -108,9 +108,9 @@ pub struct Plan {
     pub http2: Option<Http2Spec>,
     /// Client groups run at once by this one process (k6's concurrent scenarios): each its
     /// own clients, pacer and window within `duration_s`, its figures kept apart in the
-    /// output. The plan's own `pacer`, `behaviour`, `connections`, `method`, `headers` and
-    /// `paths` are each group's defaults; the rest (target, TLS, HTTP/2, sources, threads,
-    /// io, wait) is the plan's, for every group. Absent: one group, the plan itself.
+    /// output. The plan's own `pacer`, `behaviour`, `connections`, `method`, `headers`,
+    /// `paths`, `target` and `tls` are each group's defaults; the rest (HTTP/2, sources,
+    /// threads, io, wait) is the plan's, for every group. Absent: one group, the plan itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<GroupSpec>>,
 }
@@ -142,6 +142,13 @@ pub struct GroupSpec {
     /// Replaces the plan's `paths` and `paths_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<Vec<WeightedPath>>,
+    /// Its own target (a server's other port or scheme: attacks in clear beside attacks
+    /// over TLS in one run). A group that names its target has its own `tls` or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Its own TLS settings (a handshake flood's resumption off beside a probe's on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 impl GroupSpec {
@@ -319,6 +326,13 @@ impl Plan {
         }
         if let Some(paths) = &group.paths {
             (plan.paths, plan.paths_file) = (paths.clone(), None);
+        }
+        if let Some(target) = &group.target {
+            // The plan's TLS settings are for the plan's target, not another.
+            (plan.target, plan.tls) = (target.clone(), None);
+        }
+        if let Some(tls) = &group.tls {
+            plan.tls = Some(tls.clone());
         }
         plan
     }

@@ -1128,6 +1128,33 @@ mod tests {
     }
 
     #[test]
+    fn a_group_may_name_its_own_target_and_tls_beside_the_plans() {
+        let p = plan(json!({"target": "http://127.0.0.1:1/", "duration_s": 10.0,
+            "groups": [
+                {"name": "clear"},
+                {"name": "flood", "target": "https://127.0.0.1:2/",
+                 "tls": {"insecure": true, "resume": false},
+                 "behaviour": {"kind": "handshake-flood", "abandon": "finished"},
+                 "pacer": {"kind": "open", "rate": 10.0}}]}))
+        .unwrap();
+        let [clear, flood] = &p.groups[..] else {
+            panic!("two groups: {:?}", p.groups)
+        };
+        assert!(!clear.plan.target.tls && clear.plan.tls.is_none());
+        assert!(flood.plan.target.tls && flood.plan.tls.is_some());
+        assert_eq!(flood.plan.target.port, 2);
+        let refusals = group_refusals(
+            json!([{"name": "other", "target": "https://127.0.0.1:2/"}]),
+            json!({}),
+        );
+        assert_eq!(
+            refusals,
+            ["groups[other]: a TLS target needs a CA to trust (--tls-ca FILE) or an explicit --insecure"],
+            "a group's own target takes none of the plan's TLS settings"
+        );
+    }
+
+    #[test]
     fn a_group_is_judged_by_a_plans_rules_under_its_name() {
         let refusals = group_refusals(
             json!([{"name": "ok"}, {"name": "bad", "connections": 0, "method": "get"}]),

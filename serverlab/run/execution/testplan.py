@@ -189,8 +189,19 @@ def _pair(value) -> tuple[float, float] | None:
 def bind(engine_plan: dict[str, Any], **where: Any) -> dict[str, Any]:
     """The engine plan with its target bound to a host and ports (see TARGET_FIELDS), and
     a TLS test's CA file (`{tls_ca}`) to the one the run made for the server."""
-    bound = {**engine_plan, "target": engine_plan["target"].format(**where)}
-    tls = engine_plan.get("tls")
+    bound = _bound_connections(engine_plan, where)
+    if engine_plan.get("groups"):
+        # A client group's own target and TLS settings (another of the server's ports).
+        bound["groups"] = [_bound_connections(g, where) for g in engine_plan["groups"]]
+    return bound
+
+
+def _bound_connections(part: dict[str, Any], where: dict[str, Any]) -> dict[str, Any]:
+    """A plan's (or a group's) target and TLS CA file bound; a group without its own as is."""
+    bound = dict(part)
+    if "target" in part:
+        bound["target"] = part["target"].format(**where)
+    tls = part.get("tls")
     if tls and tls.get("ca_file"):
         bound["tls"] = {**tls, "ca_file": tls["ca_file"].format(**where)}
     return bound

@@ -26,13 +26,32 @@ SHARED_PARAMS = ("behaviour", "pacer", "ramp_up_s", "duration_s")
 class Refused:
     plan: TestPlan
     why: str
+    # The client groups refused, where the test runs without them (protocols.left_out);
+    # empty: the whole test is refused.
+    groups: tuple[str, ...] = ()
 
     def point(self) -> str:
-        """The matrix point without what every test of a scenario shares."""
+        """The matrix point without what every test of a scenario shares (for groups left
+        out, just their names: the test itself runs)."""
+        if self.groups:
+            return f"groups {', '.join(self.groups)}"
         return params_text(self.plan.params, leave_out=SHARED_PARAMS)
 
     def line(self) -> str:
-        return f"{self.plan.scenario} x {self.plan.contestant} {self.point()}: {self.why}"
+        tuned = f" ({tunable_text(self.plan)})" if self.groups and self.plan.tunables else ""
+        where = f"{self.plan.scenario} x {self.plan.contestant}{tuned} {self.point()}"
+        return f"{where}: {self.why}"
+
+    @property
+    def key(self) -> str:
+        """The refused point's key: the test's, or for groups left out the test's with
+        their names (the test itself runs, and a report lists points that did not)."""
+        return f"{self.plan.key}|without {','.join(self.groups)}" if self.groups else self.plan.key
+
+
+def tunable_text(plan: TestPlan) -> str:
+    """A test's tunables as the report writes a row's (report.cells.tunable_text)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(plan.tunables.items()))
 
 
 def stored(refused: list[Refused]) -> list[dict]:
@@ -42,14 +61,13 @@ def stored(refused: list[Refused]) -> list[dict]:
     for one in refused:
         plan = one.plan
         entry = entries.setdefault(
-            plan.key,
+            one.key,
             {
-                "key": plan.key,
+                "key": one.key,
                 "scenario": plan.scenario,
                 "contestant": plan.contestant,
                 "point": one.point(),
-                # As the report writes a row's tunables (report.cells.tunable_text).
-                "tunables": ", ".join(f"{k}={v}" for k, v in sorted(plan.tunables.items())),
+                "tunables": tunable_text(plan),
                 "why": one.why,
                 "repeats": 0,
             },

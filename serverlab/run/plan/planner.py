@@ -35,14 +35,16 @@ from serverlab.run.execution.testplan import (
     TimedCall,
 )
 from serverlab.run.execution.warmup import WARMUP_INTERVAL_MS
+from serverlab.run.plan import protocols
 from serverlab.run.plan.suite.file import Suite
-from serverlab.run.plan.suite.groups import GROUP_KEY
+from serverlab.run.plan.suite.groups import CONNECTION_KEYS, GROUP_KEY
 from serverlab.run.plan.suite.matrix import BEHAVIOURS, OWN_H2_FRAMES, REQUEST_SEARCH_PACER
 from serverlab.run.plan.suite.permutation import (
     CLEAR,
     HTTP2_TRANSPORTS,
     SYSLOG_TLS,
     TLS_DEFAULTS,
+    TLS_TRANSPORTS,
     Permutation,
     PermutationFacts,
     SearchFacts,
@@ -79,8 +81,10 @@ def plan_tests(suite: Suite, manifest_of: Callable[[str], Manifest]) -> list[Tes
 
 
 def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) -> TestPlan:
-    p = perm.params
+    # What runs: a tuned test's groups (perm.run_params) less those the contestant cannot
+    # receive (protocols.left_out); the test keeps the permutation's parameters as its own.
     facts = perm.facts()  # the one question to the permutation: what it is and costs
+    p = _receivable(facts.run_params, manifest)
     controlled = "control" in manifest.implements
     link = suite.links.get(p["link"]) if "link" in p else None
     return TestPlan(
@@ -88,9 +92,9 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
         repeat=repeat,
         scenario=perm.scenario,
         contestant=perm.contestant,
-        params=dict(p),
+        params=dict(perm.params),
         tunables=_tunables(perm, manifest),
-        tls_key=p["tls_key"] if facts.tls else None,
+        tls_key=p["tls_key"] if facts.serves_tls else None,
         measured=measured_plan(p, facts, controlled),
         server_cpus=p.get("server_cpus"),
         budget_s=planned_seconds(p, facts.search) + ENGINE_GRACE_S,
@@ -115,6 +119,14 @@ def plan_test(perm: Permutation, repeat: int, manifest: Manifest, suite: Suite) 
             spec_major=spec.spec_major() if controlled else None,
         ),
     )
+
+
+def _receivable(p: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
+    """The parameters without the client groups the contestant cannot receive; a test all
+    of whose groups are such is refused before it is run (protocols.refusal)."""
+    gone = protocols.left_out(p, manifest)
+    kept = [g for g in p.get(GROUP_KEY) or [] if g["name"] not in gone]
+    return {**p, GROUP_KEY: kept} if gone and kept else p
 
 
 def _tunables(perm: Permutation, manifest: Manifest) -> dict[str, str]:
@@ -197,12 +209,7 @@ def engine_plan(p: dict[str, Any], tls: bool, search: SearchFacts | None) -> dic
         sources = -(-most // CLIENTS_PER_SOURCE) + 1
         plan["sources"] = [f"127.0.0.2-127.0.0.{1 + sources}"]
     if tls:
-        settings = {**TLS_DEFAULTS, **p}
-        plan["tls"] = {
-            "ca_file": TLS_CA,
-            "resume": settings["tls_resume"] == "on",
-            "group": settings["tls_group"],
-        }
+        plan["tls"] = _tls(p)
     if p.get("transport") in HTTP2_TRANSPORTS and p["behaviour"] not in OWN_H2_FRAMES:
         # Concurrent streams per connection, as h2load's -m (the engine's --streams M).
         plan[H2_PLAN_FIELD] = {"mode": p["transport"], "streams": int(p.get("streams", 1))}
@@ -213,6 +220,16 @@ def engine_plan(p: dict[str, Any], tls: bool, search: SearchFacts | None) -> dic
         plan.setdefault("duration_s", float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0)))
         plan[GROUP_KEY] = [_group(p, group, plan["duration_s"]) for group in p[GROUP_KEY]]
     return plan
+
+
+def _tls(p: dict[str, Any]) -> dict[str, Any]:
+    """The engine's TLS settings for a load over TLS: the run's CA, resumption, key group."""
+    settings = {**TLS_DEFAULTS, **p}
+    return {
+        "ca_file": TLS_CA,
+        "resume": settings["tls_resume"] == "on",
+        "group": settings["tls_group"],
+    }
 
 
 # The pacer of a grouped plan itself: every group names its own (`_group`).
@@ -250,6 +267,11 @@ def _group(p: dict[str, Any], group: dict[str, Any], run_s: float) -> dict[str, 
     entry["method"] = OWN_METHODS.get(own["behaviour"], PLAIN_METHOD)
     if "path" in group:
         entry["paths"] = [{"path": group["path"], "weight": 1.0}]
+    if CONNECTION_KEYS.keys() & group.keys():
+        # Its own connections: the port of its transport, with its own TLS settings or none.
+        entry["target"] = _target(own)
+        if own.get("transport", CLEAR) in TLS_TRANSPORTS:
+            entry["tls"] = _tls(own)
     return entry
 
 
@@ -298,9 +320,28 @@ def warmup_plan(p: dict[str, Any], facts: PermutationFacts) -> dict[str, Any]:
     if plain:
         # The test's own requests: its path, and who closes its connections.
         warm.update({k: p[k] for k in ("path", "close") if k in p})
+    transports = _request_transports(p)
+    if len(transports) > 1:
+        # Plain requests go over several transports (a probe in clear, one over TLS): each
+        # is warmed, the clients shared out, as a group of its own.
+        share = max(1, warm["clients"] // len(transports))
+        warm[GROUP_KEY] = [
+            {"name": f"warm-{t}", "transport": t, "clients": share} for t in transports
+        ]
     # Plain HTTP over the test's own transport: TLS when that transport is, not a syslog
     # flood's RFC 5425, and never a capacity search's step.
     return {**engine_plan(warm, facts.transport_tls, None), "interval_ms": WARMUP_INTERVAL_MS}
+
+
+def _request_transports(p: dict[str, Any]) -> list[str]:
+    """The transports a grouped test's plain requests go over (its probes'), in order."""
+    found: list[str] = []
+    for group in p.get(GROUP_KEY) or []:
+        own = {**p, **group}
+        transport = own.get("transport", CLEAR)
+        if own["behaviour"] in BARE_REQUESTS and transport not in found:
+            found.append(transport)
+    return found
 
 
 def _target(p: dict[str, Any]) -> str:

@@ -2,7 +2,9 @@
 before anything runs. A TLS test for a contestant that does not claim `tls` (or an RFC 5425
 flood for one without `syslog-tls`), and any HTTP/2 test while the engine has no HTTP/2,
 is refused with its reason, listed by the dry run and the run as the descriptor refusals
-are (serverlab.run.plan.descriptors). Pure: what the engine speaks is the caller's to give.
+are (serverlab.run.plan.descriptors). A test of client groups runs without the groups the
+contestant cannot receive (`left_out`), listed the same way; it is refused when that is
+every group. Pure: what the engine speaks is the caller's to give.
 """
 
 from __future__ import annotations
@@ -40,13 +42,34 @@ def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
             f"transport {transport} needs HTTP/2 in the load engine (--h2/--h2c), which "
             "this engine does not have yet"
         )
+    groups = p.get(GROUP_KEY)
+    why = _missing(p, manifest) if not groups else None
+    if why is None and groups and len(left_out(p, manifest)) == len(groups):
+        why = "; ".join(left_out(p, manifest).values())
+    return f"{plan.contestant} {why}" if why else None
+
+
+def left_out(p: dict, manifest: Manifest) -> dict[str, str]:
+    """The client groups a contestant cannot receive (name -> why): a test of groups runs
+    the others, and the dry run and the run's "Not run" list these (issue 35: nginx is
+    sent the HTTP/1.1 attacks though it serves no WebSocket)."""
+    out = {}
+    for group in p.get(GROUP_KEY) or []:
+        why = _missing({**p, **group}, manifest)
+        if why:
+            out[group["name"]] = why
+    return out
+
+
+def _missing(p: dict, manifest: Manifest) -> str | None:
+    """Which spec part a load (a test's, or one group's over the test's) needs and the
+    contestant does not claim, or None."""
     for part in _parts(p):
         if part not in manifest.implements:
-            return f"{plan.contestant} does not claim the spec part `{part}`"
-    for behaviour in _behaviours(p):
-        part = ATTACK_PARTS.get(behaviour)
-        if part and part not in manifest.implements:
-            return f"{plan.contestant} does not claim the spec part `{part}` ({behaviour})"
+            return f"does not claim the spec part `{part}`"
+    part = ATTACK_PARTS.get(p.get("behaviour", ""))
+    if part and part not in manifest.implements:
+        return f"does not claim the spec part `{part}` ({p['behaviour']})"
     return None
 
 
@@ -61,21 +84,35 @@ def _parts(p: dict) -> tuple[str, ...]:
     return (part,) if part else ()
 
 
-def _behaviours(p: dict) -> list[str]:
-    """The test's behaviour and each of its client groups'."""
-    groups = p.get(GROUP_KEY) or []
-    return [p.get("behaviour", ""), *(g["behaviour"] for g in groups if "behaviour" in g)]
-
-
 def refuse(
     plans: list[TestPlan], manifest_of: Callable[[str], Manifest], engine_h2: bool
 ) -> tuple[list[TestPlan], list[Refused]]:
     """(the tests that can run, in order; the refused ones, each with its reason)."""
     kept, refused = [], []
     for plan in plans:
-        why = refusal(plan, manifest_of(plan.contestant), engine_h2)
+        manifest = manifest_of(plan.contestant)
+        why = refusal(plan, manifest, engine_h2)
         if why is None:
             kept.append(plan)
+            gone = _left_out_of(plan, manifest)
+            if gone:
+                refused.append(Refused(plan, _left_out_text(plan.contestant, gone), tuple(gone)))
         else:
             refused.append(Refused(plan, why))
     return kept, refused
+
+
+def _left_out_of(plan: TestPlan, manifest: Manifest) -> dict[str, str]:
+    """The groups the contestant cannot receive that the test would otherwise run (a tuned
+    test runs none marked `tuned = false` anyway)."""
+    gone = left_out(plan.params, manifest)
+    if not plan.tunables:
+        return gone
+    untuned = {g["name"] for g in plan.params.get(GROUP_KEY) or [] if not g.get("tuned", True)}
+    return {name: why for name, why in gone.items() if name not in untuned}
+
+
+def _left_out_text(contestant: str, gone: dict[str, str]) -> str:
+    """Why a test runs without some of its groups: the reasons, each once."""
+    reasons = dict.fromkeys(f"{contestant} {why}" for why in gone.values())
+    return f"the test runs without them: {'; '.join(reasons)}"

@@ -1,5 +1,7 @@
 """Attacks beside a legitimate probe (issue 35, suites/abuse.toml): in a grouped test with a
-group named `probe`, every other group whose window is part of the test is an attack. The
+group named `probe`, every other group but the probes (`probe-NAME`: one over another of the
+server's ports) is an attack, judged by the probe whose connections go where its own do
+(scheme, host and port: an attack over TLS by the probe over TLS), else by `probe`. The
 probe's figures before, during and after each attack come from the probe group's own
 interval lines (engine), split at the attack's start and stop; its p50/p99 are read from
 the interval histograms added (never averaged), its success rate is its OK answers over the
@@ -7,8 +9,9 @@ requests it was to send (an open-loop probe's rate times the seconds; a closed l
 completed attempts), its throughput its OK answers a second. The verdict: the server "holds
 up" when the probe's p99 during the attack stays within 2x its baseline (before the test's
 first attack, less its first second when it has more: that one holds the probe's connects)
-and at least 99 % of its attempts succeed; otherwise it names what broke
-first, and when. Recovery: how long after the attack's stop the probe's interval lines are
+and at least 99 % of its attempts succeed; otherwise it names what broke first, and when;
+"crashed" for the attack under way when the server died and every one after it (the probe's
+lines end there). Recovery: how long after the attack's stop the probe's interval lines are
 back within both bounds."""
 
 from __future__ import annotations
@@ -128,14 +131,16 @@ def attack_rows(tests: list[RecordedTest]) -> list[AttackRow]:
 def _rows(test: RecordedTest) -> list[AttackRow]:
     plan = _plan(test)
     attacks = _attacks(plan)
-    if PROBE not in {g.get("name") for g in plan.get("groups") or []} or not attacks:
+    if PROBE not in _group_names(plan) or not attacks:
         return []
-    rate = _probe_rate(plan)
-    lines = [(line.data.get("groups") or {}).get(PROBE) for line in test.intervals]
-    probe = [_scheduled(line, rate) for line in lines if line]
-    baseline = _baseline(probe, attacks[0][2])
     rows = []
     for index, (name, kind, start, stop) in enumerate(attacks):
+        probe_name = _probe_of(plan, name)
+        rate = _probe_rate(plan, probe_name)
+        lines = [(line.data.get("groups") or {}).get(probe_name) for line in test.intervals]
+        probe = [_scheduled(line, rate) for line in lines if line]
+        # Every probe's baseline is before the test's first attack, whatever it attacks.
+        baseline = _baseline(probe, attacks[0][2])
         following = [a[2] for a in attacks[index + 1 :] if a[2] >= stop]
         end = min(following, default=float(plan.get("duration_s") or stop))
         during, after = _phase(probe, start, stop), _phase(probe, stop, end)
@@ -161,9 +166,35 @@ def attack_windows(test: RecordedTest) -> list[tuple[str, str, float, float]]:
     """(name, behaviour, start, stop) of each attack of a test beside a probe, by start;
     none for any other test."""
     plan = _plan(test)
-    if PROBE not in {g.get("name") for g in plan.get("groups") or []}:
+    if PROBE not in _group_names(plan):
         return []
     return _attacks(plan)
+
+
+def _group_names(plan: dict) -> set:
+    return {g.get("name") for g in plan.get("groups") or [] if isinstance(g, dict)}
+
+
+def is_probe(name: object) -> bool:
+    """A probe group: `probe`, or `probe-NAME` for one over another of the server's ports
+    (a probe over TLS beside the one in clear)."""
+    return name == PROBE or (isinstance(name, str) and name.startswith(PROBE + "-"))
+
+
+def _probe_of(plan: dict, attack: str) -> str:
+    """The probe an attack is judged by: the one whose connections go where the attack's
+    do (scheme, host and port), else `probe`."""
+    groups = [g for g in plan.get("groups") or [] if isinstance(g, dict)]
+    where = {g.get("name"): _origin(g.get("target") or plan.get("target")) for g in groups}
+    same = [name for name in where if is_probe(name) and where[name] == where.get(attack)]
+    return PROBE if PROBE in same or not same else same[0]
+
+
+def _origin(target: object) -> str:
+    """A target's scheme, host and port (its path aside)."""
+    text = str(target or "")
+    scheme, _, rest = text.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 def _plan(test: RecordedTest) -> dict:
@@ -173,9 +204,9 @@ def _plan(test: RecordedTest) -> dict:
     return plan if isinstance(plan, dict) else {}
 
 
-def _probe_rate(plan: dict) -> float | None:
+def _probe_rate(plan: dict, name: str) -> float | None:
     """The probe's arrivals a second when its pacer is an open loop at a fixed rate."""
-    probe = next((g for g in plan.get("groups") or [] if g.get("name") == PROBE), {})
+    probe = next((g for g in plan.get("groups") or [] if g.get("name") == name), {})
     pacer = probe.get("pacer") or plan.get("pacer") or {}
     if pacer.get("kind") != "open" or pacer.get("ramp_to_rate") is not None:
         return None
@@ -198,11 +229,11 @@ def _success(ok: int, completed: int, scheduled: float | None) -> float | None:
 
 
 def _attacks(plan: dict) -> list[tuple[str, str, float, float]]:
-    """(name, behaviour, start, stop) of every group but the probe, by start."""
+    """(name, behaviour, start, stop) of every group but the probes, by start."""
     run_s = float(plan.get("duration_s") or 0.0)
     found = []
     for group in plan.get("groups") or []:
-        if not isinstance(group, dict) or group.get("name") == PROBE:
+        if not isinstance(group, dict) or is_probe(group.get("name")):
             continue
         kind = (group.get("behaviour") or plan.get("behaviour") or {}).get("kind")
         start, stop = float(group.get("start_s") or 0.0), float(group.get("stop_s") or run_s)
@@ -276,7 +307,10 @@ def _broken(line: dict, baseline: Phase) -> list[str]:
 
 
 def _verdict(test, lines, baseline, during, start: float, stop: float) -> str:
-    if test.status == "crashed":
+    # A server that crashed in a later attack was measured through this one (the probe's
+    # lines go past its stop): it keeps its verdict; the attack under way and those after
+    # it read "crashed".
+    if test.status == "crashed" and not any(_span(line)[1] > stop for line in lines):
         at = test.crash.time if test.crash else None
         return "crashed" + (f", {at:g} s into the test" if at is not None else "")
     if baseline is None or baseline.p99_us is None:

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 from serverlab.results.records import RecordedTest, Run
 
+# The mark in a stored entry's key of a test's client groups left out (the test itself ran:
+# serverlab.run.plan.descriptors.Refused.key).
+LEFT_OUT_MARK = "|without "
+
 
 @dataclass
 class NotRun:
@@ -23,18 +27,27 @@ class NotRun:
 
     @property
     def refused_tests(self) -> int:
-        return sum(entry["repeats"] for entry in self.tests)
+        return sum(entry["repeats"] for entry in self._whole())
+
+    def _whole(self) -> list[dict]:
+        """The entries of tests refused whole (not a test's client groups left out)."""
+        return [e for e in self.tests if LEFT_OUT_MARK not in e["key"]]
 
     def sentence(self) -> str:
-        """ "Not run: 39 tests (39 matrix points) refused before they ran; 1 contestant
-        refused by verify." ("" when nothing was refused)"""
+        """ "Not run: 39 tests (39 matrix points) refused before they ran; client groups
+        left out of 3 tests; 1 contestant refused by verify." ("" when nothing was
+        refused)"""
         parts = []
-        if self.tests:
-            tests, points = self.refused_tests, len(self.tests)
+        whole = self._whole()
+        if whole:
+            tests, points = self.refused_tests, len(whole)
             parts.append(
                 f"{_count(tests, 'test')} ({_count(points, 'matrix point')}) refused before "
                 "they ran"
             )
+        if len(whole) < len(self.tests):
+            partly = sum(e["repeats"] for e in self.tests if e not in whole)
+            parts.append(f"client groups left out of {_count(partly, 'test')}")
         if self.contestants:
             parts.append(f"{_count(len(self.contestants), 'contestant')} refused by verify")
         return f"Not run: {'; '.join(parts)}." if parts else ""

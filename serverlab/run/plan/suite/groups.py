@@ -15,6 +15,7 @@ from typing import Any
 
 from serverlab.base.engine_facts import FACTS, behaviour_suite_keys, pacer_suite_keys
 from serverlab.run.plan.suite.file import GROUP_KEY, Lines, SuiteError
+from serverlab.run.plan.suite.permutation import TRANSPORTS
 
 # The engine's pattern and bound for group names (engine/README.md, "groups").
 NAME_PATTERN = re.compile(r"[a-z0-9_-]{1,32}")
@@ -29,7 +30,16 @@ PER_CLIENT_KEYS = {
     **behaviour_suite_keys(FACTS),
     **{k: t for k, t in pacer_suite_keys(FACTS).items() if k != "duration_s"},
 }
-GROUP_KEYS = {"name": (str,), "start_s": (int, float), "stop_s": (int, float), **PER_CLIENT_KEYS}
+# A group's own connections: the server's port for a transport (its TLS settings with it).
+CONNECTION_KEYS = {"transport": TRANSPORTS, "tls_resume": ("on", "off")}
+GROUP_KEYS = {
+    "name": (str,),
+    "start_s": (int, float),
+    "stop_s": (int, float),
+    "tuned": (bool,),
+    **{key: (str,) for key in CONNECTION_KEYS},
+    **PER_CLIENT_KEYS,
+}
 
 
 class GroupTables:
@@ -78,9 +88,13 @@ class GroupTables:
             raise self.fail(
                 name, key, f"{key} in a group is one value (the scenario's make the matrix)"
             )
-        if not isinstance(value, types) or isinstance(value, bool):
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             names = " or ".join(t.__name__ for t in types)
             raise self.fail(name, key, f"{key} must be {names}, got {value!r}")
+        if value not in CONNECTION_KEYS.get(key, (value,)):
+            raise self.fail(
+                name, key, f"{key} must be one of {', '.join(CONNECTION_KEYS[key])}, not {value!r}"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(name, key, f"{key} must be a finite number, got {value!r}")
 

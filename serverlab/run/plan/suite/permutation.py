@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serverlab.base import capacity
+from serverlab.base.paramtext import GROUPS_PARAM
 from serverlab.base.spec import PUSH_BEHAVIOURS
 from serverlab.base.tlskeys import DEFAULT_KEY_TYPE
 
@@ -67,6 +68,8 @@ class PermutationFacts:
     warmup_cap_s: float  # `warmup_cap_s`: 0 for a test without a warm-up
     emit_window_s: tuple[float, float] | None  # `emit_window_s`
     estimated_s: float  # `Permutation.estimated_seconds`
+    run_params: dict[str, Any]  # `Permutation.run_params`: what a tuned test runs
+    serves_tls: bool  # `serves_tls`: the server serves TLS (to a group, perhaps)
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,14 @@ class Permutation:
         tun = ",".join(f"{k}={self.tunables[k]}" for k in sorted(self.tunables))
         object.__setattr__(self, "key", f"{self.scenario}|{self.contestant}|{dims}|{tun}")
 
+    @property
+    def run_params(self) -> dict[str, Any]:
+        """The parameters the test runs: `params`, but in a tuned test (tunables set) its
+        client groups marked `tuned = false` left out (`tuned_run`)."""
+        return tuned_run(self.params) if self.tunables else self.params
+
     def facts(self) -> PermutationFacts:
-        p = self.params
+        p = self.run_params
         return PermutationFacts(
             tls=speaks_tls(p),
             transport_tls=transport_tls(p),
@@ -95,10 +104,12 @@ class Permutation:
             warmup_cap_s=warmup_cap_s(p),
             emit_window_s=emit_window_s(p),
             estimated_s=self.estimated_seconds(),
+            run_params=p,
+            serves_tls=serves_tls(p),
         )
 
     def estimated_seconds(self) -> float:
-        p = self.params
+        p = self.run_params
         if p.get("kind") == CAPACITY:
             steps = capacity_search(p).worst_case_steps()
             step = capacity_step_s(p) + STEP_OVERHEAD_S
@@ -106,6 +117,24 @@ class Permutation:
         load = float(p.get("ramp_up_s", 0)) + float(p.get("duration_s", 0))
         runs = 1 + int(p.get("priming_runs", 0))
         return SETUP_ESTIMATE_S + warmup_cap_s(p) + runs * load
+
+
+def tuned_run(p: dict[str, Any]) -> dict[str, Any]:
+    """A tuned test's parameters (suites/abuse.toml's hardened runs): the groups marked
+    `tuned = false` (attacks its tunables do not concern) left out, and its load cut where the
+    first of them after its last kept attack would start, so that no time is spent on windows
+    with nothing in them. Groups over the whole load (no window of their own, a probe's)
+    are kept and end with it."""
+    groups = p.get(GROUPS_PARAM)
+    if not groups or all(g.get("tuned", True) for g in groups):
+        return p
+    kept = [g for g in groups if g.get("tuned", True)]
+    last = max((float(g["stop_s"]) for g in kept if "stop_s" in g), default=0.0)
+    later = [float(g.get("start_s", 0)) for g in groups if not g.get("tuned", True)]
+    end = min((s for s in later if s >= last), default=None)
+    if end is None or end >= float(p.get("duration_s", 0)) or end <= 0:
+        return {**p, GROUPS_PARAM: kept}
+    return {**p, GROUPS_PARAM: kept, "duration_s": end}
 
 
 def search_facts(p: dict[str, Any]) -> SearchFacts | None:
@@ -143,6 +172,12 @@ def speaks_tls(p: dict[str, Any]) -> bool:
     return transport_tls(p)
 
 
+def serves_tls(p: dict[str, Any]) -> bool:
+    """Whether the server is to serve TLS in the test: its connections are, or a client
+    group's over a transport of its own."""
+    return speaks_tls(p) or any(transport_tls(g) for g in p.get(GROUPS_PARAM) or [])
+
+
 def transport_tls(p: dict[str, Any]) -> bool:
     """Whether the test's `transport` is TLS: HTTPS/WSS or HTTP/2 over TLS."""
     return p.get("transport", CLEAR) in TLS_TRANSPORTS
@@ -150,7 +185,7 @@ def transport_tls(p: dict[str, Any]) -> bool:
 
 def with_tls_defaults(p: dict[str, Any]) -> dict[str, Any]:
     """A TLS test's parameters with every TLS setting written out."""
-    return {**TLS_DEFAULTS, **p} if speaks_tls(p) else p
+    return {**TLS_DEFAULTS, **p} if serves_tls(p) else p
 
 
 def warmup_cap_s(p: dict[str, Any]) -> float:

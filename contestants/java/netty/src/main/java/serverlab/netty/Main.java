@@ -87,7 +87,12 @@ public final class Main {
                         Tls.grpcContext(args.required("tls-cert"), args.required("tls-key")))
                 : 0;
         ConnectionCounter counter = new ConnectionCounter(stats);
-        Pipelines pipelines = new Pipelines(control, docRoot);
+        Pipelines.Hardening shipped = Pipelines.Hardening.SHIPPED;
+        Pipelines pipelines = new Pipelines(control, docRoot, new Pipelines.Hardening(
+                args.integer("h2-max-streams", shipped.maxStreams()),
+                args.integer("h2-max-resets", shipped.maxResets()),
+                args.integer("h2-reset-window-s", shipped.resetWindowS()),
+                args.integer("header-timeout-ms", 0)));
         // Spec §12-§14: TLS (HTTP/1.1 or h2 by ALPN) and h2c beside the HTTP port, bound
         // first so that readiness, judged on the HTTP port, finds them all open.
         if (args.has("tls-port")) {

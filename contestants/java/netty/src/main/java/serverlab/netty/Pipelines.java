@@ -26,21 +26,39 @@ final class Pipelines {
     /** Spec §8: header sections up to 64 KiB are read; larger ones get 431. */
     private static final int MAX_HEADER_SIZE = 64 * 1024;
     private static final int MAX_CHUNK_SIZE = 64 * 1024;
-    /** SETTINGS_MAX_CONCURRENT_STREAMS: the spec wants 100 to 1000 (§13). */
-    private static final int H2_STREAMS = 250;
+    /** SETTINGS_MAX_CONCURRENT_STREAMS as shipped: the spec wants 100 to 1000 (§13). */
+    static final int H2_STREAMS = 250;
+    /** RST_STREAM frames a connection may send per window before GOAWAY: Netty's default. */
+    static final int H2_RESETS = 200;
+    static final int H2_RESET_WINDOW_S = 30;
+
+    /**
+     * The mitigations a tunable sets (suites/abuse.toml's hardened runs), each as shipped
+     * by default: the stream limit, the reset rate limit (Netty's
+     * decoderEnforceMaxRstFramesPerWindow, against Rapid Reset) and a request head's
+     * deadline ({@link HeaderTimeout}; 0: none, as shipped).
+     */
+    record Hardening(int maxStreams, int maxResets, int resetWindowS, long headerTimeoutMs) {
+        static final Hardening SHIPPED = new Hardening(H2_STREAMS, H2_RESETS, H2_RESET_WINDOW_S, 0);
+    }
 
     private final ControlApi control;
     private final DocRoot docRoot;
+    private final Hardening hardening;
 
-    Pipelines(ControlApi control, DocRoot docRoot) {
+    Pipelines(ControlApi control, DocRoot docRoot, Hardening hardening) {
         this.control = control;
         this.docRoot = docRoot;
+        this.hardening = hardening;
     }
 
     /** HTTP/1.1; {@code chunked}: files go as chunks (TLS, where sendfile cannot reach). */
     void http1(ChannelPipeline pipeline, boolean chunked) {
-        pipeline.addLast(new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE),
-                new HttpServerExpectContinueHandler());
+        pipeline.addLast(new HttpServerCodec(MAX_INITIAL_LINE, MAX_HEADER_SIZE, MAX_CHUNK_SIZE));
+        if (hardening.headerTimeoutMs() > 0) {
+            pipeline.addLast(new HeaderTimeout(hardening.headerTimeoutMs()));
+        }
+        pipeline.addLast(new HttpServerExpectContinueHandler());
         if (chunked) {
             pipeline.addLast(new ChunkedWriteHandler());
         }
@@ -49,8 +67,9 @@ final class Pipelines {
 
     /** HTTP/2 from the connection preface on: h2 after ALPN, or h2c with prior knowledge. */
     void http2(ChannelPipeline pipeline) {
-        Http2Settings settings = Http2Settings.defaultSettings().maxConcurrentStreams(H2_STREAMS);
-        pipeline.addLast(Http2FrameCodecBuilder.forServer().initialSettings(settings).build(),
+        Http2Settings settings = Http2Settings.defaultSettings().maxConcurrentStreams(hardening.maxStreams());
+        pipeline.addLast(Http2FrameCodecBuilder.forServer().initialSettings(settings)
+                        .decoderEnforceMaxRstFramesPerWindow(hardening.maxResets(), hardening.resetWindowS()).build(),
                 new Http2MultiplexHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel stream) {

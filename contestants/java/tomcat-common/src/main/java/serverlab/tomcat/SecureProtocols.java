@@ -14,7 +14,10 @@ import serverlab.core.AeadSuites;
  * port offers by ALPN and the h2c port speaks from the client's preface on.
  */
 final class SecureProtocols {
-    /** Streams a client may open at once: spec §13 asks 100 to 1000; java-netty's figure. */
+    /**
+     * Streams a client may open at once as shipped: spec §13 asks 100 to 1000; java-netty's
+     * figure. The h2_max_streams tunable sets another (suites/abuse.toml's hardened runs).
+     */
     static final int MAX_STREAMS = 250;
 
     private SecureProtocols() {
@@ -41,11 +44,12 @@ final class SecureProtocols {
 
     /**
      * HTTP/2 for one connector (each needs its own instance), running at most
-     * {@code runAtOnce} of a connection's streams on threads at the same time.
+     * {@code runAtOnce} of a connection's streams on threads at the same time, and letting a
+     * client open {@code maxStreams} at once (SETTINGS_MAX_CONCURRENT_STREAMS).
      */
-    static Http2Protocol http2(int runAtOnce) {
+    static Http2Protocol http2(int runAtOnce, int maxStreams) {
         Http2Protocol http2 = new Http2Protocol();
-        http2.setMaxConcurrentStreams(MAX_STREAMS);
+        http2.setMaxConcurrentStreams(maxStreams);
         http2.setMaxConcurrentStreamExecution(runAtOnce);
         // Spec §13: a header block split over CONTINUATION frames is served, however small
         // its pieces (RFC 9113 §6.10). gRPC (§16) sends each message in a DATA frame of its

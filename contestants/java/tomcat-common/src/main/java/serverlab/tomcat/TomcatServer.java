@@ -233,6 +233,7 @@ public final class TomcatServer {
         protocol.setExecutor(threads);
         protocol.countInto(control.counters());
         protocols.add(protocol);
+        int maxStreams = args.integer("h2-max-streams", SecureProtocols.MAX_STREAMS);
         switch (listener) {
             case TLS -> {
                 connector.setSecure(true);
@@ -240,10 +241,10 @@ public final class TomcatServer {
                 connector.setProperty("SSLEnabled", "true");
                 connector.setProperty("sslImplementationName", SecureProtocols.implementation());
                 connector.addSslHostConfig(SecureProtocols.hostConfig(args.required("tls-cert"), args.required("tls-key")));
-                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads), maxStreams));
             }
             case H2C -> {
-                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads)));
+                connector.addUpgradeProtocol(SecureProtocols.http2(SecureProtocols.runAtOnce(threads), maxStreams));
                 h2cOnly.add(connector);
             }
             case HTTP -> {
