@@ -168,8 +168,11 @@ function onConnection(ws) {
 
 // Node hands every request with an Upgrade to 'upgrade'. A valid one to /ws becomes a
 // WebSocket; any other is answered as an ordinary request (then the connection closes).
+// Node takes its own error listener off an upgraded socket: without one of ours, a client
+// that resets the connection before its answer is written (ECONNRESET) ended the process.
 function createUpgradeHandler(onRequest) {
   return function onUpgrade(req, socket, head) {
+    socket.on('error', () => socket.destroy());
     const path = req.url.split('?')[0];
     if (path === '/ws' && req.method === 'GET' && !handshakeProblem(req)) {
       counters.requestsTotal++;

@@ -1,6 +1,7 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const net = require('node:net');
 const { startServer, request, stats, sleep, connectWs } = require('./harness');
 
 let server;
@@ -65,3 +66,27 @@ test('bad handshakes: 400, and 426 with the version for a wrong one', async () =
   const noKey = { ...upgrade, 'Sec-WebSocket-Key': 'short', 'Sec-WebSocket-Version': '13' };
   assert.equal((await request(server.port, 'GET', '/ws', { headers: noKey })).status, 400);
 });
+
+test('clients that reset right after an upgrade request, to /ws or any path, leave the server up', async () => {
+  const upgrade = [
+    'Host: x', 'Upgrade: websocket', 'Connection: Upgrade',
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13',
+  ].join('\r\n');
+  for (const path of ['/perf', '/ws', '/nowhere']) {
+    await Promise.all(Array.from({ length: 100 }, () => resetAfter(`GET ${path} HTTP/1.1\r\n${upgrade}\r\n\r\n`)));
+  }
+  await sleep(200);
+  assert.equal((await request(server.port, 'GET', '/perf')).status, 200);
+});
+
+function resetAfter(text) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(server.port, '127.0.0.1', () => {
+      socket.write(text, () => {
+        socket.resetAndDestroy();
+        resolve();
+      });
+    });
+    socket.on('error', reject);
+  });
+}
