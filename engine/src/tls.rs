@@ -571,6 +571,25 @@ mod tests {
     /// A record larger than one read of the lent buffer: it arrives over several reads.
     const LARGE: usize = 40_000;
 
+    /// The current-thread runtime the tests below run on, as a worker's.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A connection to `addr`, Nagle off, counted in a ledger of its own.
+    async fn connect(addr: std::net::SocketAddr) -> Conn {
+        let ledger = Ledger::new(Arc::new(Counters::default()), 0.0);
+        let options = ConnOptions {
+            source: None,
+            recv_buffer: None,
+            no_delay: true,
+        };
+        Conn::connect(addr, &options, &ledger).await.unwrap()
+    }
+
     /// A rustls server on loopback: answers a line with a small event, the next line with a
     /// large one, then says `close_notify`. The client trusts its self-signed certificate.
     fn server() -> (
@@ -652,18 +671,8 @@ mod tests {
     #[test]
     fn a_held_connection_keeps_no_buffer_between_records_and_every_byte_arrives() {
         let (addr, client, serving) = server();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let ledger = Ledger::new(Arc::new(Counters::default()), 0.0);
-            let options = ConnOptions {
-                source: None,
-                recv_buffer: None,
-                no_delay: true,
-            };
-            let conn = Conn::connect(addr, &options, &ledger).await.unwrap();
+        runtime().block_on(async {
+            let conn = connect(addr).await;
             let mut tls = Tls::new(&client).unwrap();
             assert!(
                 !tls.handshake(&conn).await.unwrap(),
@@ -689,18 +698,8 @@ mod tests {
     #[test]
     fn only_a_read_that_empties_the_socket_lets_the_readiness_go() {
         let (addr, client, serving) = server();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let ledger = Ledger::new(Arc::new(Counters::default()), 0.0);
-            let options = ConnOptions {
-                source: None,
-                recv_buffer: None,
-                no_delay: true,
-            };
-            let conn = Conn::connect(addr, &options, &ledger).await.unwrap();
+        runtime().block_on(async {
+            let conn = connect(addr).await;
             let mut tls = Tls::new(&client).unwrap();
             tls.handshake(&conn).await.unwrap();
             tls.write_all(&conn, b"GET /sse\n").await.unwrap();

@@ -173,6 +173,20 @@ fn comet(_head: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Every one of `requests` answered OK, and no error, over `version`.
+fn all_answered(
+    s: &serverlab_load::Summary,
+    requests: u64,
+    version: &rustls::SupportedProtocolVersion,
+) {
+    assert_eq!(
+        (s.attempts.ok, s.errors.total()),
+        (requests, 0),
+        "{version:?} {:?}",
+        s.errors
+    );
+}
+
 fn tls_plan(server: &TlsServer, keys: &Keys, behaviour: serde_json::Value) -> serde_json::Value {
     json!({"target": format!("https://{}/perf", server.addr), "requests": 40, "connections": 2,
            "threads": 1, "behaviour": behaviour,
@@ -185,12 +199,7 @@ fn kept_alive_and_new_connections_run_over_tls_1_2_and_1_3() {
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
         let server = tls_server(&keys, version, perf);
         let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "keepalive"})));
-        assert_eq!(
-            (s.attempts.ok, s.errors.total()),
-            (40, 0),
-            "{version:?} {:?}",
-            s.errors
-        );
+        all_answered(&s, 40, version);
         assert_eq!(
             s.traffic.tls_handshakes, 2,
             "{version:?}: one per connection"
@@ -200,12 +209,7 @@ fn kept_alive_and_new_connections_run_over_tls_1_2_and_1_3() {
         assert_eq!(s.io_backend, "epoll", "{version:?}");
         let server = tls_server(&keys, version, perf);
         let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "new-connection"})));
-        assert_eq!(
-            (s.attempts.ok, s.errors.total()),
-            (40, 0),
-            "{version:?} {:?}",
-            s.errors
-        );
+        all_answered(&s, 40, version);
         assert_eq!(s.traffic.tls_handshakes, 40, "{version:?}: one per request");
         assert_eq!(server.counts.handshakes.load(SeqCst), 40);
         assert_eq!(server.counts.requests.load(SeqCst), 40);
@@ -226,12 +230,7 @@ fn kept_alive_answers_larger_than_one_read_arrive_whole_over_tls_1_2_and_1_3() {
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
         let server = tls_server(&keys, version, large);
         let s = common::run_plan(tls_plan(&server, &keys, json!({"kind": "keepalive"})));
-        assert_eq!(
-            (s.attempts.ok, s.errors.total()),
-            (40, 0),
-            "{version:?} {:?}",
-            s.errors
-        );
+        all_answered(&s, 40, version);
         assert_eq!(
             s.traffic.bytes_read,
             40 * large("").len() as u64,
