@@ -44,18 +44,17 @@ def _kernel_port() -> int:
 
 
 def _tcp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-        try:
-            tcp.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return _bindable(socket.SOCK_STREAM, port)
 
 
 def _udp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+    return _bindable(socket.SOCK_DGRAM, port)
+
+
+def _bindable(kind: socket.SocketKind, port: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as probe:
         try:
-            udp.bind(("127.0.0.1", port))
+            probe.bind(("127.0.0.1", port))
         except OSError:
             return False
     return True
