@@ -14,8 +14,8 @@ server shedding load: for the engine's count of errors by gRPC status). For the 
 `grpc-stream`: `refuse_streams` (Subscribe answered trailers-only, UNAVAILABLE),
 `cut_streams` (a stream's connection closed inside its third delivery); for `grpc-chat`:
 `chat_garbled` (each echo's last byte changed). For a capacity search of `grpc-unary`:
-`slow_above_rate` (Perf answered 300 ms late while more than 150 calls arrived in the last
-second: the planted knee of reference_server.py's GET /perf, on gRPC).
+`slow_above_rate` (Perf answered 300 ms late past a token bucket of 150 calls a second: the
+planted knee of reference_server.py's GET /perf, on gRPC).
 """
 
 import argparse
@@ -30,7 +30,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
-from reference_server import KNEE_DELAY_S, KNEE_RATE, ArrivalRate
+from reference_server import KNEE_DELAY_S, KneeBucket
 
 PERF_BODY = b"serverlab GET /perf: one fixed body of exactly eighty-four bytes, for every server.\n"
 LIMIT = 4 * 1024 * 1024
@@ -96,7 +96,7 @@ class Hub:
         self.emitters: dict[str, asyncio.Task] = {}
         self.streams: list = []  # (call, names) of open Subscribe streams
         self.calls = self.open = self.deliveries = 0
-        self.perf_rate = ArrivalRate()
+        self.perf_rate = KneeBucket()
 
     def set(self, name: str, interval_ms: int) -> None:
         self.clear(name)
@@ -223,7 +223,7 @@ class Call:
 
     def over_knee(self) -> bool:
         hub = self.connection.hub
-        return hub.fault == "slow_above_rate" and hub.perf_rate.over(KNEE_RATE)
+        return hub.fault == "slow_above_rate" and hub.perf_rate.over()
 
     def answer_perf(self) -> None:
         body = PERF_BODY[:83] if self.connection.hub.fault == "perf_short" else PERF_BODY

@@ -63,10 +63,15 @@ FEW_THREADS = 150
 EARLY_SENT_HOLD_S = 0.15
 # The slow_first_cycle fault's hold of the first cycle that reaches a subscriber.
 SLOW_FIRST_HOLD_S = 0.4
-# The slow_above_rate fault's planted knee: GET /perf answers KNEE_DELAY_S late while more
-# than KNEE_RATE of them arrived in the last second (a server past its capacity, planted).
+# The slow_above_rate fault's planted knee: GET /perf answers KNEE_DELAY_S late when it
+# finds no token in a bucket refilled at KNEE_RATE a second (a server past its capacity,
+# planted). See KneeBucket for why a bucket and not a count over the last second.
 KNEE_RATE = 150
 KNEE_DELAY_S = 0.3
+# Traffic begun after KNEE_IDLE_S without arrivals finds KNEE_BURST tokens (a 100 ms
+# catch-up burst at the knee's rate); tokens earned under the rate build up to a second's.
+KNEE_BURST = 15
+KNEE_IDLE_S = 0.5
 # The slow_above_subscribers fault's planted push knee: a cycle to more than this many
 # subscribers is written KNEE_DELAY_S late (a fan-out past its capacity, planted).
 KNEE_SUBSCRIBERS = 50
@@ -106,8 +111,8 @@ FAULTS = {
     "few_threads": "150 requests are served at once, a stream holding its place until it ends; "
     "more wait unanswered, as in a thread pool's queue",
     "slow_first_cycle": "the first cycle that reaches a subscriber is written 400 ms late",
-    "slow_above_rate": f"GET /perf answers {KNEE_DELAY_S * 1000:g} ms late while more than "
-    f"{KNEE_RATE} arrived in the last second",
+    "slow_above_rate": f"GET /perf answers {KNEE_DELAY_S * 1000:g} ms late past a token bucket "
+    f"of {KNEE_RATE} a second (bursts of {KNEE_BURST} after an idle {KNEE_IDLE_S:g} s)",
     "slow_above_subscribers": f"a cycle to more than {KNEE_SUBSCRIBERS} subscribers is written "
     f"{KNEE_DELAY_S * 1000:g} ms late",
     # Not a fault: a defence against slowloris and idle connections (issue 35).
@@ -619,7 +624,7 @@ class HttpConnection:
     # -- endpoints ---------------------------------------------------------------------
     async def perf(self, query: str) -> None:
         await self.read_body(0)
-        if self.server.has_fault("slow_above_rate") and self.server.perf_rate.over(KNEE_RATE):
+        if self.server.has_fault("slow_above_rate") and self.server.perf_rate.over():
             await asyncio.sleep(KNEE_DELAY_S)
         self.send(200, PERF_BODY, "text/plain")
 
@@ -1076,18 +1081,31 @@ class SyslogUdp(asyncio.DatagramProtocol):
             self.server.count_syslog(message)
 
 
-class ArrivalRate:
-    """Arrivals over the last second, counted as they come (the slow_above_rate fault)."""
+class KneeBucket:
+    """The slow_above_rate fault's planted capacity: a token bucket refilled at KNEE_RATE a
+    second; each arrival takes a token, and one that finds none is over the knee.
+
+    Not a count over the last second: the engine paces open-loop and catches up after a
+    stall, so a 35 ms stall of a noisy machine at 145 a second put more than 150 into one
+    second, and CI's capacity searches found 135 and 140 for a knee at 150. A bucket earns
+    during the stall what the catch-up spends, as long as the rate stays under the knee.
+    So that a search step still crosses it quickly above the knee, traffic begun after an
+    idle KNEE_IDLE_S (the search settles 1 s before each step) starts with KNEE_BURST tokens,
+    and the debt an overload runs up is bounded as well, so that the server recovers within
+    KNEE_BURST / KNEE_RATE of the load falling back under it."""
 
     def __init__(self):
-        self.times: collections.deque[float] = collections.deque()
+        self.tokens, self.last = float(KNEE_BURST), -KNEE_IDLE_S
 
-    def over(self, limit: int) -> bool:
+    def over(self) -> bool:
         now = time.monotonic()
-        self.times.append(now)
-        while self.times[0] <= now - 1.0:
-            self.times.popleft()
-        return len(self.times) > limit
+        if now - self.last >= KNEE_IDLE_S:
+            self.tokens = KNEE_BURST
+        else:
+            self.tokens = min(KNEE_RATE, self.tokens + (now - self.last) * KNEE_RATE)
+        self.last = now
+        self.tokens = max(-KNEE_BURST, self.tokens - 1)
+        return self.tokens < 0
 
 
 class ReferenceServer:
@@ -1105,7 +1123,7 @@ class ReferenceServer:
         self.faults = faults
         self.logging = False
         self.hub = PushHub(self.counters, faults)
-        self.perf_rate = ArrivalRate()
+        self.perf_rate = KneeBucket()
         few = "few_threads" in faults
         self.request_thread = asyncio.Semaphore(threads) if few else contextlib.nullcontext()
 

@@ -1,7 +1,7 @@
 """The probe before, during and after an attack, and the verdict (issue 35): a real run of a
 probe group beside an attack group against the reference server, whose planted knee (the
-`slow_above_rate` fault: GET /perf answers 300 ms late while more than 150 arrived in the
-last second) the attack crosses; and the verdict's rules on interval lines made by hand."""
+`slow_above_rate` fault: GET /perf answers 300 ms late past a token bucket of 150 a
+second) the attack crosses; and the verdict's rules on interval lines made by hand."""
 
 from hdrh.histogram import HdrHistogram
 from test_runner import run_in_process, write_suite
