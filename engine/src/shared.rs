@@ -3,8 +3,9 @@
 //! ledger and emit log). A run starts now, or at the plan's `start_at_ms` on this host's
 //! clock: the workers get ready and wait for that instant.
 
+use std::cell::Cell;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,9 @@ use crate::stats::Counters;
 
 /// How often a worker waiting for the start looks at the stop flag.
 const START_POLL: Duration = Duration::from_millis(20);
+/// How often a worker at the start looks for the workers not there yet (a thread spawn is
+/// tens of microseconds on a quiet machine).
+const ARRIVAL_POLL: Duration = Duration::from_micros(50);
 
 /// `Shared::end_ns` of a run that time does not end.
 const NO_END: u64 = u64::MAX;
@@ -93,6 +97,10 @@ pub struct Shared {
     /// WebSocket publishers taken so far (the run's first clients publish).
     pub publishers: AtomicU64,
     pub stopping: AtomicBool,
+    /// Workers at the start (or ended before it). The start waits for all of them: CI once
+    /// saw a run of 1,003 requests on 7 connections and 2 threads open 4, because the
+    /// second thread was scheduled after the first one's clients had spent the budget.
+    arrived: AtomicUsize,
     /// After an early stop: when work still in hand is dropped.
     abandon_at: OnceLock<Instant>,
     /// Whether the workers spin before they sleep (`spin::choose`): on epoll, or on the ring
@@ -125,6 +133,7 @@ impl Shared {
             syslog_seq: AtomicU64::new(first_seq),
             publishers: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            arrived: AtomicUsize::new(0),
             abandon_at: OnceLock::new(),
             spin: false,
         }
@@ -153,16 +162,22 @@ impl Shared {
         self
     }
 
-    /// Blocks this worker thread until the start, looking at the stop flag meanwhile; returns
-    /// when it went on. A thread's sleep wakes within tens of microseconds, closer than the
-    /// event loop's millisecond timer would.
-    pub fn wait_for_start(&self) -> Instant {
+    /// Blocks this worker thread until every worker has arrived and the start has come,
+    /// looking at the stop flag meanwhile; returns when it went on. A thread's sleep wakes
+    /// within tens of microseconds, closer than the event loop's millisecond timer would.
+    fn wait_for_start(&self) -> Instant {
         loop {
             let now = Instant::now();
-            if now >= self.start || self.stopping.load(Relaxed) {
+            if self.stopping.load(Relaxed) {
                 return now;
             }
-            std::thread::sleep((self.start - now).min(START_POLL));
+            if self.arrived.load(SeqCst) < self.plan.threads {
+                std::thread::sleep(ARRIVAL_POLL);
+            } else if now >= self.start {
+                return now;
+            } else {
+                std::thread::sleep((self.start - now).min(START_POLL));
+            }
         }
     }
 
@@ -224,6 +239,8 @@ pub struct WorkerCtx {
     pub ledger: Ledger,
     /// This worker's index: its counters and emit log in `shared`.
     index: usize,
+    /// Whether this worker is counted among the arrived.
+    arrived: Cell<bool>,
 }
 
 impl WorkerCtx {
@@ -235,6 +252,20 @@ impl WorkerCtx {
             ),
             shared,
             index,
+            arrived: Cell::new(false),
+        }
+    }
+
+    /// Blocks this worker's thread until the run's start, which waits for every worker
+    /// (no task exists on its loop yet, so this delays nothing).
+    pub fn wait_for_start(&self) -> Instant {
+        self.arrive();
+        self.shared.wait_for_start()
+    }
+
+    fn arrive(&self) {
+        if !self.arrived.replace(true) {
+            self.shared.arrived.fetch_add(1, SeqCst);
         }
     }
 
@@ -246,5 +277,60 @@ impl WorkerCtx {
 
     pub fn observe_emit(&self, delivery: &Delivery) {
         self.emits().observe(delivery);
+    }
+}
+
+/// A worker that ends before its start (its loop could not be built) still counts as
+/// arrived, so that the others do not wait for it.
+impl Drop for WorkerCtx {
+    fn drop(&mut self) {
+        self.arrive();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+    use std::sync::mpsc;
+
+    fn two_threads() -> Arc<Shared> {
+        let plan = Plan::from_value(serde_json::json!({
+            "target": "http://127.0.0.1:1/perf", "requests": 10, "threads": 2}))
+        .unwrap()
+        .validate()
+        .unwrap();
+        Arc::new(Shared::new(plan, Instant::now()))
+    }
+
+    /// The first worker's start, on a thread of its own: Some once it went on.
+    fn first_worker(shared: &Arc<Shared>) -> mpsc::Receiver<Instant> {
+        let (tx, rx) = mpsc::channel();
+        let shared = shared.clone();
+        std::thread::spawn(move || tx.send(WorkerCtx::new(shared, 0).wait_for_start()));
+        rx
+    }
+
+    #[test]
+    fn a_worker_does_not_start_before_the_last_one_arrives() {
+        let shared = two_threads();
+        let first = first_worker(&shared);
+        assert!(
+            first.recv_timeout(Duration::from_millis(100)).is_err(),
+            "went on alone"
+        );
+        let arrival = Instant::now();
+        WorkerCtx::new(shared, 1).wait_for_start();
+        let went = first.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(went >= arrival, "went on before the second worker arrived");
+    }
+
+    #[test]
+    fn a_worker_that_ends_before_its_start_does_not_hold_the_others() {
+        let shared = two_threads();
+        let first = first_worker(&shared);
+        assert!(first.recv_timeout(Duration::from_millis(100)).is_err());
+        drop(WorkerCtx::new(shared, 1));
+        first.recv_timeout(Duration::from_secs(5)).unwrap();
     }
 }

@@ -49,7 +49,7 @@ pub fn run_worker(index: usize, shared: Arc<Shared>) -> std::io::Result<WorkerRe
             let spinning = ctx.shared.spin.then(|| spun.clone());
             let driver = uring::Driver::new(ring, ctx.clone(), &plain, slots, spinning);
             let _stamping = stamping(plan.plan.stamps_arrivals())?;
-            let started = ctx.shared.wait_for_start();
+            let started = ctx.wait_for_start();
             driver.run()?;
             (IoBackend::IoUring, started)
         }
@@ -142,7 +142,7 @@ async fn drive_with<B: Behaviour + 'static>(
     behaviour: B,
 ) -> Instant {
     // No task exists on this loop yet: blocking its thread until the start delays nothing.
-    let started = ctx.shared.wait_for_start();
+    let started = ctx.wait_for_start();
     // Past the end no budget is granted, so a slot stops after the exchange in hand.
     let finish = behaviour
         .finishes_at_end()
