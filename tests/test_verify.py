@@ -1,6 +1,7 @@
 """The verify runner against the reference server: it passes a correct server, and each
 fault of tests/reference_server.py fails exactly the cases that check the broken rule."""
 
+import dataclasses
 import json
 import signal
 import threading
@@ -15,6 +16,10 @@ from serverlab.conformance.checks.stamps import _note_read
 from serverlab.conformance.outcome import FAIL, PASS, WARN
 from serverlab.conformance.verify import verify_contestant
 from serverlab.contestant.manifest import find
+from serverlab.run.execution.testplan import ControlCall
+from serverlab.run.plan import protocols
+from serverlab.run.plan.planner import plan_tests
+from serverlab.run.plan.suite.load import load_suite
 
 FRAMING = {case.id for case in load_cases() if case.check == "framing"}
 LEGAL_FRAMING = {case_id for case_id in FRAMING if case_id.startswith("http.framing_legal_")}
@@ -333,7 +338,7 @@ def test_a_verify_told_to_stop_starts_no_further_case_and_stops_its_server(conte
 
 
 def test_a_ctrl_c_while_a_run_verifies_side_by_side_stops_both_and_leaves_no_server(
-    contestants_dir, monkeypatch
+    contestants_dir, monkeypatch, tmp_path
 ):
     write_manifest(contestants_dir, "other", REFERENCE_MANIFEST.replace('"reference"', '"other"'))
     reports = []
@@ -348,7 +353,88 @@ def test_a_ctrl_c_while_a_run_verifies_side_by_side_stops_both_and_leaves_no_ser
     timer = threading.Timer(1.5, signal.pthread_kill, (main, signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        commands._verify_all(["reference", "other"])
+        commands._verify_all(planned(tmp_path, '["reference", "other"]', SSE))
     timer.cancel()
     assert [r.error for r in reports] == ["stopped before every case had run"] * 2
     assert _reference_servers() == []
+
+
+KEEPALIVE = """
+[[scenario]]
+name = "plain"
+behaviour = "keepalive"
+clients = 2
+duration_s = 1
+"""
+
+# A probe beside a WebSocket attack, as suites/abuse.toml has them.
+WS_ATTACK = """
+[[scenario]]
+name = "attacked"
+behaviour = "keepalive"
+clients = 2
+duration_s = 4
+
+[[scenario.groups]]
+name = "probe"
+pacer = "open"
+rate = 20
+clients = 2
+
+[[scenario.groups]]
+name = "frames"
+behaviour = "ws-fragments"
+clients = 2
+start_s = 1
+stop_s = 3
+"""
+
+SSE = """
+[[scenario]]
+name = "held"
+behaviour = "sse"
+pacer = "users"
+clients = 2
+emit_interval_ms = 200
+duration_s = 3
+"""
+
+
+def planned(tmp_path, contestants: str, body: str) -> list:
+    path = tmp_path / "suite.toml"
+    path.write_text(f'name = "t"\ncontestants = {contestants}\n{body}')
+    return plan_tests(load_suite(path), find)
+
+
+@pytest.mark.parametrize(
+    ("body", "unused"),
+    [
+        (KEEPALIVE, {"push", "sse", "websocket", "syslog", "syslog-parse"}),
+        (WS_ATTACK, {"sse", "syslog", "syslog-parse"}),
+        (SSE, {"websocket", "syslog", "syslog-parse"}),
+    ],
+)
+def test_a_run_verifies_the_serving_modes_its_tests_use_and_those_they_need(
+    contestants_dir, tmp_path, body, unused
+):
+    """A client group's behaviour counts (a WebSocket attack uses `websocket`), and so do
+    the modes a used one needs: WebSocket and SSE deliver push's emit cycles."""
+    assert protocols.modes_unused(planned(tmp_path, '["reference"]', body)) == unused
+
+
+def test_a_run_that_sets_emitters_uses_push(contestants_dir, tmp_path):
+    (plan,) = planned(tmp_path, '["reference"]', KEEPALIVE)
+    emitting = dataclasses.replace(plan, control=(ControlCall("POST", "/event/set", {}),))
+    assert "push" not in protocols.modes_unused([emitting])
+
+
+def test_a_runs_verify_runs_no_case_of_a_mode_its_tests_leave_unused_and_says_so(
+    contestants_dir,
+):
+    unused = frozenset({"push", "sse", "websocket", "syslog", "syslog-parse"})
+    report, note = commands._verify_for_run("reference", unused, threading.Event())
+    checked = {r.case_id.split(".")[0] for r in report.results}
+    assert report.ok and checked == {"http", "perf", "files", "upload", "control"}
+    assert note == (
+        " (not checked: push, sse, syslog, syslog-parse, websocket: not used by this run)"
+    )

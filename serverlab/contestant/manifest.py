@@ -56,8 +56,9 @@ PART_NEEDS = {
     "grpc": ("control", "push"),
 }
 TRANSPORT_PARTS = frozenset({"tls", "h2", "h2c"})
-# The parts spoken over TLS or HTTP/2, which no test of a run speaks yet (the engine does
-# not): a run leaves their cases to `serverlab verify`.
+# The parts spoken over TLS or HTTP/2, and gRPC: a run's verify leaves their cases to
+# `serverlab verify`, though its tests may speak them (the TLS and h2 cases alone take 37 s
+# of go-nethttp's verify here, against 27 s for all its other parts).
 UNSPOKEN_BY_RUNS = TRANSPORT_PARTS | {"syslog-tls", "grpc"}
 # Spec §7.1: a syslog-parse server is started counting or parsing by this tunable.
 SYSLOG_MODE = "syslog_mode"

@@ -4,14 +4,17 @@ flood for one without `syslog-tls`), and any HTTP/2 test while the engine has no
 is refused with its reason, listed by the dry run and the run as the descriptor refusals
 are (serverlab.run.plan.descriptors). A test of client groups runs without the groups the
 contestant cannot receive (`left_out`), listed the same way; it is refused when that is
-every group. Pure: what the engine speaks is the caller's to give.
+every group. It also says which of the serving modes a run's tests use (`modes_unused`), so
+that the run's verify checks those and not the others. Pure: what the engine speaks is the
+caller's to give.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from serverlab.contestant.manifest import Manifest
+from serverlab.base.engine_facts import FACTS, behaviour_paths
+from serverlab.contestant.manifest import PART_NEEDS, Manifest
 from serverlab.run.execution.testplan import TestPlan
 from serverlab.run.plan.descriptors import Refused
 from serverlab.run.plan.suite.file import GROUP_KEY
@@ -31,6 +34,34 @@ HTTP2 = HTTP2_TRANSPORTS
 # A gRPC behaviour's transport -> the spec parts it needs: gRPC goes to the server's gRPC
 # listener (its own, or its h2c and TLS ports when shared, spec §16), not to its HTTP/2 face.
 GRPC_PARTS = {"h2c": ("grpc",), "h2": ("grpc", "tls")}
+
+# The serving modes a run verifies only when one of its tests uses them, by the path its
+# behaviour goes to (the engine's facts; syslog has none). Their cases are most of verify's
+# time (26 s of go-nethttp's 27 here: push, SSE and WebSocket wait on emit cycles, syslog
+# on its counters); the other parts (http, perf, files, upload, control) take 5 s.
+MODE_PATHS = {"/push": "push", "/sse": "sse", "/ws": "websocket", None: "syslog"}
+MODES = frozenset(MODE_PATHS.values()) | {"syslog-parse"}
+BEHAVIOUR_PATHS = behaviour_paths(FACTS)
+EMITTERS = "/event/set"
+
+
+def modes_unused(plans: list[TestPlan]) -> frozenset[str]:
+    """The serving modes none of these tests sends to (a client group's behaviour
+    included), nor needs through a mode it does use (spec: SSE and WebSocket deliver push's
+    emit cycles); a test that sets emitters uses push. syslog-parse goes with syslog: a
+    server that claims it is verified, and may be run, in parse mode."""
+    used = set()
+    for plan in plans:
+        for p in [plan.params, *(plan.params.get(GROUP_KEY) or [])]:
+            path = BEHAVIOUR_PATHS.get(p.get("behaviour", ""), "")
+            used.add(MODE_PATHS.get(path))
+        if any(call.path == EMITTERS for call in plan.control):
+            used.add("push")
+    for mode in list(used):
+        used.update(PART_NEEDS.get(mode, ()))
+    if "syslog" in used:
+        used.add("syslog-parse")
+    return MODES - used
 
 
 def refusal(plan: TestPlan, manifest: Manifest, engine_h2: bool) -> str | None:
