@@ -410,15 +410,15 @@ def planned(tmp_path, contestants: str, body: str) -> list:
     ("body", "unused"),
     [
         (KEEPALIVE, {"push", "sse", "websocket", "syslog", "syslog-parse"}),
-        (WS_ATTACK, {"sse", "syslog", "syslog-parse"}),
+        (WS_ATTACK, {"push", "sse", "syslog", "syslog-parse"}),
         (SSE, {"websocket", "syslog", "syslog-parse"}),
     ],
 )
 def test_a_run_verifies_the_serving_modes_its_tests_use_and_those_they_need(
     contestants_dir, tmp_path, body, unused
 ):
-    """A client group's behaviour counts (a WebSocket attack uses `websocket`), and so do
-    the modes a used one needs: WebSocket and SSE deliver push's emit cycles."""
+    """A client group's behaviour counts (a WebSocket attack uses `websocket`, and not
+    push: it subscribes to nothing), and a test that sets emitters uses push (SSE's)."""
     assert protocols.modes_unused(planned(tmp_path, '["reference"]', body)) == unused
 
 
