@@ -6,11 +6,12 @@
 
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -39,12 +40,24 @@ impl Drop for Server {
     }
 }
 
+/// A loopback port free now and never handed out before in this process. The tests run in
+/// parallel, each server on six ports found here and bound later: without the record, two
+/// servers could be given one port, and a test could then talk to another test's server
+/// (CI once read a reset on `/stats` mid-test: what another test's server, killed as its
+/// test ended, would give).
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 pub fn big_file() -> Vec<u8> {
