@@ -68,9 +68,9 @@ SLOW_FIRST_HOLD_S = 0.4
 # planted). See KneeBucket for why a bucket and not a count over the last second.
 KNEE_RATE = 150
 KNEE_DELAY_S = 0.3
-# Traffic begun after KNEE_IDLE_S without arrivals finds KNEE_BURST tokens (a 100 ms
+# Traffic begun after KNEE_IDLE_S without arrivals finds KNEE_BURST tokens (a 200 ms
 # catch-up burst at the knee's rate); tokens earned under the rate build up to a second's.
-KNEE_BURST = 15
+KNEE_BURST = 30
 KNEE_IDLE_S = 0.5
 # The slow_above_subscribers fault's planted push knee: a cycle to more than this many
 # subscribers is written KNEE_DELAY_S late (a fan-out past its capacity, planted).
@@ -1089,8 +1089,11 @@ class KneeBucket:
     stall, so a 35 ms stall of a noisy machine at 145 a second put more than 150 into one
     second, and CI's capacity searches found 135 and 140 for a knee at 150. A bucket earns
     during the stall what the catch-up spends, as long as the rate stays under the knee.
-    So that a search step still crosses it quickly above the knee, traffic begun after an
-    idle KNEE_IDLE_S (the search settles 1 s before each step) starts with KNEE_BURST tokens,
+    Where a stall can still cross it is a step's start: the engine's schedule runs while
+    its connections open, and a slow start goes out as one burst (CI once saw a gRPC step at
+    140 a second fail with 15 tokens, likely so). So that a search step still crosses the knee
+    within the step above it, traffic begun after an idle KNEE_IDLE_S (the search settles
+    1 s before each step) starts with KNEE_BURST tokens,
     and the debt an overload runs up is bounded as well, so that the server recovers within
     KNEE_BURST / KNEE_RATE of the load falling back under it."""
 

@@ -30,8 +30,8 @@ warmup_s = 0.5
 warmup_max_s = 2
 start_rate = 40
 max_rate = 1000
-# 3 s: a step at 160 a second drains the bucket's 15-token burst in 1.5 s, and is then late.
-step_s = 3
+# 4.5 s: a step at 160 a second spends the bucket's 30 tokens in 3 s, and is then late.
+step_s = 4.5
 p99_bound_ms = 150
 tunables.reference = { fault = "slow_above_rate" }
 """
@@ -154,8 +154,8 @@ warmup_s = 0.5
 warmup_max_s = 2
 start_rate = 40
 max_rate = 1000
-# 3 s: a step at 160 a second drains the bucket's 15-token burst in 1.5 s, and is then late.
-step_s = 3
+# 4.5 s: a step at 160 a second spends the bucket's 30 tokens in 3 s, and is then late.
+step_s = 4.5
 p99_bound_ms = 150
 tunables.reference-grpc = { fault = "slow_above_rate" }
 """
