@@ -1093,9 +1093,9 @@ class KneeBucket:
     its connections open, and a slow start goes out as one burst (CI once saw a gRPC step at
     140 a second fail with 15 tokens, likely so). So that a search step still crosses the knee
     within the step above it, traffic begun after an idle KNEE_IDLE_S (the search settles
-    1 s before each step) starts with KNEE_BURST tokens,
-    and the debt an overload runs up is bounded as well, so that the server recovers within
-    KNEE_BURST / KNEE_RATE of the load falling back under it."""
+    1 s before each step) starts with KNEE_BURST tokens, and the debt an overload runs up
+    is bounded as well, so that the server recovers within KNEE_BURST / KNEE_RATE of the
+    load falling back under it."""
 
     def __init__(self):
         self.tokens, self.last = float(KNEE_BURST), -KNEE_IDLE_S

@@ -46,6 +46,7 @@ from serverlab.run.execution.records import put_load
 from serverlab.run.execution.signals import read_signals
 from serverlab.run.execution.testplan import (
     CLIENTS_LEVEL,
+    EVENT_SET,
     ControlCall,
     TestPlan,
     bind,
@@ -69,8 +70,6 @@ STATS_TRY_S = 3.0
 # timeout (held_threads): the silence is known before the first try, and one try shows it
 # as well as 15 s would (java-tomcat-blocking's long polls cost the demo 15 s a test).
 STATS_HELD_LIMIT_S = STATS_TRY_S
-# The control call that starts an emitter (spec: POST /event/set).
-EVENT_SET = "/event/set"
 OOM_MARKERS = ("OutOfMemoryError", "out of memory", "Out of memory", "heap out of memory")
 
 

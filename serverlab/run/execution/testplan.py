@@ -40,6 +40,11 @@ class PlanFormatError(ValueError):
     """A serialised plan this serverlab cannot read."""
 
 
+# The control call that starts an emitter (spec: POST /event/set): the planner makes it, and
+# the executor and the run's verify look for it.
+EVENT_SET = "/event/set"
+
+
 @dataclass(frozen=True)
 class ControlCall:
     """A request to the server's control endpoints, made from the server's own host: the

@@ -26,6 +26,7 @@ from serverlab.contestant.manifest import SYSLOG_MODE, Manifest
 from serverlab.run.execution.testplan import (
     CLIENTS_LEVEL,
     ENGINE_GRACE_S,
+    EVENT_SET,
     RATE_LEVEL,
     CapacityPlan,
     ControlCall,
@@ -142,7 +143,7 @@ def _control_calls(p: dict[str, Any]) -> tuple[ControlCall, ...]:
     calls = [ControlCall("POST", "/logging", {"enabled": False})]
     if p.get("emit_interval_ms"):
         event = {"name": PUSH_EVENT, "interval_ms": p["emit_interval_ms"]}
-        calls.append(ControlCall("POST", "/event/set", event))
+        calls.append(ControlCall("POST", EVENT_SET, event))
     return tuple(calls)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from serverlab.base.engine_facts import FACTS, behaviour_paths
 from serverlab.contestant.manifest import Manifest
-from serverlab.run.execution.testplan import TestPlan
+from serverlab.run.execution.testplan import EVENT_SET, TestPlan
 from serverlab.run.plan.descriptors import Refused
 from serverlab.run.plan.suite.file import GROUP_KEY
 from serverlab.run.plan.suite.permutation import HTTP2_TRANSPORTS, SYSLOG_TLS
@@ -43,7 +43,6 @@ GRPC_PARTS = {"h2c": ("grpc",), "h2": ("grpc", "tls")}
 MODE_PATHS = {"/push": "push", "/sse": "sse", "/ws": "websocket", None: "syslog"}
 MODES = frozenset(MODE_PATHS.values()) | {"syslog-parse"}
 BEHAVIOUR_PATHS = behaviour_paths(FACTS)
-EMITTERS = "/event/set"
 
 
 def modes_unused(plans: list[TestPlan]) -> frozenset[str]:
@@ -57,7 +56,7 @@ def modes_unused(plans: list[TestPlan]) -> frozenset[str]:
         for p in [plan.params, *(plan.params.get(GROUP_KEY) or [])]:
             path = BEHAVIOUR_PATHS.get(p.get("behaviour", ""), "")
             used.add(MODE_PATHS.get(path))
-        if any(call.path == EMITTERS for call in plan.control):
+        if any(call.path == EVENT_SET for call in plan.control):
             used.add("push")
     if "syslog" in used:
         used.add("syslog-parse")
