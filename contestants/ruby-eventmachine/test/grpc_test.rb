@@ -89,8 +89,7 @@ class GrpcTest < Minitest::Test
     sse.write("GET /sse?events=#{event}&heartbeat_ms=0 HTTP/1.1\r\n\r\n")
     assert eventually { stats.dig("sse", "open").positive? }
     before = stats
-    deliveries = lab.subscribe(subscribe_request(event), deadline: Time.now + 10).each
-    assert eventually { stats.dig("grpc", "open") == before.dig("grpc", "open") + 1 }
+    deliveries = subscribed(event)
     post_json("/event/set", "name" => event, "interval_ms" => 50)
     received = Array.new(3) { deliveries.next }
     post_json("/event/clear", "name" => event)
@@ -104,6 +103,7 @@ class GrpcTest < Minitest::Test
     end
     assert_operator stats.dig("grpc", "deliveries") - before.dig("grpc", "deliveries"), :>=, 3
   ensure
+    unsubscribe
     sse&.close
   end
 
@@ -111,9 +111,7 @@ class GrpcTest < Minitest::Test
   # the gRPC stream as JSON text.
   def test_a_publish_cycle_reaches_a_subscribe_stream_with_its_data
     event = fresh_event("gp")
-    base = stats.dig("grpc", "open")
-    deliveries = lab.subscribe(subscribe_request(event), deadline: Time.now + 10).each
-    assert eventually { stats.dig("grpc", "open") == base + 1 }
+    deliveries = subscribed(event)
     socket = TCPSocket.new("127.0.0.1", server.port)
     socket.write("GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
@@ -121,7 +119,27 @@ class GrpcTest < Minitest::Test
     socket.write(masked_text_frame(JSON.generate("type" => "publish", "event" => event, "data" => { "n" => 1 })))
     assert_equal({ "n" => 1 }, JSON.parse(deliveries.next.data))
   ensure
+    unsubscribe
     socket&.close
+  end
+
+  # A Subscribe stream to `event`, open on the server when this returns. Left
+  # to its deadline, a stream would leave the server's open count mid-way
+  # through a later test that reads it (CI: "the stream never opened"), so
+  # the test cancels it with `unsubscribe` and waits for the count.
+  def subscribed(event)
+    @open_before = stats.dig("grpc", "open")
+    @subscription = lab.subscribe(subscribe_request(event), deadline: Time.now + 10, return_op: true)
+    deliveries = @subscription.execute.each
+    assert eventually { stats.dig("grpc", "open") == @open_before + 1 }, "the stream never opened"
+    deliveries
+  end
+
+  def unsubscribe
+    return unless @subscription
+
+    @subscription.cancel
+    assert eventually(2) { stats.dig("grpc", "open") == @open_before }, "the cancelled stream is still open"
   end
 
   def masked_text_frame(payload)
