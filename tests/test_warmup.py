@@ -172,7 +172,8 @@ def test_a_jvm_contestants_warm_up_is_detected_and_reaches_steady(tmp_path):
     assert test.status == "ok", test.validity
     warmup = test.run_info["warmup"]
     rates = warmup["rates"]
-    assert warmup["steady"], rates
+    # A string, so that pytest prints every line's rate and JIT share, not the first six.
+    assert warmup["steady"], f"rates {rates}; JIT % {warmup.get('jit_percent')}"
     assert warmup["steady_s"] > 0 and warmup["steady_requests"] > 0, "the JIT's climb is seen"
     assert rates[0] < 0.5 * max(rates[-STEADY_INTERVALS:]), rates
     assert warmup["ran_s"] < 40, "stopped once steady, before its cap"
